@@ -1,0 +1,66 @@
+"""`specmon` entry point: dispatches to one module per subcommand.
+
+Each module in specmon/commands/ exposes `add_arguments(parser)` and `main(args) -> int`.
+Modules are imported lazily so `specmon sim` never pays for Textual, and so on.
+Without a subcommand (`specmon --url ...`) the default is `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from specmon import __version__
+from specmon.errors import UserError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("specmon.commands.run", "drive a server and monitor acceptance (the default)"),
+    "demo": ("specmon.commands.demo", "run against a built-in simulated vLLM"),
+    "sim": ("specmon.commands.sim", "serve a simulated vLLM with speculative decoding"),
+    "report": ("specmon.commands.report", "turn a raw capture into AIPerf-compatible exports"),
+    "replay": ("specmon.commands.replay", "open the monitor over a finished run"),
+    "tune": ("specmon.commands.tune", "estimate acceptance and speedup at other k"),
+    "compare": ("specmon.commands.compare", "compare two or more runs side by side"),
+}
+
+
+def _top_help() -> str:
+    lines = [f"specmon {__version__}: live speculative-decoding monitor", "",
+             "usage: specmon [COMMAND] [options]   (default command: run)", "", "commands:"]
+    lines += [f"  {name:<9} {desc}" for name, (_, desc) in COMMANDS.items()]
+    lines += ["", "`specmon COMMAND --help` lists a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(_top_help())
+        return 0
+    if argv and argv[0] == "--version":
+        print(f"specmon {__version__}")
+        return 0
+    name = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    module_name, desc = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:  # a command not built yet
+        if exc.name == module_name:
+            print(f"specmon: error: command '{name}' is not available in this build", file=sys.stderr)
+            return 2
+        raise
+    parser = argparse.ArgumentParser(prog=f"specmon {name}", description=desc)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(module.main(args) or 0)
+    except UserError as exc:
+        print(f"specmon: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
