@@ -1,0 +1,194 @@
+"""`specmon run` (the default command): drive a server, monitor acceptance, write exports.
+
+Headless: a progress line every few seconds (reads well when piped), then the console
+tables and the exports. Ctrl-C and SIGTERM stop the load and still write complete exports.
+Without --headless the Textual monitor runs on the main thread over the same runner/session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+from specmon.config import RunConfig, add_run_arguments, build_config, save_config
+from specmon.errors import UserError
+
+PROGRESS_EVERY_S = 2.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    config = build_config(args)
+    return execute(config, save_config_path=getattr(args, "save_config", None))
+
+
+def execute(config: RunConfig, *, save_config_path: str | None = None,
+            out: Any = None) -> int:
+    """Preflight, build session + runner, run headless or with the TUI, write exports."""
+    from specmon.load.runner import preflight
+
+    out = out or sys.stdout
+    config.model = preflight(config)
+    if config.artifact_dir is None:
+        config.artifact_dir = config.default_artifact_dir(config.model)
+    if config.random_seed is None:  # record the seed actually used, so a run can be repeated
+        config.random_seed = int(time.time_ns() % 2**31)
+    if save_config_path:
+        save_config(config, save_config_path)
+    session = make_session(config)
+    runner = make_runner(config, session)
+    if not config.headless:
+        monitor = _load_monitor(out)
+        if monitor is not None and sys.stdout.isatty():
+            return _run_with_monitor(monitor, config, runner, session, out)
+    return run_headless(config, runner, session, out)
+
+
+def make_session(config: RunConfig) -> Any:
+    from specmon.session import RunSession
+
+    input_config = config.model_dump(exclude={"api_key"})
+    return RunSession(config.artifact_dir, config.export_level, input_config)
+
+
+def make_runner(config: RunConfig, session: Any) -> Any:
+    if config.workers > 1:
+        from specmon.load.workers import WorkerPool
+
+        return WorkerPool(config, session)
+    from specmon.load.runner import LoadRunner
+
+    return LoadRunner(config, session)
+
+
+def _load_monitor(out: Any) -> Callable | None:
+    try:
+        from specmon.tui.app import run_monitor
+    except ImportError as exc:
+        print(f"specmon: the live monitor is unavailable ({exc}); running headless", file=out)
+        return None
+    return run_monitor
+
+
+def _run_with_monitor(monitor: Callable, config: RunConfig, runner: Any, session: Any, out: Any) -> int:
+    runner.start()
+    try:
+        monitor(config, runner, session)
+    finally:
+        runner.stop()
+        runner.join()
+        _finish(session, runner)
+    print(f"exports written to {config.artifact_dir}", file=out)
+    return _exit_status(runner, out)
+
+
+# headless ---------------------------------------------------------------------------
+
+
+def run_headless(config: RunConfig, runner: Any, session: Any, out: Any) -> int:
+    print(describe_run(config), file=out, flush=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    try:
+        runner.start()
+        _wait_printing(runner, session, out)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(progress_line(runner.progress(), session), file=out, flush=True)
+    _finish(session, runner)
+    _print_tables(session, out)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    return _exit_status(runner, out)
+
+
+def _wait_printing(runner: Any, session: Any, out: Any) -> None:
+    """Join the runner, printing progress; Ctrl-C stops the load and keeps waiting."""
+    lag_warned = False
+    next_print = time.monotonic() + PROGRESS_EVERY_S
+    while True:
+        try:
+            if runner.join(0.2):
+                return
+            if time.monotonic() >= next_print:
+                next_print += PROGRESS_EVERY_S
+                print(progress_line(runner.progress(), session), file=out, flush=True)
+            lag_warned = _warn_lag(runner.progress(), lag_warned, out)
+        except KeyboardInterrupt:
+            print("specmon: stopping (Ctrl-C): cancelling in-flight requests", file=out, flush=True)
+            runner.stop()
+
+
+def describe_run(config: RunConfig) -> str:
+    targets = ", ".join(base for _, base in config.targets())
+    if config.request_count:
+        bound = f"{config.request_count} requests"
+    elif config.benchmark_duration:
+        bound = f"{config.benchmark_duration:g} s"
+    else:
+        bound = "until stopped (Ctrl-C)"
+    if config.request_rate is not None:
+        load = f"request-rate {config.request_rate:g}/s {config.request_rate_mode}"
+        load += f", concurrency cap {config.concurrency}" if config.concurrency else ""
+    else:
+        load = f"concurrency {config.effective_concurrency}"
+    stream = "streaming" if config.streaming else "non-streaming"
+    warm = f", {config.warmup_request_count} warmup" if config.warmup_request_count else ""
+    return (f"specmon: {targets} model {config.model}, {config.endpoint_type} {stream}, "
+            f"{load}, {bound}{warm}")
+
+
+def progress_line(progress: Any, session: Any) -> str:
+    """One line: elapsed, done/total, errors, req/s, running acceptance length, lag."""
+    total = f"/{progress.total}" if progress.total else ""
+    elapsed = max(progress.elapsed_s, 1e-9)
+    rate = progress.completed / elapsed if progress.elapsed_s > 0 else 0.0
+    al = _running_acceptance_length(session)
+    al_text = f"{al:.2f}" if al is not None else "n/a"
+    phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
+    return (f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
+            f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
+            f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms")
+
+
+def _running_acceptance_length(session: Any) -> float | None:
+    try:
+        stats = session.accumulator.snapshot().spec_stats
+    except Exception:  # noqa: BLE001 - progress must never stop a run
+        return None
+    value = (stats.get("spec_decode_acceptance_length") or {}).get("avg")
+    return float(value) if value is not None else None
+
+
+def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
+    if progress.lag_warning and not already:
+        print(f"specmon: warning: event-loop lag {progress.loop_lag_ms:.0f} ms: the client is "
+              f"saturated and latencies include its own delay (try --workers 2)", file=out, flush=True)
+        return True
+    return already
+
+
+def _finish(session: Any, runner: Any) -> None:
+    session.finish(was_cancelled=bool(getattr(runner, "stopped_early", False)))
+
+
+def _print_tables(session: Any, out: Any) -> None:
+    try:
+        from specmon.export.console import render_console
+    except ImportError:
+        return
+    print(render_console(session.accumulator.summary()), file=out)
+
+
+def _exit_status(runner: Any, out: Any) -> int:
+    error = getattr(runner, "error", None)
+    if error is not None and not isinstance(error, KeyboardInterrupt):
+        if isinstance(error, UserError):
+            raise error
+        print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
+        return 1
+    return 0

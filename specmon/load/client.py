@@ -1,0 +1,225 @@
+"""The load path's HTTP client: aiohttp + orjson, SSE parsed by hand on bytes.
+
+Chosen by the benchmark of issue 3 item 7: on this machine a bare aiohttp + uvloop + orjson
+client reached 4,300 req/s at concurrency 64 where httpx managed 240 (its pool scans every
+connection per request). One TCPConnector sized to the concurrency keeps connections alive.
+
+Every request yields a capture dict in the raw-capture format (docs/architecture.md). Errors
+are classified, never raised: the run goes on. Only the parsed JSON objects are kept, not the
+bytes they came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+import orjson
+
+ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_ERROR_BODY_LIMIT = 2048  # bytes of an error body worth keeping for its message
+
+
+def new_capture(endpoint: str, streaming: bool, body: dict[str, Any], **extras: Any) -> dict[str, Any]:
+    capture: dict[str, Any] = {
+        "endpoint": endpoint, "streaming": streaming, "request": body, "status": 0,
+        "responses": [], "start_ns": 0, "response_ns": [], "end_ns": 0, "error": None,
+    }
+    capture.update({k: v for k, v in extras.items() if v is not None})
+    return capture
+
+
+def error_message(status: int, raw: bytes) -> str:
+    """The message of an OpenAI-style error body, else the start of the body."""
+    text = raw[:_ERROR_BODY_LIMIT]
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        obj = None
+    message = None
+    if isinstance(obj, dict):
+        inner = obj.get("error")
+        if isinstance(inner, dict):
+            message = inner.get("message")
+        elif isinstance(inner, str):
+            message = inner
+        message = message or obj.get("message") or obj.get("detail")
+    if not message:
+        message = text.decode("utf-8", "replace").strip()[:200] or "(empty body)"
+    return f"HTTP {status}: {message}"
+
+
+class SSEParser:
+    """Incremental `text/event-stream` parser over bytes.
+
+    Events are separated by a blank line; only `data:` lines matter (joined by newlines),
+    `:` comment lines and other fields are ignored, and `[DONE]` ends the stream.
+    """
+
+    __slots__ = ("_buffer", "done")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Return the data payloads of every event completed by this chunk."""
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buffer = self._buffer + chunk if self._buffer else chunk
+        events = buffer.split(b"\n\n")
+        self._buffer = events.pop()  # an incomplete tail waits for the next chunk
+        payloads = []
+        for event in events:
+            data = self._data_of(event)
+            if data is None:
+                continue
+            if data.strip() == b"[DONE]":
+                self.done = True
+                break
+            payloads.append(data)
+        return payloads
+
+    def finish(self) -> list[bytes]:
+        """Flush an event the server did not terminate with a blank line."""
+        tail, self._buffer = self._buffer, b""
+        if self.done or not tail.strip():
+            return []
+        return self.feed(tail + b"\n\n")
+
+    @staticmethod
+    def _data_of(event: bytes) -> bytes | None:
+        parts = []
+        for line in event.split(b"\n"):
+            if line.startswith(b"data:"):
+                value = line[5:]
+                parts.append(value[1:] if value.startswith(b" ") else value)
+        return b"\n".join(parts) if parts else None
+
+
+class LoadClient:
+    """One aiohttp session per event loop; `send` fills one capture per request."""
+
+    def __init__(self, base_url: str, *, max_connections: int, request_timeout: float,
+                 api_key: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.request_timeout = request_timeout
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self._max_connections = max(0, max_connections)  # 0: unbounded; the generator caps in-flight
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> "LoadClient":
+        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
+                                         keepalive_timeout=60, ttl_dns_cache=None)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+            auto_decompress=False, skip_auto_headers=("User-Agent",))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def get_json(self, path: str, timeout: float = 10.0) -> Any:
+        """A plain GET (start-up checks such as /v1/models); errors propagate."""
+        assert self._session is not None
+        async with self._session.get(self.base_url + path, headers=self.headers,
+                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status,
+                                                  message=error_message(resp.status, raw))
+            return orjson.loads(raw)
+
+    async def send(self, capture: dict[str, Any], category: str | None = None) -> dict[str, Any]:
+        """Send capture["request"] and record what came back into `capture`.
+
+        On task cancellation the capture is marked `cancelled` and CancelledError propagates,
+        so the caller can still record it.
+        """
+        assert self._session is not None
+        headers = self.headers
+        extra = {}
+        if category:
+            extra["X-Specmon-Category"] = category
+        request_id = capture.setdefault("x_request_id", uuid.uuid4().hex)
+        extra["X-Request-Id"] = request_id
+        headers = {**headers, **extra}
+        url = self.base_url + ENDPOINT_PATHS[capture["endpoint"]]
+        data = orjson.dumps(capture["request"])
+        capture["wall_start_ns"] = time.time_ns()
+        capture["start_ns"] = time.perf_counter_ns()
+        try:
+            async with self._session.post(url, data=data, headers=headers) as resp:
+                capture["status"] = resp.status
+                if resp.status >= 400:
+                    raw = await resp.content.read(_ERROR_BODY_LIMIT)
+                    capture["error"] = {"type": "http_error", "message": error_message(resp.status, raw)}
+                elif capture["streaming"]:
+                    await self._read_stream(resp, capture)
+                else:
+                    await self._read_body(resp, capture)
+        except asyncio.CancelledError:
+            capture["error"] = {"type": "cancelled", "message": "request cancelled (run stopped)"}
+            capture["end_ns"] = time.perf_counter_ns()
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            capture["error"] = {"type": "timeout",
+                                "message": f"no complete response within {self.request_timeout:g} s"}
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            kind = "broken_stream" if capture["status"] else "connection_error"
+            capture["error"] = {"type": kind, "message": _describe(exc)}
+        except (aiohttp.ClientError, OSError) as exc:
+            kind = "broken_stream" if capture["status"] and capture["responses"] else "connection_error"
+            capture["error"] = {"type": kind, "message": _describe(exc)}
+        capture["end_ns"] = time.perf_counter_ns()
+        return capture
+
+    @staticmethod
+    async def _read_body(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
+        raw = await resp.read()
+        capture["response_ns"].append(time.perf_counter_ns())
+        try:
+            capture["responses"].append(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            capture["response_ns"].pop()
+            capture["error"] = {"type": "invalid_json", "message": f"response body is not JSON ({exc})"}
+
+    @staticmethod
+    async def _read_stream(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
+        parser = SSEParser()
+        responses, stamps = capture["responses"], capture["response_ns"]
+        async for chunk in resp.content.iter_any():
+            now = time.perf_counter_ns()
+            for payload in parser.feed(chunk):
+                if not _append_json(payload, now, responses, stamps, capture):
+                    return
+            if parser.done:
+                return
+        for payload in parser.finish():
+            if not _append_json(payload, time.perf_counter_ns(), responses, stamps, capture):
+                return
+        if not parser.done:
+            capture["error"] = {"type": "broken_stream", "message": "stream ended before [DONE]"}
+
+
+def _append_json(payload: bytes, now: int, responses: list, stamps: list, capture: dict) -> bool:
+    try:
+        responses.append(orjson.loads(payload))
+    except orjson.JSONDecodeError:
+        capture["error"] = {"type": "invalid_json",
+                            "message": f"SSE event {len(responses) + 1} is not JSON: {payload[:80]!r}"}
+        return False
+    stamps.append(now)
+    return True
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,295 @@
+"""The load generator: request bodies, arrival schedules and the dispatch loop (asyncio).
+
+Closed loop: keep `concurrency` requests in flight. Open loop: send at `request_rate`
+(constant or seeded poisson arrivals), optionally capped by `concurrency`. Warmup requests
+go first, tagged benchmark_phase=warmup. Concurrency, rate and output length can change while
+the loop runs (set_* methods, called on the loop's own thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from specmon.config import RunConfig
+from specmon.load.client import LoadClient, new_capture
+from specmon.load.datasets import Prompt, PromptSource, sample_length
+
+Sink = Callable[[dict[str, Any]], None]
+
+LAG_INTERVAL_S = 0.1
+LAG_WARN_MS = 25.0  # sustained loop lag above this means latency figures include client delay
+DURATION_GRACE_S = 30.0  # after --benchmark-duration, how long in-flight requests may finish
+
+
+class RequestFactory:
+    """Builds request bodies from prompts: model, max_tokens + ignore_eos, streaming options."""
+
+    def __init__(self, config: RunConfig, model: str, rng: random.Random) -> None:
+        self.endpoint = config.endpoint_type
+        self.streaming = config.streaming
+        self.model = model
+        self.extra_inputs = config.extra_inputs
+        self.output_tokens_mean = config.output_tokens_mean
+        self.output_tokens_stddev = config.output_tokens_stddev
+        self.rng = rng
+        self.prompts = PromptSource(config.effective_prompt_source, rng,
+                                    input_tokens_mean=config.synthetic_input_tokens_mean,
+                                    input_tokens_stddev=config.synthetic_input_tokens_stddev,
+                                    input_file=config.input_file)
+
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model}
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt.text}]
+        else:
+            body["prompt"] = prompt.text
+        max_tokens = prompt.max_tokens
+        if max_tokens is None and self.output_tokens_mean is not None:
+            max_tokens = sample_length(self.rng, self.output_tokens_mean, self.output_tokens_stddev)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+            body["ignore_eos"] = True
+        if self.streaming:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}  # vLLM puts the stats on the usage chunk
+        if self.extra_inputs:  # the user's keys win, including stream_options
+            body.update(copy.deepcopy(self.extra_inputs))
+        return body
+
+    def next_request(self) -> tuple[dict[str, Any], str | None]:
+        prompt = self.prompts.next()
+        return self.body(prompt), prompt.category
+
+
+class ArrivalSchedule:
+    """Inter-arrival gaps for the open loop: constant 1/R, or exponential(R) for poisson."""
+
+    def __init__(self, mode: str, rate: float, rng: random.Random) -> None:
+        self.mode = mode
+        self.rate = rate
+        self.rng = rng
+
+    def gap(self) -> float:
+        if self.mode == "poisson":
+            return self.rng.expovariate(self.rate)
+        return 1.0 / self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    sent: int  # profiling requests sent
+    completed: int  # profiling requests finished (including errors)
+    total: int | None  # --request-count, None for duration / unbounded runs
+    in_flight: int
+    errors: int
+    loop_lag_ms: float  # worst event-loop lag over the last second
+    phase: str = "profiling"  # warmup | profiling | stopping | done
+    warmup_completed: int = 0
+    lag_warning: bool = False
+    elapsed_s: float = 0.0  # seconds since profiling began
+
+
+class LoopLagMonitor:
+    """A periodic timer: how late it fires is how long the loop was busy elsewhere."""
+
+    def __init__(self) -> None:
+        self.recent: list[float] = []
+        self.worst_ms = 0.0
+        self.saturated_ticks = 0
+
+    async def run(self) -> None:
+        while True:
+            expected = time.perf_counter() + LAG_INTERVAL_S
+            await asyncio.sleep(LAG_INTERVAL_S)
+            lag_ms = max(0.0, (time.perf_counter() - expected) * 1000.0)
+            self.recent = (self.recent + [lag_ms])[-10:]  # one second of ticks
+            self.worst_ms = max(self.worst_ms, lag_ms)
+            self.saturated_ticks = self.saturated_ticks + 1 if lag_ms > LAG_WARN_MS else 0
+
+    @property
+    def lag_ms(self) -> float:
+        return max(self.recent, default=0.0)
+
+    @property
+    def warning(self) -> bool:
+        return self.saturated_ticks >= 5  # half a second of sustained lag, not one GC pause
+
+
+class LoadGenerator:
+    """Runs warmup then profiling against one server; every finished request goes to `sink`."""
+
+    def __init__(self, config: RunConfig, model: str, base_url: str, sink: Sink, *,
+                 server_label: str | None = None, worker_id: str | None = None,
+                 seed: int | None = None) -> None:
+        self.config = config
+        self.base_url = base_url
+        self.sink = sink
+        self.server_label = server_label
+        self.worker_id = worker_id
+        rng = random.Random(config.random_seed if seed is None else seed)
+        self.factory = RequestFactory(config, model, rng)
+        self.concurrency = config.effective_concurrency
+        self.rate = config.request_rate
+        self.schedule = ArrivalSchedule(config.request_rate_mode, config.request_rate or 1.0,
+                                        random.Random(rng.random()))
+        self.request_count = config.request_count
+        self.duration = config.benchmark_duration
+        self.lag = LoopLagMonitor()
+        self.phase = "warmup"
+        self.sent = self.completed = self.errors = self.warmup_completed = 0
+        self.segment: int | None = None
+        self.profiling_started: float | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._wake: asyncio.Event | None = None
+        self._stop_requested = False
+        self._next_arrival = 0.0
+        self.arrival_times: list[float] = []  # perf_counter seconds of each open-loop send
+
+    # run-time knobs (loop thread) ---------------------------------------------------
+    def set_concurrency(self, value: int | None) -> None:
+        self.concurrency = value
+        self._poke()
+
+    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
+        self.rate = value
+        if value is not None:
+            self.schedule.rate = value
+            self._next_arrival = time.perf_counter() + self.schedule.gap()
+        if mode is not None:
+            self.schedule.mode = mode
+        self._poke()
+
+    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
+        self.factory.output_tokens_mean = mean
+        self.factory.output_tokens_stddev = stddev
+
+    def request_stop(self) -> None:
+        """Stop sending and cancel what is in flight (each is recorded as cancelled)."""
+        self._stop_requested = True
+        for task in list(self._tasks):
+            task.cancel()
+        self._poke()
+
+    def progress(self) -> LoadProgress:
+        elapsed = time.perf_counter() - self.profiling_started if self.profiling_started else 0.0
+        return LoadProgress(self.sent, self.completed, self.request_count, len(self._tasks),
+                            self.errors, round(self.lag.lag_ms, 2), self.phase,
+                            self.warmup_completed, self.lag.warning, elapsed)
+
+    # the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._wake = asyncio.Event()
+        lag_task = asyncio.create_task(self.lag.run())
+        try:
+            async with LoadClient(self.base_url, max_connections=0,
+                                  request_timeout=self.config.request_timeout,
+                                  api_key=self.config.api_key) as client:
+                self._client = client
+                if self.config.warmup_request_count and not self._stop_requested:
+                    await self._phase_loop("warmup", self.config.warmup_request_count, None)
+                    await self._drain(None)
+                self.phase = "profiling"
+                self.profiling_started = time.perf_counter()
+                if not self._stop_requested:
+                    deadline = self.profiling_started + self.duration if self.duration else None
+                    await self._phase_loop("profiling", self.request_count, deadline)
+                    self.phase = "stopping"
+                    await self._drain(DURATION_GRACE_S if deadline else None)
+        finally:
+            self.phase = "stopping"
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            lag_task.cancel()
+            self.phase = "done"
+
+    async def _phase_loop(self, phase: str, count: int | None, deadline: float | None) -> None:
+        issued = 0
+        self._next_arrival = time.perf_counter()
+        while not self._stop_requested and (count is None or issued < count):
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            if self.rate is not None and not await self._wait_arrival(deadline):
+                continue  # woken by a knob change, a completion or stop: re-check
+            if not await self._wait_slot(deadline):
+                continue
+            self._launch(phase)
+            issued += 1
+
+    async def _wait_arrival(self, deadline: float | None) -> bool:
+        """Sleep until the next scheduled arrival; False when interrupted before it."""
+        now = time.perf_counter()
+        if now < self._next_arrival:
+            until = self._next_arrival if deadline is None else min(self._next_arrival, deadline)
+            await self._sleep_or_wake(until - now)
+            if time.perf_counter() < self._next_arrival:
+                return False
+        self.arrival_times.append(time.perf_counter())
+        # Schedule from the planned time, not from now, so small delays do not lower the
+        # rate; after a stall of over a second, do not burst to catch up.
+        self._next_arrival = max(self._next_arrival, now - 1.0) + self.schedule.gap()
+        return True
+
+    async def _wait_slot(self, deadline: float | None) -> bool:
+        while self.concurrency is not None and len(self._tasks) >= self.concurrency:
+            if self._stop_requested:
+                return False
+            timeout = None if deadline is None else deadline - time.perf_counter()
+            if timeout is not None and timeout <= 0:
+                return False
+            await self._sleep_or_wake(timeout)
+        return not self._stop_requested
+
+    async def _sleep_or_wake(self, timeout: float | None) -> bool:
+        """Wait for a poke (completion, knob, stop) or the timeout; True when poked."""
+        assert self._wake is not None
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def _drain(self, grace: float | None) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
+
+    def _launch(self, phase: str) -> None:
+        body, category = self.factory.next_request()
+        capture = new_capture(self.factory.endpoint, self.factory.streaming, body,
+                              category=category, benchmark_phase=phase, server=self.server_label,
+                              worker_id=self.worker_id, segment=self.segment)
+        if phase == "profiling":
+            self.sent += 1
+        task = asyncio.get_running_loop().create_task(self._one(capture, category))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        self._poke()
+
+    async def _one(self, capture: dict[str, Any], category: str | None) -> None:
+        try:
+            await self._client.send(capture, category)
+        finally:  # also on cancellation: the capture is marked cancelled, still recorded
+            self._record(capture)
+
+    def _record(self, capture: dict[str, Any]) -> None:
+        if capture.get("benchmark_phase") == "warmup":
+            self.warmup_completed += 1
+        else:
+            self.completed += 1
+            if capture["error"] is not None:
+                self.errors += 1
+        self.sink(capture)
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
