@@ -1,0 +1,387 @@
+"""The server's own view: vLLM's spec-decode counters from /metrics, over the run's window.
+
+vLLM exposes four counters (aiperf-semantics.md §1.6), one series per engine / data-parallel
+rank: `vllm:spec_decode_num_drafts_total` (verify steps), `..._num_draft_tokens_total`,
+`..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total{position="i"}`
+(steps that accepted position i, i = 0..k-1). specmon sums every label set (AIPerf's own
+report reads only the first series) and ignores the `_created` timestamps.
+
+Over a window (the first sample is taken before the run starts): acceptance rate =
+Δaccepted / Δdraft_tokens, acceptance length = 1 + Δaccepted / Δdrafts, per-position rate
+= ΔP[i] / Δdrafts. P is a survival function, so the server-wide histogram is
+H[0] = D − P[0], H[j] = P[j−1] − P[j], H[k] = P[k−1].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from specmon.errors import UserError
+
+PREFIX = "vllm:spec_decode_"
+COUNTER_FIELDS = {
+    "num_drafts": "drafts",
+    "num_draft_tokens": "draft_tokens",
+    "num_accepted_tokens": "accepted",
+    "num_accepted_tokens_per_pos": "per_pos",
+}
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # (field, sorted labels incl. position)
+
+
+def metrics_url(url: str) -> str:
+    """`http://host:8000`, `.../v1` or `.../metrics` -> `http://host:8000/metrics`."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(f"not an http(s) URL: {url!r} (expected e.g. http://127.0.0.1:8000)")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/metrics"):
+        if path.endswith("/v1"):
+            path = path[: -len("/v1")]
+        path += "/metrics"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+@dataclass(frozen=True)
+class CounterSample:
+    """One scrape: every spec-decode counter series, by field and label set."""
+
+    series: dict[SeriesKey, float]
+    taken_s: float  # time.monotonic() when the response arrived
+
+    @property
+    def present(self) -> bool:
+        return any(f == "drafts" for f, _ in self.series)
+
+    @property
+    def label_sets(self) -> int:
+        """Engines / data-parallel ranks seen (label sets of the drafts counter)."""
+        return sum(1 for f, _ in self.series if f == "drafts")
+
+    def totals(self) -> dict[str, Any]:
+        """Counters summed over label sets; per_pos as {position: count}."""
+        out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": {}}
+        for (fld, labels), value in self.series.items():
+            _add(out, fld, labels, int(round(value)))
+        return out
+
+
+def _add(out: dict[str, Any], fld: str, labels: tuple[tuple[str, str], ...], value: int) -> None:
+    if fld == "per_pos":
+        pos = _position(labels)
+        if pos is not None:
+            out["per_pos"][pos] = out["per_pos"].get(pos, 0) + value
+    else:
+        out[fld] += value
+
+
+def _position(labels: tuple[tuple[str, str], ...]) -> int | None:
+    for name, value in labels:
+        if name == "position":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def parse_counters(text: str, taken_s: float | None = None) -> CounterSample:
+    """Parse Prometheus text exposition; keeps only vLLM's spec-decode counters."""
+    series: dict[SeriesKey, float] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"/metrics is not valid Prometheus text: {exc}") from None
+    for family in families:
+        for sample in family.samples:
+            fld = _field_of(sample.name)
+            if fld is not None:
+                key = (fld, tuple(sorted(sample.labels.items())))
+                series[key] = series.get(key, 0.0) + float(sample.value)
+    return CounterSample(series, time.monotonic() if taken_s is None else taken_s)
+
+
+def _field_of(sample_name: str) -> str | None:
+    if not sample_name.startswith(PREFIX) or sample_name.endswith("_created"):
+        return None
+    base = sample_name[len(PREFIX):]
+    if base.endswith("_total"):
+        base = base[: -len("_total")]
+    return COUNTER_FIELDS.get(base)
+
+
+@dataclass(frozen=True)
+class CounterDelta:
+    """Counter increase over a window, summed over engine / DP label sets."""
+
+    drafts: int  # D: verify steps
+    draft_tokens: int
+    accepted: int
+    per_pos: list[int]  # P[i], i = 0..k-1
+    duration_s: float
+    label_sets: int
+    present: bool  # the server exposes spec-decode counters at all
+    resets: int = 0  # series that went backwards (server restart): counted from zero
+
+    @property
+    def num_spec_tokens(self) -> int:
+        return len(self.per_pos)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens else None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        return 1 + self.accepted / self.drafts if self.drafts else None
+
+    @property
+    def per_position_rates(self) -> list[float] | None:
+        return [p / self.drafts for p in self.per_pos] if self.drafts else None
+
+    def histogram(self) -> list[int]:
+        """Derived H[0..k]; empty when the server has no per-position counters."""
+        k = len(self.per_pos)
+        if k == 0:
+            return []
+        p = self.per_pos
+        return [self.drafts - p[0]] + [p[j - 1] - p[j] for j in range(1, k)] + [p[k - 1]]
+
+    @property
+    def consistent(self) -> bool:
+        """Σ P[i] == Δaccepted and no negative histogram bucket."""
+        if not self.per_pos:
+            return True
+        return sum(self.per_pos) == self.accepted and min(self.histogram()) >= 0
+
+
+def counter_delta(before: CounterSample, after: CounterSample) -> CounterDelta:
+    """after − before per series (a series that went backwards restarted: counted from 0)."""
+    out: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_pos": {}}
+    resets = 0
+    for key, value in after.series.items():
+        diff = value - before.series.get(key, 0.0)
+        if diff < 0:
+            resets += 1
+            diff = value
+        _add(out, key[0], key[1], int(round(diff)))
+    k = max(out["per_pos"], default=-1) + 1
+    return CounterDelta(
+        drafts=out["drafts"], draft_tokens=out["draft_tokens"], accepted=out["accepted"],
+        per_pos=[out["per_pos"].get(i, 0) for i in range(k)],
+        duration_s=max(0.0, after.taken_s - before.taken_s),
+        label_sets=after.label_sets, present=after.present, resets=resets,
+    )
+
+
+# ---------------------------------------------------------------- reconciliation
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """The run's own per-request totals (what the responses carried)."""
+
+    steps: int
+    accepted: int
+    drafted: int
+    histogram: dict[int, int] | None = None
+    spec_reasons: dict[str, int] = field(default_factory=dict)  # why requests had no record
+    errors: int = 0
+
+
+def run_totals_from(source: Any) -> RunTotals:
+    """RunTotals from a RunTotals, an export summary dict or a RunSnapshot-like object."""
+    if isinstance(source, RunTotals):
+        return source
+    if isinstance(source, Mapping):
+        stats, hist = source, source.get("pooled_spec_decode_acceptance_histogram")
+        reasons, errors = source.get("spec_reasons") or {}, _avg(source, "error_request_count")
+    else:
+        stats = getattr(source, "spec_stats", {}) or {}
+        hist = getattr(source, "pooled_histogram", None)
+        reasons = getattr(source, "spec_reasons", {}) or {}
+        errors = getattr(source, "error_count", 0) or 0
+    return RunTotals(
+        steps=_avg(stats, "total_spec_decode_steps"),
+        accepted=_avg(stats, "total_accepted_draft_tokens"),
+        drafted=_avg(stats, "total_draft_tokens"),
+        histogram={int(j): int(n) for j, n in hist.items()} if hist else None,
+        spec_reasons=dict(reasons), errors=int(errors),
+    )
+
+
+def _avg(stats: Mapping, tag: str) -> int:
+    entry = stats.get(tag)
+    if isinstance(entry, Mapping):
+        entry = entry.get("avg")
+    return int(entry or 0)
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    equal: bool
+    diffs: dict[str, int]  # server − run, only where they differ
+    reasons: list[str]  # likely causes, most likely first
+
+
+def reconcile(server_delta: CounterDelta, run_totals: Any) -> Reconciliation:
+    """Compare the server's counter deltas with the per-request totals; name likely causes."""
+    run = run_totals_from(run_totals)
+    if not server_delta.present:
+        return Reconciliation(False, {}, [
+            "the server exposes no spec-decode counters (speculative decoding off, "
+            "--disable-log-stats, or not a vLLM /metrics endpoint)"])
+    diffs = _diffs(server_delta, run)
+    if not diffs and not server_delta.resets:
+        return Reconciliation(True, {}, [])
+    return Reconciliation(False, diffs, _reasons(server_delta, run, diffs))
+
+
+def _diffs(server: CounterDelta, run: RunTotals) -> dict[str, int]:
+    diffs = {
+        "steps": server.drafts - run.steps,
+        "accepted": server.accepted - run.accepted,
+        "drafted": server.draft_tokens - run.drafted,
+    }
+    server_hist = server.histogram()
+    if run.histogram is not None and server_hist:
+        for j in sorted(set(range(len(server_hist))) | set(run.histogram)):
+            server_j = server_hist[j] if j < len(server_hist) else 0
+            diffs[f"histogram[{j}]"] = server_j - run.histogram.get(j, 0)
+    return {name: d for name, d in diffs.items() if d != 0}
+
+
+def _reasons(server: CounterDelta, run: RunTotals, diffs: dict[str, int]) -> list[str]:
+    reasons: list[str] = []
+    if server.resets:
+        reasons.append(f"{server.resets} counter series went backwards during the run "
+                       "(server restarted?); counted from zero")
+    if any(d > 0 for d in diffs.values()):
+        reasons += _server_higher(run)
+    if any(d < 0 for d in diffs.values()):
+        reasons.append("the server counted less than the responses reported: the last scrape "
+                       "came before the counters caught up (scrape again), several replicas "
+                       "behind one URL, or a counter reset")
+    if not server.consistent:
+        reasons.append("the per-position counters do not sum to the accepted-token counter "
+                       "(a non-upstream vLLM, or a scrape taken mid-update)")
+    return reasons
+
+
+def _server_higher(run: RunTotals) -> list[str]:
+    out = []
+    if run.steps == 0:
+        out.append("no response carried per-request stats (server flag "
+                   "--per-request-spec-decode-metrics off, streaming without include_usage, "
+                   "or a proxy stripping the payload): acceptance is from the counters alone")
+    n_gt_1 = run.spec_reasons.get("n_gt_1", 0)
+    if n_gt_1:
+        out.append(f"{n_gt_1} request(s) with n > 1: the server counts their steps, "
+                   "their responses carry no per-request stats")
+    absent = run.spec_reasons.get("absent", 0)
+    if absent and run.steps:
+        out.append(f"{absent} response(s) without per-request stats (a proxy stripping the "
+                   "payload, or the server flag off)")
+    if run.errors:
+        out.append(f"{run.errors} failed or cancelled request(s) may have decoded steps first")
+    out.append("other clients sending requests to the same server during the run")
+    return out
+
+
+# ---------------------------------------------------------------- fetching
+
+
+async def fetch_counters_async(client: httpx.AsyncClient, url: str) -> CounterSample:
+    response = await client.get(url)
+    response.raise_for_status()
+    return parse_counters(response.text)
+
+
+def fetch_counters(url: str, timeout_s: float = 5.0) -> CounterSample:
+    """One synchronous scrape of `url` (base URL or /metrics). One-line UserError on failure."""
+    target = metrics_url(url)
+    try:
+        response = httpx.get(target, timeout=timeout_s)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise UserError(f"could not read {target}: {type(exc).__name__}: {exc}") from None
+    return parse_counters(response.text)
+
+
+@dataclass(frozen=True)
+class ServerCounterView:
+    """What the poller knows now; `delta` covers baseline -> last sample."""
+
+    url: str
+    baseline: CounterSample | None
+    last: CounterSample | None
+    delta: CounterDelta | None
+    samples: int
+    error: str | None  # the last scrape's failure, None after a good one
+
+
+class ServerCounterPoller:
+    """Polls /metrics on an asyncio loop; `latest()` is safe to call from any thread.
+
+    `await start()` takes the baseline sample before it returns, so start it before the
+    load and the window covers the whole run; `await stop()` takes one last sample.
+    """
+
+    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0) -> None:
+        self.url = metrics_url(url)
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+        self._task: asyncio.Task | None = None
+        self._baseline: CounterSample | None = None
+        self._view = ServerCounterView(self.url, None, None, None, 0, None)
+
+    async def start(self) -> None:
+        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        await self.sample_now()
+        self._task = asyncio.create_task(self._loop(), name=f"scrape {self.url}")
+
+    async def stop(self) -> ServerCounterView:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            await self.sample_now()
+            await self._client.aclose()
+            self._client = None
+        return self._view
+
+    def latest(self) -> ServerCounterView:
+        return self._view
+
+    async def sample_now(self) -> ServerCounterView:
+        """Scrape once now (also between polls, e.g. right after the last response)."""
+        if self._client is None:
+            raise RuntimeError("ServerCounterPoller.sample_now() before start()")
+        try:
+            sample = await fetch_counters_async(self._client, self.url)
+        except (httpx.HTTPError, UserError) as exc:
+            view = self._view
+            self._view = ServerCounterView(self.url, view.baseline, view.last, view.delta,
+                                           view.samples, f"{type(exc).__name__}: {exc}")
+            return self._view
+        if self._baseline is None:
+            self._baseline = sample
+        self._view = ServerCounterView(self.url, self._baseline, sample,
+                                       counter_delta(self._baseline, sample),
+                                       self._view.samples + 1, None)
+        return self._view
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.sample_now()

@@ -1,0 +1,147 @@
+"""Server counters from /metrics: parsing, window deltas, derived histogram, reconciliation."""
+
+from __future__ import annotations
+
+import pytest
+
+from specmon.errors import UserError
+from specmon.load.scrape import (
+    RunTotals, counter_delta, metrics_url, parse_counters, reconcile, run_totals_from,
+)
+
+
+def _exposition(engines: dict[str, tuple[int, int, int, list[int]]]) -> str:
+    """vLLM-style text: HELP/TYPE lines, `_total` samples, `_created` gauges, other metrics."""
+    lines = ["# HELP vllm:num_requests_running Number of requests running.",
+             "# TYPE vllm:num_requests_running gauge"]
+    lines += [f'vllm:num_requests_running{{engine="{e}",model_name="tiny"}} 3.0' for e in engines]
+    names = ["num_drafts", "num_draft_tokens", "num_accepted_tokens"]
+    for idx, name in enumerate(names):
+        lines += [f"# HELP vllm:spec_decode_{name} counter", f"# TYPE vllm:spec_decode_{name} counter"]
+        for e, values in engines.items():
+            labels = f'engine="{e}",model_name="tiny"'
+            lines.append(f"vllm:spec_decode_{name}_total{{{labels}}} {float(values[idx])}")
+            lines.append(f"vllm:spec_decode_{name}_created{{{labels}}} 1.7648e+09")
+    lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos per pos",
+              "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]
+    for e, values in engines.items():
+        for pos, count in enumerate(values[3]):
+            labels = f'engine="{e}",model_name="tiny",position="{pos}"'
+            lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels}}} {float(count)}")
+            lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{labels}}} 1.7648e+09")
+    return "\n".join(lines) + "\n"
+
+
+# (drafts, draft_tokens, accepted, per_pos) per engine, k = 3.
+BEFORE = {"0": (10, 30, 12, [6, 4, 2]), "1": (5, 15, 3, [2, 1, 0])}
+AFTER = {"0": (30, 90, 40, [18, 13, 9]), "1": (25, 75, 28, [14, 9, 5])}
+# Deltas: engine 0: D=20, DT=60, A=28, P=12,9,7 ; engine 1: D=20, DT=60, A=25, P=12,8,5
+# Summed: D=40, DT=120, A=53, P=24,17,12 (sum 53 = A)
+# Histogram: H0 = 40-24 = 16, H1 = 24-17 = 7, H2 = 17-12 = 5, H3 = 12 (sum 40; 7+10+36 = 53)
+HIST = {0: 16, 1: 7, 2: 5, 3: 12}
+
+
+def _window():
+    return counter_delta(parse_counters(_exposition(BEFORE), taken_s=100.0),
+                         parse_counters(_exposition(AFTER), taken_s=112.5))
+
+
+def test_parse_sums_engines_and_ignores_created():
+    sample = parse_counters(_exposition(AFTER))
+    assert sample.present and sample.label_sets == 2
+    # 30 + 25 drafts; the 1.76e9 `_created` values must not leak in
+    assert sample.totals() == {"drafts": 55, "draft_tokens": 165, "accepted": 68,
+                               "per_pos": {0: 32, 1: 22, 2: 14}}
+
+
+def test_delta_over_window_and_derived_quantities():
+    d = _window()
+    assert (d.drafts, d.draft_tokens, d.accepted, d.per_pos) == (40, 120, 53, [24, 17, 12])
+    assert d.duration_s == pytest.approx(12.5)
+    assert d.num_spec_tokens == 3 and d.label_sets == 2 and d.resets == 0
+    assert d.acceptance_rate == pytest.approx(53 / 120)  # 0.441667
+    assert d.acceptance_length == pytest.approx(2.325)  # 1 + 53/40
+    assert d.per_position_rates == pytest.approx([0.6, 0.425, 0.3])  # 24/40, 17/40, 12/40
+    assert d.histogram() == [16, 7, 5, 12]
+    assert d.consistent
+
+
+def test_untyped_exposition_without_help_lines_parses():
+    text = ('vllm:spec_decode_num_drafts_total{engine="0"} 4\n'
+            'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 6\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 2\n')
+    totals = parse_counters(text).totals()
+    assert totals["drafts"] == 4 and totals["accepted"] == 6 and totals["per_pos"] == {0: 4, 1: 2}
+
+
+def test_no_spec_counters_is_reported_not_raised():
+    sample = parse_counters("# TYPE up gauge\nup 1\n")
+    assert not sample.present
+    d = counter_delta(sample, sample)
+    assert d.acceptance_length is None and d.histogram() == []
+    rec = reconcile(d, RunTotals(10, 5, 20))
+    assert not rec.equal and "no spec-decode counters" in rec.reasons[0]
+
+
+def test_garbage_text_is_a_user_error():
+    with pytest.raises(UserError, match="not valid Prometheus text"):
+        parse_counters("vllm:spec_decode_num_drafts_total{engine=0 oops\n")
+
+
+def test_reconcile_equal_with_matching_run_totals():
+    rec = reconcile(_window(), RunTotals(steps=40, accepted=53, drafted=120, histogram=HIST))
+    assert rec.equal and rec.diffs == {} and rec.reasons == []
+    # the same totals as an AIPerf export summary (derived metrics carry only avg)
+    summary = {"total_spec_decode_steps": {"unit": "count", "avg": 40},
+               "total_accepted_draft_tokens": {"unit": "tokens", "avg": 53},
+               "total_draft_tokens": {"unit": "tokens", "avg": 120},
+               "pooled_spec_decode_acceptance_histogram": {"0": 16, "1": 7, "2": 5, "3": 12}}
+    assert run_totals_from(summary) == RunTotals(40, 53, 120, HIST)
+    assert reconcile(_window(), summary).equal
+
+
+def test_reconcile_server_higher_names_n_gt_1_and_other_clients():
+    # the run saw 30 steps / 40 accepted / 90 drafted, and 2 requests had n > 1
+    run = RunTotals(30, 40, 90, spec_reasons={"n_gt_1": 2})
+    rec = reconcile(_window(), run)
+    assert not rec.equal
+    assert rec.diffs == {"steps": 10, "accepted": 13, "drafted": 30}
+    text = " | ".join(rec.reasons)
+    assert "2 request(s) with n > 1" in text and "other clients" in text
+
+
+def test_reconcile_no_stats_in_responses_points_at_flag_or_proxy():
+    rec = reconcile(_window(), RunTotals(0, 0, 0))
+    assert not rec.equal and "no response carried per-request stats" in rec.reasons[0]
+
+
+def test_reconcile_server_lower_and_histogram_diff():
+    run = RunTotals(41, 53, 120, histogram={0: 17, 1: 7, 2: 5, 3: 12})
+    rec = reconcile(_window(), run)
+    assert rec.diffs == {"steps": -1, "histogram[0]": -1}
+    assert any("counted less" in r for r in rec.reasons)
+
+
+def test_counter_reset_counts_from_zero_and_is_flagged():
+    restarted = {"0": (30, 90, 40, [18, 13, 9]), "1": (2, 6, 1, [1, 0, 0])}  # engine 1 restarted
+    d = counter_delta(parse_counters(_exposition(BEFORE)), parse_counters(_exposition(restarted)))
+    # engine 0: D=20 ; engine 1 restarted: its 2 drafts count from zero -> D = 22
+    assert d.drafts == 22 and d.resets > 0
+    rec = reconcile(d, RunTotals(22, 29, 66))  # accepted 28+1, drafted 60+6
+    assert not rec.equal and "went backwards" in rec.reasons[0]
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("http://127.0.0.1:8000", "http://127.0.0.1:8000/metrics"),
+    ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/metrics"),
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/metrics"),
+    ("https://gpu/metrics", "https://gpu/metrics"),
+])
+def test_metrics_url(url, expected):
+    assert metrics_url(url) == expected
+
+
+def test_metrics_url_rejects_non_http():
+    with pytest.raises(UserError, match="not an http"):
+        metrics_url("gpu-box:8000")
