@@ -34,11 +34,23 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         # bool is an int subclass; a bool here is a malformed payload, not 0/1.
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"expected a number, got {type(v).__name__}")
-        if not math.isfinite(v):
+        try:
+            value = float(v)  # a huge JSON int overflows here: malformed, not a crash
+        except OverflowError:
+            raise ValueError("number too large") from None
+        if not math.isfinite(value):
             raise ValueError("must be finite")
-        if v < 0:
+        if value < 0:
             raise ValueError("must be >= 0")
-        return float(v)
+        return value
+
+    @field_validator("draft_acceptance_rate", mode="after")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        # A fraction (§2.1); 56.25 here would be a percentage sent by mistake.
+        if v > 1.0:
+            raise ValueError("draft_acceptance_rate must be a fraction in 0..1")
+        return v
 
     @field_validator(
         "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_steps",

@@ -8,7 +8,9 @@ either claims the payload by its engine-specific signature or defers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import ValidationError
 
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -42,3 +44,171 @@ class AdapterRejection(Exception):
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
+
+
+# ---------------------------------------------------------------------------------------
+# Shared machinery for the built-in adapters (third-party adapters need only the Protocol).
+
+Payload = Any  # whatever one adapter extracts from one response (usually a dict)
+
+
+def response_data(responses: Any) -> list[dict[str, Any]]:
+    """The dict bodies of a request's responses, in arrival order; anything else is skipped.
+
+    Adapters must survive any input (a JSON list body, a None, a non-list), so every
+    walk over responses goes through here.
+    """
+    if not isinstance(responses, (list, tuple)):
+        return []
+    out = []
+    for r in responses:
+        data = getattr(r, "data", None)
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def choice_dicts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return []
+    return [c for c in choices if isinstance(c, dict)]
+
+
+def is_count(v: Any) -> bool:
+    """A non-negative int that is not a bool (JSON true would otherwise pass as 1)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def require(payload: dict[str, Any], key: str) -> Any:
+    """A required key; a null value counts as absent (vLLM writes explicit nulls)."""
+    value = payload.get(key)
+    if value is None:
+        raise AdapterRejection("missing_field", key)
+    return value
+
+
+def optional(payload: dict[str, Any], key: str) -> Any:
+    return payload.get(key)
+
+
+def completion_tokens(responses: Any) -> int | None:
+    """completion_tokens of the LAST non-empty `usage` of the request (None without one).
+
+    A usage whose completion_tokens is not a count gives None rather than sinking an
+    otherwise valid spec-decode record: the record only carries it.
+    """
+    for data in reversed(response_data(responses)):
+        usage = data.get("usage")
+        if isinstance(usage, dict) and usage:
+            ct = usage.get("completion_tokens")
+            return ct if is_count(ct) else None
+    return None
+
+
+def dense_histogram(hist: Any, num_spec_tokens: Any) -> dict[int, int]:
+    """Dense list (index j = steps that accepted j drafts) -> sparse {j: count}.
+
+    Every element must be an int and not a bool, checked before zeros are dropped
+    (0.0, False, "0" and None are rejected, aiperf-semantics §2.3). When k is known the
+    length must be exactly k + 1, which also forbids buckets above k.
+    """
+    if not isinstance(hist, list):
+        raise AdapterRejection("histogram", f"expected a list, got {type(hist).__name__}")
+    for x in hist:
+        if not is_count(x):
+            raise AdapterRejection("histogram", f"element {x!r} is not a non-negative int")
+    if num_spec_tokens is not None:
+        if not is_count(num_spec_tokens):
+            raise AdapterRejection("bad_value", f"num_spec_tokens={num_spec_tokens!r}")
+        if len(hist) != num_spec_tokens + 1:
+            raise AdapterRejection(
+                "histogram_length", f"length {len(hist)} != num_spec_tokens+1 = {num_spec_tokens + 1}")
+    return {j: n for j, n in enumerate(hist) if n}
+
+
+def sparse_histogram(hist: Any) -> dict[int, int]:
+    """Sparse string-keyed object {"0": 39, "3": 3} -> {0: 39, 3: 3}; keys must be decimal."""
+    if not isinstance(hist, dict):
+        raise AdapterRejection("histogram", f"expected an object, got {type(hist).__name__}")
+    out: dict[int, int] = {}
+    for key, count in hist.items():
+        if isinstance(key, str) and key.isascii() and key.isdigit():
+            j = int(key)
+        elif is_count(key):
+            j = key
+        else:
+            raise AdapterRejection("histogram", f"key {key!r} is not a non-negative integer")
+        if not is_count(count):
+            raise AdapterRejection("histogram", f"count {count!r} is not a non-negative int")
+        if count:
+            out[j] = out.get(j, 0) + count
+    return out
+
+
+def validation_kind(exc: ValidationError) -> str:
+    """Field-level errors are bad values; model-level ones are contradicting counts."""
+    errors = exc.errors()
+    if errors and not errors[0].get("loc"):
+        return "inconsistent"
+    return "bad_value"
+
+
+class SpecDecodeAdapter:
+    """Base for the built-in adapters: find payloads, take the last one, build a record.
+
+    Subclasses set `name` / `engine`, implement `payloads` (every truthy engine payload of
+    the request, in arrival order) and `build` (one payload -> record, raising
+    AdapterRejection for a malformed one).
+    """
+
+    name: ClassVar[str] = ""
+    engine: ClassVar[str] = ""
+    priority: ClassVar[int] = 0
+
+    @classmethod
+    def payloads(cls, responses: list[ParsedResponse]) -> list[Payload]:
+        raise NotImplementedError
+
+    @classmethod
+    def sequence_count(cls, payloads: list[Payload]) -> int:
+        """How many sequences the payloads describe (> 1 means an n > 1 request)."""
+        return len(payloads)
+
+    @classmethod
+    def build(cls, payload: Payload, responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
+        raise NotImplementedError
+
+    @classmethod
+    def can_adapt(cls, responses: list[ParsedResponse]) -> bool:
+        return bool(cls.payloads(responses))
+
+    @classmethod
+    def adapt(cls, responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord | None:
+        return cls.adapt_with_reason(responses)[0]
+
+    @classmethod
+    def adapt_with_reason(
+        cls, responses: list[ParsedResponse], payloads: list[Payload] | None = None,
+    ) -> Adapted:
+        """The record, or None with a reason kind and a detail. The last truthy payload wins."""
+        if payloads is None:
+            payloads = cls.payloads(responses)
+        if not payloads:
+            return Adapted(None, "absent", "")
+        try:
+            return Adapted(cls.build(payloads[-1], responses), None, "")
+        except AdapterRejection as exc:
+            return Adapted(None, exc.kind, exc.detail)
+        except ValidationError as exc:
+            first = exc.errors()[0] if exc.errors() else {}
+            return Adapted(None, validation_kind(exc), str(first.get("msg", exc)))
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError,
+                OverflowError) as exc:
+            return Adapted(None, "bad_value", f"{type(exc).__name__}: {exc}")
+
+
+class Adapted(NamedTuple):
+    record: SpecDecodeAcceptanceRecord | None
+    kind: str | None  # None on success
+    detail: str

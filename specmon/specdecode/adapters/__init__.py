@@ -1,0 +1,299 @@
+"""Adapter registry and engine-blind auto-detection.
+
+`detect(responses, request)` walks the registered adapters from the highest priority
+down; the first priority level with a claimant decides (two claimants at the same level
+are `contested`). It never raises: every way of not producing a record is a reason,
+counted per kind (`reason_counts()`) and logged once per kind.
+
+Adapters from other packages register through the entry-point group
+`specmon.spec_decode_adapters` (loaded lazily, once); the entry point names a class that
+follows `SpecDecodeAdapterProtocol` and may carry `priority` / `name` class attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from specmon.specdecode.adapters.base import (
+    ParsedResponse,
+    SpecDecodeAdapter,
+    SpecDecodeAdapterProtocol,
+    is_count,
+)
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord
+
+__all__ = [
+    "AdaptOutcome", "ENTRY_POINT_GROUP", "ParsedResponse", "RegisteredAdapter",
+    "SpecDecodeAdapterProtocol", "detect", "load_entry_points", "reason_counts",
+    "register_adapter", "registered_adapters", "reset_reason_counts", "unregister_adapter",
+]
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "specmon.spec_decode_adapters"
+
+# Reasons that are normal traffic, not trouble: logged at info, not warning.
+QUIET_REASONS = frozenset({"absent", "zero_step"})
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptOutcome:
+    """What detection made of one request.
+
+    record: the record, or None. zero_step: a payload with num_spec_steps == 0 was found
+    (dropped from the metrics per AIPerf's newest parser, kept verbatim in
+    zero_step_record for the per-request trace). reason: why there is no record
+    (absent, n_gt_1, contested, zero_step, malformed:<kind>). engine: the claiming
+    adapter's name, when one claimed.
+    """
+
+    record: SpecDecodeAcceptanceRecord | None
+    zero_step: bool = False
+    reason: str | None = None
+    engine: str | None = None
+    zero_step_record: SpecDecodeAcceptanceRecord | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredAdapter:
+    name: str
+    priority: int
+    cls: Any
+    order: int  # registration order breaks nothing: equal priorities contest
+
+
+# --------------------------------------------------------------------------- registry
+
+_lock = threading.RLock()
+_registry: dict[str, RegisteredAdapter] = {}
+_order = 0
+_entry_points_loaded = False
+_entry_point_names: set[str] = set()
+
+
+def register_adapter(cls: Any, name: str | None = None, priority: int | None = None) -> Any:
+    """Register an adapter class (returns it, so it also works as a decorator).
+
+    name defaults to cls.name / cls.engine / the class name; priority to cls.priority or 0.
+    Re-registering a name replaces the earlier entry.
+    """
+    global _order
+    if not isinstance(cls, SpecDecodeAdapterProtocol):
+        raise TypeError(f"{cls!r} has no can_adapt/adapt classmethods")
+    name = name or getattr(cls, "name", "") or getattr(cls, "engine", "") or cls.__name__
+    if priority is None:
+        priority = getattr(cls, "priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"adapter {name}: priority must be an int, got {priority!r}")
+    with _lock:
+        _order += 1
+        _registry[name] = RegisteredAdapter(name, priority, cls, _order)
+    return cls
+
+
+def unregister_adapter(name: str) -> None:
+    with _lock:
+        _registry.pop(name, None)
+
+
+def registered_adapters() -> list[RegisteredAdapter]:
+    """Every adapter, in detection order (highest priority first)."""
+    load_entry_points()
+    with _lock:
+        entries = list(_registry.values())
+    return sorted(entries, key=lambda e: (-e.priority, e.order))
+
+
+def load_entry_points(force: bool = False) -> None:
+    """Register adapters from the entry-point group, once (force: rescan, e.g. in tests).
+
+    A broken entry point (import error, not an adapter) is logged once and skipped; an
+    entry point never replaces an adapter already registered under its name.
+    """
+    global _entry_points_loaded
+    with _lock:
+        if _entry_points_loaded and not force:
+            return
+        _entry_points_loaded = True
+        try:
+            eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+        except Exception as exc:  # a corrupt dist-info elsewhere must not stop detection
+            log.warning("cannot read entry points %s: %s", ENTRY_POINT_GROUP, exc)
+            return
+        for ep in eps:
+            _load_one(ep)
+
+
+def _load_one(ep: metadata.EntryPoint) -> None:
+    if ep.name in _registry:
+        return  # built-ins (and explicit registrations) win over entry points
+    try:
+        cls = ep.load()
+        register_adapter(cls, name=ep.name)
+    except Exception as exc:
+        if ep.name not in _entry_point_names:
+            log.warning("spec-decode adapter entry point %r (%s) skipped: %s: %s",
+                        ep.name, ep.value, type(exc).__name__, exc)
+    _entry_point_names.add(ep.name)
+
+
+# --------------------------------------------------------------------------- reasons
+
+_reason_counts: dict[str, int] = {}
+_logged: set[str] = set()
+
+
+def reason_counts() -> dict[str, int]:
+    """How many requests ended with each reason since start (or the last reset)."""
+    with _lock:
+        return dict(_reason_counts)
+
+
+def reset_reason_counts() -> None:
+    with _lock:
+        _reason_counts.clear()
+        _logged.clear()
+
+
+def _note(kind: str, detail: str) -> None:
+    with _lock:
+        _reason_counts[kind] = _reason_counts.get(kind, 0) + 1
+        first = kind not in _logged
+        _logged.add(kind)
+    if first:
+        level = logging.INFO if kind in QUIET_REASONS else logging.WARNING
+        log.log(level, "spec-decode: no record (%s)%s", kind, f": {detail}" if detail else "")
+
+
+def _log_once(key: str, message: str, *args: Any) -> None:
+    with _lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    log.warning(message, *args)
+
+
+# --------------------------------------------------------------------------- detection
+
+def detect(responses: list[ParsedResponse], request: dict | None = None) -> AdaptOutcome:
+    """Find and adapt the request's spec-decode payload. Never raises."""
+    try:
+        outcome = _detect(responses, request)
+    except Exception as exc:  # last resort: a bug here must not stop a run
+        outcome = AdaptOutcome(None, reason="malformed:internal_error",
+                               detail=f"{type(exc).__name__}: {exc}")
+    if outcome.reason is not None:
+        _note(outcome.reason, outcome.detail)
+    return outcome
+
+
+def _detect(responses: Any, request: dict | None) -> AdaptOutcome:
+    if not isinstance(responses, (list, tuple)):
+        responses = []
+    if request is None:
+        request = next((r.request for r in responses
+                        if isinstance(getattr(r, "request", None), dict)), None)
+    if many_sequences(request):
+        return AdaptOutcome(None, reason="n_gt_1", detail="the request asked for several sequences")
+    claimants = _claimants(list(responses))
+    if not claimants:
+        return AdaptOutcome(None, reason="absent")
+    if len(claimants) > 1:
+        names = ", ".join(e.name for e in claimants)
+        return AdaptOutcome(None, reason="contested", detail=f"claimed by {names}")
+    return _adapt(claimants[0], list(responses))
+
+
+def _claimants(responses: list) -> list[RegisteredAdapter]:
+    """The claimants at the highest priority level that has any."""
+    level: int | None = None
+    found: list[RegisteredAdapter] = []
+    for entry in registered_adapters():
+        if level is not None and entry.priority < level:
+            break
+        try:
+            claims = bool(entry.cls.can_adapt(responses))
+        except Exception as exc:
+            _log_once(f"can_adapt:{entry.name}", "spec-decode adapter %s: can_adapt raised %s: %s"
+                      " (adapter skipped)", entry.name, type(exc).__name__, exc)
+            continue
+        if claims:
+            level = entry.priority
+            found.append(entry)
+    return found
+
+
+def _adapt(entry: RegisteredAdapter, responses: list) -> AdaptOutcome:
+    cls = entry.cls
+    if isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter):
+        payloads = cls.payloads(responses)
+        if cls.sequence_count(payloads) > 1:
+            return AdaptOutcome(None, reason="n_gt_1", engine=entry.name,
+                                detail="more than one response carries a payload")
+        record, kind, detail = cls.adapt_with_reason(responses, payloads)
+    else:
+        record, kind, detail = _adapt_foreign(entry, responses)
+    if record is None:
+        return AdaptOutcome(None, reason=f"malformed:{kind or 'rejected'}", engine=entry.name,
+                            detail=detail)
+    if record.num_spec_steps == 0:
+        return AdaptOutcome(None, zero_step=True, reason="zero_step", engine=entry.name,
+                            zero_step_record=record)
+    return AdaptOutcome(record, engine=entry.name)
+
+
+def _adapt_foreign(entry: RegisteredAdapter, responses: list) -> tuple[Any, str | None, str]:
+    """A third-party adapter: only the Protocol is known; isolate it completely."""
+    try:
+        record = entry.cls.adapt(responses)
+    except Exception as exc:
+        return None, "adapter_error", f"{entry.name}.adapt raised {type(exc).__name__}: {exc}"
+    if record is None:
+        return None, "rejected", f"{entry.name}.adapt returned None"
+    if not isinstance(record, SpecDecodeAcceptanceRecord):
+        return None, "adapter_error", f"{entry.name}.adapt returned {type(record).__name__}"
+    return record, None, ""
+
+
+def many_sequences(request: Any) -> bool:
+    """True when the request itself asks for more than one sequence.
+
+    `n` > 1 (top level, or SGLang's `sampling_params.n`), or a completions `prompt` /
+    SGLang `text` that is a list of several prompts. A list of ints is ONE tokenized prompt.
+    """
+    if not isinstance(request, dict):
+        return False
+    params = request.get("sampling_params")
+    for n in (request.get("n"), params.get("n") if isinstance(params, dict) else None):
+        if is_count(n) and n > 1:
+            return True
+    for key in ("prompt", "text"):
+        prompts = request.get(key)
+        if isinstance(prompts, list) and len(prompts) > 1:
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in prompts):
+                return True
+    return False
+
+
+def _register_builtins() -> None:
+    from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
+
+    register_adapter(VLLMSpecDecodeAdapter)
+    try:
+        from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
+        register_adapter(TensorRTLLMSpecDecodeAdapter)
+    except ImportError:  # pragma: no cover - present once issue 6 lands
+        pass
+    try:
+        from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
+        register_adapter(SGLangSpecDecodeAdapter)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+_register_builtins()
