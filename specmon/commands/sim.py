@@ -1,0 +1,131 @@
+"""`specmon sim`: serve a simulated vLLM (OpenAI API + spec-decode stats) on uvicorn.
+
+The first stdout line is `specmon sim listening on http://HOST:PORT` (with --port 0 the port
+is picked by the OS), so a parent process can read where it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+
+from specmon.errors import UserError
+from specmon.sim.config import LEVELS, SHAPES, SimConfig, parse_acceptance, \
+    parse_category_acceptance, validate
+
+LATENCY_HELP = """latency model (milliseconds; B = requests in flight):
+  step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+  The first token arrives after ttft_ms; then one verify step per step_time, each emitting
+  the accepted drafts plus one token. With every latency at 0 the server answers at once.
+  batch_slope makes verifying k+1 tokens for many requests costly, so the best k falls
+  as concurrency grows."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = LATENCY_HELP
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    parser.add_argument("--model", default="specmon-sim", help="served model id")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    parser.add_argument("--num-spec-tokens", type=int, default=3, metavar="K",
+                        help="drafts per verify step (k, default 3)")
+    parser.add_argument("--acceptance", default="0.7",
+                        help="conditional acceptance per position: one value or K values "
+                             "(e.g. 0.8,0.7,0.6; default 0.7)")
+    parser.add_argument("--category-acceptance", default="",
+                        help="per X-Specmon-Category acceptance, e.g. code=0.9,chat=0.5 "
+                             "(per position: code=0.9:0.8:0.7)")
+    parser.add_argument("--ttft-ms", type=float, default=0.0, help="time to first token")
+    parser.add_argument("--step-ms", type=float, default=0.0, help="target step time at batch 1")
+    parser.add_argument("--draft-ms-per-token", type=float, default=0.0,
+                        help="draft cost per drafted token")
+    parser.add_argument("--batch-slope", type=float, default=0.0,
+                        help="step-time growth per extra verified token in flight")
+    parser.add_argument("--shape", choices=SHAPES, default="vllm",
+                        help="where and how the per-request stats are sent (default vllm)")
+    parser.add_argument("--level", choices=LEVELS, default="detailed",
+                        help="summary omits per-step arrays (default detailed)")
+    parser.add_argument("--seed", type=int, default=None, help="same seed + same requests -> same answers")
+    parser.add_argument("--log", default=None, metavar="FILE",
+                        help="append one JSON line per request (ground truth)")
+    parser.add_argument("--engines", type=int, default=1,
+                        help="split /metrics counters over N engine label sets")
+    parser.add_argument("--default-max-tokens", type=int, default=64,
+                        help="max_tokens when a request gives none")
+    parser.add_argument("--error-rate", type=float, default=0.0, help="share of HTTP 500 answers")
+    parser.add_argument("--malformed-rate", type=float, default=0.0,
+                        help="share of payloads with a self-contradicting histogram")
+    parser.add_argument("--disconnect-rate", type=float, default=0.0,
+                        help="share of responses cut mid-way")
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    k = args.num_spec_tokens
+    if k < 1:
+        raise UserError("--num-spec-tokens must be at least 1")
+    cfg = SimConfig(
+        model=args.model, num_spec_tokens=k, acceptance=parse_acceptance(args.acceptance, k),
+        category_acceptance=parse_category_acceptance(args.category_acceptance, k),
+        ttft_ms=args.ttft_ms, step_ms=args.step_ms, draft_ms_per_token=args.draft_ms_per_token,
+        batch_slope=args.batch_slope, shape=args.shape, level=args.level, seed=args.seed,
+        log_path=args.log, api_key=args.api_key, engines=args.engines,
+        error_rate=args.error_rate, malformed_rate=args.malformed_rate,
+        disconnect_rate=args.disconnect_rate, default_max_tokens=args.default_max_tokens)
+    return validate(cfg)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is not a port number (0..65535)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}; "
+                        "pick another --port (0 = any free one)") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+class _QuietCut(logging.Filter):
+    """Hide uvicorn's error line for responses the simulator cuts on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without completing response" not in record.getMessage()
+
+
+def main(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from specmon.sim.server import build_app
+
+    cfg = config_from_args(args)
+    try:
+        app = build_app(cfg)
+    except OSError as exc:
+        raise UserError(f"cannot open --log {cfg.log_path}: {exc.strerror}") from None
+    sock = _bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"specmon sim listening on http://{shown}:{port}", flush=True)
+    loop = "uvloop" if sys.platform != "win32" else "asyncio"
+    config = uvicorn.Config(app, loop=loop, log_level="warning", access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=3)
+    logging.getLogger("uvicorn.error").addFilter(_QuietCut())
+    server = uvicorn.Server(config)
+    asyncio.run(server.serve(sockets=[sock])) if loop == "asyncio" else _run_uvloop(server, sock)
+    return 0
+
+
+def _run_uvloop(server, sock: socket.socket) -> None:
+    import uvloop
+
+    uvloop.run(server.serve(sockets=[sock]))

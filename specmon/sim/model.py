@@ -1,0 +1,126 @@
+"""The simulator's acceptance model, token plan and latency model.
+
+Acceptance: each verify step drafts up to k tokens; position i (1..k) is accepted with
+conditional probability a_i given positions 1..i-1 were accepted, so a step walks the
+positions until the first rejection and accepts j drafts. It then emits j + 1 tokens (the
+accepted drafts plus the target's bonus/corrected token).
+
+Token plan of one sequence of L completion tokens: the first token comes from prefill;
+then verify steps until L tokens exist. So that max_tokens is respected exactly, the drafter
+never proposes more than the tokens still allowed minus the bonus token (remaining - 1): a
+final step may draft fewer than k, and when only one token is left the step drafts nothing
+and is a non-spec decode step (vLLM does not count steps without drafts as spec steps).
+Hence, always: sum(hist) = steps, sum(j*h_j) = accepted <= drafted, and
+completion_tokens = 1 + steps + accepted + nonspec_steps.
+
+Latency (all milliseconds; B = requests in flight, including this one):
+
+    step_time(k, B) = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+
+step_ms is the target's step time at batch 1 (memory bound: verifying k+1 tokens costs about
+one step). batch_slope is the fractional growth of the step time per extra verified token in
+flight, so at high concurrency the verify cost grows with B*(k+1) (compute bound) and a
+smaller k gives more tokens/s, as on a real server. Time to first token is ttft_ms. With every
+latency at 0 the simulator answers as fast as it can (no sleeps at all).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SequencePlan:
+    """What one choice (sequence) of a request produces, step by step."""
+
+    completion_tokens: int
+    finish_reason: str
+    # Tokens emitted by each decode step after the prefill token (spec and non-spec steps).
+    step_tokens: list[int] = field(default_factory=list)
+    per_step_accepted: list[int] = field(default_factory=list)
+    per_step_drafted: list[int] = field(default_factory=list)
+    nonspec_steps: int = 0
+
+    @property
+    def steps(self) -> int:
+        return len(self.per_step_accepted)
+
+    @property
+    def accepted(self) -> int:
+        return sum(self.per_step_accepted)
+
+    @property
+    def drafted(self) -> int:
+        return sum(self.per_step_drafted)
+
+    def histogram(self, k: int) -> list[int]:
+        """Dense histogram, index j = steps that accepted exactly j drafts (length k+1)."""
+        hist = [0] * (k + 1)
+        for j in self.per_step_accepted:
+            hist[j] += 1
+        return hist
+
+
+def draw_accepted(rng: random.Random, acceptance: list[float], drafted: int) -> int:
+    """Walk positions 1..drafted with conditional probabilities; stop at the first rejection."""
+    accepted = 0
+    for position in range(drafted):
+        if rng.random() >= acceptance[position]:
+            break
+        accepted += 1
+    return accepted
+
+
+def output_length(rng: random.Random, max_tokens: int, ignore_eos: bool) -> tuple[int, str]:
+    """Exactly max_tokens with ignore_eos; otherwise an EOS may come earlier (finish 'stop')."""
+    if ignore_eos:
+        return max_tokens, "length"
+    length = rng.randint(max(1, max_tokens // 2), max_tokens)
+    return length, ("length" if length == max_tokens else "stop")
+
+
+def plan_sequence(rng: random.Random, k: int, acceptance: list[float],
+                  max_tokens: int, ignore_eos: bool) -> SequencePlan:
+    """Draw the whole token plan of one sequence (see the module docstring)."""
+    length, finish = output_length(rng, max_tokens, ignore_eos)
+    plan = SequencePlan(completion_tokens=length, finish_reason=finish)
+    remaining = length - 1  # the first token comes from prefill
+    while remaining > 0:
+        drafted = min(k, remaining - 1)
+        if drafted == 0:
+            plan.nonspec_steps += 1
+            plan.step_tokens.append(1)
+            remaining -= 1
+            continue
+        accepted = draw_accepted(rng, acceptance, drafted)
+        plan.per_step_accepted.append(accepted)
+        plan.per_step_drafted.append(drafted)
+        plan.step_tokens.append(accepted + 1)
+        remaining -= accepted + 1
+    return plan
+
+
+def step_time_ms(k: int, in_flight: int, step_ms: float, draft_ms_per_token: float,
+                 batch_slope: float) -> float:
+    """Time of one verify step drafting k tokens with `in_flight` requests running."""
+    extra = max(in_flight, 1) - 1
+    return step_ms * (1.0 + batch_slope * extra * (k + 1)) + draft_ms_per_token * k
+
+
+def expected_tokens_per_step(acceptance: list[float], k: int) -> float:
+    """E(k) = 1 + S_1 + ... + S_k with S_i = a_1 * ... * a_i (bonus token included)."""
+    total, survival = 1.0, 1.0
+    for position in range(k):
+        survival *= acceptance[position]
+        total += survival
+    return total
+
+
+def expected_tokens_per_second(acceptance: list[float], k: int, in_flight: int, step_ms: float,
+                               draft_ms_per_token: float, batch_slope: float) -> float:
+    """Server-wide decode throughput the latency model gives at steady state."""
+    step = step_time_ms(k, in_flight, step_ms, draft_ms_per_token, batch_slope)
+    if step <= 0:
+        return float("inf")
+    return max(in_flight, 1) * expected_tokens_per_step(acceptance, k) * 1000.0 / step

@@ -1,0 +1,129 @@
+"""Per-request spec-decode objects in each engine's wire shape, built from a SequencePlan.
+
+vllm         response-root `metrics.speculative_decoding` (vLLM 0.32, dense histogram)
+vllm-legacy  per-choice `speculative_decoding_stats`, sparse string-keyed histogram
+trtllm       per-choice `speculative_decoding` (TensorRT-LLM), absent when nothing was drafted
+sglang       root `sglext.spec_tokens_details` (object for n = 1, list for n > 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specmon.sim.model import SequencePlan
+
+# vLLM's per-request timing keys; null without --enable-per-request-metrics.
+VLLM_TIMING_KEYS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms",
+                    "mean_itl_ms", "tokens_per_second")
+
+
+def _rates(plan: SequencePlan) -> tuple[float, float]:
+    steps, accepted, drafted = plan.steps, plan.accepted, plan.drafted
+    mean = 1.0 + accepted / steps if steps else 1.0
+    rate = accepted / drafted if drafted else 0.0
+    return mean, rate
+
+
+def vllm_object(plan: SequencePlan, k: int, level: str, streaming: bool) -> dict[str, Any]:
+    """`metrics.speculative_decoding` as vLLM 0.32 writes it.
+
+    Non-streaming bodies keep null keys (per_step_* null at summary level or with no steps);
+    the streaming usage chunk is exclude_none, so those keys are absent there.
+    """
+    mean, rate = _rates(plan)
+    obj: dict[str, Any] = {
+        "mean_acceptance_length": mean,
+        "draft_acceptance_rate": rate,
+        "acceptance_histogram": plan.histogram(k),
+        "num_spec_steps": plan.steps,
+        "num_accepted_draft_tokens": plan.accepted,
+        "num_draft_tokens": plan.drafted,
+        "num_spec_tokens": k,
+    }
+    detailed = level == "detailed" and plan.steps > 0
+    if detailed:
+        obj["per_step_accepted"] = list(plan.per_step_accepted)
+        obj["per_step_drafted"] = list(plan.per_step_drafted)
+    elif not streaming:
+        obj["per_step_accepted"] = None
+        obj["per_step_drafted"] = None
+    return obj
+
+
+def vllm_metrics(spec: dict[str, Any] | None, streaming: bool) -> dict[str, Any] | None:
+    """The root `metrics` object around the spec-decode one."""
+    if spec is None:
+        return None
+    if streaming:
+        return {"speculative_decoding": spec}
+    metrics: dict[str, Any] = dict.fromkeys(VLLM_TIMING_KEYS)
+    metrics["speculative_decoding"] = spec
+    return metrics
+
+
+def legacy_object(plan: SequencePlan, level: str, streaming: bool) -> dict[str, Any]:
+    """The superseded per-choice `speculative_decoding_stats` (sparse histogram, string keys)."""
+    mean, rate = _rates(plan)
+    sparse: dict[str, int] = {}
+    for j in plan.per_step_accepted:
+        sparse[str(j)] = sparse.get(str(j), 0) + 1
+    obj: dict[str, Any] = {
+        "mean_acceptance_length": mean,
+        "draft_acceptance_rate": rate,
+        "acceptance_histogram": dict(sorted(sparse.items(), key=lambda kv: int(kv[0]))),
+        "num_spec_steps": plan.steps,
+        "num_accepted_draft_tokens": plan.accepted,
+        "num_draft_tokens": plan.drafted,
+    }
+    if level == "detailed" and plan.steps > 0:
+        obj["per_step_accepted"] = list(plan.per_step_accepted)
+        obj["per_step_drafted"] = list(plan.per_step_drafted)
+    elif not streaming:
+        obj["per_step_accepted"] = None
+        obj["per_step_drafted"] = None
+    return obj
+
+
+def trtllm_object(plan: SequencePlan, k: int) -> dict[str, Any] | None:
+    """TensorRT-LLM's per-choice `speculative_decoding`; absent (None) when nothing was drafted."""
+    if plan.steps == 0:
+        return None
+    _, rate = _rates(plan)
+    return {
+        "acceptance_rate": rate,
+        "total_accepted_draft_tokens": plan.accepted,
+        "total_draft_tokens": plan.drafted,
+        "num_spec_steps": plan.steps,
+        "acceptance_histogram": plan.histogram(k),
+        "num_spec_tokens": k,
+    }
+
+
+def trtllm_decoded_per_iter(plan: SequencePlan) -> float:
+    """TRT-LLM's `avg_decoded_tokens_per_iter`: tokens / every iteration (not acceptance length)."""
+    iterations = 1 + plan.steps + plan.nonspec_steps
+    return plan.completion_tokens / iterations
+
+
+def sglang_object(plan: SequencePlan, k: int) -> dict[str, Any]:
+    """SGLang's `spec_tokens_details` (spec_accept_length counts the prefill token, as SGLang's)."""
+    _, rate = _rates(plan)
+    return {
+        "spec_accept_rate": rate,
+        "spec_accept_length": plan.completion_tokens / plan.steps if plan.steps else 0.0,
+        "spec_num_correct_drafts": plan.accepted,
+        "spec_num_proposed_drafts": plan.drafted,
+        "spec_verify_ct": plan.steps,
+        "spec_correct_drafts_histogram": plan.histogram(k),
+    }
+
+
+def corrupt(obj: dict[str, Any]) -> dict[str, Any]:
+    """Make the histogram contradict the step count (fault injection: --malformed-rate)."""
+    for key in ("acceptance_histogram", "spec_correct_drafts_histogram"):
+        hist = obj.get(key)
+        if isinstance(hist, list):
+            obj[key] = [hist[0] + 1, *hist[1:]]
+        elif isinstance(hist, dict):
+            obj[key] = {**hist, "0": hist.get("0", 0) + 1}
+    return obj

@@ -1,0 +1,495 @@
+"""The simulated vLLM OpenAI-compatible server: a Starlette app served by uvicorn.
+
+Each request gets its own RNG seeded from --seed, a hash of the raw body and category, and
+how many times that same body was seen before, so the same requests give the same responses
+whatever order they arrive in. Everything a request was sent is written to --log as one
+JSON line before the response's last bytes leave (the ground truth for tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import time
+from typing import Any, AsyncIterator
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from specmon.sim import payloads
+from specmon.sim.config import SimConfig
+from specmon.sim.counters import SpecCounters
+from specmon.sim.model import SequencePlan, plan_sequence, step_time_ms
+from specmon.sim.requests import ApiError, ParsedRequest, parse_request
+
+# 64 cheap fake words: a token is " " + one of them.
+WORDS = tuple(
+    "the of and to in is that for it as with was on be by at this from or an are not but "
+    "have one all were when we there can which their if will each about how up out them "
+    "then she many some so these would other into has more her two like him see time could "
+    "no make than first way".split()
+)
+assert len(WORDS) == 64
+OWNERS = {"vllm": "vllm", "vllm-legacy": "vllm", "none": "vllm", "trtllm": "tensorrt_llm",
+          "sglang": "sglang"}
+JSON = "application/json"
+SSE = "text/event-stream; charset=utf-8"
+
+
+class SimState:
+    """Process-wide simulator state: config, counters, RNG seeding, in-flight count, log."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.base_seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "big")
+        self.occurrences: dict[bytes, int] = {}
+        self.in_flight = 0
+        self.request_seq = 0
+        self.counters = SpecCounters(cfg.model, cfg.num_spec_tokens, cfg.engines)
+        self.log_file = open(cfg.log_path, "ab") if cfg.log_path else None
+        self.started = int(time.time())
+
+    def rng_for(self, raw_body: bytes, category: str | None) -> random.Random:
+        digest = hashlib.blake2b(raw_body + b"\0" + (category or "").encode(), digest_size=16).digest()
+        seen = self.occurrences.get(digest, 0)
+        self.occurrences[digest] = seen + 1
+        return random.Random(f"{self.base_seed}:{digest.hex()}:{seen}")
+
+    def next_engine(self) -> int:
+        self.request_seq += 1
+        return (self.request_seq - 1) % self.cfg.engines
+
+    def write_log(self, entry: dict[str, Any]) -> None:
+        if self.log_file is not None:
+            self.log_file.write(orjson.dumps(entry) + b"\n")
+            self.log_file.flush()
+
+    def step_ms(self, k: int) -> float:
+        cfg = self.cfg
+        return step_time_ms(k, self.in_flight, cfg.step_ms, cfg.draft_ms_per_token, cfg.batch_slope)
+
+
+def _error_response(err: ApiError) -> Response:
+    return Response(orjson.dumps(err.body()), status_code=err.status, media_type=JSON)
+
+
+async def _sleep_ms(ms: float) -> None:
+    if ms > 0:
+        await asyncio.sleep(ms / 1000.0)
+
+
+class _Cut(Exception):
+    """Raised inside a body stream to drop the connection mid-response (--disconnect-rate)."""
+
+
+class RawResponse:
+    """An ASGI response fed by an async iterator of byte parts; _Cut leaves it incomplete."""
+
+    def __init__(self, parts: AsyncIterator[bytes], media_type: str) -> None:
+        self.parts = parts
+        self.media_type = media_type
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", self.media_type.encode())]})
+        try:
+            async for part in self.parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+        except _Cut:
+            return  # uvicorn closes the connection of an unfinished response
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+class SimRequest:
+    """One completion request: its draws, its payloads and its response (JSON or SSE)."""
+
+    def __init__(self, state: SimState, parsed: ParsedRequest, body: dict[str, Any],
+                 category: str | None, rng: random.Random, x_request_id: str | None) -> None:
+        cfg = state.cfg
+        self.state, self.cfg, self.parsed, self.body = state, cfg, parsed, body
+        self.category, self.rng, self.x_request_id = category, rng, x_request_id
+        self.k = cfg.num_spec_tokens
+        self.chat = parsed.endpoint == "chat"
+        self.fault = self._draw_fault()
+        prefix = "chatcmpl-" if self.chat else "cmpl-"
+        self.id = f"{prefix}{rng.getrandbits(128):032x}"
+        self.created = int(time.time())
+        self.engine = state.next_engine()
+        acceptance = cfg.acceptance_for(category)
+        self.plans: list[SequencePlan] = [
+            plan_sequence(rng, self.k, acceptance, parsed.max_tokens, parsed.ignore_eos)
+            for _ in range(parsed.num_choices)]
+        self.single = parsed.num_choices == 1  # vLLM suppresses metrics for n > 1 / many prompts
+        self.step_times: list[float] = []
+        self.ttft = cfg.ttft_ms
+        self.rounds_sent: int | None = None
+
+    def _draw_fault(self) -> str | None:
+        cfg, draws = self.cfg, [self.rng.random() for _ in range(3)]
+        if draws[0] < cfg.error_rate:
+            return "error"
+        if draws[1] < cfg.malformed_rate:
+            return "malformed"
+        if draws[2] < cfg.disconnect_rate:
+            return "disconnect"
+        return None
+
+    # ----- payloads -------------------------------------------------------------------
+    def _maybe_corrupt(self, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        if obj is not None and self.fault == "malformed":
+            return payloads.corrupt(obj)
+        return obj
+
+    def vllm_spec(self, streaming: bool) -> dict[str, Any] | None:
+        if self.cfg.shape != "vllm" or not self.single:
+            return None
+        plan = self.plans[0]
+        return self._maybe_corrupt(payloads.vllm_object(plan, self.k, self.cfg.level, streaming))
+
+    def choice_spec(self, index: int, streaming: bool) -> tuple[str, dict[str, Any]] | None:
+        """(key, object) to put on choice `index` for the per-choice shapes."""
+        plan = self.plans[index]
+        if self.cfg.shape == "vllm-legacy":
+            return "speculative_decoding_stats", self._maybe_corrupt(
+                payloads.legacy_object(plan, self.cfg.level, streaming))
+        if self.cfg.shape == "trtllm":
+            obj = payloads.trtllm_object(plan, self.k)
+            return None if obj is None else ("speculative_decoding", self._maybe_corrupt(obj))
+        return None
+
+    def sglext(self) -> dict[str, Any] | None:
+        if self.cfg.shape != "sglang" or not self.parsed.return_spec_details:
+            return None
+        objs = [self._maybe_corrupt(payloads.sglang_object(p, self.k)) for p in self.plans]
+        if self.single:
+            return {"spec_tokens_details": objs[0]}
+        return {"spec_tokens_details": [{"index": i, **o} for i, o in enumerate(objs)]}
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(self.parsed.prompt_tokens)
+        completion = sum(p.completion_tokens for p in self.plans)
+        return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+                "completion_tokens": completion}
+
+    def _text(self, tokens: int) -> str:
+        bits = self.rng.getrandbits
+        return "".join(" " + WORDS[bits(6)] for _ in range(tokens))
+
+    # ----- accounting and log ---------------------------------------------------------
+    def account(self, rounds_sent: int | None = None) -> None:
+        """Count what was generated (for a cut stream, the spec steps sent before the cut)."""
+        counters = self.state.counters
+        generated = 0
+        for plan in self.plans:
+            if rounds_sent is None:
+                counters.add_plan(self.engine, plan)
+                generated += plan.completion_tokens
+            else:  # round 0 is the prefill token, round r >= 1 is step r-1
+                steps = max(0, min(rounds_sent - 1, plan.steps))
+                counters.add_plan(self.engine, plan, steps)
+                generated += sum(([1] + plan.step_tokens)[:rounds_sent])
+        counters.add_tokens(self.engine, sum(self.parsed.prompt_tokens), generated)
+
+    def log(self, status: int, payload: Any) -> None:
+        stats = [{"completion_tokens": p.completion_tokens, "finish_reason": p.finish_reason,
+                  "steps": p.steps, "accepted": p.accepted, "drafted": p.drafted,
+                  "nonspec_steps": p.nonspec_steps, "histogram": p.histogram(self.k),
+                  "per_step_accepted": p.per_step_accepted, "per_step_drafted": p.per_step_drafted}
+                 for p in self.plans]
+        entry = {"time": time.time(), "request_id": self.id, "x_request_id": self.x_request_id,
+                 "endpoint": self.parsed.endpoint, "received": self.body,
+                 "category": self.category, "status": status, "k": self.k,
+                 "engine": self.engine, "shape": self.cfg.shape, "level": self.cfg.level,
+                 "stream": self.parsed.stream, "include_usage": self.parsed.include_usage,
+                 "n": self.parsed.n, "fault": self.fault, "payload": payload,
+                 "per_step_accepted": self.plans[0].per_step_accepted if self.single else None,
+                 "per_step_drafted": self.plans[0].per_step_drafted if self.single else None,
+                 "stats": stats, "usage": self.usage() if status == 200 else None,
+                 "ttft_ms": self.ttft, "step_ms": self.step_times,
+                 "rounds_sent": self.rounds_sent}
+        self.state.write_log(entry)
+
+    # ----- responses ------------------------------------------------------------------
+    async def respond(self) -> Any:
+        if self.fault == "error":
+            self.log(500, None)
+            return _error_response(ApiError(500, "Simulated internal server error.",
+                                            "InternalServerError"))
+        if self.parsed.stream:
+            return RawResponse(self._stream(), SSE)
+        return await self._respond_json()
+
+    def _rounds(self) -> int:
+        return max(1 + len(p.step_tokens) for p in self.plans)
+
+    async def _respond_json(self) -> Any:
+        self._enter()
+        try:
+            wait = self.ttft
+            for _ in range(self._rounds() - 1):
+                self.step_times.append(self.state.step_ms(self.k))
+            wait += sum(self.step_times)
+            await _sleep_ms(wait)
+            body, payload = self._json_body()
+            data = orjson.dumps(body)
+            if self.fault == "disconnect":
+                self.rounds_sent = 0
+                self.account(0)
+                self.log(200, None)
+                return RawResponse(_cut_after(data[: len(data) // 2]), JSON)
+            self.account()
+            self.log(200, payload)
+            return Response(data, media_type=JSON)
+        finally:
+            self._leave()
+
+    def _enter(self) -> None:
+        self.state.in_flight += 1
+        self.state.counters.set_running(self.engine, 1)
+
+    def _leave(self) -> None:
+        self.state.in_flight -= 1
+        self.state.counters.set_running(self.engine, -1)
+
+    def _json_body(self) -> tuple[dict[str, Any], Any]:
+        """The non-streaming body and the spec-decode payload as sent (None if none)."""
+        choices, sent = [], []
+        for index, plan in enumerate(self.plans):
+            text = self._text(plan.completion_tokens)
+            choice = self._json_choice(index, text, plan.finish_reason)
+            extra = self.choice_spec(index, streaming=False)
+            if extra is not None:
+                choice[extra[0]] = extra[1]
+                sent.append(extra[1])
+            if self.cfg.shape == "trtllm":
+                choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(plan)
+            choices.append(choice)
+        body: dict[str, Any] = {"id": self.id,
+                                "object": "chat.completion" if self.chat else "text_completion",
+                                "created": self.created, "model": self.cfg.model,
+                                "choices": choices, "service_tier": None,
+                                "system_fingerprint": None,
+                                "usage": {**self.usage(), "prompt_tokens_details": None}}
+        if self.chat:
+            body["prompt_logprobs"] = None
+            body["prompt_token_ids"] = None
+        body["kv_transfer_params"] = None
+        body["ec_transfer_params"] = None
+        payload: Any = None
+        if self.cfg.shape in ("vllm", "none"):
+            spec = self.vllm_spec(streaming=False)
+            body["metrics"] = payloads.vllm_metrics(spec, streaming=False)
+            payload = spec
+        elif self.cfg.shape == "sglang":
+            ext = self.sglext()
+            if ext is not None:
+                body["sglext"] = ext
+                payload = ext["spec_tokens_details"]
+        else:
+            payload = sent[0] if self.single and sent else (sent or None)
+        return body, payload
+
+    def _json_choice(self, index: int, text: str, finish: str) -> dict[str, Any]:
+        if self.chat:
+            message = {"role": "assistant", "content": text, "refusal": None, "annotations": None,
+                       "audio": None, "function_call": None, "tool_calls": [],
+                       "reasoning_content": None}
+            return {"index": index, "message": message, "logprobs": None,
+                    "finish_reason": finish, "stop_reason": None}
+        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish,
+                "stop_reason": None, "prompt_logprobs": None}
+
+    # ----- streaming ------------------------------------------------------------------
+    def _base(self) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": self.created, "model": self.cfg.model}
+
+    def _chunk(self, index: int, text: str, finish: str | None) -> dict[str, Any]:
+        if self.chat:
+            choice: dict[str, Any] = {"index": index, "delta": {"content": text}, "logprobs": None,
+                                      "finish_reason": finish}
+        else:
+            choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+        chunk = {**self._base(), "choices": [choice]}
+        if finish is not None:
+            choice["stop_reason"] = None
+            self._add_choice_spec(choice, index)
+            if self.chat:
+                chunk["system_fingerprint"] = None
+        elif not self.chat:
+            choice["stop_reason"] = None
+        return chunk
+
+    def _add_choice_spec(self, choice: dict[str, Any], index: int) -> None:
+        extra = self.choice_spec(index, streaming=True)
+        if extra is not None:
+            choice[extra[0]] = extra[1]
+            self._sent_choice_specs.append(extra[1])
+        if self.cfg.shape == "trtllm":
+            choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(self.plans[index])
+
+    def _round_chunks(self, rnd: int) -> bytes:
+        """Round 0 is the prefill token (after the role chunk); round r is each plan's step r-1."""
+        out = []
+        for index, plan in enumerate(self.plans):
+            emissions = 1 + len(plan.step_tokens)
+            if rnd >= emissions:
+                continue
+            if rnd == 0 and self.chat:
+                role = {"index": index, "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None, "finish_reason": None}
+                out.append(_sse({**self._base(), "choices": [role], "prompt_token_ids": None}))
+            tokens = 1 if rnd == 0 else plan.step_tokens[rnd - 1]
+            finish = plan.finish_reason if rnd == emissions - 1 else None
+            out.append(_sse(self._chunk(index, self._text(tokens), finish)))
+        return b"".join(out)
+
+    def _tail(self) -> tuple[bytes, Any]:
+        """The chunks after the last token (sglext, usage) and the payload sent in them."""
+        out, payload = [], None
+        ext = self.sglext()
+        if ext is not None:
+            payload = ext["spec_tokens_details"]
+            if not self.parsed.include_usage:
+                out.append(_sse({**self._base(), "choices": [], "sglext": ext}))
+        if self.parsed.include_usage:
+            chunk: dict[str, Any] = {**self._base(), "choices": [], "usage": self.usage()}
+            spec = self.vllm_spec(streaming=True)
+            if spec is not None:
+                chunk["metrics"] = payloads.vllm_metrics(spec, streaming=True)
+                payload = spec
+            if ext is not None:
+                chunk["sglext"] = ext
+            out.append(_sse(chunk))
+        if self._sent_choice_specs:
+            sent = self._sent_choice_specs
+            payload = sent[0] if self.single else sent
+        return b"".join(out), payload
+
+    async def _stream(self) -> AsyncIterator[bytes]:
+        self._sent_choice_specs: list[dict[str, Any]] = []
+        rounds = self._rounds()
+        cut_at = max(1, rounds // 2) if self.fault == "disconnect" else None
+        self._enter()
+        try:
+            await _sleep_ms(self.ttft)
+            for rnd in range(rounds):
+                if rnd == cut_at:
+                    self.rounds_sent = rnd
+                    self.account(rnd)
+                    self.log(200, None)
+                    raise _Cut()
+                if rnd > 0:
+                    step = self.state.step_ms(self.k)
+                    self.step_times.append(step)
+                    await _sleep_ms(step)
+                yield self._round_chunks(rnd)
+            tail, payload = self._tail()
+            self.rounds_sent = rounds
+            self.account()
+            self.log(200, payload)
+            yield tail + b"data: [DONE]\n\n"
+        finally:
+            self._leave()
+
+
+async def _cut_after(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+    raise _Cut()
+
+
+# ----- routes -------------------------------------------------------------------------------
+def _authorized(request: Request) -> bool:
+    key = request.app.state.sim.cfg.api_key
+    return not key or request.headers.get("authorization") == f"Bearer {key}"
+
+
+def _unauthorized() -> Response:
+    return _error_response(ApiError(401, "Invalid or missing API key.", "AuthenticationError"))
+
+
+async def models(request: Request) -> Response:
+    if not _authorized(request):
+        return _unauthorized()
+    state: SimState = request.app.state.sim
+    card = {"id": state.cfg.model, "object": "model", "created": state.started,
+            "owned_by": OWNERS[state.cfg.shape], "root": state.cfg.model, "parent": None,
+            "max_model_len": 4096, "permission": []}
+    return Response(orjson.dumps({"object": "list", "data": [card]}), media_type=JSON)
+
+
+async def health(request: Request) -> Response:
+    return Response(b"", status_code=200)
+
+
+async def version(request: Request) -> Response:
+    return Response(orjson.dumps({"version": "0.32.0"}), media_type=JSON)
+
+
+async def metrics(request: Request) -> Response:
+    body = request.app.state.sim.counters.exposition()
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def server_info(request: Request) -> Response:
+    cfg = request.app.state.sim.cfg
+    info = {"engine": "sglang", "version": "0.5.0-specmon-sim",
+            "server_args": {"model_path": cfg.model, "served_model_name": cfg.model,
+                            "speculative_algorithm": "EAGLE",
+                            "speculative_num_steps": cfg.num_spec_tokens,
+                            "speculative_num_draft_tokens": cfg.num_spec_tokens + 1}}
+    return Response(orjson.dumps(info), media_type=JSON)
+
+
+async def _completion(request: Request, endpoint: str) -> Any:
+    state: SimState = request.app.state.sim
+    if not _authorized(request):
+        return _unauthorized()
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _error_response(ApiError(400, f"Invalid JSON in request body: {exc}"))
+    try:
+        parsed = parse_request(endpoint, body, state.cfg.model, state.cfg.default_max_tokens)
+    except ApiError as err:
+        state.write_log({"time": time.time(), "endpoint": endpoint, "received": body,
+                         "status": err.status, "error": err.body()["error"]})
+        return _error_response(err)
+    category = request.headers.get("x-specmon-category")
+    sim = SimRequest(state, parsed, body, category, state.rng_for(raw, category),
+                     request.headers.get("x-request-id"))
+    return await sim.respond()
+
+
+async def chat_completions(request: Request) -> Any:
+    return await _completion(request, "chat")
+
+
+async def completions(request: Request) -> Any:
+    return await _completion(request, "completions")
+
+
+def build_app(cfg: SimConfig) -> Starlette:
+    routes = [
+        Route("/v1/models", models),
+        Route("/health", health),
+        Route("/version", version),
+        Route("/metrics", metrics),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+    ]
+    if cfg.shape == "sglang":
+        routes += [Route("/server_info", server_info), Route("/get_server_info", server_info)]
+    app = Starlette(routes=routes)
+    app.state.sim = SimState(cfg)
+    return app
