@@ -1,0 +1,306 @@
+"""The run accumulator: O(1) amortised per request, cheap snapshots, the export summary.
+
+Warmup requests are only counted. Error requests feed the error summary only. A zero-step
+request is counted (spec_decode_zero_step_requests) and otherwise left out of every
+distribution, total and the pooled histogram (aiperf-semantics.md §2.7, §3).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.pipeline import NS_PER_S, RequestResult
+from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
+
+
+class MetricColumn:
+    """Values of one record metric. Appends are O(1); the list is re-sorted lazily
+    (timsort merges the sorted prefix with the new tail in near-linear time)."""
+
+    __slots__ = ("values", "total", "_sorted_len", "_cache", "_cache_key")
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
+        self._sorted_len = 0
+        self._cache: dict | None = None
+        self._cache_key: tuple[int, bool] | None = None
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+        self.total += value
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def stats(self, exact: bool = True) -> dict[str, float | int]:
+        key = (len(self.values), exact)
+        if self._cache is None or self._cache_key != key:
+            if self._sorted_len != len(self.values):
+                self.values.sort()
+                self._sorted_len = len(self.values)
+            self._cache = compute_stats(self.values, total=self.total, presorted=True, exact=exact)
+            self._cache_key = key
+        return self._cache
+
+
+@dataclass
+class RunSnapshot:
+    elapsed_s: float
+    request_count: int
+    error_count: int
+    warmup_count: int
+    error_summary: dict[str, int]
+    spec_stats: dict[str, dict]
+    std_stats: dict[str, dict]
+    pooled_histogram: dict[int, int]
+    zero_step_requests: int
+    spec_reasons: dict[str, int]
+    engine: str | None
+    num_spec_tokens: int | None
+    version: int = 0  # bumps on every add; lets a view skip redraws
+
+
+@dataclass
+class _Timeline:
+    end_s: list[float] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    drafted: list[int] = field(default_factory=list)
+
+
+class RunAccumulator:
+    def __init__(self, live: bool = True) -> None:
+        self.results: list[RequestResult] = []  # append-only; profiling requests (ok + error)
+        self.request_count = 0
+        self.error_count = 0
+        self.warmup_count = 0
+        self.error_summary: Counter[str] = Counter()
+        self.error_details: Counter[tuple[Any, str, str]] = Counter()
+        self.spec_reasons: Counter[str] = Counter()
+        self.zero_step_requests = 0
+        self.spec_request_count = 0
+        self.pooled_histogram: dict[int, int] = {}
+        self.total_steps = 0
+        self.total_accepted = 0
+        self.total_drafted = 0
+        self.engine: str | None = None
+        self.num_spec_tokens: int | None = None
+        self.columns: dict[str, MetricColumn] = {}
+        self.min_start_ns: int | None = None
+        self.max_end_ns: int | None = None
+        self._timeline = _Timeline()
+        self._version = 0
+        self._live = live
+        self._created_ns = time.perf_counter_ns()
+        self._finished_ns: int | None = None
+        self._origin_ns: int | None = None  # fixed on first use so timeline points agree
+        self._snap: RunSnapshot | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ adding
+
+    def add(self, result: RequestResult) -> None:
+        with self._lock:
+            self._version += 1
+            if result.phase == "warmup":
+                self.warmup_count += 1
+                return
+            self.results.append(result)
+            if result.error is not None:
+                self._add_error(result)
+                return
+            self._add_valid(result)
+
+    def _add_error(self, result: RequestResult) -> None:
+        self.error_count += 1
+        err = result.error or {}
+        kind = result.error_kind or "unknown"
+        self.error_summary[kind] += 1
+        self.error_details[(err.get("code"), kind, str(err.get("message", ""))[:200])] += 1
+
+    def _add_valid(self, result: RequestResult) -> None:
+        self.request_count += 1
+        if result.start_ns is not None:
+            if self.min_start_ns is None or result.start_ns < self.min_start_ns:
+                self.min_start_ns = result.start_ns
+        if result.end_ns is not None:
+            if self.max_end_ns is None or result.end_ns > self.max_end_ns:
+                self.max_end_ns = result.end_ns
+        for tag, value in result.metrics.items():
+            column = self.columns.get(tag)
+            if column is None:
+                column = self.columns[tag] = MetricColumn()
+            column.add(value)
+        if result.spec_reason:
+            self.spec_reasons[result.spec_reason] += 1
+        if result.spec_zero_step:
+            self.zero_step_requests += 1
+            self._note_engine(result.spec_trace)
+        elif result.spec is not None:
+            self._add_spec(result)
+
+    def _add_spec(self, result: RequestResult) -> None:
+        rec = result.spec
+        self.spec_request_count += 1
+        hist = self.pooled_histogram
+        for j, n in rec.acceptance_histogram.items():
+            hist[j] = hist.get(j, 0) + n
+        self.total_steps += rec.num_spec_steps
+        self.total_accepted += rec.num_accepted_draft_tokens
+        self.total_drafted += rec.num_draft_tokens
+        self._note_engine(rec)
+        tl = self._timeline
+        tl.end_s.append(self._rel_s(result.end_ns))
+        tl.steps.append(rec.num_spec_steps)
+        tl.accepted.append(rec.num_accepted_draft_tokens)
+        tl.drafted.append(rec.num_draft_tokens)
+
+    def _note_engine(self, rec: Any) -> None:
+        if rec is None:
+            return
+        self.engine = rec.engine
+        if rec.num_spec_tokens is not None:
+            self.num_spec_tokens = rec.num_spec_tokens
+
+    def _rel_s(self, ns: int | None) -> float:
+        if ns is None:
+            return 0.0
+        if self._origin_ns is None:
+            self._origin_ns = self.min_start_ns if self.min_start_ns is not None else ns
+        return (ns - self._origin_ns) / NS_PER_S
+
+    def mark_finished(self) -> None:
+        self._finished_ns = time.perf_counter_ns()
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def benchmark_duration_s(self) -> float | None:
+        """Max response ts - min request ts over valid profiling requests (§5)."""
+        if self.min_start_ns is None or self.max_end_ns is None:
+            return None
+        return (self.max_end_ns - self.min_start_ns) / NS_PER_S
+
+    def elapsed_s(self) -> float:
+        if not self._live:
+            return self.benchmark_duration_s or 0.0
+        end = self._finished_ns if self._finished_ns is not None else time.perf_counter_ns()
+        return (end - self._created_ns) / NS_PER_S
+
+    def derived_values(self) -> dict[str, float | int]:
+        """Every run-level metric that has a value (absent tags have none)."""
+        out: dict[str, float | int] = {}
+        duration = self.benchmark_duration_s
+        osl = self.columns.get("output_sequence_length")
+        isl = self.columns.get("input_sequence_length")
+        if self.request_count:
+            out["request_count"] = self.request_count
+        if self.error_count:
+            out["error_request_count"] = self.error_count
+        if duration is not None:
+            out["benchmark_duration"] = duration
+        if osl is not None:
+            out["total_output_tokens"] = osl.total
+            out["total_osl"] = osl.total
+        if isl is not None:
+            out["total_isl"] = isl.total
+        if duration:
+            if self.request_count:
+                out["request_throughput"] = self.request_count / duration
+            if osl is not None:
+                out["output_token_throughput"] = osl.total / duration
+        out.update(self._spec_derived())
+        return out
+
+    def _spec_derived(self) -> dict[str, float | int]:
+        out: dict[str, float | int] = {}
+        if self.zero_step_requests:
+            out["spec_decode_zero_step_requests"] = self.zero_step_requests
+        if not self.spec_request_count:
+            return out
+        # Sums of the per-request values, as AIPerf's derived sums (floats).
+        steps, acc, drafted = (float(self.total_steps), float(self.total_accepted),
+                               float(self.total_drafted))
+        out["total_spec_decode_steps"] = steps
+        out["total_accepted_draft_tokens"] = acc
+        out["total_draft_tokens"] = drafted
+        if steps:
+            out["spec_decode_token_weighted_acceptance_length"] = 1.0 + acc / steps
+        if drafted:
+            out["spec_decode_overall_draft_acceptance_rate"] = (acc / drafted) * 100.0
+        return out
+
+    def metric_blocks(self, exact: bool = True) -> dict[str, dict]:
+        """{tag: export block} for every metric with a value, in METRICS order."""
+        derived = self.derived_values()
+        blocks: dict[str, dict] = {}
+        for tag, mdef in METRICS.items():
+            if mdef.kind == RECORD:
+                column = self.columns.get(tag)
+                if column is not None and len(column):
+                    blocks[tag] = metric_block(tag, column.stats(exact=exact))
+            elif mdef.kind == DERIVED and tag in derived:
+                blocks[tag] = metric_block(tag, value=derived[tag])
+        return blocks
+
+    def pooled_histogram_sorted(self) -> dict[int, int]:
+        return dict(sorted(self.pooled_histogram.items()))
+
+    def snapshot(self) -> RunSnapshot:
+        """A cheap view for the TUI (4 Hz). Recomputed only when a request landed."""
+        with self._lock:
+            snap = self._snap
+            if snap is not None and snap.version == self._version:
+                snap.elapsed_s = self.elapsed_s()
+                return snap
+            # fsum-based std here: the same numbers to ~1 ulp, several times faster.
+            blocks = self.metric_blocks(exact=False)
+            self._snap = RunSnapshot(
+                elapsed_s=self.elapsed_s(),
+                request_count=self.request_count,
+                error_count=self.error_count,
+                warmup_count=self.warmup_count,
+                error_summary=dict(self.error_summary),
+                spec_stats={t: b for t, b in blocks.items() if is_spec_tag(t)},
+                std_stats={t: b for t, b in blocks.items() if not is_spec_tag(t)},
+                pooled_histogram=self.pooled_histogram_sorted(),
+                zero_step_requests=self.zero_step_requests,
+                spec_reasons=dict(self.spec_reasons),
+                engine=self.engine,
+                num_spec_tokens=self.num_spec_tokens,
+                version=self._version,
+            )
+            return self._snap
+
+    def summary(self) -> dict[str, dict]:
+        """Every metric tag's export block (exact statistics), in METRICS order."""
+        with self._lock:
+            return self.metric_blocks(exact=True)
+
+    def error_summary_list(self) -> list[dict]:
+        """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
+        out = []
+        for (code, kind, message), count in self.error_details.most_common():
+            details: dict[str, Any] = {}
+            if code is not None:
+                details["code"] = code
+            details["type"] = kind
+            details["message"] = message
+            out.append({"error_details": details, "count": count})
+        return out
+
+    def timeline(self) -> tuple[list[float], list[int], list[int]]:
+        """(end time s since the first request, steps, accepted) per spec-decode request,
+        in arrival order, for acceptance-over-time windows."""
+        with self._lock:
+            tl = self._timeline
+            return list(tl.end_s), list(tl.steps), list(tl.accepted)

@@ -1,0 +1,161 @@
+"""The raw capture: one request as sent and received, one JSON object per line.
+
+Shape (docs/architecture.md): endpoint, streaming, request, status, responses (each JSON
+body or SSE `data:` object, arrival order, no [DONE]), start_ns, response_ns, end_ns, error,
+plus optional extras. A plain slotted dataclass, not pydantic: the load loop builds
+thousands per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specmon.errors import UserError
+
+ENDPOINTS = ("chat", "completions")
+PHASES = ("profiling", "warmup")
+ERROR_TYPES = ("http_error", "timeout", "connection_error", "broken_stream",
+               "invalid_json", "cancelled")
+
+
+class CaptureError(ValueError):
+    """A line that is JSON but not a capture; the message is the one-line reason."""
+
+
+@dataclass(slots=True)
+class RawCapture:
+    endpoint: str
+    streaming: bool
+    request: dict[str, Any]
+    status: int
+    responses: list[Any] = field(default_factory=list)
+    start_ns: int | None = None
+    response_ns: list[int] | None = None
+    end_ns: int | None = None
+    error: dict[str, Any] | None = None
+    x_request_id: str | None = None
+    category: str | None = None
+    benchmark_phase: str = "profiling"
+    server: str | None = None
+    segment: int | None = None
+    worker_id: str | None = None
+    wall_start_ns: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "RawCapture":
+        """Validate a decoded JSON object; raise CaptureError naming the first bad field."""
+        if not isinstance(d, dict):
+            raise CaptureError(f"expected a JSON object, got {type(d).__name__}")
+        endpoint = d.get("endpoint")
+        if endpoint not in ENDPOINTS:
+            raise CaptureError(f"'endpoint' must be 'chat' or 'completions', got {endpoint!r}")
+        streaming = d.get("streaming")
+        if not isinstance(streaming, bool):
+            raise CaptureError("'streaming' must be true or false")
+        request = d.get("request")
+        if not isinstance(request, dict):
+            raise CaptureError("'request' must be the JSON object that was sent")
+        status = d.get("status")
+        if not _is_int(status):
+            raise CaptureError("'status' must be an integer HTTP status")
+        responses = d.get("responses", [])
+        if responses is None:
+            responses = []
+        if not isinstance(responses, list):
+            raise CaptureError("'responses' must be a list")
+        error = d.get("error")
+        if error is not None and not (isinstance(error, dict) and isinstance(error.get("type"), str)):
+            raise CaptureError("'error' must be null or {\"type\": str, \"message\": str}")
+        phase = d.get("benchmark_phase") or "profiling"
+        if phase not in PHASES:
+            raise CaptureError(f"'benchmark_phase' must be 'profiling' or 'warmup', got {phase!r}")
+        response_ns = d.get("response_ns")
+        if response_ns is not None and not (
+                isinstance(response_ns, list) and all(_is_int(t) for t in response_ns)):
+            raise CaptureError("'response_ns' must be a list of integers")
+        return cls(
+            endpoint=endpoint, streaming=streaming, request=request, status=status,
+            responses=responses, start_ns=_opt_int(d, "start_ns"), response_ns=response_ns,
+            end_ns=_opt_int(d, "end_ns"), error=error,
+            x_request_id=_opt_str(d, "x_request_id"), category=_opt_str(d, "category"),
+            benchmark_phase=phase, server=_opt_str(d, "server"),
+            segment=_opt_int(d, "segment"), worker_id=_opt_str(d, "worker_id"),
+            wall_start_ns=_opt_int(d, "wall_start_ns"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The raw-capture JSON object (optional extras omitted when unset)."""
+        d: dict[str, Any] = {
+            "endpoint": self.endpoint, "streaming": self.streaming, "request": self.request,
+            "status": self.status, "responses": self.responses, "start_ns": self.start_ns,
+            "response_ns": self.response_ns, "end_ns": self.end_ns, "error": self.error,
+        }
+        for key in ("x_request_id", "category", "server", "segment", "worker_id",
+                    "wall_start_ns"):
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = value
+        d["benchmark_phase"] = self.benchmark_phase
+        return d
+
+    def to_json_line(self) -> bytes:
+        return orjson.dumps(self.to_dict()) + b"\n"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _opt_int(d: dict, key: str) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if not _is_int(v):
+        raise CaptureError(f"'{key}' must be an integer")
+    return v
+
+
+def _opt_str(d: dict, key: str) -> str | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise CaptureError(f"'{key}' must be a string")
+    return v
+
+
+def parse_capture_line(line: str | bytes) -> RawCapture:
+    """One JSONL line -> RawCapture; CaptureError with a one-line reason otherwise."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise CaptureError(f"not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})") from None
+    return RawCapture.from_dict(obj)
+
+
+def read_raw_capture(path: str | Path) -> Iterator[tuple[int, RawCapture | str]]:
+    """Yield (line_no, capture) or (line_no, reason) for each non-blank line of `path`.
+
+    A missing or unreadable file is a UserError; a bad line is yielded with its reason
+    so the caller can report it and go on.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"raw capture file not found: {p}")
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise UserError(f"cannot read {p}: {exc.strerror}") from None
+    with fh:
+        for line_no, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield line_no, parse_capture_line(line)
+            except CaptureError as exc:
+                yield line_no, str(exc)

@@ -1,0 +1,59 @@
+"""profile_export_aiperf.csv: AIPerf's two-section layout (aiperf-semantics.md §4.3).
+
+Section 1: `Metric,avg,min,max,sum,p1..p99,std`, record metrics sorted by tag.
+Blank line. Section 2: `Metric,Value`, run-level metrics sorted by tag.
+Metric column = header + " (unit)", no suffix for `count` / `requests`. Ints plain,
+reals with 2 decimals, missing empty. CRLF line endings (Python's csv default, as AIPerf).
+No histogram.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from specmon.export.common import atomic_write
+from specmon.stats import CSV_STAT_KEYS, METRICS, PCT_KEYS
+
+
+def metric_label(tag: str) -> str:
+    mdef = METRICS[tag]
+    if mdef.unit and mdef.unit.lower() not in ("count", "requests"):
+        return f"{mdef.header} ({mdef.unit})"
+    return mdef.header
+
+
+def format_number(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def build_csv(blocks: dict[str, dict]) -> str:
+    records = {t: b for t, b in blocks.items() if any(k in b for k in PCT_KEYS)}
+    scalars = {t: b for t, b in blocks.items() if t not in records}
+    buf = io.StringIO()
+    writer = csv.writer(buf)  # lineterminator "\r\n"
+    if records:
+        writer.writerow(["Metric", *CSV_STAT_KEYS])
+        for tag in sorted(records):
+            block = records[tag]
+            writer.writerow([metric_label(tag), *(format_number(block.get(k)) for k in CSV_STAT_KEYS)])
+        if scalars:
+            writer.writerow([])
+    if scalars:
+        writer.writerow(["Metric", "Value"])
+        for tag in sorted(scalars):
+            writer.writerow([metric_label(tag), format_number(scalars[tag].get("avg"))])
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, blocks: dict[str, dict]) -> Path:
+    return atomic_write(path, build_csv(blocks).encode("utf-8"))

@@ -1,0 +1,95 @@
+"""profile_export.jsonl: one object per profiling request, written as it lands (§4.4).
+
+{"metadata": {...}, "metrics": {tag: {"value", "unit"}}, "spec_decode_acceptance": {...},
+ "error": {...}}. spec_decode_acceptance carries string histogram keys and the rate as a
+fraction; it is ABSENT (not null) without a record; a zero-step record is kept verbatim.
+`error` is present only for failed requests. `result_from_record` reads a line back
+(for `specmon replay`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from specmon.pipeline import RequestResult
+from specmon.specdecode.record import record_from_export_dict
+from specmon.stats import METRICS
+
+
+def request_times_ns(result: RequestResult) -> tuple[int | None, int | None]:
+    """(request_start_ns, request_end_ns) on the wall clock when the capture has one."""
+    start, end = result.start_ns, result.end_ns
+    if result.wall_start_ns is not None and start is not None:
+        offset = result.wall_start_ns - start
+        return result.wall_start_ns, (end + offset) if end is not None else None
+    return start, end
+
+
+def record_dict(result: RequestResult) -> dict[str, Any]:
+    start, end = request_times_ns(result)
+    meta: dict[str, Any] = {}
+    if result.x_request_id is not None:
+        meta["x_request_id"] = result.x_request_id
+    meta["benchmark_phase"] = result.phase
+    meta["request_start_ns"] = start
+    meta["request_end_ns"] = end
+    if result.worker_id is not None:
+        meta["worker_id"] = result.worker_id
+    meta["was_cancelled"] = result.error_kind == "cancelled"
+    # specmon extras (ignored by AIPerf tooling)
+    for key in ("category", "server", "segment"):
+        value = getattr(result, key)
+        if value is not None:
+            meta[key] = value
+    if result.spec_reason:
+        meta["spec_decode_reason"] = result.spec_reason
+    if result.spec_zero_step:
+        meta["spec_decode_zero_step"] = True
+    out: dict[str, Any] = {
+        "metadata": meta,
+        "metrics": {tag: {"value": v, "unit": METRICS[tag].unit}
+                    for tag, v in result.metrics.items() if tag in METRICS},
+    }
+    if result.spec_trace is not None:
+        out["spec_decode_acceptance"] = result.spec_trace.to_export_dict()
+    if result.error is not None:
+        out["error"] = result.error
+    return out
+
+
+def record_line(result: RequestResult) -> bytes:
+    return orjson.dumps(record_dict(result)) + b"\n"
+
+
+def result_from_record(obj: dict[str, Any]) -> RequestResult:
+    """Rebuild a RequestResult (without capture) from one profile_export.jsonl object.
+
+    Raises ValueError/KeyError/TypeError on a line that is not such a record.
+    """
+    meta = obj.get("metadata") or {}
+    metrics = {tag: m["value"] for tag, m in (obj.get("metrics") or {}).items()
+               if isinstance(m, dict) and "value" in m}
+    spec_dict = obj.get("spec_decode_acceptance")
+    trace = record_from_export_dict(spec_dict) if spec_dict else None
+    zero_step = bool(meta.get("spec_decode_zero_step")) or (
+        trace is not None and trace.num_spec_steps == 0)
+    return RequestResult(
+        capture=None,
+        spec=None if zero_step else trace,
+        spec_zero_step=zero_step,
+        spec_reason=meta.get("spec_decode_reason"),
+        spec_trace=trace,
+        engine=trace.engine if trace else None,
+        metrics=metrics,
+        error=obj.get("error") or None,
+        phase=meta.get("benchmark_phase") or "profiling",
+        category=meta.get("category"),
+        server=meta.get("server"),
+        segment=meta.get("segment"),
+        start_ns=meta.get("request_start_ns"),
+        end_ns=meta.get("request_end_ns"),
+        x_request_id=meta.get("x_request_id"),
+        worker_id=meta.get("worker_id"),
+    )

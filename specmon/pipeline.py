@@ -1,0 +1,208 @@
+"""One request in, one RequestResult out: parse, detect the spec-decode record, compute
+this request's AIPerf record metrics (aiperf-semantics.md §2.7, §3, §5).
+
+The same function serves live runs, `specmon report` and replays, so a number never
+depends on where the capture came from.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from specmon.capture import RawCapture
+from specmon.specdecode.adapters.base import ParsedResponse
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord
+
+log = logging.getLogger(__name__)
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(slots=True)
+class RequestResult:
+    capture: RawCapture | None
+    spec: SpecDecodeAcceptanceRecord | None = None  # None for zero-step, absent, malformed
+    spec_zero_step: bool = False
+    spec_reason: str | None = None
+    # What the per-request trace carries under spec_decode_acceptance: the record, or the
+    # zero-step record verbatim (it stays out of every distribution).
+    spec_trace: SpecDecodeAcceptanceRecord | None = None
+    engine: str | None = None
+    metrics: dict[str, int | float] = field(default_factory=dict)  # display units
+    error: dict[str, Any] | None = None  # {"type", "message", "code"?}
+    phase: str = "profiling"
+    category: str | None = None
+    server: str | None = None
+    segment: int | None = None
+    start_ns: int | None = None  # monotonic ns of the sending process
+    end_ns: int | None = None  # last response (or end of request) ns
+    x_request_id: str | None = None
+    worker_id: str | None = None
+    wall_start_ns: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def error_kind(self) -> str | None:
+        return None if self.error is None else str(self.error.get("type") or "unknown")
+
+
+def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
+    """Wrap each JSON object of the capture; non-objects (bad payloads) are skipped."""
+    times = capture.response_ns
+    aligned = times is not None and len(times) == len(capture.responses)
+    out: list[ParsedResponse] = []
+    for i, data in enumerate(capture.responses):
+        if isinstance(data, dict):
+            out.append(ParsedResponse(data, times[i] if aligned else None, capture.request))
+    return out
+
+
+def process_capture(capture: RawCapture) -> RequestResult:
+    """Turn one raw capture into its RequestResult. Never raises on payload content."""
+    result = RequestResult(
+        capture=capture, phase=capture.benchmark_phase, category=capture.category,
+        server=capture.server, segment=capture.segment, start_ns=capture.start_ns,
+        x_request_id=capture.x_request_id, worker_id=capture.worker_id,
+        wall_start_ns=capture.wall_start_ns,
+    )
+    result.end_ns = _last_ns(capture)
+    error = _error_of(capture)
+    if error is not None:
+        result.error = error
+        return result
+    parsed = parse_responses(capture)
+    _attach_spec(result, parsed, capture.request)
+    result.metrics = standard_metrics(capture, parsed)
+    if result.spec is not None:
+        result.metrics.update(spec_record_metrics(result.spec))
+    return result
+
+
+def _error_of(capture: RawCapture) -> dict[str, Any] | None:
+    if capture.error is not None:
+        err = {"type": str(capture.error.get("type")),
+               "message": str(capture.error.get("message", ""))}
+        if capture.status >= 400:
+            err["code"] = capture.status
+        return err
+    if capture.status >= 400:
+        return {"type": "http_error", "message": f"HTTP {capture.status}", "code": capture.status}
+    return None
+
+
+def _last_ns(capture: RawCapture) -> int | None:
+    if capture.response_ns:
+        return max(capture.response_ns)
+    return capture.end_ns
+
+
+def _attach_spec(result: RequestResult, parsed: list[ParsedResponse],
+                 request: dict[str, Any]) -> None:
+    from specmon.specdecode.adapters import detect  # the registry loads adapters lazily
+
+    try:
+        outcome = detect(parsed, request)
+    except Exception as exc:  # an adapter bug must never stop a run
+        log.warning("spec-decode detection failed: %s: %s", type(exc).__name__, exc)
+        result.spec_reason = f"adapter_error:{type(exc).__name__}"
+        return
+    record = getattr(outcome, "record", None)
+    zero_step = bool(getattr(outcome, "zero_step", False))
+    result.spec_reason = getattr(outcome, "reason", None)
+    result.engine = getattr(outcome, "engine", None) or (record.engine if record else None)
+    if zero_step or (record is not None and record.num_spec_steps == 0):
+        # Kept verbatim in the trace, left out of every distribution (§2.7).
+        result.spec_zero_step = True
+        result.spec_trace = getattr(outcome, "zero_step_record", None) or record
+        if result.engine is None and result.spec_trace is not None:
+            result.engine = result.spec_trace.engine
+        return
+    result.spec = record
+    result.spec_trace = record
+
+
+def spec_record_metrics(rec: SpecDecodeAcceptanceRecord) -> dict[str, int | float]:
+    """The six spec-decode record metrics of one request (§3)."""
+    a, d, s = rec.num_accepted_draft_tokens, rec.num_draft_tokens, rec.num_spec_steps
+    out: dict[str, int | float] = {
+        "spec_decode_acceptance_length": rec.mean_acceptance_length,  # server value verbatim
+        "spec_decode_draft_acceptance_rate": rec.draft_acceptance_rate * 100.0,
+        "spec_decode_steps": s,
+        "spec_decode_accepted_draft_tokens": a,
+        "spec_decode_draft_tokens": d,
+    }
+    if d + s > 0:
+        out["spec_decode_accepted_per_verified"] = (a + s) / (d + s)
+    return out
+
+
+def has_content(data: dict[str, Any]) -> bool:
+    """True when a response carries generated text (usage/metrics-only chunks do not)."""
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return False
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("text"):
+            return True
+        for key in ("delta", "message"):
+            msg = choice.get(key)
+            if isinstance(msg, dict) and (
+                    msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")):
+                return True
+    return False
+
+
+def last_usage(parsed: list[ParsedResponse]) -> dict[str, Any] | None:
+    for resp in reversed(parsed):
+        usage = resp.data.get("usage")
+        if isinstance(usage, dict) and usage:
+            return usage
+    return None
+
+
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[str, int | float]:
+    """TTFT, TTST, latency, ITL, per-user throughput, OSL, ISL of one valid request (§5)."""
+    out: dict[str, int | float] = {}
+    usage = last_usage(parsed)
+    osl = _count(usage.get("completion_tokens")) if usage else None
+    isl = _count(usage.get("prompt_tokens")) if usage else None
+    start = capture.start_ns
+    latency_ns: int | None = None
+    ttft_ns: int | None = None
+    if start is not None:
+        if capture.streaming:
+            content_ns = [r.perf_ns for r in parsed if r.perf_ns is not None and has_content(r.data)]
+            if content_ns:
+                ttft_ns = content_ns[0] - start
+                latency_ns = content_ns[-1] - start
+                out["time_to_first_token"] = ttft_ns / NS_PER_MS
+                if len(content_ns) >= 2:
+                    out["time_to_second_token"] = (content_ns[1] - content_ns[0]) / NS_PER_MS
+        else:
+            end = capture.end_ns if capture.end_ns is not None else _last_ns(capture)
+            if end is not None:
+                latency_ns = end - start
+    if latency_ns is not None:
+        out["request_latency"] = latency_ns / NS_PER_MS
+    if ttft_ns is not None and latency_ns is not None and osl is not None and osl >= 2:
+        itl_ns = (latency_ns - ttft_ns) / (osl - 1)
+        out["inter_token_latency"] = itl_ns / NS_PER_MS
+        if itl_ns > 0:
+            out["output_token_throughput_per_user"] = NS_PER_S / itl_ns
+    if osl is not None:
+        out["output_sequence_length"] = osl
+    if isl is not None:
+        out["input_sequence_length"] = isl
+    return out
