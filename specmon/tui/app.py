@@ -1,0 +1,316 @@
+"""The live monitor: a Textual app that samples the run accumulator on a timer.
+
+The load runs on its own thread (LoadRunner) and feeds a RunSession; this app only reads
+`session.accumulator` (snapshot(), results, timeline()) at `refresh_hz`, and each widget
+repaints only when its data changed. Nothing here runs per record.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Static
+
+from specmon.tui.requests import LOG_HEADER
+from specmon.tui.screens.detail import RequestDetail
+from specmon.tui.screens.explain import ExplainScreen
+from specmon.tui.screens.help import HelpScreen
+from specmon.tui.themes import load_themes, resolve_theme
+from specmon.tui.view import LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS, acceptance_series
+from specmon.tui.widgets.header import HeaderInfo, RunHeader
+from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.panel import HPanel, Panel
+from specmon.tui.widgets.request_log import RequestLog
+from specmon.tui.widgets.stats_table import StatsTable
+from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
+
+PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log")
+COMPACT_BELOW = (120, 36)  # width, height under which the compact layout is used
+
+
+class SpecmonApp(App[int]):
+    """`session` is a RunSession (or anything with `.accumulator`); `runner` may be None."""
+
+    CSS_PATH = "specmon.tcss"
+    TITLE = "specmon"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit_monitor", "Quit"),
+        Binding("ctrl+c", "quit_monitor", "Quit", show=False, priority=True),
+        Binding("p", "pause", "Pause"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("e", "explain", "Explain"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("w", "cycle_window", "Window"),
+        Binding("t", "cycle_theme", "Theme"),
+        Binding("s", "screenshot", "Screenshot"),
+        Binding("1", "maximize(1)", "Spec table", show=False),
+        Binding("2", "maximize(2)", "Histogram", show=False),
+        Binding("3", "maximize(3)", "AL over time", show=False),
+        Binding("4", "maximize(4)", "Latency", show=False),
+        Binding("5", "maximize(5)", "Requests", show=False),
+        Binding("escape", "restore", "Restore", show=False),
+    ]
+
+    def __init__(self, session: Any, runner: Any = None, config: Any = None, *,
+                 source: str = "live", artifact_dir: str | Path | None = None,
+                 freeze_elapsed: float | None = None, theme_name: str | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.accumulator = getattr(session, "accumulator", session)
+        self.runner = runner
+        self.config = config
+        self.source = source
+        self.artifact_dir = Path(artifact_dir or _cfg(config, "artifact_dir") or
+                                 getattr(session, "artifact_dir", None) or ".")
+        self.freeze_elapsed = freeze_elapsed  # snapshot tests: a fixed clock
+        self.refresh_hz = float(_cfg(config, "refresh_hz") or 4.0)
+        self.window_index = 0
+        self.paused_at: int | None = None  # len(results) when paused
+        self.theme_names: list[str] = []
+        self._last_key: tuple | None = None
+        self._last_snapshot: Any = None
+        self._requested_theme = theme_name or _cfg(config, "theme")
+        self._load_theme_files()
+
+    # -- setup ------------------------------------------------------------------------
+    def _load_theme_files(self) -> None:
+        for theme in load_themes():
+            self.register_theme(theme)
+            self.theme_names.append(theme.name)
+        no_color = "NO_COLOR" in os.environ
+        self.theme = resolve_theme(self._requested_theme, self.theme_names or list(self.available_themes),
+                                   no_color)
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        with Horizontal(id="row-top"):
+            with Panel(id="panel-spec", classes="panel"):
+                yield StatsTable(SPEC_ROWS, SPEC_COLUMNS, "no spec-decode records yet", id="spec-table")
+            with HPanel(id="panel-hist", classes="panel"):
+                yield HistogramView(id="histogram")
+                yield PositionsView(id="positions")
+        with Horizontal(id="row-mid"):
+            with Panel(id="panel-plot", classes="panel"):
+                yield AcceptancePlot(id="al-plot")
+            with Panel(id="panel-latency", classes="panel"):
+                yield StatsTable(LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet",
+                                 id="latency-table")
+        with Panel(id="panel-log", classes="panel"):
+            yield Static(LOG_HEADER, id="log-header", markup=False)
+            yield RequestLog(id="request-log")
+            yield Input(placeholder="filter (text, 'error', category); enter applies, esc closes",
+                        id="log-filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        titles = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance length over time",
+                  "4 Latency & throughput", "5 Requests")
+        for panel_id, title in zip(PANELS, titles):
+            panel = self.query_one(f"#{panel_id}")
+            panel.border_title = title
+        self.query_one(RequestLog).set_source(self.accumulator.results)
+        self._apply_layout(self.size.width, self.size.height)
+        self.refresh_data()
+        self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
+        self.query_one(RequestLog).focus()
+
+    def on_resize(self, event) -> None:
+        self._apply_layout(event.size.width, event.size.height)
+
+    def _apply_layout(self, width: int, height: int) -> None:
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        self.screen.set_class(compact, "compact")
+
+    # -- the refresh tick -------------------------------------------------------------
+    def refresh_data(self) -> None:
+        """Sample the accumulator once; only widgets whose data changed repaint."""
+        results = self.accumulator.results
+        if self.paused_at is not None and self._last_snapshot is not None:
+            self._show_header(self._last_snapshot, len(results) - self.paused_at)
+            return
+        snap = self.accumulator.snapshot()
+        self._last_snapshot = snap
+        self._show_header(snap, None)
+        key = (snap.request_count, snap.error_count, getattr(snap, "warmup_count", 0), len(results),
+               self.window_index)
+        if key == self._last_key:
+            return
+        self._last_key = key
+        with self.batch_update():
+            self.query_one("#spec-table", StatsTable).show(snap.spec_stats)
+            hist = dict(snap.pooled_histogram or {})
+            self.query_one(HistogramView).show(hist)
+            self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
+            self.query_one("#latency-table", StatsTable).show(snap.std_stats)
+            self._show_plot(snap)
+            self.query_one(RequestLog).sync()
+
+    def _elapsed(self, snap: Any) -> float:
+        return self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
+
+    def _show_header(self, snap: Any, paused_arrivals: int | None) -> None:
+        runner = self.runner
+        info = HeaderInfo(
+            target=_target(self.config),
+            model=str(_cfg(self.config, "model") or "-"),
+            engine=str(getattr(snap, "engine", None) or "-"),
+            k=getattr(snap, "num_spec_tokens", None),
+            load=_load_text(self.config),
+            elapsed_s=self._elapsed(snap),
+            completed=int(snap.request_count),
+            errors=int(snap.error_count),
+            request_count=_cfg(self.config, "request_count"),
+            duration_s=_cfg(self.config, "benchmark_duration"),
+            paused_arrivals=paused_arrivals,
+            finished=bool(getattr(runner, "finished", runner is None and self.source != "live")),
+            source=self.source,
+        )
+        self.query_one(RunHeader).show(info)
+
+    def _show_plot(self, snap: Any) -> None:
+        label, window = WINDOWS[self.window_index]
+        times, steps, accepted = self.accumulator.timeline()
+        now = max(times[-1] if len(times) else 0.0, self._elapsed(snap))
+        xs, ys = acceptance_series(times, steps, accepted, window, now)
+        self.query_one(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
+        self.query_one("#panel-plot").border_subtitle = f"w: window {label}"
+
+    # -- log messages -----------------------------------------------------------------
+    @on(RequestLog.PendingChanged)
+    def _log_counts(self, event: RequestLog.PendingChanged) -> None:
+        log = self.query_one(RequestLog)
+        parts = [f"{event.shown:,} shown"]
+        if log.filter_text:
+            parts.append(f"filter '{log.filter_text}' of {event.total:,}")
+        parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
+        self.query_one("#panel-log").border_subtitle = " · ".join(parts)
+
+    @on(RequestLog.Open)
+    def _open_request(self, event: RequestLog.Open) -> None:
+        self.push_screen(RequestDetail(self.accumulator.results[event.index], event.index))
+
+    @on(Input.Submitted, "#log-filter")
+    def _apply_filter(self, event: Input.Submitted) -> None:
+        self.query_one(RequestLog).set_filter(event.value)
+        self._close_filter()
+
+    # -- actions ----------------------------------------------------------------------
+    def action_quit_monitor(self) -> None:
+        self.exit(0)
+
+    def action_pause(self) -> None:
+        if self.paused_at is None:
+            self.paused_at = len(self.accumulator.results)
+        else:
+            self.paused_at = None
+            self._last_key = None
+        self.screen.set_class(self.paused_at is not None, "paused")
+        self.refresh_data()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
+
+    def action_explain(self) -> None:
+        self.push_screen(ExplainScreen())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        box.value = self.query_one(RequestLog).filter_text
+        box.add_class("visible")
+        box.focus()
+
+    def _close_filter(self) -> None:
+        self.query_one("#log-filter", Input).remove_class("visible")
+        self.query_one(RequestLog).focus()
+
+    def action_cycle_window(self) -> None:
+        self.window_index = (self.window_index + 1) % len(WINDOWS)
+        self.refresh_data()
+
+    def action_cycle_theme(self) -> None:
+        names = self.theme_names or sorted(self.available_themes)
+        nxt = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.theme = nxt
+        self.notify(f"theme {nxt}", timeout=2)
+
+    def action_screenshot(self) -> None:
+        self.artifact_dir.mkdir(parents=True, exist_ok=True)
+        path = self.save_screenshot(path=str(self.artifact_dir))
+        self.notify(f"saved {path}", timeout=4)
+
+    def action_maximize(self, number: int) -> None:
+        panel = self.query_one(f"#{PANELS[number - 1]}")
+        self.screen.minimize()
+        self.screen.maximize(panel, container=False)
+
+    def action_restore(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        if box.has_class("visible"):
+            self._close_filter()
+        elif self.screen.maximized is not None:
+            self.screen.minimize()
+
+
+def _cfg(config: Any, name: str) -> Any:
+    return getattr(config, name, None) if config is not None else None
+
+
+def _target(config: Any) -> str:
+    targets = getattr(config, "targets", None)
+    if callable(targets):
+        try:
+            pairs = targets()
+            return ", ".join(url for _, url in pairs) or "-"
+        except Exception:  # a half-built config must not break the header
+            pass
+    url = _cfg(config, "url")
+    if isinstance(url, list):
+        return ", ".join(url) or "-"
+    return str(url or "-")
+
+
+def _load_text(config: Any) -> str:
+    rate = _cfg(config, "request_rate")
+    conc = _cfg(config, "concurrency")
+    parts = []
+    if rate:
+        parts.append(f"rate {rate:g}/s {_cfg(config, 'request_rate_mode') or ''}".rstrip())
+    if conc or not rate:
+        parts.append(f"concurrency {conc or 1}")
+    if _cfg(config, "request_count"):
+        parts.append(f"count {_cfg(config, 'request_count')}")
+    if _cfg(config, "benchmark_duration"):
+        parts.append(f"duration {_cfg(config, 'benchmark_duration'):g}s")
+    return ", ".join(parts) if config is not None else "replay"
+
+
+def run_monitor(config: Any, runner: Any, session: Any) -> int:
+    """Open the monitor over a running load; on q: stop the load and write the exports.
+
+    The caller prints where the exports are once this returns (the screen is closed then).
+    """
+    app = SpecmonApp(session, runner, config)
+    try:
+        code = app.run()
+    finally:
+        _stop_and_finish(runner, session)
+    return int(code or 0)
+
+
+def _stop_and_finish(runner: Any, session: Any) -> None:
+    was_cancelled = False
+    if runner is not None:
+        was_cancelled = not getattr(runner, "finished", True)
+        runner.stop()
+        runner.join(timeout=30)
+    finish = getattr(session, "finish", None)
+    if finish is not None:
+        finish(was_cancelled=was_cancelled)

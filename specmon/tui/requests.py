@@ -1,0 +1,103 @@
+"""Reading one RequestResult for the log and the drill-down screen (no Textual).
+
+Fields are read defensively (attribute or mapping) so a replayed export record and a live
+result look the same to the view.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+LOG_HEADER = (
+    f"{'#':>5} {'request id':<12} {'category':<8} {'out':>5} {'steps':>5} "
+    f"{'AL':>5} {'acc%':>5} {'TTFT ms':>8} {'lat ms':>8} status"
+)
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def metric(result: Any, tag: str) -> float | None:
+    """A per-request metric value in display units (ms, tokens, ...), or None."""
+    value = (field(result, "metrics") or {}).get(tag)
+    if isinstance(value, dict):  # an export-style {"value": v, "unit": u}
+        value = value.get("value")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def request_id(result: Any, index: int) -> str:
+    return str(field(result, "x_request_id") or f"req-{index + 1}")
+
+
+def status(result: Any) -> tuple[str, str]:
+    """(text, kind) where kind is error | warmup | ok."""
+    error = field(result, "error")
+    if error:
+        return f"ERR {field(error, 'type', 'error')}", "error"
+    if field(result, "phase") == "warmup":
+        return "warmup", "warmup"
+    if field(result, "spec_zero_step"):
+        return "ok 0-step", "ok"
+    if field(result, "spec") is None and field(result, "spec_reason"):
+        return f"ok no-spec:{field(result, 'spec_reason')}", "ok"
+    return "ok", "ok"
+
+
+def output_tokens(result: Any) -> float | None:
+    for tag in ("output_sequence_length", "output_token_count"):
+        value = metric(result, tag)
+        if value is not None:
+            return value
+    return None
+
+
+def _num(value: float | None, width: int, fmt: str) -> str:
+    return (format(value, fmt) if value is not None else "-").rjust(width)
+
+
+def log_row(result: Any, index: int) -> tuple[str, str]:
+    """One log line (fixed columns) and its kind for styling."""
+    spec = field(result, "spec")
+    steps = field(spec, "num_spec_steps")
+    al = field(spec, "mean_acceptance_length")
+    rate = field(spec, "draft_acceptance_rate")
+    text, kind = status(result)
+    category = str(field(result, "category") or "-")[:8]
+    line = (
+        f"{index + 1:>5} {request_id(result, index)[:12]:<12} {category:<8} "
+        f"{_num(output_tokens(result), 5, '.0f')} {_num(steps, 5, 'd')} {_num(al, 5, '.2f')} "
+        f"{_num(None if rate is None else 100 * rate, 5, '.1f')} "
+        f"{_num(metric(result, 'time_to_first_token'), 8, '.1f')} "
+        f"{_num(metric(result, 'request_latency'), 8, '.1f')} {text}"
+    )
+    return line, kind
+
+
+def per_step(result: Any) -> tuple[list[int] | None, list[int] | None]:
+    spec = field(result, "spec")
+    return field(spec, "per_step_accepted"), field(spec, "per_step_drafted")
+
+
+def raw_payload(result: Any) -> str:
+    """The request's own spec-decode payload and last response body, pretty-printed."""
+    parts: dict[str, Any] = {}
+    spec = field(result, "spec_trace") or field(result, "spec")
+    if spec is not None:
+        to_dict = getattr(spec, "to_export_dict", None)
+        parts["spec_decode_acceptance"] = to_dict() if to_dict else spec
+    capture = field(result, "capture")
+    responses = field(capture, "responses") or []
+    if responses:
+        parts["last_response"] = responses[-1]
+    error = field(result, "error")
+    if error:
+        parts["error"] = error
+    if capture is None:  # replayed from profile_export.jsonl: the metrics are the payload
+        parts["metrics"] = field(result, "metrics") or {}
+    return json.dumps(parts, indent=2, default=str, sort_keys=False)

@@ -1,0 +1,79 @@
+"""Drill-down into one request: its histogram, per-step sparkline, timings, raw payload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Sparkline, Static
+
+from specmon.tui.requests import field, metric, per_step, raw_payload, request_id, status
+from specmon.tui.widgets.histogram import HistogramView
+
+TIMING_TAGS = (
+    ("TTFT", "time_to_first_token", "ms"),
+    ("ITL", "inter_token_latency", "ms"),
+    ("request latency", "request_latency", "ms"),
+    ("output tokens", "output_sequence_length", ""),
+    ("input tokens", "input_sequence_length", ""),
+    ("output tok/s/user", "output_token_throughput_per_user", ""),
+)
+
+
+class RequestDetail(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Back")]
+
+    def __init__(self, result: Any, index: int) -> None:
+        super().__init__()
+        self._result = result
+        self._index = index
+
+    def compose(self) -> ComposeResult:
+        result = self._result
+        with Vertical(id="detail-body", classes="modal-body") as body:
+            body.border_title = f"request {request_id(result, self._index)} (esc back)"
+            with Horizontal(id="detail-top"):
+                with Vertical(id="detail-hist", classes="panel") as hist:
+                    hist.border_title = "accepted drafts per step"
+                    yield HistogramView(id="detail-histogram")
+                with Vertical(id="detail-timings", classes="panel") as timings:
+                    timings.border_title = "timings"
+                    yield Static(self._timings_text(), id="detail-timings-text")
+            with Vertical(id="detail-steps", classes="panel") as steps:
+                steps.border_title = "per step: accepted (top) / drafted (bottom)"
+                accepted, drafted = per_step(result)
+                if accepted:
+                    yield Sparkline(accepted, id="spark-accepted")
+                    yield Sparkline(drafted or [], id="spark-drafted")
+                else:
+                    yield Static("no per-step arrays (server runs --per-request-spec-decode-"
+                                 "metrics summary; 'detailed' adds them)", classes="muted")
+            with VerticalScroll(id="detail-raw", classes="panel") as raw:
+                raw.border_title = "raw payload"
+                yield Static(raw_payload(result), id="detail-raw-text", markup=False)
+
+    def on_mount(self) -> None:
+        spec = field(self._result, "spec")
+        self.query_one(HistogramView).show(dict(field(spec, "acceptance_histogram") or {}))
+
+    def _timings_text(self) -> str:
+        result = self._result
+        text, _ = status(result)
+        spec = field(result, "spec")
+        lines = [f"status: {text}", f"category: {field(result, 'category') or '-'}"]
+        for label, tag, unit in TIMING_TAGS:
+            value = metric(result, tag)
+            if value is not None:
+                lines.append(f"{label}: {value:,.2f} {unit}".rstrip())
+        if spec is not None:
+            lines.append(f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens}"
+                         f" / drafted {spec.num_draft_tokens}")
+            lines.append(f"AL {spec.mean_acceptance_length:.3f} · rate "
+                         f"{100 * spec.draft_acceptance_rate:.1f}%")
+        return "\n".join(lines)
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)

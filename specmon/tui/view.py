@@ -1,0 +1,161 @@
+"""Pure view-model helpers for the monitor: snapshot dicts in, display rows out.
+
+No Textual here, so every number the screen shows is testable without a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from specmon.stats import DERIVED, METRICS, SPEC
+from specmon.specdecode.tuning import PositionEstimate, position_estimates
+
+NA = "N/A"
+HIST_CAP = 8  # AIPerf folds accepted-draft buckets >= 8 into one ">=8" bucket
+
+# The end-of-run Spec Decode console table (aiperf-semantics.md §3.2): the SPEC-group metrics of
+# specmon.stats in display order, so the live table and the exports share one definition.
+SPEC_ROWS: tuple[tuple[str, str, str, bool], ...] = tuple(
+    (d.tag, d.header, d.unit, d.kind == DERIVED)
+    for d in sorted(METRICS.values(), key=lambda d: d.order) if d.group == SPEC
+)
+SPEC_COLUMNS = ("avg", "min", "max", "p99", "p90", "p50", "std")
+
+# Latency & throughput panel: tag, label, unit, derived.
+LATENCY_ROWS: tuple[tuple[str, str, str, bool], ...] = (
+    ("time_to_first_token", "TTFT", "ms", False),
+    ("inter_token_latency", "ITL", "ms", False),
+    ("request_latency", "Request Latency", "ms", False),
+    ("output_token_throughput_per_user", "Output tok/s/user", "tokens/sec/user", False),
+    ("output_token_throughput", "Output tok/s", "tokens/sec", True),
+    ("request_throughput", "Requests/s", "requests/sec", True),
+)
+LATENCY_COLUMNS = ("avg", "p50", "p90", "p99")
+
+
+def fmt_number(value: Any) -> str:
+    """Console style: thousands separators, 2 decimals; None/NaN -> N/A."""
+    if value is None or isinstance(value, bool):
+        return NA
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return NA
+        return f"{value:,.2f}"
+    return NA
+
+
+def stat_rows(
+    stats: dict[str, dict], rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str]
+) -> list[tuple[str, list[str]]]:
+    """(label, cells) for each row whose tag has data; derived rows fill only `avg`."""
+    out = []
+    for tag, header, unit, derived in rows:
+        block = stats.get(tag)
+        if not block:
+            continue
+        cells = [fmt_number(block.get(col)) if (col == "avg" or not derived) else NA for col in columns]
+        out.append((f"{header} ({unit})", cells))
+    return out
+
+
+@dataclass(frozen=True)
+class HistBucket:
+    label: str
+    count: int
+    pct: float  # 0..100 of all verify steps
+
+
+def fold_histogram(hist: dict[int, int], cap: int = HIST_CAP) -> list[HistBucket]:
+    """Buckets 0..max observed (gaps shown as 0), keys >= cap folded into one '>=cap' bucket."""
+    total = sum(hist.values())
+    if total <= 0:
+        return []
+    top = max(j for j, n in hist.items() if n)
+    buckets = []
+    for j in range(min(top, cap - 1) + 1):
+        buckets.append((str(j), hist.get(j, 0)))
+    if top >= cap:
+        buckets.append((f">={cap}", sum(n for j, n in hist.items() if j >= cap)))
+    return [HistBucket(label, n, 100.0 * n / total) for label, n in buckets]
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar of `width` cells with eighth-block resolution."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    eighths = round(fraction * width * 8)
+    full, rest = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
+    return ("█" * full + partial).ljust(width)
+
+
+def per_position(hist: dict[int, int], k: int | None) -> list[PositionEstimate]:
+    """S_i and conditional a_i (Wilson 95 %) for i = 1..k, from the tuning module (E.3)."""
+    if sum(hist.values()) <= 0:
+        return []
+    observed = max((j for j, n in hist.items() if n), default=0)
+    return position_estimates(hist, max(k or 0, observed))
+
+
+def acceptance_series(
+    times: Sequence[float], steps: Sequence[int], accepted: Sequence[int],
+    window_s: float | None, now_s: float, bins: int = 30,
+) -> tuple[list[float], list[float]]:
+    """Token-weighted acceptance length 1 + Σa/Σs per time bin over the last `window_s`.
+
+    `window_s=None` means the whole run. Bins without spec steps are left out (no zero dips).
+    """
+    if not times:
+        return [], []
+    start = 0.0 if window_s is None else max(0.0, now_s - window_s)
+    span = max(now_s - start, 1e-9)
+    width = span / bins
+    sum_s = [0] * bins
+    sum_a = [0] * bins
+    for t, s, a in zip(times, steps, accepted):
+        if t < start or s <= 0:
+            continue
+        b = min(int((t - start) / width), bins - 1)
+        sum_s[b] += s
+        sum_a[b] += a
+    xs, ys = [], []
+    for b in range(bins):
+        if sum_s[b]:
+            xs.append(round(start + (b + 1) * width, 3))
+            ys.append(1 + sum_a[b] / sum_s[b])
+    return xs, ys
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "--:--"
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float | None  # None when the run is unbounded
+    eta_s: float | None
+    label: str
+
+
+def run_progress(completed: int, elapsed_s: float, request_count: int | None,
+                 duration_s: float | None) -> Progress:
+    """Progress toward --request-count or --benchmark-duration; unbounded runs show totals."""
+    if request_count:
+        frac = min(completed / request_count, 1.0)
+        rate = completed / elapsed_s if elapsed_s > 0 else 0.0
+        eta = (request_count - completed) / rate if rate > 0 else None
+        return Progress(frac, eta, f"{completed}/{request_count}")
+    if duration_s:
+        frac = min(elapsed_s / duration_s, 1.0)
+        return Progress(frac, max(duration_s - elapsed_s, 0.0), f"{fmt_duration(elapsed_s)}/{fmt_duration(duration_s)}")
+    return Progress(None, None, f"{completed} done")
+
+
+def join_nonempty(parts: Iterable[str], sep: str = "  ") -> str:
+    return sep.join(p for p in parts if p)

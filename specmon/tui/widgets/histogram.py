@@ -1,0 +1,78 @@
+"""Pooled acceptance histogram (horizontal bars) and per-position acceptance."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.widgets import Static
+
+from specmon.tui.view import bar, fold_histogram, per_position
+
+
+class HistogramView(Static):
+    """Accepted drafts per verify step: one bar per bucket with count and % of steps."""
+
+    COMPONENT_CLASSES = {"histogram--bar"}
+    DEFAULT_CSS = "HistogramView > .histogram--bar { color: $accent; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._hist: dict[int, int] = {}
+
+    def show(self, hist: dict[int, int]) -> None:
+        if hist == self._hist:
+            return
+        self._hist = dict(hist)
+        self.update(self._render_bars())
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.update(self._render_bars())
+
+    def _render_bars(self) -> Text:
+        buckets = fold_histogram(self._hist)
+        if not buckets:
+            return Text("waiting for spec-decode records...", style="italic")
+        count_w = max(len(f"{b.count:,}") for b in buckets)
+        # label(3) + spaces + count + pct(6) -> the rest is the bar
+        bar_w = max(4, (self.size.width or 40) - 3 - count_w - 10)
+        peak = max(b.pct for b in buckets) or 1.0
+        bar_style = self.get_component_rich_style("histogram--bar", partial=True)
+        out = Text(no_wrap=True)
+        for b in buckets:
+            out.append(f"{b.label:>3} ", style="bold")
+            out.append(bar(b.pct / peak, bar_w), style=bar_style)
+            out.append(f" {b.count:>{count_w},} {b.pct:5.1f}%\n")
+        out.rstrip()
+        return out
+
+
+class PositionsView(Static):
+    """P(accepted >= i) and P(accept i | accepted i-1) with the Wilson 95 % interval."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._key: tuple | None = None
+
+    def show(self, hist: dict[int, int], k: int | None) -> None:
+        key = (tuple(sorted(hist.items())), k)
+        if key == self._key:
+            return
+        self._key = key
+        self.update(self._render_rows(hist, k))
+
+    def _render_rows(self, hist: dict[int, int], k: int | None) -> Table | Text:
+        rows = per_position(hist, k)
+        if not rows:
+            return Text("per-position acceptance appears with the first steps", style="italic")
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        table.add_column("pos", justify="right")
+        table.add_column("P(acc>=i)", justify="right")
+        table.add_column("P(i|i-1)", justify="right")
+        table.add_column("95% CI", justify="right", no_wrap=True)
+        for p in rows:
+            cond = "-" if p.conditional is None else f"{p.conditional:.3f}"
+            ci = "-" if p.ci95 is None else f"{p.ci95[0]:.2f}-{p.ci95[1]:.2f}"
+            surv = "-" if p.unconditional is None else f"{p.unconditional:.3f}"
+            table.add_row(str(p.position), surv, cond, ci)
+        return table

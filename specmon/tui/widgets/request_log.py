@@ -1,0 +1,215 @@
+"""The per-request log: a Line API widget that renders only the visible rows.
+
+It reads the accumulator's append-only results list by index (no copy), keeps a list of
+indices that pass the filter, follows the tail until the user scrolls up, and then counts
+pending rows instead of jumping (the toolong model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from specmon.tui.requests import LOG_HEADER, log_row
+
+
+class RequestLog(ScrollView, can_focus=True):
+    """Rows of `results` (newest at the bottom); Enter or a second click opens one."""
+
+    ALLOW_MAXIMIZE = True
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "requestlog--error", "requestlog--warmup", "requestlog--cursor",
+    }
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor(-10)", show=False),
+        Binding("pagedown", "cursor(10)", show=False),
+        Binding("home", "first", show=False),
+        Binding("end", "follow", "Follow", show=False),
+        Binding("enter", "open", "Open request"),
+    ]
+    DEFAULT_CSS = """
+    RequestLog { overflow-y: scroll; overflow-x: hidden; }
+    RequestLog > .requestlog--error { color: $error; text-style: bold; }
+    RequestLog > .requestlog--warmup { color: $text-muted; }
+    RequestLog > .requestlog--cursor { background: $accent 40%; }
+    """
+
+    cursor: reactive[int] = reactive(-1)  # position in the filtered rows; -1 = none
+    pending: reactive[int] = reactive(0)  # rows that arrived while scrolled up
+
+    @dataclass
+    class Open(Message):
+        """The user asked for the details of results[index]."""
+        index: int
+
+    @dataclass
+    class PendingChanged(Message):
+        pending: int
+        shown: int
+        total: int
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._source: Sequence[Any] = ()
+        self._rows: list[int] = []  # indices into _source that pass the filter
+        self._seen = 0  # how much of _source has been looked at
+        self._filter = ""
+        self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
+
+    # -- data -------------------------------------------------------------------------
+    def set_source(self, source: Sequence[Any]) -> None:
+        self._source = source
+        self._rows, self._seen = [], 0
+        self._text_cache.clear()
+        self.sync()
+
+    def row_text(self, index: int) -> tuple[str, str]:
+        """(line, kind) of results[index], cached (a row never changes once written)."""
+        cached = self._text_cache.get(index)
+        if cached is None:
+            cached = log_row(self._source[index], index)
+            self._text_cache[index] = cached
+        return cached
+
+    def sync(self) -> int:
+        """Take in results that arrived since the last call; returns how many passed the filter."""
+        total = len(self._source)
+        if total == self._seen:
+            return 0
+        at_end = self._at_end()
+        added = 0
+        for index in range(self._seen, total):
+            if self._matches(index):
+                self._rows.append(index)
+                added += 1
+        self._seen = total
+        if added:
+            self.virtual_size = Size(self.size.width, len(self._rows))
+            if at_end:
+                self.scroll_end(animate=False, immediate=True, x_axis=False)
+            else:
+                self.pending += added
+            self.refresh()
+        self._post_counts()
+        return added
+
+    def set_filter(self, text: str) -> None:
+        self._filter = text.strip().lower()
+        self._rows = [i for i in range(self._seen) if self._matches(i)]
+        self.cursor = -1
+        self.pending = 0
+        self.virtual_size = Size(self.size.width, len(self._rows))
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+        self._post_counts()
+
+    @property
+    def filter_text(self) -> str:
+        return self._filter
+
+    @property
+    def shown_count(self) -> int:
+        return len(self._rows)
+
+    def _matches(self, index: int) -> bool:
+        if not self._filter:
+            return True
+        line, kind = self.row_text(index)
+        return self._filter in line.lower() or self._filter == kind
+
+    def _at_end(self) -> bool:
+        return self.scroll_y >= self.max_scroll_y - 0.5
+
+    def _post_counts(self) -> None:
+        self.post_message(self.PendingChanged(self.pending, len(self._rows), self._seen))
+
+    # -- rendering ----------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        row = int(self.scroll_y) + y
+        width = self.size.width
+        base = self.rich_style
+        if row >= len(self._rows):
+            return Strip.blank(width, base)
+        line, kind = self.row_text(self._rows[row])
+        style = base
+        if kind == "error":
+            style += self.get_component_rich_style("requestlog--error")
+        elif kind == "warmup":
+            style += self.get_component_rich_style("requestlog--warmup")
+        if row == self.cursor:
+            style += self.get_component_rich_style("requestlog--cursor")
+        return Strip([Segment(line[:width].ljust(width), style)], width)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.pending and self._at_end():
+            self.pending = 0
+            self._post_counts()
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, len(self._rows))
+
+    # -- interaction --------------------------------------------------------------------
+    def action_cursor(self, delta: int) -> None:
+        if not self._rows:
+            return
+        start = self.cursor if self.cursor >= 0 else len(self._rows)
+        self.cursor = min(max(start + delta, 0), len(self._rows) - 1)
+        self._keep_cursor_visible()
+
+    def action_first(self) -> None:
+        if self._rows:
+            self.cursor = 0
+            self.scroll_home(animate=False, immediate=True)
+
+    def action_follow(self) -> None:
+        self.cursor = -1
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def action_open(self) -> None:
+        if not self._rows:
+            return
+        row = self.cursor if self.cursor >= 0 else len(self._rows) - 1
+        self.post_message(self.Open(self._rows[row]))
+
+    def selected_index(self) -> int | None:
+        """The results index under the cursor, if any."""
+        return self._rows[self.cursor] if 0 <= self.cursor < len(self._rows) else None
+
+    def _keep_cursor_visible(self) -> None:
+        top = int(self.scroll_y)
+        height = self.scrollable_content_region.height
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        row = int(self.scroll_y) + offset.y
+        if row >= len(self._rows):
+            return
+        if row == self.cursor or event.chain >= 2:
+            self.post_message(self.Open(self._rows[row]))
+        self.cursor = row
+
+
+__all__ = ["RequestLog", "LOG_HEADER"]

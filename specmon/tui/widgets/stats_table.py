@@ -1,0 +1,72 @@
+"""A live statistics table (Spec Decode, latency & throughput) rendered as one Rich table."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.widgets import Static
+
+from specmon.tui.view import NA, stat_rows
+
+# Labels short enough for an 80-column terminal.
+SHORT_LABELS = {
+    "spec_decode_acceptance_length": "Accept Len",
+    "spec_decode_token_weighted_acceptance_length": "Tok-Wtd AL",
+    "spec_decode_draft_acceptance_rate": "Draft Acc %",
+    "spec_decode_overall_draft_acceptance_rate": "Overall Acc %",
+    "spec_decode_accepted_per_verified": "Acc/Verified",
+    "spec_decode_steps": "Steps",
+    "spec_decode_zero_step_requests": "Zero-Step Req",
+    "time_to_first_token": "TTFT ms",
+    "inter_token_latency": "ITL ms",
+    "request_latency": "Latency ms",
+    "output_token_throughput_per_user": "tok/s/user",
+    "output_token_throughput": "Output tok/s",
+    "request_throughput": "Req/s",
+}
+WIDE_AT = 100  # below this width the table uses short labels
+
+
+class StatsTable(Static):
+    """Rows of metric stats; re-rendered only when the stats dict changes."""
+
+    def __init__(self, rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str],
+                 empty: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._rows = rows
+        self._columns = columns
+        self._empty = empty
+        self._stats: dict[str, dict] = {}
+
+    def show(self, stats: dict[str, dict]) -> None:
+        if stats == self._stats:
+            return
+        self._stats = stats
+        self.update(self._render_table())
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.update(self._render_table())
+
+    def _render_table(self) -> Table | Text:
+        short = self.size.width and self.size.width < WIDE_AT
+        rows = self._rows
+        if short:
+            rows = [(tag, SHORT_LABELS.get(tag, header), unit, derived)
+                    for tag, header, unit, derived in rows]
+        body = stat_rows(self._stats, rows, self._columns)
+        if not body:
+            return Text(self._empty, style="italic")
+        table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, padding=(0, 1),
+                      header_style="bold", show_edge=False)
+        table.add_column("metric", no_wrap=True, ratio=3 if not short else None)
+        for col in self._columns:
+            table.add_column(col, justify="right", no_wrap=True)
+        for label, cells in body:
+            if short:
+                label = label.rsplit(" (", 1)[0]
+            table.add_row(label, *[Text(c, style="dim") if c == NA else c for c in cells])
+        return table
