@@ -292,14 +292,17 @@ def _layer_errors(exc: ValidationError, sources: dict[str, str]) -> UserError:
 
 
 def build_config(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None,
-                 overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Merge defaults < file < env < flags (< overrides from code) into a validated RunConfig."""
+                 overrides: dict[str, Any] | None = None,
+                 defaults: dict[str, Any] | None = None) -> RunConfig:
+    """Merge defaults < file < env < flags (< overrides from code) into a validated RunConfig.
+
+    `defaults` replaces RunConfig's own defaults (a command such as demo has its own)."""
     environ = dict(os.environ if environ is None else environ)
     args = args or argparse.Namespace()
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
     config_file = getattr(args, "config_file", None) or environ.get("SPECMON_CONFIG")
-    layers = []
+    layers = [("defaults", defaults or {})]
     if config_file:
         layers.append((f"config file {config_file}", _file_layer(config_file)))
     layers.append(("environment", _env_layer(environ)))

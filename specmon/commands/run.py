@@ -177,11 +177,11 @@ def _finish(session: Any, runner: Any) -> None:
 
 
 def _print_tables(session: Any, out: Any) -> None:
-    try:
-        from specmon.export.console import render_console
-    except ImportError:
-        return
-    print(render_console(session.accumulator.summary()), file=out)
+    from specmon.export.console import print_console
+
+    acc = session.accumulator
+    hist = acc.pooled_histogram_sorted() if acc.spec_request_count else None
+    print_console(acc.summary(), hist, error_summary=acc.snapshot().error_summary, file=out)
 
 
 def _exit_status(runner: Any, out: Any) -> int:

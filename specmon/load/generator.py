@@ -125,7 +125,7 @@ class LoadGenerator:
 
     def __init__(self, config: RunConfig, model: str, base_url: str, sink: Sink, *,
                  server_label: str | None = None, worker_id: str | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, arrival_offset_s: float = 0.0) -> None:
         self.config = config
         self.base_url = base_url
         self.sink = sink
@@ -148,6 +148,7 @@ class LoadGenerator:
         self._wake: asyncio.Event | None = None
         self._stop_requested = False
         self._next_arrival = 0.0
+        self.arrival_offset_s = arrival_offset_s  # phase shift between constant-rate workers
         self.arrival_times: list[float] = []  # perf_counter seconds of each open-loop send
 
     # run-time knobs (loop thread) ---------------------------------------------------
@@ -211,7 +212,7 @@ class LoadGenerator:
 
     async def _phase_loop(self, phase: str, count: int | None, deadline: float | None) -> None:
         issued = 0
-        self._next_arrival = time.perf_counter()
+        self._next_arrival = time.perf_counter() + self.arrival_offset_s
         while not self._stop_requested and (count is None or issued < count):
             if deadline is not None and time.perf_counter() >= deadline:
                 return

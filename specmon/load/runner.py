@@ -79,8 +79,9 @@ class LoadRunner:
     """start() / stop() / join() / finished / progress(), and run-time knobs (thread-safe)."""
 
     def __init__(self, config: RunConfig, session: Any, *, sink: Callable | None = None,
-                 worker_id: str | None = None) -> None:
+                 worker_id: str | None = None, arrival_offset_s: float = 0.0) -> None:
         self.config = config
+        self.arrival_offset_s = arrival_offset_s
         self.session = session
         self.sink = sink or capture_sink(session)
         self.worker_id = worker_id
@@ -93,8 +94,8 @@ class LoadRunner:
 
     # lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("LoadRunner.start() called twice")
+        if self._thread is not None:  # idempotent: the TUI may call it again
+            return
         if self.config.model is None:
             self.config.model = preflight(self.config)
         self._thread = threading.Thread(target=self._thread_main, name="specmon-load", daemon=True)
@@ -160,7 +161,8 @@ class LoadRunner:
         label, base = self.config.targets()[0]
         try:
             self._generator = LoadGenerator(self.config, self.config.model, base, self.sink,
-                                            server_label=label, worker_id=self.worker_id)
+                                            server_label=label, worker_id=self.worker_id,
+                                            arrival_offset_s=self.arrival_offset_s)
             if self._stop_early:  # stop() raced ahead of the thread
                 self._generator.request_stop()
             self._ready.set()
