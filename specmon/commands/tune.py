@@ -1,0 +1,211 @@
+"""`specmon tune PATH`: per-position acceptance, E(k') and predicted speedup at other k.
+
+PATH is an artifact dir, a profile_export.jsonl or a profile_export_aiperf.json (specmon's
+or AIPerf's). k comes from the records' num_spec_tokens, else --num-spec-tokens, else the
+histogram's largest key (said so). Several runs at different k (several PATHs, or a dir of
+per-server subfolders) also give the draft cost c from their step times (ITL x AL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specmon.commands.compare import (
+    HISTOGRAM_KEY, RECORDS_FILE, SUMMARY_FILE, find_run_dirs, fmt_number, format_table,
+    read_summary, record_k, scan_records, unique_labels,
+)
+from specmon.errors import UserError
+from specmon.specdecode import tuning
+
+DEFAULT_DRAFT_COST = 0.1  # the c of tuning-math.md worked example 2; a placeholder, said so
+
+
+@dataclass
+class TuneInput:
+    label: str
+    source: Path  # the file the histogram came from
+    histogram: dict[int, int]
+    k: int
+    step_time_ms: float | None  # ITL avg x token-weighted AL, when the summary has both
+    notes: list[str] = field(default_factory=list)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="artifact dir, profile_export.jsonl or profile_export_aiperf.json; "
+                             "several runs at different k also give the draft cost")
+    parser.add_argument("--draft-cost", type=float, default=None, metavar="C",
+                        help="draft step time / target step time (default: fitted from runs at "
+                             f"several k, else {DEFAULT_DRAFT_COST})")
+    parser.add_argument("--num-spec-tokens", type=int, default=None, metavar="K",
+                        help="k the run used, when its records do not say")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.draft_cost is not None and not args.draft_cost >= 0:
+        raise UserError(f"--draft-cost {args.draft_cost}: must be a number >= 0")
+    if args.num_spec_tokens is not None and args.num_spec_tokens < 1:
+        raise UserError(f"--num-spec-tokens {args.num_spec_tokens}: must be >= 1")
+    paths = expand_paths(args.paths)
+    inputs = [load_input(p, args.num_spec_tokens, label)
+              for p, label in zip(paths, unique_labels(paths))]
+    cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
+    estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
+    if args.json:
+        reports = [tuning.estimate_to_dict(e) for e in estimates]
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        for inp in inputs:
+            for note in inp.notes:
+                print(f"specmon tune: note: {inp.label}: {note}", file=sys.stderr)
+        return 0
+    blocks = [render_estimate(inp, est) for inp, est in zip(inputs, estimates)]
+    print(("\n\n").join(blocks))
+    print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
+    return 0
+
+
+def expand_paths(raw: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for text in raw:
+        path = Path(text)
+        if path.is_dir():
+            out += find_run_dirs(path) if not (path / RECORDS_FILE).is_file() else [path]
+        elif path.exists():
+            out.append(path)
+        else:
+            raise UserError(f"{path}: no such file or directory")
+    return out
+
+
+def load_input(path: Path, flag_k: int | None, label: str | None = None) -> TuneInput:
+    """Histogram, k and step time for one run; UserError when there is nothing to tune."""
+    if path.is_dir():
+        summary_path, records_path = path / SUMMARY_FILE, path / RECORDS_FILE
+        use_records = not summary_path.is_file()
+    else:
+        summary_path, records_path = path.with_name(SUMMARY_FILE), path.with_name(RECORDS_FILE)
+        use_records = path.suffix == ".jsonl"
+        if use_records:
+            records_path = path
+        else:
+            summary_path = path
+    if use_records and not records_path.is_file():
+        raise UserError(f"{path}: no {SUMMARY_FILE} or {RECORDS_FILE} here")
+    summary = read_summary(summary_path) if summary_path.is_file() else {}
+    notes: list[str] = []
+    if use_records:
+        histogram, source = _histogram_from_records(records_path, notes), records_path
+    else:
+        histogram, source = _histogram_from_summary(summary, summary_path), summary_path
+    k = _choose_k(histogram, record_k(records_path if records_path.is_file() else None),
+                  flag_k, notes, source)
+    return TuneInput(label or str(path), source, histogram, k, step_time_ms(summary), notes)
+
+
+def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
+    raw = summary.get(HISTOGRAM_KEY)
+    if not raw:
+        raise UserError(f"{path}: no {HISTOGRAM_KEY} (no response carried per-request "
+                        "spec-decode stats)")
+    try:
+        hist = {int(j): int(n) for j, n in raw.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise UserError(f"{path}: {HISTOGRAM_KEY} is not a map of counts") from None
+    if any(j < 0 or n < 0 for j, n in hist.items()):
+        raise UserError(f"{path}: {HISTOGRAM_KEY} has negative keys or counts")
+    return hist
+
+
+def _histogram_from_records(path: Path, notes: list[str]) -> dict[int, int]:
+    scan = scan_records(path)
+    if scan.bad_lines:
+        notes.append(f"{scan.bad_lines} unreadable line(s) in {path.name} skipped")
+    if scan.warmup_skipped:
+        notes.append(f"{scan.warmup_skipped} warmup record(s) left out")
+    if not scan.histogram:
+        raise UserError(f"{path}: no record carries spec_decode_acceptance with verify steps "
+                        f"({scan.records} records read)")
+    return scan.histogram
+
+
+def _choose_k(histogram: dict[int, int], rec_k: int | None, flag_k: int | None,
+              notes: list[str], source: Path) -> int:
+    if rec_k is not None and flag_k is not None and rec_k != flag_k:
+        raise UserError(f"--num-spec-tokens {flag_k} contradicts the records' "
+                        f"num_spec_tokens {rec_k}")
+    k = rec_k if rec_k is not None else flag_k
+    top = max((j for j, n in histogram.items() if n), default=0)
+    if k is None:
+        k = top
+        notes.append(f"k not recorded: assuming k = {k}, the largest accepted count in the "
+                     "histogram (pass --num-spec-tokens if the server used more)")
+    if top > k:
+        raise UserError(f"{source}: the histogram has steps that accepted {top} drafts, "
+                        f"more than k = {k}")
+    return k
+
+
+def step_time_ms(summary: dict) -> float | None:
+    """Verify-step time ≈ TPOT x tokens per step = ITL avg x token-weighted AL."""
+    itl = (summary.get("inter_token_latency") or {}).get("avg")
+    al = (summary.get("spec_decode_token_weighted_acceptance_length") or {}).get("avg")
+    if isinstance(itl, (int, float)) and isinstance(al, (int, float)) and itl > 0 and al > 0:
+        return float(itl) * float(al)
+    return None
+
+
+def choose_draft_cost(flag: float | None, inputs: list[TuneInput]) -> tuple[float, str]:
+    if flag is not None:
+        return flag, "--draft-cost"
+    points = [(i.k, i.step_time_ms) for i in inputs if i.step_time_ms is not None]
+    fitted = tuning.estimate_draft_cost(points)
+    if fitted is not None:
+        ks = ", ".join(str(k) for k, _ in points)
+        return fitted, f"fitted from step times (ITL x AL) of runs at k = {ks}"
+    return DEFAULT_DRAFT_COST, "assumed; pass --draft-cost C or give runs at several k"
+
+
+def render_estimate(inp: TuneInput, est: tuning.TuningEstimate) -> str:
+    lines = [f"{inp.label}: k = {est.num_spec_tokens}, {est.steps:,} verify steps "
+             f"(from {inp.source})"]
+    lines += [f"note: {n}" for n in inp.notes + est.notes]
+    lines += ["", _positions_table(est), ""]
+    alpha = "-" if est.flat_alpha is None else f"{est.flat_alpha:.3f}"
+    lines.append(f"flat-alpha fit A/(A+R) = {alpha} (compare with the a_i column)")
+    if est.predictions:
+        lines += ["", _predictions_table(est)]
+    best = {None: "-", 0: "0 (speculation off)"}.get(est.recommended_k, str(est.recommended_k))
+    lines += ["", f"recommended k = {best}", f"caveat: {est.caveat}"]
+    return "\n".join(lines)
+
+
+def _positions_table(est: tuning.TuningEstimate) -> str:
+    rows = []
+    for p in est.positions:
+        ci = "-" if p.ci95 is None else f"[{p.ci95[0]:.3f}, {p.ci95[1]:.3f}]"
+        rows.append([str(p.position), fmt_number(p.unconditional, 3),
+                     fmt_number(p.conditional, 3), ci, f"{p.trials:,}"])
+    return format_table(["position", "S_i", "a_i", "a_i 95% CI", "trials"], rows, [True] * 5)
+
+
+def _predictions_table(est: tuning.TuningEstimate) -> str:
+    rows = []
+    for p in est.predictions:
+        band = "" if p.low is None else f"[{p.low:.3f}, {p.high:.3f}]"
+        marks = []
+        if p.k == est.num_spec_tokens:
+            marks.append("measured k")
+        if p.extrapolated:
+            marks.append("extrapolated")
+        if p.k == est.recommended_k:
+            marks.append("best")
+        rows.append([str(p.k), fmt_number(p.acceptance_length, 3), band,
+                     fmt_number(p.flat_alpha_length, 3), fmt_number(p.speedup, 3),
+                     ", ".join(marks)])
+    return format_table(["k'", "E(k')", "band", "flat-alpha E", "speedup", "marks"], rows,
+                        [True, True, True, True, True, False])

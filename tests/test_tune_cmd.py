@@ -1,0 +1,167 @@
+"""`specmon tune` on artifact dirs, JSONL and summary files written by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specmon.cli import main
+
+# Worked example 1 of tuning-math.md: 13/9/7/6/4/61 over N=100 steps, k=5.
+EXAMPLE1 = {"0": 13, "1": 9, "2": 7, "3": 6, "4": 4, "5": 61}
+
+
+def _summary(hist: dict | None, itl_ms: float | None = None, al: float | None = None) -> dict:
+    out: dict = {"schema_version": "1.4", "request_count": {"unit": "requests", "avg": 4}}
+    if hist is not None:
+        out["pooled_spec_decode_acceptance_histogram"] = hist
+        out["total_spec_decode_steps"] = {"unit": "count", "avg": sum(hist.values())}
+    if itl_ms is not None:
+        out["inter_token_latency"] = {"unit": "ms", "avg": itl_ms, "p50": itl_ms}
+    if al is not None:
+        out["spec_decode_token_weighted_acceptance_length"] = {"unit": "ratio", "avg": al}
+    return out
+
+
+def _record(hist: dict, k: int | None = 5, phase: str = "profiling") -> dict:
+    steps = sum(hist.values())
+    accepted = sum(int(j) * n for j, n in hist.items())
+    spec = {"engine": "vllm", "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+            "draft_acceptance_rate": accepted / (steps * 5) if steps else 0.0,
+            "acceptance_histogram": hist, "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": steps * 5, "num_spec_steps": steps}
+    if k is not None:
+        spec["num_spec_tokens"] = k
+    return {"metadata": {"benchmark_phase": phase, "x_request_id": "r"},
+            "metrics": {}, "spec_decode_acceptance": spec, "error": None}
+
+
+# Four requests whose histograms pool to EXAMPLE1: bucket-wise sums 13 9 7 6 4 61.
+RECORDS = [{"0": 5, "1": 4, "5": 20}, {"0": 8, "2": 7, "5": 11},
+           {"1": 5, "3": 6, "5": 30}, {"4": 4}]
+
+
+def _write_run(path: Path, hist=EXAMPLE1, records=RECORDS, k=5, **summary_kw) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "profile_export_aiperf.json").write_text(json.dumps(_summary(hist, **summary_kw)))
+    if records is not None:
+        lines = [json.dumps(_record(r, k)) for r in records]
+        (path / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _run_json(capsys, *argv) -> tuple[object, str]:
+    assert main(["tune", *argv, "--json"]) == 0
+    out = capsys.readouterr()
+    return json.loads(out.out), out.err
+
+
+def test_dir_json_matches_hand_computation(tmp_path, capsys):
+    run = _write_run(tmp_path / "k5")
+    rep, err = _run_json(capsys, str(run), "--draft-cost", "0.1")
+    assert rep["num_spec_tokens"] == 5 and rep["steps"] == 100 and rep["draft_cost"] == 0.1
+    # S = .87 .78 .71 .65 .61 ; a = 87/100, 78/87, 71/78, 65/71, 61/65
+    assert [round(p["unconditional"], 2) for p in rep["positions"]] == [.87, .78, .71, .65, .61]
+    assert [round(p["conditional"], 2) for p in rep["positions"]] == [.87, .90, .91, .92, .94]
+    assert [p["trials"] for p in rep["positions"]] == [100, 87, 78, 71, 65]
+    preds = {p["k"]: p for p in rep["predictions"]}
+    assert preds[5]["acceptance_length"] == pytest.approx(4.62)  # 1 + .87+.78+.71+.65+.61
+    assert preds[5]["speedup"] == pytest.approx(4.62 / 1.5)  # E(5) / (1 + 0.1*5)
+    assert preds[6]["extrapolated"] and not preds[5]["extrapolated"]
+    # c = 0.1: E(9)/1.9 = 6.707/1.9 = 3.530 is the largest (E(8)/1.8 = 3.463)
+    assert rep["recommended_k"] == 9
+    assert err == ""  # k came from the records: nothing to say
+
+
+def test_jsonl_pools_profiling_records_only(tmp_path, capsys):
+    run = _write_run(tmp_path / "run")
+    lines = (run / "profile_export.jsonl").read_text().splitlines()
+    # a warmup record and a zero-step record must not change the pooled histogram
+    lines.append(json.dumps(_record({"0": 1000}, phase="warmup")))
+    lines.append(json.dumps(_record({})))
+    lines.append("{not json")
+    (run / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    rep, err = _run_json(capsys, str(run / "profile_export.jsonl"))
+    assert rep["steps"] == 100 and rep["num_spec_tokens"] == 5
+    assert rep["positions"][0]["trials"] == 100
+    assert "1 warmup record(s) left out" in err and "1 unreadable line(s)" in err
+
+
+def test_aiperf_summary_alone_uses_max_key_and_says_so(tmp_path, capsys):
+    run = _write_run(tmp_path / "aiperf", records=None)
+    rep, err = _run_json(capsys, str(run / "profile_export_aiperf.json"))
+    assert rep["num_spec_tokens"] == 5 and "k not recorded" in err
+    assert rep["draft_cost"] == 0.1  # the documented default
+    assert main(["tune", str(run)]) == 0
+    text = capsys.readouterr().out
+    assert "note: k not recorded" in text and "assumed; pass --draft-cost" in text
+
+
+def test_num_spec_tokens_flag_extends_positions(tmp_path, capsys):
+    run = _write_run(tmp_path / "aiperf", records=None)
+    rep, _ = _run_json(capsys, str(run), "--num-spec-tokens", "7")
+    assert rep["num_spec_tokens"] == 7 and len(rep["positions"]) == 7
+    # nobody accepted 6 drafts: S_6 = 0/100 and a_6 = 0/61 with n_6 = tail_5 = 61 trials
+    assert rep["positions"][5]["unconditional"] == 0.0
+    assert rep["positions"][5]["conditional"] == 0.0 and rep["positions"][5]["trials"] == 61
+    assert rep["positions"][6]["conditional"] is None and rep["positions"][6]["trials"] == 0
+
+
+def test_text_output_tables_and_recommendation(tmp_path, capsys):
+    run = _write_run(tmp_path / "k5")
+    assert main(["tune", str(run), "--draft-cost", "0.1"]) == 0
+    text = capsys.readouterr().out
+    assert "k = 5, 100 verify steps" in text
+    assert "a_i 95% CI" in text and "[0.790, 0.922]" in text  # Wilson of 87/100
+    assert "4.620" in text and "measured k" in text and "extrapolated" in text
+    assert "recommended k = 9" in text and "batch size" in text
+    assert "draft cost c = 0.100 (--draft-cost)" in text
+    assert "\x1b[" not in text  # plain text, no colour codes
+
+
+def test_draft_cost_fitted_from_runs_at_several_k(tmp_path, capsys):
+    # step time = ITL x AL = 10 ms (1 + 0.1 k): k=2 -> 12 ms, k=4 -> 14, k=5 -> 15
+    _write_run(tmp_path / "multi" / "a_k2", hist={"0": 50, "1": 30, "2": 20}, records=None,
+               itl_ms=12 / 1.7, al=1.7)
+    _write_run(tmp_path / "multi" / "b_k4", hist={"0": 40, "4": 60}, records=None,
+               itl_ms=14 / 3.4, al=3.4)
+    _write_run(tmp_path / "multi" / "c_k5", itl_ms=15 / 4.62, al=4.62)
+    reps, err = _run_json(capsys, str(tmp_path / "multi"))
+    assert [r["num_spec_tokens"] for r in reps] == [2, 4, 5]
+    assert all(r["draft_cost"] == pytest.approx(0.1) for r in reps)
+    assert main(["tune", str(tmp_path / "multi")]) == 0
+    assert "fitted from step times (ITL x AL) of runs at k = 2, 4, 5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("setup, argv_tail, message", [
+    ("none", [], "no such file or directory"),
+    ("nohist", [], "no pooled_spec_decode_acceptance_histogram"),
+    ("run", ["--num-spec-tokens", "4"], "contradicts the records' num_spec_tokens 5"),
+    ("aiperf", ["--num-spec-tokens", "3"], "accepted 5 drafts, more than k = 3"),
+    ("run", ["--draft-cost", "-1"], "--draft-cost -1.0: must be a number >= 0"),
+    ("empty", [], "no profile_export_aiperf.json here"),
+])
+def test_user_errors_are_one_line(tmp_path, capsys, setup, argv_tail, message):
+    target = tmp_path / "x"
+    if setup == "nohist":
+        _write_run(target, hist=None, records=None)
+    elif setup == "run":
+        _write_run(target)
+    elif setup == "aiperf":
+        _write_run(target, records=None)
+    elif setup == "empty":
+        target.mkdir()
+    assert main(["tune", str(target), *argv_tail]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("specmon: error:") and err.count("\n") == 1
+
+
+def test_real_process_exit_status_and_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "specmon", "tune", str(tmp_path / "missing")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "no such file" in proc.stderr
