@@ -1,0 +1,91 @@
+"""specmon.stats: AIPerf's percentile method and population std, checked by hand."""
+
+import math
+
+import pytest
+
+from specmon.stats import (
+    CSV_STAT_KEYS, JSON_STAT_KEYS, METRICS, compute_stats, metric_block, pairwise_sum,
+    percentile,
+)
+
+
+def test_percentiles_by_hand_on_five_values():
+    xs = [50.0, 10.0, 40.0, 20.0, 30.0]  # unsorted on purpose
+    st = compute_stats(xs)
+    # sorted [10,20,30,40,50], n-1 = 4, v = q/100*4
+    assert st["p25"] == 20.0  # v = 1.0 -> x[1]
+    assert st["p50"] == 30.0  # v = 2.0
+    assert st["p75"] == 40.0  # v = 3.0
+    assert st["p1"] == pytest.approx(10.4, rel=1e-12)  # v = 0.04 -> 10 + 0.04*10
+    assert st["p5"] == pytest.approx(12.0, rel=1e-12)  # v = 0.2 -> 10 + 0.2*10
+    assert st["p10"] == pytest.approx(14.0, rel=1e-12)  # v = 0.4
+    assert st["p90"] == pytest.approx(46.0, rel=1e-12)  # v = 3.6 -> 40 + 0.6*10
+    assert st["p95"] == pytest.approx(48.0, rel=1e-12)  # v = 3.8
+    assert st["p99"] == pytest.approx(49.6, rel=1e-12)  # v = 3.96
+    assert (st["min"], st["max"], st["count"], st["sum"], st["avg"]) == (10.0, 50.0, 5, 150.0, 30.0)
+    # population std: deviations 20,10,0,10,20 -> squares sum 1000 / 5 = 200
+    assert st["std"] == math.sqrt(200.0)
+
+
+def test_worked_example_steps_statistics():
+    st = compute_stats([2, 3, 1, 4, 2, 0, 3, 3])
+    # sorted [0,1,2,2,3,3,3,4]; n-1 = 7
+    assert st["p50"] == 2.5  # v = 3.5 -> 2 + 0.5*(3-2)
+    assert st["p25"] == 1.75  # v = 1.75 -> 1 + 0.75*(2-1)
+    assert st["p90"] == pytest.approx(3.3, rel=1e-12)  # v = 6.3 -> 3 + 0.3*(4-3)
+    assert st["avg"] == 2.25  # 18 / 8
+    # squared deviations from 2.25 sum to 11.5; 11.5 / 8 = 1.4375
+    assert st["std"] == math.sqrt(1.4375)
+
+
+def test_single_value_and_empty():
+    st = compute_stats([7])
+    assert all(st[k] == 7.0 for k in ("avg", "min", "max", "p1", "p50", "p99"))
+    assert st["std"] == 0.0 and st["count"] == 1
+    with pytest.raises(ValueError):
+        compute_stats([])
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_running_total_is_used_for_avg_and_sum():
+    st = compute_stats([1.0, 2.0, 3.0], total=6.0)
+    assert st["avg"] == 2.0 and st["sum"] == 6.0
+
+
+def test_fast_std_agrees_with_exact():
+    xs = [i * 0.37 + (i % 7) * 1.1 for i in range(1000)]
+    exact = compute_stats(xs, exact=True)["std"]
+    fast = compute_stats(xs, exact=False)["std"]
+    assert fast == pytest.approx(exact, rel=1e-12)
+
+
+def test_pairwise_sum_matches_exact_sum_on_integers_and_large_n():
+    xs = [float(i) for i in range(1, 1001)]
+    assert pairwise_sum(xs) == 500500.0  # 1000*1001/2
+    assert pairwise_sum([0.1] * 10) == pytest.approx(1.0, rel=1e-15)
+    assert pairwise_sum([]) == 0.0
+
+
+def test_key_orders_and_block_shapes():
+    assert JSON_STAT_KEYS == ("avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95",
+                              "p99", "min", "max", "std", "count", "sum")
+    assert CSV_STAT_KEYS == ("avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50",
+                             "p75", "p90", "p95", "p99", "std")
+    block = metric_block("spec_decode_steps", compute_stats([1, 2]))
+    assert list(block) == ["unit", *JSON_STAT_KEYS] and block["unit"] == "count"
+    assert metric_block("total_draft_tokens", value=44.0) == {"unit": "tokens", "avg": 44.0}
+
+
+def test_units_match_aiperf():
+    units = {t: d.unit for t, d in METRICS.items()}
+    assert units["spec_decode_acceptance_length"] == "ratio"
+    assert units["spec_decode_draft_acceptance_rate"] == "%"
+    assert units["spec_decode_overall_draft_acceptance_rate"] == "%"
+    assert units["spec_decode_steps"] == "count"
+    assert units["spec_decode_draft_tokens"] == "tokens"
+    assert units["spec_decode_zero_step_requests"] == "requests"
+    assert units["time_to_first_token"] == "ms"
+    assert units["output_token_throughput_per_user"] == "tokens/sec/user"
+    assert units["request_throughput"] == "requests/sec"
