@@ -1,0 +1,1 @@
+"""Readers for other tools' files (AIPerf exports) so specmon can be checked against them."""
