@@ -247,15 +247,20 @@ def build_rows(summaries: Sequence[Mapping], ks: Sequence[int | None]) -> list[R
 
 
 def fmt_number(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if float(value).is_integer() and abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:,.{digits}f}"
+    return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def fmt_signed(value: float | None, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:+,.2f}{suffix}"
+def fmt_signed(value: float | None, suffix: str = "", digits: int = 2) -> str:
+    return "-" if value is None else f"{value:+,.{digits}f}{suffix}"
+
+
+COUNT_UNITS = {"", "count", "requests", "tokens"}
+
+
+def _digits(row: "Row") -> int:
+    """Whole numbers (k, counts) print without decimals."""
+    whole = all(v is None or float(v).is_integer() for v in row.values)
+    return 0 if whole and row.unit in COUNT_UNITS and not row.percent_points else 2
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]],
@@ -283,10 +288,12 @@ def render_rows(labels: Sequence[str], rows: Sequence[Row]) -> str:
                 body.append([""] * len(headers))
             body.append([f"[{row.section}]"] + [""] * (len(headers) - 1))
             section = row.section
-        cells = [row.label, row.unit, fmt_number(row.values[0])]
+        digits = _digits(row)
+        cells = [row.label, row.unit, fmt_number(row.values[0], digits)]
         for i in range(1, len(labels)):
             suffix = " pp" if row.percent_points else ""
-            cells += [fmt_number(row.values[i]), fmt_signed(row.deltas[i], suffix),
+            cells += [fmt_number(row.values[i], digits),
+                      fmt_signed(row.deltas[i], suffix, digits),
                       "" if row.percent_points else fmt_signed(row.delta_pct[i], "%")]
         body.append(cells)
     return format_table(headers, body, [False, False] + [True] * (len(headers) - 2))
