@@ -77,6 +77,7 @@ class SpecmonApp(App[int]):
         self.theme_names: list[str] = []
         self._last_key: tuple | None = None
         self._last_snapshot: Any = None
+        self._marked = False
         self._requested_theme = theme_name or _cfg(config, "theme")
         self._load_theme_files()
 
@@ -136,6 +137,9 @@ class SpecmonApp(App[int]):
         if self.paused_at is not None and self._last_snapshot is not None:
             self._show_header(self._last_snapshot, len(results) - self.paused_at)
             return
+        if self.runner is not None and getattr(self.runner, "finished", False) and not self._marked:
+            self._marked = True  # the load is over: stop the elapsed clock
+            getattr(self.accumulator, "mark_finished", lambda: None)()
         snap = self.accumulator.snapshot()
         self._last_snapshot = snap
         self._show_header(snap, None)
@@ -204,6 +208,8 @@ class SpecmonApp(App[int]):
 
     # -- actions ----------------------------------------------------------------------
     def action_quit_monitor(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()  # in-flight requests are cancelled and recorded
         self.exit(0)
 
     def action_pause(self) -> None:
@@ -278,6 +284,8 @@ def _target(config: Any) -> str:
 
 
 def _load_text(config: Any) -> str:
+    if _cfg(config, "load_label"):
+        return str(_cfg(config, "load_label"))
     rate = _cfg(config, "request_rate")
     conc = _cfg(config, "concurrency")
     parts = []
@@ -293,24 +301,15 @@ def _load_text(config: Any) -> str:
 
 
 def run_monitor(config: Any, runner: Any, session: Any) -> int:
-    """Open the monitor over a running load; on q: stop the load and write the exports.
+    """Open the monitor over a started runner; returns when the user quits (q / Ctrl-C).
 
-    The caller prints where the exports are once this returns (the screen is closed then).
+    Quitting asks the runner to stop at once; the caller joins it, writes the exports
+    (session.finish) and prints where they are once the screen has closed.
     """
     app = SpecmonApp(session, runner, config)
     try:
         code = app.run()
     finally:
-        _stop_and_finish(runner, session)
+        if runner is not None:
+            runner.stop()
     return int(code or 0)
-
-
-def _stop_and_finish(runner: Any, session: Any) -> None:
-    was_cancelled = False
-    if runner is not None:
-        was_cancelled = not getattr(runner, "finished", True)
-        runner.stop()
-        runner.join(timeout=30)
-    finish = getattr(session, "finish", None)
-    if finish is not None:
-        finish(was_cancelled=was_cancelled)

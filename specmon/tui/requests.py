@@ -98,6 +98,6 @@ def raw_payload(result: Any) -> str:
     error = field(result, "error")
     if error:
         parts["error"] = error
-    if capture is None:  # replayed from profile_export.jsonl: the metrics are the payload
+    if not responses:  # replayed records, or live results whose bodies were dropped
         parts["metrics"] = field(result, "metrics") or {}
     return json.dumps(parts, indent=2, default=str, sort_keys=False)

@@ -18,7 +18,7 @@ class HeaderInfo:
     k: int | None
     load: str
     elapsed_s: float
-    completed: int
+    completed: int  # valid profiling requests
     errors: int
     request_count: int | None
     duration_s: float | None
@@ -55,20 +55,32 @@ class RunHeader(Static):
 
     def _render_info(self, info: HeaderInfo) -> Text:
         width = self.size.width or 80
-        out = Text(no_wrap=True, overflow="ellipsis")
+        first = self._first_line(info)
+        first.truncate(width, overflow="ellipsis")
+        prog = self._second_line(info, width)
+        prog.truncate(width, overflow="ellipsis")
+        return Text("\n").join([first, prog])
+
+    def _first_line(self, info: HeaderInfo) -> Text:
+        out = Text(no_wrap=True)
+        if info.paused_arrivals is not None:  # first, so a narrow terminal still shows it
+            out.append(f" PAUSED +{info.paused_arrivals} ", style=self._style("header--badge"))
+            out.append(" ")
         out.append("specmon ", style=self._style("header--title"))
         if info.source != "live":
             out.append(f"[{info.source}] ")
         k = "?" if info.k is None else str(info.k)
         out.append(f"{info.target} · {info.model} · {info.engine} k={k} · {info.load}")
-        if info.paused_arrivals is not None:
-            out.append("  ")
-            out.append(f" PAUSED +{info.paused_arrivals} ", style=self._style("header--badge"))
-        out.append("\n")
-        prog = run_progress(info.completed, info.elapsed_s, info.request_count, info.duration_s)
+        return out
+
+    def _second_line(self, info: HeaderInfo, width: int) -> Text:
+        out = Text(no_wrap=True)
+        # Progress counts every finished request (errors too), as the load loop does.
+        prog = run_progress(info.completed + info.errors, info.elapsed_s, info.request_count,
+                            info.duration_s)
         rate = info.completed / info.elapsed_s if info.elapsed_s > 0 else 0.0
         if prog.fraction is not None:
-            bar_w = max(10, min(40, width // 4))
+            bar_w = max(8, min(40, width // 5))
             out.append(bar(prog.fraction, bar_w).replace(" ", "░"), style=self._style("header--bar"))
             eta = "done" if info.finished else f"ETA {fmt_duration(prog.eta_s)}"
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
