@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
+import httpx
 import pytest
 
 from specmon.errors import UserError
 from specmon.load.scrape import (
-    RunTotals, counter_delta, metrics_url, parse_counters, reconcile, run_totals_from,
+    RunTotals, ServerCounterPoller, counter_delta, fetch_counters, metrics_url, parse_counters,
+    reconcile, run_totals_from,
 )
+from specmon.sim.process import start_sim
 
 
 def _exposition(engines: dict[str, tuple[int, int, int, list[int]]]) -> str:
@@ -145,3 +151,119 @@ def test_metrics_url(url, expected):
 def test_metrics_url_rejects_non_http():
     with pytest.raises(UserError, match="not an http"):
         metrics_url("gpu-box:8000")
+
+
+# ---------------------------------------------------------------- the real vLLM capture
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm032" / "detailed_metrics_spec_decode.prom"
+
+
+def test_real_vllm_032_exposition():
+    # vLLM 0.32 declares `# TYPE ..._total counter` and adds `_created` gauges
+    sample = parse_counters(FIXTURE.read_text())
+    d = counter_delta(parse_counters(""), sample)  # window from an empty server
+    assert (d.drafts, d.draft_tokens, d.accepted, d.per_pos) == (93, 221, 166, [79, 50, 37])
+    # H0 = 93-79 = 14, H1 = 79-50 = 29, H2 = 50-37 = 13, H3 = 37 ; 29 + 2*13 + 3*37 = 166
+    assert d.histogram() == [14, 29, 13, 37] and d.consistent
+    assert d.acceptance_length == pytest.approx(1 + 166 / 93)  # 2.785
+    assert d.acceptance_rate == pytest.approx(166 / 221)  # 0.751
+
+
+# ---------------------------------------------------------------- against a real `specmon sim`
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with start_sim(["--engines", "2", "--num-spec-tokens", "3", "--seed", "7",
+                    "--acceptance", "0.8,0.7,0.6"]) as proc:
+        yield proc
+
+
+async def _chat(client: httpx.AsyncClient, model: str, count: int, n: int = 1) -> RunTotals:
+    """Send `count` requests; total what their payloads carried (as a specmon run would)."""
+    steps = accepted = drafted = 0
+    hist: dict[int, int] = {}
+    for i in range(count):
+        body = {"model": model, "messages": [{"role": "user", "content": f"q{i}"}],
+                "max_tokens": 24, "n": n}
+        resp = await client.post("/v1/chat/completions", json=body)
+        assert resp.status_code == 200
+        spec = (resp.json().get("metrics") or {}).get("speculative_decoding")
+        if spec is None:
+            continue
+        steps += spec["num_spec_steps"]
+        accepted += spec["num_accepted_draft_tokens"]
+        drafted += spec["num_draft_tokens"]
+        for j, c in enumerate(spec["acceptance_histogram"]):
+            if c:
+                hist[j] = hist.get(j, 0) + c
+    return RunTotals(steps, accepted, drafted, histogram=hist)
+
+
+async def test_poller_window_reconciles_with_the_run(sim):
+    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
+        await _chat(client, sim.model, 3)  # before the window: must not count
+        poller = ServerCounterPoller(sim.url, interval_s=0.05, timeout_s=5)
+        await poller.start()
+        assert poller.latest().samples == 1 and poller.latest().delta.drafts == 0
+        run = await _chat(client, sim.model, 8)
+        view = await poller.stop()
+    assert view.error is None and view.samples >= 2
+    d = view.delta
+    assert run.steps > 0 and d.label_sets == 2
+    per_engine = {e: sum(v for (f, labels), v in view.last.series.items()
+                         if f == "drafts" and ("engine", e) in labels) for e in ("0", "1")}
+    assert per_engine["0"] > 0 and per_engine["1"] > 0  # both label sets carry steps
+    rec = reconcile(d, run)
+    assert rec.equal, rec
+    assert d.histogram() == [run.histogram.get(j, 0) for j in range(4)]
+    assert d.acceptance_length == pytest.approx(1 + run.accepted / run.steps)
+
+
+async def test_other_clients_and_n_gt_1_make_it_unequal(sim):
+    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as mine, \
+            httpx.AsyncClient(base_url=sim.url, timeout=10) as other:
+        poller = ServerCounterPoller(sim.url, interval_s=0.05, timeout_s=5)
+        await poller.start()
+        run = await _chat(mine, sim.model, 5)
+        extra = await _chat(other, sim.model, 4)  # another client, not in the run's totals
+        view = await poller.stop()
+    rec = reconcile(view.delta, run)
+    assert not rec.equal
+    assert rec.diffs["steps"] == extra.steps and rec.diffs["accepted"] == extra.accepted
+    assert any("other clients" in r for r in rec.reasons)
+    # an n=2 request: the server counts its steps, the response carries no stats
+    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as mine:
+        poller = ServerCounterPoller(sim.url, interval_s=0.05, timeout_s=5)
+        await poller.start()
+        run = await _chat(mine, sim.model, 2)
+        await _chat(mine, sim.model, 1, n=2)
+        view = await poller.stop()
+    run = RunTotals(run.steps, run.accepted, run.drafted, spec_reasons={"n_gt_1": 1})
+    rec = reconcile(view.delta, run)
+    assert not rec.equal and rec.diffs["steps"] > 0
+    assert rec.reasons[0].startswith("1 request(s) with n > 1")
+
+
+def test_sync_fetch_counters(sim):
+    sample = fetch_counters(sim.url + "/v1")
+    assert sample.present and sample.label_sets == 2 and sample.totals()["drafts"] > 0
+
+
+def test_fetch_unreachable_server_is_one_line_user_error():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(UserError, match=f"could not read http://127.0.0.1:{port}/metrics") as info:
+        fetch_counters(f"http://127.0.0.1:{port}", timeout_s=2)
+    assert "\n" not in str(info.value)
+
+
+async def test_poller_records_errors_without_raising():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    poller = ServerCounterPoller(f"http://127.0.0.1:{port}", interval_s=0.05, timeout_s=1)
+    await poller.start()
+    view = await poller.stop()
+    assert view.delta is None and view.samples == 0 and "ConnectError" in view.error
