@@ -1,0 +1,240 @@
+"""Exports and RunSession: JSON / CSV / JSONL layout as AIPerf 0.13 writes them."""
+
+import json
+import threading
+
+import orjson
+import pytest
+
+from metrics_helpers import (
+    SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload,
+)
+from specmon import __version__
+from specmon.capture import parse_capture_line
+from specmon.errors import UserError
+from specmon.export.common import atomic_write
+from specmon.export.csv_export import build_csv
+from specmon.export.jsonl_export import result_from_record
+from specmon.session import RunSession
+
+S = 1_000_000_000
+
+
+def _session(tmp_path, level="records", captures=(), **kw):
+    session = RunSession(tmp_path / "out", level, {"endpoint_type": "chat"}, **kw)
+    for cap in captures:
+        session.add(cap)
+    return session
+
+
+def _worked():
+    return [nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, x_request_id="a"),
+            nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S, x_request_id="b")]
+
+
+def _read_json(paths):
+    return json.loads(paths["json"].read_text())
+
+
+# ---------------------------------------------------------------------------- JSON
+
+def test_json_layout_with_records(tmp_path):
+    paths = _session(tmp_path, captures=_worked()).finish()
+    doc = _read_json(paths)
+    keys = list(doc)
+    assert keys[:4] == ["schema_version", "aiperf_version", "specmon_version", "benchmark_id"]
+    assert doc["schema_version"] == "1.4" and doc["specmon_version"] == __version__
+    # AIPerf's declared order for the standard metrics, then the run metadata
+    assert keys.index("request_throughput") < keys.index("request_latency") < \
+        keys.index("request_count") < keys.index("input_config")
+    meta = ["input_config", "was_cancelled", "error_summary", "start_time", "end_time"]
+    assert [k for k in keys if k in meta] == meta
+    assert doc["input_config"] == {"endpoint_type": "chat"} and doc["was_cancelled"] is False
+    assert doc["error_summary"] == []
+    for tag in ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
+                "spec_decode_accepted_per_verified", "spec_decode_steps",
+                "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens"):
+        assert list(doc[tag]) == ["unit", "avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90",
+                                  "p95", "p99", "min", "max", "std", "count", "sum"], tag
+    for tag in ("spec_decode_token_weighted_acceptance_length",
+                "spec_decode_overall_draft_acceptance_rate", "total_spec_decode_steps",
+                "total_accepted_draft_tokens", "total_draft_tokens"):
+        assert list(doc[tag]) == ["unit", "avg"], tag
+    assert "spec_decode_zero_step_requests" not in doc  # only when > 0
+    assert doc["spec_decode_draft_acceptance_rate"]["max"] == 56.25  # percent, 0..100
+    assert doc["pooled_spec_decode_acceptance_histogram"] == {"0": 2, "1": 3, "2": 2, "3": 3, "4": 1}
+    assert sum(doc["pooled_spec_decode_acceptance_histogram"].values()) == \
+        doc["total_spec_decode_steps"]["avg"]
+    assert keys[-1] == "pooled_spec_decode_acceptance_histogram"
+
+
+def test_json_omits_every_spec_key_without_a_record(tmp_path):
+    paths = _session(tmp_path, captures=[nonstream_capture(None), error_capture()]).finish()
+    doc = _read_json(paths)
+    assert not [k for k in doc if "spec_decode" in k or k.endswith("draft_tokens")]
+    assert doc["request_count"] == {"unit": "requests", "avg": 1}
+    assert doc["error_request_count"] == {"unit": "requests", "avg": 1}
+    assert doc["error_summary"] == [{"error_details": {"type": "timeout",
+                                                       "message": "timeout happened"},
+                                     "count": 1}]
+
+
+def test_json_was_cancelled_and_finish_twice(tmp_path):
+    session = _session(tmp_path, captures=_worked())
+    session.finish(was_cancelled=True)
+    paths = session.finish()
+    assert _read_json(paths)["was_cancelled"] is True
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "profile_export.jsonl", "profile_export_aiperf.csv", "profile_export_aiperf.json"]
+
+
+# ---------------------------------------------------------------------------- CSV
+
+def test_csv_layout_by_hand(tmp_path):
+    paths = _session(tmp_path, captures=_worked()).finish()
+    raw = paths["csv"].read_bytes()
+    assert raw.count(b"\r\n") == raw.count(b"\n")  # CRLF everywhere
+    text = raw.decode()
+    first, second = text.split("\r\n\r\n")
+    rows1 = first.split("\r\n")
+    assert rows1[0] == "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
+    labels1 = [r.split(",")[0] for r in rows1[1:]]
+    # sorted by tag, not by label: input_sequence_length < ... < spec_decode_steps
+    assert labels1 == ["Input Sequence Length (tokens)", "Output Sequence Length (tokens)",
+                       "Request Latency (ms)", "Acceptance Length (ratio)",
+                       "Accepted Draft Tokens (tokens)", "Accepted per Verified (ratio)",
+                       "Draft Acceptance Rate (%)", "Draft Tokens (tokens)", "Spec Decode Steps"]
+    # steps 8 and 3: avg 5.5, sum 11, p1 = 3 + 0.01*5, p25 = 3 + 0.25*5, std = 2.5
+    assert rows1[-1] == "Spec Decode Steps,5.50,3.00,8.00,11.00,3.05,3.25,3.50,4.25,5.50,6.75,7.50,7.75,7.95,2.50"
+    rows2 = second.rstrip("\r\n").split("\r\n")
+    assert rows2[0] == "Metric,Value"
+    assert rows2[1:] == [
+        "Benchmark Duration (sec),1.05",  # 0 .. 1 s + 50 ms
+        "Output Token Throughput (tokens/sec),38.10",  # 40 tokens / 1.05 s
+        "Request Count,2",  # an int stays plain; no unit suffix for requests
+        "Request Throughput (requests/sec),1.90",  # 2 / 1.05
+        "Overall Draft Acceptance Rate (%),45.45",  # 100 * 20 / 44
+        "Token-Weighted Acceptance Length (ratio),2.82",  # 1 + 20 / 11
+        "Total Accepted Draft Tokens (tokens),20.00",
+        "Total Draft Tokens (tokens),44.00",
+        "Total Input Sequence Length (tokens),20.00",
+        "Total Output Sequence Length (tokens),40.00",
+        "Total Output Tokens (tokens),40.00",
+        "Total Spec Decode Steps,11.00",  # no suffix for count
+    ]
+    assert "histogram" not in text.lower()
+
+
+def test_csv_zero_step_row_and_missing_cells():
+    blocks = {"spec_decode_zero_step_requests": {"unit": "requests", "avg": 3},
+              "request_latency": {"unit": "ms", "avg": 1.0, "p50": 1.0}}
+    rows = build_csv(blocks).split("\r\n")
+    assert rows[1] == "Request Latency (ms),1.00,,,,,,,,1.00,,,,,"
+    assert "Zero-Step Requests,3" in rows
+
+
+# ---------------------------------------------------------------------------- JSONL
+
+def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
+    zero = nonstream_capture(vllm_payload([], k=4), start_ns=2 * S, completion_tokens=1)
+    caps = [*_worked(), nonstream_capture(None, start_ns=3 * S), zero, error_capture("cancelled")]
+    session = _session(tmp_path, captures=caps)
+    lines = [orjson.loads(x) for x in session.paths["jsonl"].read_bytes().splitlines()]
+    assert len(lines) == 5  # written as they landed, before finish()
+    first = lines[0]
+    assert list(first) == ["metadata", "metrics", "spec_decode_acceptance"]
+    assert first["metadata"]["x_request_id"] == "a"
+    assert first["metadata"]["benchmark_phase"] == "profiling"
+    assert first["metadata"]["request_start_ns"] == 0
+    assert first["metadata"]["request_end_ns"] == 50_000_000
+    assert first["metrics"]["spec_decode_draft_acceptance_rate"] == {"value": 56.25, "unit": "%"}
+    assert first["metrics"]["spec_decode_steps"] == {"value": 8, "unit": "count"}
+    assert first["metrics"]["request_latency"] == {"value": 50.0, "unit": "ms"}
+    sda = first["spec_decode_acceptance"]
+    assert sda["draft_acceptance_rate"] == 0.5625  # a fraction here
+    assert sda["acceptance_histogram"] == {"0": 1, "1": 1, "2": 2, "3": 3, "4": 1}
+    assert sda["engine"] == "vllm" and sda["num_spec_tokens"] == 4 and sda["completion_tokens"] == 20
+    assert "spec_decode_acceptance" not in lines[2]  # absent, not null
+    zero_line = lines[3]
+    assert zero_line["spec_decode_acceptance"]["num_spec_steps"] == 0  # verbatim
+    assert zero_line["spec_decode_acceptance"]["acceptance_histogram"] == {}
+    assert not [t for t in zero_line["metrics"] if t.startswith("spec_decode")]
+    err = lines[4]
+    assert err["error"]["type"] == "cancelled" and err["metadata"]["was_cancelled"] is True
+    assert err["metrics"] == {}
+    session.finish()
+
+
+def test_jsonl_round_trip_gives_the_same_summary(tmp_path):
+    caps = [*_worked(), stream_capture(vllm_payload([1, 2, 0], k=4), [5, 9, 12], start_ns=2 * S),
+            nonstream_capture(vllm_payload([], k=4), start_ns=3 * S), error_capture()]
+    session = _session(tmp_path, captures=caps)
+    session.finish()
+    lines = session.paths["jsonl"].read_bytes().splitlines()
+    replay = RunSession.from_results(result_from_record(orjson.loads(x)) for x in lines)
+    live, again = session.accumulator.summary(), replay.accumulator.summary()
+    assert again == live
+    assert replay.accumulator.pooled_histogram == session.accumulator.pooled_histogram
+    assert replay.accumulator.zero_step_requests == 1
+    assert replay.accumulator.error_summary == session.accumulator.error_summary
+    assert replay.paths == {} and replay.artifact_dir is None
+
+
+# ---------------------------------------------------------------------------- levels
+
+def test_export_levels(tmp_path):
+    warm = nonstream_capture(vllm_payload([1], k=4), benchmark_phase="warmup")
+    summary = _session(tmp_path / "s", "summary", [warm, *_worked()]).finish()
+    assert set(summary) == {"json", "csv"}
+    raw = _session(tmp_path / "r", "raw", [warm, *_worked()])
+    paths = raw.finish()
+    assert set(paths) == {"json", "csv", "jsonl", "raw"}
+    assert len(paths["jsonl"].read_bytes().splitlines()) == 2  # warmup left out
+    raw_lines = paths["raw"].read_bytes().splitlines()
+    assert len(raw_lines) == 3  # ...but kept in the raw capture
+    back = parse_capture_line(raw_lines[1])
+    assert back.responses and back.x_request_id == "a"  # full responses preserved
+    with pytest.raises(UserError, match="export-level"):
+        RunSession(tmp_path / "x", "everything", {})
+
+
+def test_results_drop_responses_after_writing(tmp_path):
+    session = _session(tmp_path, captures=_worked())
+    assert session.accumulator.results[0].capture.responses == []
+    kept = _session(tmp_path / "k", captures=_worked(), keep_responses=True)
+    assert kept.accumulator.results[0].capture.responses
+
+
+def test_concurrent_adds_are_safe(tmp_path):
+    session = _session(tmp_path)
+
+    def worker(offset):
+        for i in range(200):
+            session.add(nonstream_capture(vllm_payload([1, 2], k=4), start_ns=(offset + i) * 1000))
+
+    threads = [threading.Thread(target=worker, args=(n * 1000,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    paths = session.finish()
+    lines = paths["jsonl"].read_bytes().splitlines()
+    assert len(lines) == 800 and all(orjson.loads(x)["metrics"] for x in lines)
+    doc = _read_json(paths)
+    assert doc["request_count"]["avg"] == 800
+    assert doc["total_accepted_draft_tokens"]["avg"] == 2400.0  # 800 * (1 + 2)
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "f.json"
+    atomic_write(target, b"old")
+    atomic_write(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_unwritable_artifact_dir_is_a_user_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="artifact dir"):
+        RunSession(blocker / "sub", "records", {})
