@@ -192,3 +192,29 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
     # the acceptance the simulator was given (0.75 at every position) comes back flat
     for rep in reps:
         assert rep["flat_alpha"] == pytest.approx(0.75, abs=0.08)
+
+
+def test_server_url_tunes_from_its_counters(capsys):
+    """`specmon tune URL` on a 2-engine simulator that served only our requests."""
+    import httpx
+
+    from specmon.sim.process import start_sim
+
+    hist = [0, 0, 0, 0]
+    with start_sim(["--engines", "2", "--num-spec-tokens", "3", "--seed", "3"]) as sim:
+        for i in range(6):
+            body = {"model": sim.model, "max_tokens": 24,
+                    "messages": [{"role": "user", "content": f"p{i}"}]}
+            spec = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10) \
+                .json()["metrics"]["speculative_decoding"]
+            hist = [a + b for a, b in zip(hist, spec["acceptance_histogram"])]
+        rep, err = _run_json(capsys, sim.url)
+        assert main(["tune", sim.url, "--num-spec-tokens", "5"]) == 2
+        assert "contradicts the server's 3 per-position counters" in capsys.readouterr().err
+    # the histogram derived from the counters equals the sum of the payloads' histograms
+    steps = sum(hist)
+    assert rep["num_spec_tokens"] == 3 and rep["steps"] == steps
+    tail = [sum(hist[i:]) for i in range(4)]  # tail_i = sum_{j>=i} h_j
+    assert [p["trials"] for p in rep["positions"]] == tail[:3]
+    assert rep["positions"][0]["unconditional"] == pytest.approx(tail[1] / steps)
+    assert "server-wide counters since the server started (2 engine" in err

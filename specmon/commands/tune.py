@@ -1,7 +1,7 @@
 """`specmon tune PATH`: per-position acceptance, E(k') and predicted speedup at other k.
 
 PATH is an artifact dir, a profile_export.jsonl or a profile_export_aiperf.json (specmon's
-or AIPerf's). k comes from the records' num_spec_tokens, else --num-spec-tokens, else the
+or AIPerf's), or a server URL (its /metrics counters since start, server-wide). k comes from the records' num_spec_tokens, else --num-spec-tokens, else the
 histogram's largest key (said so). Several runs at different k (several PATHs, or a dir of
 per-server subfolders) also give the draft cost c from their step times (ITL x AL).
 """
@@ -19,6 +19,7 @@ from specmon.commands.compare import (
     read_summary, record_k, scan_records, unique_labels,
 )
 from specmon.errors import UserError
+from specmon.load.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
 from specmon.specdecode import tuning
 
 DEFAULT_DRAFT_COST = 0.1  # the c of tuning-math.md worked example 2; a placeholder, said so
@@ -27,7 +28,7 @@ DEFAULT_DRAFT_COST = 0.1  # the c of tuning-math.md worked example 2; a placehol
 @dataclass
 class TuneInput:
     label: str
-    source: Path  # the file the histogram came from
+    source: str  # the file (or /metrics URL) the histogram came from
     histogram: dict[int, int]
     k: int
     step_time_ms: float | None  # ITL avg x token-weighted AL, when the summary has both
@@ -36,8 +37,9 @@ class TuneInput:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="artifact dir, profile_export.jsonl or profile_export_aiperf.json; "
-                             "several runs at different k also give the draft cost")
+                        help="artifact dir, profile_export.jsonl, profile_export_aiperf.json "
+                             "or a server URL (reads /metrics); several runs at different k "
+                             "also give the draft cost")
     parser.add_argument("--draft-cost", type=float, default=None, metavar="C",
                         help="draft step time / target step time (default: fitted from runs at "
                              f"several k, else {DEFAULT_DRAFT_COST})")
@@ -51,9 +53,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--draft-cost {args.draft_cost}: must be a number >= 0")
     if args.num_spec_tokens is not None and args.num_spec_tokens < 1:
         raise UserError(f"--num-spec-tokens {args.num_spec_tokens}: must be >= 1")
-    paths = expand_paths(args.paths)
-    inputs = [load_input(p, args.num_spec_tokens, label)
-              for p, label in zip(paths, unique_labels(paths))]
+    inputs = gather_inputs(args.paths, args.num_spec_tokens)
     cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
     estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
     if args.json:
@@ -67,6 +67,42 @@ def main(args: argparse.Namespace) -> int:
     print(("\n\n").join(blocks))
     print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
     return 0
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+def gather_inputs(raw: list[str], flag_k: int | None) -> list[TuneInput]:
+    """One TuneInput per run, in the order given (a URL reads the server's counters)."""
+    entries: list[Path | str] = []
+    for text in raw:
+        entries += [text] if _is_url(text) else expand_paths([text])
+    paths = [e for e in entries if isinstance(e, Path)]
+    labels = dict(zip(paths, unique_labels(paths)))
+    return [load_server(e, flag_k) if isinstance(e, str) else load_input(e, flag_k, labels[e])
+            for e in entries]
+
+
+def load_server(url: str, flag_k: int | None) -> TuneInput:
+    """The server-wide histogram derived from /metrics counters since the server started."""
+    sample = fetch_counters(url)
+    if not sample.present:
+        raise UserError(f"{url}: no vllm:spec_decode_* counters on /metrics (speculative "
+                        "decoding off, or --disable-log-stats)")
+    delta = counter_delta(CounterSample({}, sample.taken_s), sample)
+    if delta.drafts == 0 or not delta.per_pos:
+        raise UserError(f"{url}: the server has counted no verify steps yet")
+    if flag_k is not None and flag_k != delta.num_spec_tokens:
+        raise UserError(f"--num-spec-tokens {flag_k} contradicts the server's "
+                        f"{delta.num_spec_tokens} per-position counters")
+    notes = [f"server-wide counters since the server started ({delta.label_sets} engine "
+             "label set(s), every client and warm-up included)"]
+    if not delta.consistent:
+        raise UserError(f"{url}: per-position counters do not sum to the accepted-token "
+                        "counter; cannot derive a histogram")
+    hist = dict(enumerate(delta.histogram()))
+    return TuneInput(url, metrics_url(url), hist, delta.num_spec_tokens, None, notes)
 
 
 def expand_paths(raw: list[str]) -> list[Path]:
@@ -104,7 +140,7 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path
     k = _choose_k(histogram, record_k(records_path if records_path.is_file() else None),
                   flag_k, notes, source)
-    return TuneInput(label or str(path), source, histogram, k, step_time_ms(summary), notes)
+    return TuneInput(label or str(path), str(source), histogram, k, step_time_ms(summary), notes)
 
 
 def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
