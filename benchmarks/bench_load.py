@@ -164,6 +164,7 @@ class RunResult:
     requests: int  # valid profiling requests in the tool's export
     errors: int
     req_per_s: float  # the tool's own request_throughput (profiling phase)
+    acceptance_length: float | None  # proves the tool read the spec payload (2.5 expected)
     usage: ChildUsage
 
 
@@ -187,8 +188,9 @@ def _finish(usage: ChildUsage, artifact_dir: Path, label: str) -> RunResult:
     if usage.returncode != 0:
         raise BenchError(f"{label} exited with status {usage.returncode}: {usage.tail(4)}")
     export = _export_json(artifact_dir)
+    acceptance = export.get("spec_decode_acceptance_length") or {}
     return RunResult(int(_metric(export, "request_count", 0)), int(_metric(export, "error_request_count", 0)),
-                     _metric(export, "request_throughput"), usage)
+                     _metric(export, "request_throughput"), acceptance.get("avg"), usage)
 
 
 def run_specmon(url: str, concurrency: int, count: int, workers: int, work: Path) -> RunResult:
@@ -246,15 +248,16 @@ class Row:
     peak_rss_mb: float
     kb_per_request: float
     errors: int
+    acceptance_length: float | None
 
     def cells(self) -> list:
         return [self.tool, self.concurrency, self.requests, self.req_per_s,
                 self.req_per_s * EVENTS_PER_REPLY, self.cpu_per_1k, self.startup_cpu,
-                self.peak_rss_mb, self.kb_per_request, self.errors]
+                self.peak_rss_mb, self.kb_per_request, self.errors, self.acceptance_length]
 
 
 LOAD_HEADERS = ["tool", "concurrency", "requests", "req/s", "SSE events/s", "CPU s/1k req",
-                "start-up CPU s", "peak RSS MB", "KB/request", "errors"]
+                "start-up CPU s", "peak RSS MB", "KB/request", "errors", "accept. length"]
 
 
 def two_point_row(tool: str, concurrency: int, small: RunResult, large: RunResult) -> Row:
@@ -266,7 +269,8 @@ def two_point_row(tool: str, concurrency: int, small: RunResult, large: RunResul
     kb_per_request = (large.usage.maxrss_mb - small.usage.maxrss_mb) * 1024 / extra
     startup = small.usage.cpu_s - cpu_per_request * small.requests
     return Row(tool, concurrency, large.requests, large.req_per_s, cpu_per_request * 1000,
-               startup, large.usage.maxrss_mb, kb_per_request, large.errors + small.errors)
+               startup, large.usage.maxrss_mb, kb_per_request, large.errors + small.errors,
+               large.acceptance_length)
 
 
 def load_table(args: argparse.Namespace, url: str, work: Path) -> tuple[list[Row], list[str]]:
