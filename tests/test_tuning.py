@@ -192,3 +192,16 @@ def test_tune_report_json_shape():
     assert rep["predictions"][0]["speedup"] == pytest.approx(1.7)
     assert rep["recommended_k"] == analyze(EXAMPLE1, 5, 0.1).recommended_k
     assert tuning.EXTRAPOLATE == 4
+
+
+def test_flat_alpha_misfit_positions():
+    # Example 1: alpha = 0.9027 ; a_1 = .87 with Wilson (0.7902, 0.9224) contains it, and so
+    # do a_2..a_5 (e.g. a_5 = .938, (0.8522, 0.9758)): 100 steps cannot reject flatness
+    est = analyze(EXAMPLE1, 5)
+    assert tuning.positions_rejecting_flat_alpha(est.flat_alpha, est.positions) == []
+    # the same shape at 100x the steps: a_1 = .87 has interval ~(0.863, 0.877), which
+    # excludes 0.9027; a_5 = .938 (n = 6500, ~(0.932, 0.944)) excludes it from above
+    big = analyze([13_00 * 10, 9_00 * 10, 7_00 * 10, 6_00 * 10, 4_00 * 10, 61_00 * 10], 5)
+    bad = tuning.positions_rejecting_flat_alpha(big.flat_alpha, big.positions)
+    assert 1 in bad and 5 in bad
+    assert tuning.positions_rejecting_flat_alpha(None, big.positions) == []

@@ -79,7 +79,8 @@ def gather_inputs(raw: list[str], flag_k: int | None) -> list[TuneInput]:
     for text in raw:
         entries += [text] if _is_url(text) else expand_paths([text])
     paths = [e for e in entries if isinstance(e, Path)]
-    labels = dict(zip(paths, unique_labels(paths)))
+    # a file is labelled by its run dir: "k4", not "profile_export.jsonl"
+    labels = dict(zip(paths, unique_labels([p if p.is_dir() else p.parent for p in paths])))
     return [load_server(e, flag_k) if isinstance(e, str) else load_input(e, flag_k, labels[e])
             for e in entries]
 
@@ -212,12 +213,23 @@ def render_estimate(inp: TuneInput, est: tuning.TuningEstimate) -> str:
     lines += [f"note: {n}" for n in inp.notes + est.notes]
     lines += ["", _positions_table(est), ""]
     alpha = "-" if est.flat_alpha is None else f"{est.flat_alpha:.3f}"
-    lines.append(f"flat-alpha fit A/(A+R) = {alpha} (compare with the a_i column)")
+    lines.append(f"flat-alpha fit A/(A+R) = {alpha}: {_flat_fit_verdict(est)}")
     if est.predictions:
         lines += ["", _predictions_table(est)]
     best = {None: "-", 0: "0 (speculation off)"}.get(est.recommended_k, str(est.recommended_k))
     lines += ["", f"recommended k = {best}", f"caveat: {est.caveat}"]
     return "\n".join(lines)
+
+
+def _flat_fit_verdict(est: tuning.TuningEstimate) -> str:
+    if est.flat_alpha is None:
+        return "undefined"
+    bad = tuning.positions_rejecting_flat_alpha(est.flat_alpha, est.positions)
+    if not bad:
+        return "inside every a_i interval (a flat acceptance fits)"
+    shown = ", ".join(map(str, bad))
+    return (f"outside the a_i interval at position(s) {shown}: acceptance varies by position, "
+            "so prefer E(k') by truncation to the flat model")
 
 
 def _positions_table(est: tuning.TuningEstimate) -> str:

@@ -123,6 +123,15 @@ def flat_alpha(histogram: Histogram, k: int) -> float | None:
     return accepted / (accepted + rejected_steps)
 
 
+def positions_rejecting_flat_alpha(alpha: float | None,
+                                   positions: Iterable[PositionEstimate]) -> list[int]:
+    """Positions whose a_i interval excludes the flat alpha: where the flat model misfits."""
+    if alpha is None:
+        return []
+    return [p.position for p in positions
+            if p.ci95 is not None and not p.ci95[0] <= alpha <= p.ci95[1]]
+
+
 def flat_alpha_length(alpha: float, k: int) -> float:
     """E(k) = (1 - alpha^(k+1)) / (1 - alpha) for i.i.d. acceptance (bonus token included)."""
     if alpha >= 1.0:
