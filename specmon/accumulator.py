@@ -21,11 +21,16 @@ class MetricColumn:
     """Values of one record metric. Appends are O(1); the list is re-sorted lazily
     (timsort merges the sorted prefix with the new tail in near-linear time)."""
 
-    __slots__ = ("values", "total", "_sorted_len", "_cache", "_cache_key")
+    __slots__ = ("values", "total", "_shift", "_s1", "_s2", "_sorted_len", "_cache",
+                 "_cache_key")
 
     def __init__(self) -> None:
         self.values: list[float] = []
         self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
+        # Shifted running sums for an O(1) live std (shift = first value keeps it stable).
+        self._shift: float | None = None
+        self._s1 = 0.0
+        self._s2 = 0.0
         self._sorted_len = 0
         self._cache: dict | None = None
         self._cache_key: tuple[int, bool] | None = None
@@ -33,17 +38,30 @@ class MetricColumn:
     def add(self, value: float) -> None:
         self.values.append(value)
         self.total += value
+        if self._shift is None:
+            self._shift = value
+        d = value - self._shift
+        self._s1 += d
+        self._s2 += d * d
 
     def __len__(self) -> int:
         return len(self.values)
 
+    def running_std(self) -> float:
+        n = len(self.values)
+        var = (self._s2 - self._s1 * self._s1 / n) / n
+        return var ** 0.5 if var > 0 else 0.0
+
     def stats(self, exact: bool = True) -> dict[str, float | int]:
+        """Full statistics. exact=False (live view) takes the running std instead of
+        a two-pass one; everything else is identical."""
         key = (len(self.values), exact)
         if self._cache is None or self._cache_key != key:
             if self._sorted_len != len(self.values):
                 self.values.sort()
                 self._sorted_len = len(self.values)
-            self._cache = compute_stats(self.values, total=self.total, presorted=True, exact=exact)
+            self._cache = compute_stats(self.values, total=self.total, presorted=True,
+                                        std=None if exact else self.running_std())
             self._cache_key = key
         return self._cache
 
@@ -262,7 +280,7 @@ class RunAccumulator:
             if snap is not None and snap.version == self._version:
                 snap.elapsed_s = self.elapsed_s()
                 return snap
-            # fsum-based std here: the same numbers to ~1 ulp, several times faster.
+            # Running std here (O(1)); summary() computes it exactly in two passes.
             blocks = self.metric_blocks(exact=False)
             self._snap = RunSnapshot(
                 elapsed_s=self.elapsed_s(),

@@ -86,11 +86,13 @@ def compute_stats(
     total: float | None = None,
     presorted: bool = False,
     exact: bool = True,
+    std: float | None = None,
 ) -> dict[str, float | int]:
     """The full AIPerf statistics dict of one record metric, in JSON key order.
 
     `total` is the running sum in arrival order (what AIPerf divides for avg); when absent
-    the values are summed in the order given. Raises ValueError on an empty sequence.
+    the values are summed in the order given. `std`, when given, is used as is (a live
+    view passes a running estimate). Raises ValueError on an empty sequence.
     """
     if not values:
         raise ValueError("no values")
@@ -105,7 +107,7 @@ def compute_stats(
         out[key] = percentile(xs, q)
     out["min"] = float(xs[0])
     out["max"] = float(xs[-1])
-    out["std"] = population_std(xs, exact=exact)
+    out["std"] = std if std is not None else population_std(xs, exact=exact)
     out["count"] = n
     out["sum"] = float(total)
     return out
