@@ -10,8 +10,8 @@ import pytest
 
 from specmon.errors import UserError
 from specmon.load.scrape import (
-    RunTotals, ServerCounterPoller, counter_delta, fetch_counters, metrics_url, parse_counters,
-    reconcile, run_totals_from,
+    RunTotals, ServerCounterPoller, counter_delta, describe_reconciliation, describe_window,
+    fetch_counters, metrics_url, parse_counters, reconcile, run_totals_from,
 )
 from specmon.sim.process import start_sim
 
@@ -267,3 +267,16 @@ async def test_poller_records_errors_without_raising():
     await poller.start()
     view = await poller.stop()
     assert view.delta is None and view.samples == 0 and "ConnectError" in view.error
+
+
+def test_one_line_descriptions():
+    line = describe_window(_window())
+    # rate 53/120 = 44.17 % ; D = 40 steps ; (AL 2.325 sits on a rounding edge: not asserted)
+    assert "2 engine(s)" in line and "44.2%" in line and "40 steps" in line
+    assert "\n" not in line
+    assert describe_window(None) == "server /metrics: no sample yet"
+    rec = reconcile(_window(), RunTotals(30, 40, 90))
+    text = describe_reconciliation(rec)
+    assert "steps +10" in text and "accepted +13" in text and "other clients" in text
+    assert describe_reconciliation(reconcile(_window(), RunTotals(40, 53, 120))) == \
+        "server counters match the per-request totals"

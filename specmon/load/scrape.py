@@ -385,3 +385,29 @@ class ServerCounterPoller:
         while True:
             await asyncio.sleep(self.interval_s)
             await self.sample_now()
+
+
+# ---------------------------------------------------------------- one-line summaries
+
+
+def describe_window(delta: CounterDelta | None) -> str:
+    """One line for a console or a status bar: the server's own acceptance over the window."""
+    if delta is None:
+        return "server /metrics: no sample yet"
+    if not delta.present:
+        return "server /metrics: no spec-decode counters"
+    if not delta.drafts:
+        return f"server /metrics ({delta.label_sets} engine(s)): no verify steps in the window"
+    rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
+    per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or [])
+    return (f"server /metrics ({delta.label_sets} engine(s), server-wide): acceptance length "
+            f"{delta.acceptance_length:.2f}, draft acceptance {rate}, per position "
+            f"[{per_pos}], {delta.drafts:,} steps")
+
+
+def describe_reconciliation(rec: Reconciliation) -> str:
+    if rec.equal:
+        return "server counters match the per-request totals"
+    diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
+    likely = "; ".join(rec.reasons) if rec.reasons else "cause unknown"
+    return f"server counters differ from the per-request totals (server − run: {diffs}); likely: {likely}"
