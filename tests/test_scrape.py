@@ -207,7 +207,10 @@ async def test_poller_window_reconciles_with_the_run(sim):
         await poller.start()
         assert poller.latest().samples == 1 and poller.latest().delta.drafts == 0
         run = await _chat(client, sim.model, 8)
-        view = await poller.stop()
+        final = (await poller.sample_now()).samples
+        view = await poller.stop(settle_s=5.0)
+    # settling stops as soon as two samples agree: the stop sample and one more
+    assert view.samples == final + 2
     assert view.error is None and view.samples >= 2
     d = view.delta
     assert run.steps > 0 and d.label_sets == 2

@@ -348,7 +348,9 @@ class ServerCounterPoller:
         await self.sample_now()
         self._task = asyncio.create_task(self._loop(), name=f"scrape {self.url}")
 
-    async def stop(self) -> ServerCounterView:
+    async def stop(self, settle_s: float = 0.0) -> ServerCounterView:
+        """Stop polling after a last sample; with `settle_s`, keep sampling (bounded) until
+        two samples in a row agree, for servers that publish counters a little late."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -356,9 +358,20 @@ class ServerCounterPoller:
             self._task = None
         if self._client is not None:
             await self.sample_now()
+            await self._settle(settle_s)
             await self._client.aclose()
             self._client = None
         return self._view
+
+    async def _settle(self, settle_s: float) -> None:
+        deadline = time.monotonic() + settle_s
+        while time.monotonic() < deadline:
+            before = self._view.last
+            await asyncio.sleep(min(0.1, self.interval_s))
+            await self.sample_now()
+            if before is not None and self._view.last is not None \
+                    and before.series == self._view.last.series:
+                return
 
     def latest(self) -> ServerCounterView:
         return self._view
