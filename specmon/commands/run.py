@@ -77,10 +77,18 @@ def _load_monitor(out: Any) -> Callable | None:
 
 
 def _run_with_monitor(monitor: Callable, config: RunConfig, runner: Any, session: Any, out: Any) -> int:
+    def on_sigterm(*_: Any) -> None:
+        runner.stop()
+        raise KeyboardInterrupt  # unwinds the app; the exports are still written below
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     runner.start()
     try:
         monitor(config, runner, session)
+    except KeyboardInterrupt:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         runner.stop()
         runner.join()
         _finish(session, runner)

@@ -74,10 +74,13 @@ class SSEParser:
         self._buffer = events.pop()  # an incomplete tail waits for the next chunk
         payloads = []
         for event in events:
-            data = self._data_of(event)
-            if data is None:
-                continue
-            if data.strip() == b"[DONE]":
+            if event.startswith(b"data: ") and b"\n" not in event:
+                data = event[6:]  # the common one-line event, without the general scan
+            else:
+                data = self._data_of(event)
+                if data is None:
+                    continue
+            if data[:1] == b"[" and data.strip() == b"[DONE]":
                 self.done = True
                 break
             payloads.append(data)
@@ -195,11 +198,16 @@ class LoadClient:
     async def _read_stream(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
         parser = SSEParser()
         responses, stamps = capture["responses"], capture["response_ns"]
+        loads, clock = orjson.loads, time.perf_counter_ns
         async for chunk in resp.content.iter_any():
-            now = time.perf_counter_ns()
+            now = clock()
             for payload in parser.feed(chunk):
-                if not _append_json(payload, now, responses, stamps, capture):
+                try:
+                    responses.append(loads(payload))
+                except orjson.JSONDecodeError:
+                    _invalid_event(payload, capture)
                     return
+                stamps.append(now)
             if parser.done:
                 return
         for payload in parser.finish():
@@ -213,11 +221,15 @@ def _append_json(payload: bytes, now: int, responses: list, stamps: list, captur
     try:
         responses.append(orjson.loads(payload))
     except orjson.JSONDecodeError:
-        capture["error"] = {"type": "invalid_json",
-                            "message": f"SSE event {len(responses) + 1} is not JSON: {payload[:80]!r}"}
+        _invalid_event(payload, capture)
         return False
     stamps.append(now)
     return True
+
+
+def _invalid_event(payload: bytes, capture: dict) -> None:
+    capture["error"] = {"type": "invalid_json",
+                        "message": f"SSE event {len(capture['responses']) + 1} is not JSON: {payload[:80]!r}"}
 
 
 def _describe(exc: BaseException) -> str:
