@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from specmon.errors import UserError
 
@@ -26,7 +26,8 @@ SPEC_ROWS = [
     ("spec decode", "spec_decode_acceptance_length", "avg", "Acceptance Length"),
     ("spec decode", "spec_decode_token_weighted_acceptance_length", "avg", "Token-Wtd Accept Len"),
     ("spec decode", "spec_decode_draft_acceptance_rate", "avg", "Draft Accept Rate"),
-    ("spec decode", "spec_decode_overall_draft_acceptance_rate", "avg", "Overall Draft Accept Rate"),
+    ("spec decode", "spec_decode_overall_draft_acceptance_rate", "avg",
+     "Overall Draft Accept Rate"),
     ("spec decode", "spec_decode_accepted_per_verified", "avg", "Accepted / Verified"),
     ("spec decode", "spec_decode_steps", "avg", "Spec Decode Steps / request"),
     ("spec decode", "total_spec_decode_steps", "avg", "Total Spec Decode Steps"),

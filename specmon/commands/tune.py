@@ -1,8 +1,9 @@
 """`specmon tune PATH`: per-position acceptance, E(k') and predicted speedup at other k.
 
 PATH is an artifact dir, a profile_export.jsonl or a profile_export_aiperf.json (specmon's
-or AIPerf's), or a server URL (its /metrics counters since start, server-wide). k comes from the records' num_spec_tokens, else --num-spec-tokens, else the
-histogram's largest key (said so). Several runs at different k (several PATHs, or a dir of
+or AIPerf's), or a server URL (its /metrics counters since start, server-wide). k comes
+from the records' num_spec_tokens, else --num-spec-tokens, else the histogram's largest
+key (said so). Several runs at different k (several PATHs, or a dir of
 per-server subfolders) also give the draft cost c from their step times (ITL x AL).
 """
 

@@ -423,4 +423,5 @@ def describe_reconciliation(rec: Reconciliation) -> str:
         return "server counters match the per-request totals"
     diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
     likely = "; ".join(rec.reasons) if rec.reasons else "cause unknown"
-    return f"server counters differ from the per-request totals (server − run: {diffs}); likely: {likely}"
+    return (f"server counters differ from the per-request totals (server − run: {diffs}); "
+            f"likely: {likely}")
