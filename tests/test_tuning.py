@@ -205,3 +205,23 @@ def test_flat_alpha_misfit_positions():
     bad = tuning.positions_rejecting_flat_alpha(big.flat_alpha, big.positions)
     assert 1 in bad and 5 in bad
     assert tuning.positions_rejecting_flat_alpha(None, big.positions) == []
+
+
+def _sim_step_ms(k: int, batch: int, step_ms=10.0, draft_ms=1.0, slope=0.01) -> float:
+    # specmon sim's latency model: step_ms (1 + slope (B-1)(k+1)) + draft_ms k
+    return step_ms * (1 + slope * (batch - 1) * (k + 1)) + draft_ms * k
+
+
+def test_recommended_k_falls_as_concurrency_rises():
+    hist6 = _geometric_counts(0.8, 6, 1_000_000)  # flat alpha 0.8 at k = 6
+    runs_at = lambda b: [tuning.RunPoint(k, hist6 if k == 6 else {0: 1}, _sim_step_ms(k, b))
+                         for k in (2, 4, 6)]
+    low, high = tuning.recommend_across_runs(runs_at(1)), tuning.recommend_across_runs(runs_at(33))
+    # B = 1: t = 10 + 1 k -> c = 0.1 ; B = 33: t = 10 (1 + .32 (k+1)) + k = 13.2 + 4.2 k
+    # -> c = 4.2 / 13.2 = 0.318
+    assert low.draft_cost == pytest.approx(0.1) and high.draft_cost == pytest.approx(4.2 / 13.2)
+    # E(k') = (1 - .8^(k'+1)) / .2 ; c = .1: E(6)/1.6 = 3.951/1.6 = 2.470 > E(5)/1.5 = 2.459
+    # and > E(7)/1.7 = 4.161/1.7 = 2.448 -> 6 ; c = .318: E(3)/1.954 = 2.952/1.954 = 1.511 >
+    # E(2)/1.636 = 1.491 and E(4)/2.272 = 1.480 -> 3
+    assert low.recommended_k == 6 and high.recommended_k == 3
+    assert tuning.recommend_across_runs([]) is None
