@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,43 @@ async def test_connection_refused_is_connection_error():
         capture = await client.send(new_capture("chat", False, {"model": "m"}))
     assert capture["error"]["type"] == "connection_error"
     assert capture["status"] == 0 and capture["responses"] == []
+
+
+def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
+    with start_sim(["--seed", "1"]) as sim:
+        config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=1, request_count=12,
+                           output_tokens_mean=2)
+        worst = []
+
+        def slow_sink(capture: dict) -> None:
+            time.sleep(0.08)  # 80 ms of work on the loop per request: a saturated client
+            worst.append(runner.progress())
+
+        runner = LoadRunner(config, None, sink=slow_sink)
+        runner.start()
+        assert runner.join(60)
+    assert max(p.loop_lag_ms for p in worst) >= 40  # the 100 ms timer fired >= 40 ms late
+    assert any(p.lag_warning for p in worst)
+
+
+def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"text": "alpha beta", "category": "code", "max_tokens": 3}\n'
+                       '{"text": "gamma", "max_tokens": 5}\n')
+    log = tmp_path / "sim.log"
+    with start_sim(["--seed", "1", "--log", str(log)]) as sim:
+        _, from_file, _ = run_load(sim.url, tmp_path / "a", "summary", concurrency=1, request_count=4,
+                                   input_file=str(prompts))
+        _, synthetic, _ = run_load(sim.url, tmp_path / "b", "summary", concurrency=2, request_count=3,
+                                   prompt_source="synthetic", synthetic_input_tokens_mean=40,
+                                   output_tokens_mean=6)
+    truth = read_log(log)
+    sent = [truth[c["x_request_id"]] for c in from_file]
+    # the file is replayed in order, its max_tokens win, its category goes in the header
+    assert [e["received"]["messages"][0]["content"] for e in sent] == ["alpha beta", "gamma"] * 2
+    assert [e["usage"]["completion_tokens"] for e in sent] == [3, 5, 3, 5]
+    assert [e["category"] for e in sent] == ["code", None, "code", None]
+    for capture in synthetic:
+        entry = truth[capture["x_request_id"]]
+        assert len(entry["received"]["messages"][0]["content"].split()) == 40
+        assert entry["usage"]["completion_tokens"] == 6 and entry["category"] == "synthetic"

@@ -44,8 +44,9 @@ def execute(config: RunConfig, *, save_config_path: str | None = None,
     session = make_session(config)
     runner = make_runner(config, session)
     if not config.headless:
-        monitor = _load_monitor(out)
-        if monitor is not None and sys.stdout.isatty():
+        if not sys.stdout.isatty():
+            print("specmon: stdout is not a terminal: running headless", file=out)
+        elif (monitor := _load_monitor(out)) is not None:
             return _run_with_monitor(monitor, config, runner, session, out)
     return run_headless(config, runner, session, out)
 

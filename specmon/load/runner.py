@@ -104,7 +104,8 @@ class LoadRunner:
 
     def stop(self) -> None:
         """Stop sending; in-flight requests are cancelled and recorded as `cancelled`."""
-        self._stop_early = True
+        if not self.finished:  # stopping a finished run (TUI quit after the end) is no cancel
+            self._stop_early = True
         self._call(lambda g: g.request_stop())
 
     def join(self, timeout: float | None = None) -> bool:

@@ -151,7 +151,8 @@ class WorkerPool:
             self.error = RuntimeError("; ".join(errors))
 
     def stop(self) -> None:
-        self._stop_early = True
+        if not self.finished:
+            self._stop_early = True
         self._broadcast("stop")
 
     def join(self, timeout: float | None = None) -> bool:
