@@ -47,7 +47,8 @@ class SimState:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
         self.base_seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "big")
-        self.occurrences: dict[bytes, int] = {}
+        self.occurrences: dict[bytes, int] = {}  # body digest -> times seen (with --seed)
+        self.unseeded = 0
         self.in_flight = 0
         self.request_seq = 0
         self.counters = SpecCounters(cfg.model, cfg.num_spec_tokens, cfg.engines)
@@ -55,6 +56,9 @@ class SimState:
         self.started = int(time.time())
 
     def rng_for(self, raw_body: bytes, category: str | None) -> random.Random:
+        if self.cfg.seed is None:  # no determinism asked: skip the per-body bookkeeping
+            self.unseeded += 1
+            return random.Random(self.base_seed + self.unseeded)
         digest = hashlib.blake2b(raw_body + b"\0" + (category or "").encode(), digest_size=16).digest()
         seen = self.occurrences.get(digest, 0)
         self.occurrences[digest] = seen + 1
