@@ -130,7 +130,11 @@ def record_k(path: Path | None) -> int | None:
     """The single num_spec_tokens the records carry, None when absent; UserError when mixed."""
     if path is None or not path.is_file():
         return None
-    values = scan_records(path).k_values
+    return single_k(scan_records(path), path)
+
+
+def single_k(scan: RecordScan, path: Path) -> int | None:
+    values = scan.k_values
     if len(values) > 1:
         shown = ", ".join(str(k) for k in sorted(values))
         raise UserError(f"{path}: records mix num_spec_tokens {shown}; one k per run "

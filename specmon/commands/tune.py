@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmon.commands.compare import (
-    HISTOGRAM_KEY, RECORDS_FILE, SUMMARY_FILE, find_run_dirs, fmt_number, format_table,
-    read_summary, record_k, scan_records, unique_labels,
+    HISTOGRAM_KEY, RECORDS_FILE, SUMMARY_FILE, RecordScan, find_run_dirs, fmt_number,
+    format_table, read_summary, scan_records, single_k, unique_labels,
 )
 from specmon.errors import UserError
 from specmon.load.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"several k, else {DEFAULT_DRAFT_COST})")
     parser.add_argument("--num-spec-tokens", type=int, default=None, metavar="K",
                         help="k the run used, when its records do not say")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (a list of them for several runs)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -135,13 +136,14 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
     if use_records and not records_path.is_file():
         raise UserError(f"{path}: no {SUMMARY_FILE} or {RECORDS_FILE} here")
     summary = read_summary(summary_path) if summary_path.is_file() else {}
+    scan = scan_records(records_path) if records_path.is_file() else None  # read once
     notes: list[str] = []
     if use_records:
-        histogram, source = _histogram_from_records(records_path, notes), records_path
+        histogram, source = _histogram_from_records(scan, records_path, notes), records_path
     else:
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path
-    k = _choose_k(histogram, record_k(records_path if records_path.is_file() else None),
-                  flag_k, notes, source)
+    rec_k = single_k(scan, records_path) if scan is not None else None
+    k = _choose_k(histogram, rec_k, flag_k, notes, source)
     return TuneInput(label or str(path), str(source), histogram, k, step_time_ms(summary), notes)
 
 
@@ -159,8 +161,7 @@ def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
     return hist
 
 
-def _histogram_from_records(path: Path, notes: list[str]) -> dict[int, int]:
-    scan = scan_records(path)
+def _histogram_from_records(scan: RecordScan, path: Path, notes: list[str]) -> dict[int, int]:
     if scan.bad_lines:
         notes.append(f"{scan.bad_lines} unreadable line(s) in {path.name} skipped")
     if scan.warmup_skipped:
