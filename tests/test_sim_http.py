@@ -88,7 +88,10 @@ def test_routes(sim):
     for position in range(3):
         assert f'position="{position}"' in metrics.text
     assert 'position="3"' not in metrics.text  # positions 0..k-1 only
-    assert sim.client.get("/server_info").status_code == 404  # only the sglang shape has it
+    missing = sim.client.get("/server_info")  # only the sglang shape has it
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+    wrong_method = sim.client.get("/v1/chat/completions")
+    assert wrong_method.status_code == 405 and wrong_method.json() == {"detail": "Method Not Allowed"}
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])

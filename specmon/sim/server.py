@@ -366,7 +366,8 @@ class SimRequest:
             if not self.parsed.include_usage:
                 out.append(_sse({**self._base(), "choices": [], "sglext": ext}))
         if self.parsed.include_usage:
-            chunk: dict[str, Any] = {**self._base(), "choices": [], "usage": self.usage()}
+            chunk: dict[str, Any] = {**self._base(), "choices": [], "usage": self.usage(),
+                                     "system_fingerprint": None}
             spec = self.vllm_spec(streaming=True)
             if spec is not None:
                 chunk["metrics"] = payloads.vllm_metrics(spec, streaming=True)
@@ -483,6 +484,13 @@ async def completions(request: Request) -> Any:
     return await _completion(request, "completions")
 
 
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Unknown route or method: FastAPI's (so vLLM's) {"detail": ...} body."""
+    status = getattr(exc, "status_code", 404)
+    detail = getattr(exc, "detail", "Not Found")
+    return Response(orjson.dumps({"detail": detail}), status_code=status, media_type=JSON)
+
+
 def build_app(cfg: SimConfig) -> Starlette:
     routes = [
         Route("/v1/models", models),
@@ -494,6 +502,6 @@ def build_app(cfg: SimConfig) -> Starlette:
     ]
     if cfg.shape == "sglang":
         routes += [Route("/server_info", server_info), Route("/get_server_info", server_info)]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
     app.state.sim = SimState(cfg)
     return app
