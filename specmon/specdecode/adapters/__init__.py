@@ -204,34 +204,46 @@ def _detect(responses: Any, request: dict | None) -> AdaptOutcome:
     if not claimants:
         return AdaptOutcome(None, reason="absent")
     if len(claimants) > 1:
-        names = ", ".join(e.name for e in claimants)
+        names = ", ".join(e.name for e, _ in claimants)
         return AdaptOutcome(None, reason="contested", detail=f"claimed by {names}")
-    return _adapt(claimants[0], list(responses))
+    entry, payloads = claimants[0]
+    return _adapt(entry, payloads, list(responses))
 
 
-def _claimants(responses: list) -> list[RegisteredAdapter]:
-    """The claimants at the highest priority level that has any."""
+def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
+    """The claimants at the highest priority level that has any, with their payloads
+    (found once here and reused by adapt, for adapters built on SpecDecodeAdapter)."""
     level: int | None = None
-    found: list[RegisteredAdapter] = []
+    found: list[tuple[RegisteredAdapter, list | None]] = []
     for entry in registered_adapters():
         if level is not None and entry.priority < level:
             break
         try:
-            claims = bool(entry.cls.can_adapt(responses))
+            payloads = _payloads_if_builtin_style(entry.cls, responses)
+            claims = bool(payloads) if payloads is not None else bool(entry.cls.can_adapt(responses))
         except Exception as exc:
             _log_once(f"can_adapt:{entry.name}", "spec-decode adapter %s: can_adapt raised %s: %s"
                       " (adapter skipped)", entry.name, type(exc).__name__, exc)
             continue
         if claims:
             level = entry.priority
-            found.append(entry)
+            found.append((entry, payloads))
     return found
 
 
-def _adapt(entry: RegisteredAdapter, responses: list) -> AdaptOutcome:
+def _payloads_if_builtin_style(cls: Any, responses: list) -> list | None:
+    """cls.payloads(responses) when can_adapt is the base one (== bool(payloads)), else None."""
+    if (isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter)
+            and cls.can_adapt.__func__ is SpecDecodeAdapter.can_adapt.__func__):
+        return cls.payloads(responses)
+    return None
+
+
+def _adapt(entry: RegisteredAdapter, payloads: list | None, responses: list) -> AdaptOutcome:
     cls = entry.cls
     if isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter):
-        payloads = cls.payloads(responses)
+        if payloads is None:
+            payloads = cls.payloads(responses)
         if cls.sequence_count(payloads) > 1:
             return AdaptOutcome(None, reason="n_gt_1", engine=entry.name,
                                 detail="more than one response carries a payload")

@@ -8,6 +8,7 @@ either claims the payload by its engine-specific signature or defers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -52,25 +53,23 @@ class AdapterRejection(Exception):
 Payload = Any  # whatever one adapter extracts from one response (usually a dict)
 
 
-def response_data(responses: Any) -> list[dict[str, Any]]:
+def response_data(responses: Any) -> Iterator[dict[str, Any]]:
     """The dict bodies of a request's responses, in arrival order; anything else is skipped.
 
     Adapters must survive any input (a JSON list body, a None, a non-list), so every
     walk over responses goes through here.
     """
     if not isinstance(responses, (list, tuple)):
-        return []
-    out = []
+        return
     for r in responses:
         data = getattr(r, "data", None)
         if isinstance(data, dict):
-            out.append(data)
-    return out
+            yield data
 
 
 def choice_dicts(data: dict[str, Any]) -> list[dict[str, Any]]:
     choices = data.get("choices")
-    if not isinstance(choices, list):
+    if not choices or not isinstance(choices, list):
         return []
     return [c for c in choices if isinstance(c, dict)]
 
@@ -98,7 +97,7 @@ def completion_tokens(responses: Any) -> int | None:
     A usage whose completion_tokens is not a count gives None rather than sinking an
     otherwise valid spec-decode record: the record only carries it.
     """
-    for data in reversed(response_data(responses)):
+    for data in reversed(list(response_data(responses))):
         usage = data.get("usage")
         if isinstance(usage, dict) and usage:
             ct = usage.get("completion_tokens")

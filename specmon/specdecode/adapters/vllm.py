@@ -15,7 +15,6 @@ from typing import Any
 from specmon.specdecode.adapters.base import (
     ParsedResponse,
     SpecDecodeAdapter,
-    choice_dicts,
     completion_tokens,
     dense_histogram,
     require,
@@ -55,13 +54,16 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
         merged: list[tuple[str, dict[str, Any]]] = []
         legacy: list[tuple[str, dict[str, Any]]] = []
         for data in response_data(responses):
-            for choice in choice_dicts(data):
-                stats = choice.get("speculative_decoding_stats")
-                if _signed(stats):
-                    legacy.append((LEGACY, stats))
-            payload = _merged_payload(data)
-            if payload is not None:
-                merged.append((MERGED, payload))
+            choices = data.get("choices")
+            if choices and isinstance(choices, list):  # token chunks: one cheap pass
+                for choice in choices:
+                    stats = choice.get("speculative_decoding_stats") if isinstance(choice, dict) else None
+                    if stats and _signed(stats):
+                        legacy.append((LEGACY, stats))
+            if "metrics" in data:
+                payload = _merged_payload(data)
+                if payload is not None:
+                    merged.append((MERGED, payload))
         return merged or legacy
 
     @classmethod
