@@ -13,19 +13,31 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.pipeline import NS_PER_S, RequestResult
+from specmon.pipeline import MS_PER_NS, NS_PER_S, S_PER_NS, RequestResult
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
+
+
+# Time metrics are accumulated in ns and their statistics converted, as AIPerf does.
+BASE_SCALE: dict[str, float] = {
+    "time_to_first_token": MS_PER_NS,
+    "time_to_second_token": MS_PER_NS,
+    "request_latency": MS_PER_NS,
+    "inter_token_latency": MS_PER_NS,
+}
+_SCALED_KEYS = ("avg", "min", "max", "sum", "std", "p1", "p5", "p10", "p25", "p50", "p75",
+                "p90", "p95", "p99")
 
 
 class MetricColumn:
     """Values of one record metric. Appends are O(1); the list is re-sorted lazily
     (timsort merges the sorted prefix with the new tail in near-linear time)."""
 
-    __slots__ = ("values", "total", "_shift", "_s1", "_s2", "_sorted_len", "_cache",
+    __slots__ = ("values", "total", "scale", "_shift", "_s1", "_s2", "_sorted_len", "_cache",
                  "_cache_key")
 
-    def __init__(self) -> None:
+    def __init__(self, scale: float = 1.0) -> None:
         self.values: list[float] = []
+        self.scale = scale  # stored unit -> display unit
         self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
         # Shifted running sums for an O(1) live std (shift = first value keeps it stable).
         self._shift: float | None = None
@@ -60,8 +72,12 @@ class MetricColumn:
             if self._sorted_len != len(self.values):
                 self.values.sort()
                 self._sorted_len = len(self.values)
-            self._cache = compute_stats(self.values, total=self.total, presorted=True,
-                                        std=None if exact else self.running_std())
+            stats = compute_stats(self.values, total=self.total, presorted=True,
+                                  std=None if exact else self.running_std())
+            if self.scale != 1.0:
+                for k in _SCALED_KEYS:
+                    stats[k] = stats[k] * self.scale
+            self._cache = stats
             self._cache_key = key
         return self._cache
 
@@ -149,10 +165,17 @@ class RunAccumulator:
         if result.end_ns is not None:
             if self.max_end_ns is None or result.end_ns > self.max_end_ns:
                 self.max_end_ns = result.end_ns
+        base = result.base_metrics
         for tag, value in result.metrics.items():
             column = self.columns.get(tag)
-            if column is None:
+            if tag in base:
+                if column is None:
+                    column = self.columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
+                value = base[tag] if column.scale != 1.0 else value
+            elif column is None:
                 column = self.columns[tag] = MetricColumn()
+            elif column.scale != 1.0:  # a display value into an ns column (mixed sources)
+                value = value / column.scale
             column.add(value)
         if result.spec_reason:
             self.spec_reasons[result.spec_reason] += 1
@@ -206,7 +229,7 @@ class RunAccumulator:
         """Max response ts - min request ts over valid profiling requests (§5)."""
         if self.min_start_ns is None or self.max_end_ns is None:
             return None
-        return (self.max_end_ns - self.min_start_ns) / NS_PER_S
+        return (self.max_end_ns - self.min_start_ns) * S_PER_NS
 
     def elapsed_s(self) -> float:
         if not self._live:
@@ -220,10 +243,11 @@ class RunAccumulator:
         duration = self.benchmark_duration_s
         osl = self.columns.get("output_sequence_length")
         isl = self.columns.get("input_sequence_length")
+        # Counts are floats, as AIPerf 0.13 sums them (its CSV shows "Request Count,30.00").
         if self.request_count:
-            out["request_count"] = self.request_count
+            out["request_count"] = float(self.request_count)
         if self.error_count:
-            out["error_request_count"] = self.error_count
+            out["error_request_count"] = float(self.error_count)
         if duration is not None:
             out["benchmark_duration"] = duration
         if osl is not None:
@@ -242,7 +266,7 @@ class RunAccumulator:
     def _spec_derived(self) -> dict[str, float | int]:
         out: dict[str, float | int] = {}
         if self.zero_step_requests:
-            out["spec_decode_zero_step_requests"] = self.zero_step_requests
+            out["spec_decode_zero_step_requests"] = float(self.zero_step_requests)
         if not self.spec_request_count:
             return out
         # Sums of the per-request values, as AIPerf's derived sums (floats).

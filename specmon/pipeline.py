@@ -17,8 +17,10 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 log = logging.getLogger(__name__)
 
-NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+# AIPerf converts units as value * (target per-second / source per-second).
+MS_PER_NS = 1_000 / 1_000_000_000  # 1e-06
+S_PER_NS = 1 / 1_000_000_000  # 1e-09
 
 
 @dataclass(slots=True)
@@ -32,13 +34,18 @@ class RequestResult:
     spec_trace: SpecDecodeAcceptanceRecord | None = None
     engine: str | None = None
     metrics: dict[str, int | float] = field(default_factory=dict)  # display units
+    # Time metrics in ns (AIPerf's base unit): the accumulator computes statistics on these
+    # and converts the statistics, as AIPerf does. Empty for results read back from JSONL.
+    base_metrics: dict[str, int | float] = field(default_factory=dict)
     error: dict[str, Any] | None = None  # {"type", "message", "code"?}
     phase: str = "profiling"
     category: str | None = None
     server: str | None = None
     segment: int | None = None
     start_ns: int | None = None  # monotonic ns of the sending process
-    end_ns: int | None = None  # last response (or end of request) ns
+    # final content response ns (= start + request_latency, as AIPerf's request_end_ns);
+    # the last response or end of request when there is no latency
+    end_ns: int | None = None
     x_request_id: str | None = None
     worker_id: str | None = None
     wall_start_ns: int | None = None
@@ -78,7 +85,9 @@ def process_capture(capture: RawCapture) -> RequestResult:
         return result
     parsed = parse_responses(capture)
     _attach_spec(result, parsed, capture.request)
-    result.metrics = standard_metrics(capture, parsed)
+    result.metrics, result.base_metrics, final_ns = request_timing(capture, parsed)
+    if final_ns is not None:
+        result.end_ns = final_ns
     if result.spec is not None:
         result.metrics.update(spec_record_metrics(result.spec))
     return result
@@ -173,36 +182,60 @@ def _count(v: Any) -> int | None:
 
 
 def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[str, int | float]:
-    """TTFT, TTST, latency, ITL, per-user throughput, OSL, ISL of one valid request (§5)."""
-    out: dict[str, int | float] = {}
+    """Display-unit standard metrics of one valid request (see `request_timing`)."""
+    return request_timing(capture, parsed)[0]
+
+
+def request_timing(capture: RawCapture, parsed: list[ParsedResponse]
+                   ) -> tuple[dict[str, int | float], dict[str, int | float], int | None]:
+    """(display metrics, base-unit ns metrics, final content response ns) of one request.
+
+    Streaming: TTFT and latency from the first / last response with content (the usage
+    chunk does not count). Non-streaming: latency = end - start.
+    """
     usage = last_usage(parsed)
     osl = _count(usage.get("completion_tokens")) if usage else None
     isl = _count(usage.get("prompt_tokens")) if usage else None
     start = capture.start_ns
-    latency_ns: int | None = None
-    ttft_ns: int | None = None
+    latency_ns = ttft_ns = ttst_ns = None
     if start is not None:
         if capture.streaming:
             content_ns = [r.perf_ns for r in parsed if r.perf_ns is not None and has_content(r.data)]
             if content_ns:
                 ttft_ns = content_ns[0] - start
                 latency_ns = content_ns[-1] - start
-                out["time_to_first_token"] = ttft_ns / NS_PER_MS
                 if len(content_ns) >= 2:
-                    out["time_to_second_token"] = (content_ns[1] - content_ns[0]) / NS_PER_MS
+                    ttst_ns = content_ns[1] - content_ns[0]
         else:
             end = capture.end_ns if capture.end_ns is not None else _last_ns(capture)
             if end is not None:
                 latency_ns = end - start
-    if latency_ns is not None:
-        out["request_latency"] = latency_ns / NS_PER_MS
+    display, base = derive_request_metrics(ttft_ns, ttst_ns, latency_ns, osl, isl)
+    final_ns = start + latency_ns if latency_ns is not None else None
+    return display, base, final_ns
+
+
+def derive_request_metrics(ttft_ns: int | None, ttst_ns: int | None, latency_ns: int | None,
+                           osl: int | None, isl: int | None
+                           ) -> tuple[dict[str, int | float], dict[str, int | float]]:
+    """AIPerf's arithmetic: times in ns, converted to ms by `* 1e-06` (1000 / 1e9) as
+    AIPerf's unit conversion does, so values agree to the last digit (§5)."""
+    base: dict[str, int | float] = {}
+    display: dict[str, int | float] = {}
+    for tag, ns in (("time_to_first_token", ttft_ns), ("time_to_second_token", ttst_ns),
+                    ("request_latency", latency_ns)):
+        if ns is not None:
+            base[tag] = ns
+            display[tag] = ns * MS_PER_NS
     if ttft_ns is not None and latency_ns is not None and osl is not None and osl >= 2:
         itl_ns = (latency_ns - ttft_ns) / (osl - 1)
-        out["inter_token_latency"] = itl_ns / NS_PER_MS
-        if itl_ns > 0:
-            out["output_token_throughput_per_user"] = NS_PER_S / itl_ns
+        base["inter_token_latency"] = itl_ns
+        display["inter_token_latency"] = itl_ns * MS_PER_NS
+        itl_s = itl_ns * S_PER_NS
+        if itl_s > 0:
+            display["output_token_throughput_per_user"] = 1 / itl_s
     if osl is not None:
-        out["output_sequence_length"] = osl
+        display["output_sequence_length"] = osl
     if isl is not None:
-        out["input_sequence_length"] = isl
-    return out
+        display["input_sequence_length"] = isl
+    return display, base

@@ -1,13 +1,17 @@
 """RunAccumulator: pooled histogram, run-level metrics, exclusions, snapshots."""
 
+import json
 import math
+from pathlib import Path
 
+import orjson
 import pytest
 
 from metrics_helpers import (
     MS, SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload,
 )
 from specmon.accumulator import RunAccumulator
+from specmon.export.jsonl_export import result_from_record
 from specmon.pipeline import process_capture
 
 S = 1_000_000_000
@@ -188,3 +192,32 @@ def test_many_requests_keep_exact_totals():
     assert s["spec_decode_steps"]["count"] == 2000
     # histogram: j = i%5 once per request (400 each) plus j = 1 once per request (2000)
     assert acc.pooled_histogram_sorted() == {0: 400, 1: 2400, 2: 400, 3: 400, 4: 400}
+
+
+PEER = Path(__file__).parent / "fixtures" / "aiperf013_peer"
+
+
+def test_aiperf_013_records_give_aiperf_013_aggregates():
+    """AIPerf 0.13's own per-request records -> specmon's accumulator -> AIPerf's numbers."""
+    peer = json.loads((PEER / "profile_export_aiperf.json").read_text())
+    acc = RunAccumulator(live=False)
+    for line in (PEER / "profile_export.jsonl").read_bytes().splitlines():
+        acc.add(result_from_record(orjson.loads(line)))
+    mine = acc.summary()
+    exact_tags = [t for t in mine if t.startswith("spec_decode") or t.startswith("total_")
+                  or t in ("time_to_first_token", "time_to_second_token", "request_latency",
+                           "output_sequence_length", "input_sequence_length", "request_count")]
+    assert len([t for t in exact_tags if t.startswith("spec_decode")]) == 8
+    for tag in exact_tags:
+        assert mine[tag] == peer[tag], tag  # every statistic, to the last digit
+    # ITL and per-user throughput: identical values, percentiles and std; the running sum
+    # follows AIPerf's ingestion order, which its JSONL does not record, so avg/sum may
+    # differ in the last bit.
+    for tag in ("inter_token_latency", "output_token_throughput_per_user"):
+        for key, value in peer[tag].items():
+            if key in ("avg", "sum"):
+                assert mine[tag][key] == pytest.approx(value, rel=1e-14), (tag, key)
+            else:
+                assert mine[tag][key] == value, (tag, key)
+    assert {str(k): v for k, v in acc.pooled_histogram_sorted().items()} == \
+        peer["pooled_spec_decode_acceptance_histogram"]

@@ -47,8 +47,13 @@ def test_json_layout_with_records(tmp_path):
     # AIPerf's declared order for the standard metrics, then the run metadata
     assert keys.index("request_throughput") < keys.index("request_latency") < \
         keys.index("request_count") < keys.index("input_config")
-    meta = ["input_config", "was_cancelled", "error_summary", "start_time", "end_time"]
-    assert [k for k in keys if k in meta] == meta
+    meta = ["input_config", "was_cancelled", "is_complete", "error_summary", "start_time",
+            "end_time", "pooled_spec_decode_acceptance_histogram"]
+    assert keys[keys.index("input_config"):keys.index("input_config") + len(meta)] == meta
+    assert all(k.startswith(("spec_decode", "total_")) for k in keys[keys.index(meta[-1]) + 1:])
+    assert len(doc["benchmark_id"]) == 12 and doc["is_complete"] is True
+    # naive local time with microseconds, as AIPerf writes it: 2026-11-30T07:18:00.003862
+    assert len(doc["start_time"]) == 26 and doc["start_time"][10] == "T"
     assert doc["input_config"] == {"endpoint_type": "chat"} and doc["was_cancelled"] is False
     assert doc["error_summary"] == []
     for tag in ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
@@ -65,7 +70,6 @@ def test_json_layout_with_records(tmp_path):
     assert doc["pooled_spec_decode_acceptance_histogram"] == {"0": 2, "1": 3, "2": 2, "3": 3, "4": 1}
     assert sum(doc["pooled_spec_decode_acceptance_histogram"].values()) == \
         doc["total_spec_decode_steps"]["avg"]
-    assert keys[-1] == "pooled_spec_decode_acceptance_histogram"
 
 
 def test_json_omits_every_spec_key_without_a_record(tmp_path):
@@ -83,7 +87,8 @@ def test_json_was_cancelled_and_finish_twice(tmp_path):
     session = _session(tmp_path, captures=_worked())
     session.finish(was_cancelled=True)
     paths = session.finish()
-    assert _read_json(paths)["was_cancelled"] is True
+    doc = _read_json(paths)
+    assert doc["was_cancelled"] is True and doc["is_complete"] is False
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "profile_export.jsonl", "profile_export_aiperf.csv", "profile_export_aiperf.json"]
 
@@ -111,7 +116,7 @@ def test_csv_layout_by_hand(tmp_path):
     assert rows2[1:] == [
         "Benchmark Duration (sec),1.05",  # 0 .. 1 s + 50 ms
         "Output Token Throughput (tokens/sec),38.10",  # 40 tokens / 1.05 s
-        "Request Count,2",  # an int stays plain; no unit suffix for requests
+        "Request Count,2.00",  # a float sum in AIPerf 0.13 too; no suffix for requests
         "Request Throughput (requests/sec),1.90",  # 2 / 1.05
         "Overall Draft Acceptance Rate (%),45.45",  # 100 * 20 / 44
         "Token-Weighted Acceptance Length (ratio),2.82",  # 1 + 20 / 11
@@ -130,7 +135,7 @@ def test_csv_zero_step_row_and_missing_cells():
               "request_latency": {"unit": "ms", "avg": 1.0, "p50": 1.0}}
     rows = build_csv(blocks).split("\r\n")
     assert rows[1] == "Request Latency (ms),1.00,,,,,,,,1.00,,,,,"
-    assert "Zero-Step Requests,3" in rows
+    assert "Zero-Step Requests,3" in rows  # an int stays plain
 
 
 # ---------------------------------------------------------------------------- JSONL

@@ -191,3 +191,21 @@ def test_read_raw_capture_reports_line_numbers(tmp_path):
 def test_read_raw_capture_missing_file(tmp_path):
     with pytest.raises(UserError, match="not found"):
         list(read_raw_capture(tmp_path / "nope.jsonl"))
+
+
+def test_time_units_follow_aiperfs_conversion_arithmetic():
+    # AIPerf converts ns to ms as value * (1000 / 1e9) = value * 1e-06, which for
+    # 1_000_007 ns gives 1.0000069999999999, not 1.000007 (= 1_000_007 / 1e6).
+    cap = RawCapture(endpoint="chat", streaming=True, request={}, status=200,
+                     responses=[{"choices": [{"delta": {"content": "a"}}]},
+                                {"choices": [{"delta": {"content": "b"}}]},
+                                {"choices": [], "usage": {"completion_tokens": 2}}],
+                     start_ns=0, response_ns=[1_000_007, 3_000_007, 3_000_100])
+    r = process_capture(cap)
+    assert r.metrics["time_to_first_token"] == 1.0000069999999999
+    assert r.base_metrics["time_to_first_token"] == 1_000_007  # integer ns kept
+    assert r.metrics["request_latency"] == 3_000_007 * 1e-06
+    # ITL in ns = (3_000_007 - 1_000_007) / (2 - 1) = 2_000_000; 1 / (2e6 * 1e-09) = 500
+    assert r.base_metrics["inter_token_latency"] == 2_000_000.0
+    assert r.metrics["output_token_throughput_per_user"] == 500.0
+    assert r.end_ns == 3_000_007  # the final content response, not the usage chunk

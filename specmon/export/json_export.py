@@ -1,15 +1,16 @@
 """profile_export_aiperf.json, laid out as AIPerf 0.13 writes it (aiperf-semantics.md §4.2).
 
-Top-level order: schema_version, aiperf_version, specmon_version, benchmark_id, the
-standard metric blocks in AIPerf's declared order, input_config, was_cancelled,
-error_summary, start_time, end_time, then the spec-decode blocks and the pooled histogram
-(string keys, uncapped). Every spec-decode key is omitted when no request had a record.
+Top-level order as in a real AIPerf 0.13 file: schema_version, aiperf_version,
+specmon_version, benchmark_id, the standard metric blocks in AIPerf's declared order,
+input_config, was_cancelled, is_complete, error_summary, start_time, end_time, the pooled
+histogram (string keys, uncapped), then the spec-decode blocks. Every spec-decode key is
+omitted when no request had a record.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,11 @@ _DECLARED_ORDER = (
 )
 
 
-def iso_utc(ns: int | None) -> str | None:
+def iso_local(ns: int | None) -> str | None:
+    """Naive local time with microseconds, as AIPerf writes start_time / end_time."""
     if ns is None:
         return None
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(ns / 1e9).isoformat(timespec="microseconds")
 
 
 def build_json(
@@ -51,7 +53,7 @@ def build_json(
         "schema_version": SCHEMA_VERSION,
         "aiperf_version": AIPERF_COMPAT_VERSION,
         "specmon_version": __version__,
-        "benchmark_id": benchmark_id or str(uuid.uuid4()),
+        "benchmark_id": benchmark_id or uuid.uuid4().hex[:12],
     }
     for tag in _DECLARED_ORDER:
         if tag in blocks:
@@ -61,16 +63,17 @@ def build_json(
             doc[tag] = block
     doc["input_config"] = input_config or {}
     doc["was_cancelled"] = bool(was_cancelled)
+    doc["is_complete"] = not was_cancelled
     doc["error_summary"] = error_summary or []
     for key, ns in (("start_time", start_ns), ("end_time", end_ns)):
         if ns is not None:
-            doc[key] = iso_utc(ns)
-    for tag, block in blocks.items():
-        if is_spec_tag(tag):
-            doc[tag] = block
+            doc[key] = iso_local(ns)
     if pooled_histogram and "total_spec_decode_steps" in blocks:
         doc["pooled_spec_decode_acceptance_histogram"] = {
             str(j): n for j, n in sorted(pooled_histogram.items())}
+    for tag, block in blocks.items():
+        if is_spec_tag(tag):
+            doc[tag] = block
     return doc
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from specmon.pipeline import RequestResult
+from specmon.pipeline import MS_PER_NS, RequestResult, derive_request_metrics
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
@@ -32,11 +32,12 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if result.x_request_id is not None:
         meta["x_request_id"] = result.x_request_id
-    meta["benchmark_phase"] = result.phase
+    # AIPerf 0.13's metadata key order (the keys specmon has)
     meta["request_start_ns"] = start
     meta["request_end_ns"] = end
     if result.worker_id is not None:
         meta["worker_id"] = result.worker_id
+    meta["benchmark_phase"] = result.phase
     meta["was_cancelled"] = result.error_kind == "cancelled"
     # specmon extras (ignored by AIPerf tooling)
     for key in ("category", "server", "segment"):
@@ -63,14 +64,38 @@ def record_line(result: RequestResult) -> bytes:
     return orjson.dumps(record_dict(result)) + b"\n"
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _recover_base(metrics: dict[str, Any]) -> dict[str, int | float]:
+    """Recover the integer-ns timings behind ms values (ns * 1e-06) so a replay computes
+    statistics exactly as the live run did; recompute ITL from them. Values that do not
+    round-trip are left as display values."""
+    ns: dict[str, int | None] = {}
+    for tag in ("time_to_first_token", "time_to_second_token", "request_latency"):
+        ms = metrics.get(tag)
+        guess = round(ms / MS_PER_NS) if ms is not None else None
+        ns[tag] = guess if guess is not None and guess * MS_PER_NS == ms else None
+    osl, isl = metrics.get("output_sequence_length"), metrics.get("input_sequence_length")
+    display, base = derive_request_metrics(ns["time_to_first_token"],
+                                           ns["time_to_second_token"],
+                                           ns["request_latency"], osl, isl)
+    if all(metrics.get(tag) == value for tag, value in display.items()):
+        return base
+    return {tag: v for tag, v in base.items() if tag != "inter_token_latency"}
+
+
 def result_from_record(obj: dict[str, Any]) -> RequestResult:
     """Rebuild a RequestResult (without capture) from one profile_export.jsonl object.
 
     Raises ValueError/KeyError/TypeError on a line that is not such a record.
     """
     meta = obj.get("metadata") or {}
+    # Known scalar metrics only: AIPerf's own files also carry list and extra metrics.
     metrics = {tag: m["value"] for tag, m in (obj.get("metrics") or {}).items()
-               if isinstance(m, dict) and "value" in m}
+               if tag in METRICS and isinstance(m, dict) and _is_number(m.get("value"))}
+    base = _recover_base(metrics)
     spec_dict = obj.get("spec_decode_acceptance")
     trace = record_from_export_dict(spec_dict) if spec_dict else None
     zero_step = bool(meta.get("spec_decode_zero_step")) or (
@@ -83,6 +108,7 @@ def result_from_record(obj: dict[str, Any]) -> RequestResult:
         spec_trace=trace,
         engine=trace.engine if trace else None,
         metrics=metrics,
+        base_metrics=base,
         error=obj.get("error") or None,
         phase=meta.get("benchmark_phase") or "profiling",
         category=meta.get("category"),
