@@ -78,7 +78,8 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
     assert again["pooled_spec_decode_acceptance_histogram"] == doc["pooled_spec_decode_acceptance_histogram"]
 
 
-def test_sigterm_stops_load_and_writes_complete_exports(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
     out = tmp_path / "run"
     with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
         proc = subprocess.Popen([*SPECMON, "run", "--url", sim.url, "--headless", "--concurrency", "4",
@@ -89,7 +90,7 @@ def test_sigterm_stops_load_and_writes_complete_exports(tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not raw.exists() or len(raw.read_bytes().splitlines()) < 20):
             time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert "exports written to" in stdout

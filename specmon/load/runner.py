@@ -90,6 +90,7 @@ class LoadRunner:
         self._thread: threading.Thread | None = None
         self._generator: LoadGenerator | None = None
         self._ready = threading.Event()
+        self._done = threading.Event()
         self._stop_early = False
 
     # lifecycle -----------------------------------------------------------------------
@@ -109,13 +110,15 @@ class LoadRunner:
         self._call(lambda g: g.request_stop())
 
     def join(self, timeout: float | None = None) -> bool:
+        # An Event, not Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
+        # looking finished while it still runs (CPython 3.11).
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._done.wait(timeout)
         return self.finished
 
     @property
     def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive()
+        return self._done.is_set()
 
     @property
     def stopped_early(self) -> bool:
@@ -176,3 +179,4 @@ class LoadRunner:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
+                self._done.set()

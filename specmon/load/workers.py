@@ -109,6 +109,7 @@ class WorkerPool:
         self._processes: list[Any] = []
         self._progress: dict[int, LoadProgress] = {}
         self._reader: threading.Thread | None = None
+        self._done = threading.Event()
         self._stop_early = False
         self._shares: list[tuple[dict[str, Any], float]] = []
 
@@ -129,6 +130,15 @@ class WorkerPool:
         self._reader.start()
 
     def _read(self) -> None:
+        try:
+            self._read_until_done()
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller after join
+            self.error = exc
+            self._broadcast("stop")
+        finally:
+            self._done.set()
+
+    def _read_until_done(self) -> None:
         running = set(range(len(self._processes)))
         errors = []
         while running:
@@ -156,13 +166,13 @@ class WorkerPool:
         self._broadcast("stop")
 
     def join(self, timeout: float | None = None) -> bool:
-        if self._reader is not None:
-            self._reader.join(timeout)
+        if self._reader is not None:  # an Event survives Ctrl-C; Thread.join may not
+            self._done.wait(timeout)
         return self.finished
 
     @property
     def finished(self) -> bool:
-        return self._reader is not None and not self._reader.is_alive()
+        return self._done.is_set()
 
     @property
     def stopped_early(self) -> bool:
