@@ -196,3 +196,13 @@ def test_rate_taken_verbatim_and_ints_become_floats(value):
     stats["draft_acceptance_rate"] = value
     r = detect(parsed(capture)).record
     assert r.draft_acceptance_rate == float(value) and isinstance(r.draft_acceptance_rate, float)
+
+
+def test_legacy_bucket_above_k_only_rejected_when_k_known():
+    # {"0": 40, "5": 2}: s = 42, a = 5*2 = 10 -> consistent; bucket 5 > k = 3 contradicts k
+    capture = load_capture("vllm_legacy_chat")
+    stats = capture["responses"][0]["choices"][0]["speculative_decoding_stats"]
+    stats.update(acceptance_histogram={"0": 40, "5": 2}, num_spec_steps=42)
+    assert detect(parsed(capture)).reason == "malformed:histogram_length"
+    del stats["num_spec_tokens"]  # variable-length drafting: no bound to check against
+    assert detect(parsed(capture)).record.acceptance_histogram == {0: 40, 5: 2}

@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from specmon.specdecode.adapters.base import (
+    AdapterRejection,
     ParsedResponse,
     SpecDecodeAdapter,
     completion_tokens,
     dense_histogram,
+    is_count,
     require,
     response_data,
     sparse_histogram,
@@ -76,6 +78,9 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
             histogram = dense_histogram(raw_hist, k)
         else:
             histogram = sparse_histogram(raw_hist)
+            if is_count(k) and histogram and max(histogram) > k:
+                # the sparse twin of the dense length check: no bucket above k
+                raise AdapterRejection("histogram_length", f"bucket {max(histogram)} > num_spec_tokens {k}")
         return SpecDecodeAcceptanceRecord(
             engine=cls.engine,
             mean_acceptance_length=require(stats, "mean_acceptance_length"),
