@@ -38,7 +38,8 @@ class SpecDecodeAdapterProtocol(Protocol):
 class AdapterRejection(Exception):
     """Raised inside an adapter to reject a malformed payload with a reason kind.
 
-    The adapter's public `adapt` catches it, counts `kind` and returns None.
+    `SpecDecodeAdapter.adapt` catches it and returns None; detect() counts `kind`
+    as the reason `malformed:<kind>`.
     """
 
     def __init__(self, kind: str, detail: str = "") -> None:
@@ -85,10 +86,6 @@ def require(payload: dict[str, Any], key: str) -> Any:
     if value is None:
         raise AdapterRejection("missing_field", key)
     return value
-
-
-def optional(payload: dict[str, Any], key: str) -> Any:
-    return payload.get(key)
 
 
 def completion_tokens(responses: Any) -> int | None:
