@@ -268,3 +268,27 @@ def test_log_is_written_before_the_response_ends(sim):
     entries = read_log(sim.log)
     assert len(entries) == before + 1
     assert entries[-1]["endpoint"] == "completions" and entries[-1]["stream"] is True
+
+
+def test_force_include_usage_and_per_request_timing(tmp_path):
+    log = tmp_path / "sim.jsonl"
+    args = ["--enable-force-include-usage", "--enable-per-request-metrics", "--ttft-ms", "20",
+            "--step-ms", "1", "--log", str(log)]
+    with start_sim(args) as proc, httpx.Client(base_url=proc.url, timeout=30) as client:
+        # no stream_options at all: the forced usage chunk still carries the stats
+        events = sse_events(client.post("/v1/chat/completions", json=chat_body(stream=True)).text)
+        usage = events[-2]
+        assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 40
+        metrics = usage["metrics"]
+        assert metrics["speculative_decoding"] == read_log(log)[-1]["payload"]
+        # timing keys are real floats now; ttft covers at least the simulated 20 ms
+        assert metrics["time_to_first_token_ms"] >= 20.0
+        # mean ITL = generation / (40 - 1); tokens/s = 40 / (ttft + generation)
+        assert metrics["mean_itl_ms"] == pytest.approx(metrics["generation_time_ms"] / 39)
+        assert metrics["tokens_per_second"] == pytest.approx(
+            40 / ((metrics["time_to_first_token_ms"] + metrics["generation_time_ms"]) / 1000))
+        body = client.post("/v1/chat/completions", json=chat_body()).json()
+        assert isinstance(body["metrics"]["generation_time_ms"], float)
+        assert body["metrics"]["generation_time_ms"] > 0
+        # n > 1 drops the timing keys with the stats
+        assert client.post("/v1/chat/completions", json=chat_body(n=2)).json()["metrics"] is None

@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="split /metrics counters over N engine label sets")
     parser.add_argument("--default-max-tokens", type=int, default=64,
                         help="max_tokens when a request gives none")
+    parser.add_argument("--enable-force-include-usage", action="store_true",
+                        help="send the usage chunk (and its stats) on every stream, as vLLM's flag")
+    parser.add_argument("--enable-per-request-metrics", action="store_true",
+                        help="fill metrics' timing keys (ttft, generation time, ITL, tokens/s)")
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of HTTP 500 answers")
     parser.add_argument("--malformed-rate", type=float, default=0.0,
                         help="share of payloads with a self-contradicting histogram")
@@ -74,7 +78,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         batch_slope=args.batch_slope, shape=args.shape, level=args.level, seed=args.seed,
         log_path=args.log, api_key=args.api_key, engines=args.engines,
         error_rate=args.error_rate, malformed_rate=args.malformed_rate,
-        disconnect_rate=args.disconnect_rate, default_max_tokens=args.default_max_tokens)
+        disconnect_rate=args.disconnect_rate, default_max_tokens=args.default_max_tokens,
+        force_include_usage=args.enable_force_include_usage,
+        per_request_metrics=args.enable_per_request_metrics)
     return validate(cfg)
 
 

@@ -31,6 +31,8 @@ class SimConfig:
     malformed_rate: float = 0.0
     disconnect_rate: float = 0.0
     default_max_tokens: int = 64
+    force_include_usage: bool = False  # vLLM --enable-force-include-usage
+    per_request_metrics: bool = False  # vLLM --enable-per-request-metrics (timing keys)
 
     def acceptance_for(self, category: str | None) -> list[float]:
         """Per-position conditional acceptance for a request of this category."""

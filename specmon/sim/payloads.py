@@ -50,15 +50,38 @@ def vllm_object(plan: SequencePlan, k: int, level: str, streaming: bool) -> dict
     return obj
 
 
-def vllm_metrics(spec: dict[str, Any] | None, streaming: bool) -> dict[str, Any] | None:
-    """The root `metrics` object around the spec-decode one."""
+def vllm_metrics(spec: dict[str, Any] | None, streaming: bool,
+                 timing: dict[str, float] | None = None) -> dict[str, Any] | None:
+    """The root `metrics` object around the spec-decode one.
+
+    Without per-request timing the five timing keys are null in bodies and absent in the
+    (exclude_none) streaming chunk.
+    """
     if spec is None:
         return None
+    if timing is not None:
+        return {**timing, "speculative_decoding": spec}
     if streaming:
         return {"speculative_decoding": spec}
     metrics: dict[str, Any] = dict.fromkeys(VLLM_TIMING_KEYS)
     metrics["speculative_decoding"] = spec
     return metrics
+
+
+def timing_metrics(t_start: float, t_first: float, t_last: float,
+                   completion_tokens: int) -> dict[str, float]:
+    """vLLM's per-request timing keys from perf_counter seconds.
+
+    Relations read off a real vLLM body (ttft 5.41, generation 56.4, itl 0.90, 1034.5 tok/s
+    for 64 tokens): mean_itl = generation / (tokens - 1), tokens/s = tokens / (ttft + generation).
+    """
+    ttft = (t_first - t_start) * 1000.0
+    generation = (t_last - t_first) * 1000.0
+    itl = generation / (completion_tokens - 1) if completion_tokens > 1 else 0.0
+    total_s = (ttft + generation) / 1000.0
+    return {"time_to_first_token_ms": ttft, "generation_time_ms": generation,
+            "queue_time_ms": 0.0, "mean_itl_ms": itl,
+            "tokens_per_second": completion_tokens / total_s if total_s > 0 else 0.0}
 
 
 def legacy_object(plan: SequencePlan, level: str, streaming: bool) -> dict[str, Any]:

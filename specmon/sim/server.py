@@ -127,6 +127,8 @@ class SimRequest:
         prefix = "chatcmpl-" if self.chat else "cmpl-"
         self.id = f"{prefix}{rng.getrandbits(128):032x}"
         self.created = int(time.time())
+        self.t_start = self.t_first = time.perf_counter()
+        self.send_usage = parsed.include_usage or (parsed.stream and cfg.force_include_usage)
         self.engine = state.next_engine()
         acceptance = cfg.acceptance_for(category)
         self.plans: list[SequencePlan] = [
@@ -178,6 +180,13 @@ class SimRequest:
             return {"spec_tokens_details": objs[0]}
         return {"spec_tokens_details": [{"index": i, **o} for i, o in enumerate(objs)]}
 
+    def _timing(self) -> dict[str, float] | None:
+        """Measured timing keys (with --enable-per-request-metrics), n = 1 only."""
+        if not self.cfg.per_request_metrics:
+            return None
+        tokens = self.plans[0].completion_tokens
+        return payloads.timing_metrics(self.t_start, self.t_first, time.perf_counter(), tokens)
+
     def usage(self) -> dict[str, int]:
         prompt = sum(self.parsed.prompt_tokens)
         completion = sum(p.completion_tokens for p in self.plans)
@@ -214,6 +223,7 @@ class SimRequest:
                  "category": self.category, "status": status, "k": self.k,
                  "engine": self.engine, "shape": self.cfg.shape, "level": self.cfg.level,
                  "stream": self.parsed.stream, "include_usage": self.parsed.include_usage,
+                 "usage_chunk": self.send_usage if self.parsed.stream else None,
                  "n": self.parsed.n, "fault": self.fault, "payload": payload,
                  "per_step_accepted": self.plans[0].per_step_accepted if self.single else None,
                  "per_step_drafted": self.plans[0].per_step_drafted if self.single else None,
@@ -238,11 +248,11 @@ class SimRequest:
     async def _respond_json(self) -> Any:
         self._enter()
         try:
-            wait = self.ttft
             for _ in range(self._rounds() - 1):
                 self.step_times.append(self.state.step_ms(self.k))
-            wait += sum(self.step_times)
-            await _sleep_ms(wait)
+            await _sleep_ms(self.ttft)
+            self.t_first = time.perf_counter()
+            await _sleep_ms(sum(self.step_times))
             body, payload = self._json_body()
             data = orjson.dumps(body)
             if self.fault == "disconnect":
@@ -291,7 +301,7 @@ class SimRequest:
         payload: Any = None
         if self.cfg.shape in ("vllm", "none"):
             spec = self.vllm_spec(streaming=False)
-            body["metrics"] = payloads.vllm_metrics(spec, streaming=False)
+            body["metrics"] = payloads.vllm_metrics(spec, streaming=False, timing=self._timing())
             payload = spec
         elif self.cfg.shape == "sglang":
             ext = self.sglext()
@@ -363,14 +373,14 @@ class SimRequest:
         ext = self.sglext()
         if ext is not None:
             payload = ext["spec_tokens_details"]
-            if not self.parsed.include_usage:
+            if not self.send_usage:
                 out.append(_sse({**self._base(), "choices": [], "sglext": ext}))
-        if self.parsed.include_usage:
+        if self.send_usage:
             chunk: dict[str, Any] = {**self._base(), "choices": [], "usage": self.usage(),
                                      "system_fingerprint": None}
             spec = self.vllm_spec(streaming=True)
             if spec is not None:
-                chunk["metrics"] = payloads.vllm_metrics(spec, streaming=True)
+                chunk["metrics"] = payloads.vllm_metrics(spec, streaming=True, timing=self._timing())
                 payload = spec
             if ext is not None:
                 chunk["sglext"] = ext
@@ -397,6 +407,8 @@ class SimRequest:
                     step = self.state.step_ms(self.k)
                     self.step_times.append(step)
                     await _sleep_ms(step)
+                if rnd == 0:
+                    self.t_first = time.perf_counter()
                 yield self._round_chunks(rnd)
             tail, payload = self._tail()
             self.rounds_sent = rounds
