@@ -36,8 +36,9 @@ scalars = st.one_of(
     st.sampled_from([0.0, 1.0, 0.5, 10**400, -1, "0", "3", "x", ""]),
 )
 json_values = st.recursive(
-    scalars, lambda inner: st.one_of(st.lists(inner, max_size=5),
-                                     st.dictionaries(st.sampled_from(["0", "1", "3", "a"]), inner, max_size=4)),
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5),
+                            st.dictionaries(st.sampled_from(["0", "1", "3", "a"]), inner, max_size=4)),
     max_leaves=10)
 int_lists = st.lists(small_ints, max_size=6)
 field_values = st.one_of(json_values, int_lists, st.dictionaries(
@@ -148,7 +149,9 @@ mutations = st.lists(st.tuples(
     st.sampled_from(["delete", "set", "bump", "negate", "stringify", "floatify", "null", "percent",
                      "grow_list", "shrink_list", "listify", "dup_response"]),
     # mostly a key the payload has (an index into its keys), sometimes any known key
-    st.one_of(st.integers(min_value=0, max_value=20), st.sampled_from(KEYS)), field_values, st.integers(min_value=-2, max_value=2)), min_size=1, max_size=4)
+    st.one_of(st.integers(min_value=0, max_value=20), st.sampled_from(KEYS)),
+    field_values,
+    st.integers(min_value=-2, max_value=2)), min_size=1, max_size=4)
 
 
 def mutate(stats, op, key, value, delta):
