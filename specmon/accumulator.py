@@ -22,6 +22,7 @@ BASE_SCALE: dict[str, float] = {
     "time_to_first_token": MS_PER_NS,
     "time_to_second_token": MS_PER_NS,
     "request_latency": MS_PER_NS,
+    "decode_duration": MS_PER_NS,
     "inter_token_latency": MS_PER_NS,
 }
 _SCALED_KEYS = ("avg", "min", "max", "sum", "std", "p1", "p5", "p10", "p25", "p50", "p75",
@@ -255,11 +256,18 @@ class RunAccumulator:
             out["total_osl"] = osl.total
         if isl is not None:
             out["total_isl"] = isl.total
+        if self.request_count or self.error_count:
+            out["request_error_rate"] = 100.0 * self.error_count / (
+                self.request_count + self.error_count)
         if duration:
             if self.request_count:
                 out["request_throughput"] = self.request_count / duration
             if osl is not None:
                 out["output_token_throughput"] = osl.total / duration
+            if isl is not None:
+                out["input_token_throughput"] = isl.total / duration
+            if osl is not None and isl is not None:
+                out["total_token_throughput"] = (isl.total + osl.total) / duration
         out.update(self._spec_derived())
         return out
 

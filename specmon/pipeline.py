@@ -227,6 +227,9 @@ def derive_request_metrics(ttft_ns: int | None, ttst_ns: int | None, latency_ns:
         if ns is not None:
             base[tag] = ns
             display[tag] = ns * MS_PER_NS
+    if ttft_ns is not None and latency_ns is not None:
+        base["decode_duration"] = latency_ns - ttft_ns
+        display["decode_duration"] = (latency_ns - ttft_ns) * MS_PER_NS
     if ttft_ns is not None and latency_ns is not None and osl is not None and osl >= 2:
         itl_ns = (latency_ns - ttft_ns) / (osl - 1)
         base["inter_token_latency"] = itl_ns
@@ -234,6 +237,8 @@ def derive_request_metrics(ttft_ns: int | None, ttst_ns: int | None, latency_ns:
         itl_s = itl_ns * S_PER_NS
         if itl_s > 0:
             display["output_token_throughput_per_user"] = 1 / itl_s
+    if osl is not None and latency_ns:
+        display["e2e_output_token_throughput"] = osl / (latency_ns * S_PER_NS)
     if osl is not None:
         display["output_sequence_length"] = osl
     if isl is not None:

@@ -50,7 +50,8 @@ def test_json_layout_with_records(tmp_path):
     meta = ["input_config", "was_cancelled", "is_complete", "error_summary", "start_time",
             "end_time", "pooled_spec_decode_acceptance_histogram"]
     assert keys[keys.index("input_config"):keys.index("input_config") + len(meta)] == meta
-    assert all(k.startswith(("spec_decode", "total_")) for k in keys[keys.index(meta[-1]) + 1:])
+    after = keys[keys.index(meta[-1]) + 1:]  # AIPerf's undeclared metrics come last
+    assert {k for k in keys if k.startswith("spec_decode")} <= set(after)
     assert len(doc["benchmark_id"]) == 12 and doc["is_complete"] is True
     # naive local time with microseconds, as AIPerf writes it: 2026-11-30T07:18:00.003862
     assert len(doc["start_time"]) == 26 and doc["start_time"][10] == "T"
@@ -105,7 +106,8 @@ def test_csv_layout_by_hand(tmp_path):
     assert rows1[0] == "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
     labels1 = [r.split(",")[0] for r in rows1[1:]]
     # sorted by tag, not by label: input_sequence_length < ... < spec_decode_steps
-    assert labels1 == ["Input Sequence Length (tokens)", "Output Sequence Length (tokens)",
+    assert labels1 == ["E2E Output Token Throughput (tokens/sec/user)",
+                       "Input Sequence Length (tokens)", "Output Sequence Length (tokens)",
                        "Request Latency (ms)", "Acceptance Length (ratio)",
                        "Accepted Draft Tokens (tokens)", "Accepted per Verified (ratio)",
                        "Draft Acceptance Rate (%)", "Draft Tokens (tokens)", "Spec Decode Steps"]
@@ -115,8 +117,10 @@ def test_csv_layout_by_hand(tmp_path):
     assert rows2[0] == "Metric,Value"
     assert rows2[1:] == [
         "Benchmark Duration (sec),1.05",  # 0 .. 1 s + 50 ms
+        "Input Token Throughput (tokens/sec),19.05",  # 20 tokens / 1.05 s
         "Output Token Throughput (tokens/sec),38.10",  # 40 tokens / 1.05 s
         "Request Count,2.00",  # a float sum in AIPerf 0.13 too; no suffix for requests
+        "Request Error Rate (%),0.00",
         "Request Throughput (requests/sec),1.90",  # 2 / 1.05
         "Overall Draft Acceptance Rate (%),45.45",  # 100 * 20 / 44
         "Token-Weighted Acceptance Length (ratio),2.82",  # 1 + 20 / 11
@@ -126,7 +130,11 @@ def test_csv_layout_by_hand(tmp_path):
         "Total Output Sequence Length (tokens),40.00",
         "Total Output Tokens (tokens),40.00",
         "Total Spec Decode Steps,11.00",  # no suffix for count
+        "Total Token Throughput (tokens/sec),57.14",  # (20 + 40) / 1.05
     ]
+    # per request: 20 tokens in 50 ms = 400 tokens/sec/user, for both
+    assert rows1[1] == "E2E Output Token Throughput (tokens/sec/user)," + ",".join(
+        ["400.00"] * 3 + ["800.00"] + ["400.00"] * 9 + ["0.00"])
     assert "histogram" not in text.lower()
 
 

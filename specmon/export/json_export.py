@@ -3,7 +3,7 @@
 Top-level order as in a real AIPerf 0.13 file: schema_version, aiperf_version,
 specmon_version, benchmark_id, the standard metric blocks in AIPerf's declared order,
 input_config, was_cancelled, is_complete, error_summary, start_time, end_time, the pooled
-histogram (string keys, uncapped), then the spec-decode blocks. Every spec-decode key is
+histogram (string keys, uncapped), then the other metric blocks (spec-decode among them). Every spec-decode key is
 omitted when no request had a record.
 """
 
@@ -18,7 +18,6 @@ import orjson
 
 from specmon import __version__
 from specmon.export.common import AIPERF_COMPAT_VERSION, SCHEMA_VERSION, atomic_write
-from specmon.stats import is_spec_tag
 
 # AIPerf's JsonExportData field order for the metrics it declares.
 _DECLARED_ORDER = (
@@ -58,9 +57,6 @@ def build_json(
     for tag in _DECLARED_ORDER:
         if tag in blocks:
             doc[tag] = blocks[tag]
-    for tag, block in blocks.items():  # any other standard metric
-        if tag not in doc and not is_spec_tag(tag):
-            doc[tag] = block
     doc["input_config"] = input_config or {}
     doc["was_cancelled"] = bool(was_cancelled)
     doc["is_complete"] = not was_cancelled
@@ -71,8 +67,8 @@ def build_json(
     if pooled_histogram and "total_spec_decode_steps" in blocks:
         doc["pooled_spec_decode_acceptance_histogram"] = {
             str(j): n for j, n in sorted(pooled_histogram.items())}
-    for tag, block in blocks.items():
-        if is_spec_tag(tag):
+    for tag, block in blocks.items():  # AIPerf's undeclared ("extra") metrics come last
+        if tag not in doc:
             doc[tag] = block
     return doc
 

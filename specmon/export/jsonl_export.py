@@ -81,9 +81,10 @@ def _recover_base(metrics: dict[str, Any]) -> dict[str, int | float]:
     display, base = derive_request_metrics(ns["time_to_first_token"],
                                            ns["time_to_second_token"],
                                            ns["request_latency"], osl, isl)
-    if all(metrics.get(tag) == value for tag, value in display.items()):
-        return base
-    return {tag: v for tag, v in base.items() if tag != "inter_token_latency"}
+    if all(metrics[tag] == value for tag, value in display.items() if tag in metrics):
+        return {tag: v for tag, v in base.items() if tag in metrics}
+    return {tag: v for tag, v in base.items()
+            if tag in metrics and tag not in ("inter_token_latency", "decode_duration")}
 
 
 def result_from_record(obj: dict[str, Any]) -> RequestResult:
