@@ -249,3 +249,15 @@ def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
         entry = truth[capture["x_request_id"]]
         assert len(entry["received"]["messages"][0]["content"].split()) == 40
         assert entry["usage"]["completion_tokens"] == 6 and entry["category"] == "synthetic"
+
+
+def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
+    with start_sim(["--seed", "1", "--ttft-ms", "5"]) as sim:
+        _, captures, runner = run_load(sim.url, tmp_path, concurrency=2, benchmark_duration=0.8,
+                                       output_tokens_mean=2)
+    assert len(captures) > 4 and all(c["error"] is None for c in captures)
+    # nothing was dispatched after the deadline, 0.8 s from the start of profiling, and the
+    # requests in flight at the deadline were allowed to finish (no cancelled errors above)
+    generator = runner.generator
+    assert generator.last_dispatch_s - generator.profiling_started < 0.8
+    assert runner.progress().total is None and runner.progress().phase == "done"

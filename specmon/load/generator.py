@@ -12,6 +12,7 @@ import asyncio
 import copy
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -149,7 +150,9 @@ class LoadGenerator:
         self._stop_requested = False
         self._next_arrival = 0.0
         self.arrival_offset_s = arrival_offset_s  # phase shift between constant-rate workers
-        self.arrival_times: list[float] = []  # perf_counter seconds of each open-loop send
+        # perf_counter seconds of recent open-loop arrivals (bounded: a monitor may run for days)
+        self.arrival_times: deque[float] = deque(maxlen=100_000)
+        self.last_dispatch_s: float | None = None
 
     # run-time knobs (loop thread) ---------------------------------------------------
     def set_concurrency(self, value: int | None) -> None:
@@ -220,6 +223,8 @@ class LoadGenerator:
                 continue  # woken by a knob change, a completion or stop: re-check
             if not await self._wait_slot(deadline):
                 continue
+            if deadline is not None and time.perf_counter() >= deadline:
+                return  # a slot freed after the deadline
             self._launch(phase)
             issued += 1
 
@@ -268,6 +273,7 @@ class LoadGenerator:
                               worker_id=self.worker_id, segment=self.segment)
         if phase == "profiling":
             self.sent += 1
+            self.last_dispatch_s = time.perf_counter()
         task = asyncio.get_running_loop().create_task(self._one(capture, category))
         self._tasks.add(task)
         task.add_done_callback(self._done)

@@ -145,6 +145,11 @@ class LoadRunner:
         self._call(lambda g: setattr(g, "segment", segment))
 
     @property
+    def generator(self) -> LoadGenerator | None:
+        """The generator on the load thread (read-only use from other threads)."""
+        return self._generator
+
+    @property
     def arrival_times(self) -> list[float]:
         return list(self._generator.arrival_times) if self._generator else []
 
