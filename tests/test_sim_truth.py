@@ -254,3 +254,26 @@ def test_listening_line_comes_first_and_start_sim_reports_failure():
         proc.stdout.close()
     with pytest.raises(UserError):
         start_sim(["--acceptance", "7"], timeout=30)
+
+
+def test_client_that_leaves_stops_the_stream(tmp_path):
+    import time
+
+    log = tmp_path / "sim.jsonl"
+    with start_sim(["--step-ms", "40", "--log", str(log)]) as proc, \
+            httpx.Client(base_url=proc.url, timeout=30) as client:
+        with client.stream("POST", "/v1/chat/completions", json=chat(
+                "long", max_tokens=400, stream=True)) as response:
+            lines = response.iter_lines()
+            next(lines)  # headers and the first event arrived; now hang up
+        deadline = time.monotonic() + 20
+        while not log.exists() or not log.read_bytes():
+            assert time.monotonic() < deadline, "the sim never logged the abandoned request"
+            time.sleep(0.05)
+        truth = read_log(log)[-1]
+        counted = spec_counters(client.get("/metrics").text)
+    # 400 tokens need at least 400 / 4 = 100 rounds; the client left after the first
+    rounds = 1 + len(truth["per_step_accepted"]) + truth["stats"][0]["nonspec_steps"]
+    assert truth["fault"] == "client_disconnect"
+    assert 1 <= truth["rounds_sent"] < rounds
+    assert counted["vllm:spec_decode_num_drafts_total"]["0"] == truth["rounds_sent"] - 1

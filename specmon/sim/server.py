@@ -13,7 +13,7 @@ import hashlib
 import os
 import random
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import orjson
 from starlette.applications import Starlette
@@ -92,21 +92,39 @@ class _Cut(Exception):
 
 
 class RawResponse:
-    """An ASGI response fed by an async iterator of byte parts; _Cut leaves it incomplete."""
+    """An ASGI response fed by an async iterator of byte parts; _Cut leaves it incomplete.
 
-    def __init__(self, parts: AsyncIterator[bytes], media_type: str) -> None:
+    `on_disconnect`, when given, is called if the client goes away mid-response (uvicorn
+    then drops our writes silently, so without it a stream would run on to its end).
+    """
+
+    def __init__(self, parts: AsyncIterator[bytes], media_type: str,
+                 on_disconnect: Callable[[], None] | None = None) -> None:
         self.parts = parts
         self.media_type = media_type
+        self.on_disconnect = on_disconnect
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", self.media_type.encode())]})
+        watcher = None
+        if self.on_disconnect is not None:
+            watcher = asyncio.ensure_future(self._watch(receive))
         try:
-            async for part in self.parts:
-                await send({"type": "http.response.body", "body": part, "more_body": True})
-        except _Cut:
-            return  # uvicorn closes the connection of an unfinished response
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", self.media_type.encode())]})
+            try:
+                async for part in self.parts:
+                    await send({"type": "http.response.body", "body": part, "more_body": True})
+            except _Cut:
+                return  # uvicorn closes the connection of an unfinished response
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _watch(self, receive: Any) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.on_disconnect()  # type: ignore[misc]
 
 
 def _sse(obj: dict[str, Any]) -> bytes:
@@ -138,6 +156,10 @@ class SimRequest:
         self.step_times: list[float] = []
         self.ttft = cfg.ttft_ms
         self.rounds_sent: int | None = None
+        self.client_gone = False
+
+    def _client_left(self) -> None:
+        self.client_gone = True
 
     def _draw_fault(self) -> str | None:
         cfg, draws = self.cfg, [self.rng.random() for _ in range(3)]
@@ -239,7 +261,10 @@ class SimRequest:
             return _error_response(ApiError(500, "Simulated internal server error.",
                                             "InternalServerError"))
         if self.parsed.stream:
-            return RawResponse(self._stream(), SSE)
+            # Watching for a client that leaves costs a task; worth it only when steps take time.
+            cfg = self.cfg
+            slow = cfg.ttft_ms > 0 or cfg.step_ms > 0 or cfg.draft_ms_per_token > 0
+            return RawResponse(self._stream(), SSE, self._client_left if slow else None)
         return await self._respond_json()
 
     def _rounds(self) -> int:
@@ -390,6 +415,12 @@ class SimRequest:
             payload = sent[0] if self.single else sent
         return b"".join(out), payload
 
+    def _stop_early(self, rounds_sent: int, reason: str) -> None:
+        self.fault = reason
+        self.rounds_sent = rounds_sent
+        self.account(rounds_sent)
+        self.log(200, None)
+
     async def _stream(self) -> AsyncIterator[bytes]:
         self._sent_choice_specs: list[dict[str, Any]] = []
         rounds = self._rounds()
@@ -398,10 +429,11 @@ class SimRequest:
         try:
             await _sleep_ms(self.ttft)
             for rnd in range(rounds):
+                if self.client_gone:  # abort like vLLM: count only what was generated
+                    self._stop_early(rnd, "client_disconnect")
+                    return
                 if rnd == cut_at:
-                    self.rounds_sent = rnd
-                    self.account(rnd)
-                    self.log(200, None)
+                    self._stop_early(rnd, "disconnect")
                     raise _Cut()
                 if rnd > 0:
                     step = self.state.step_ms(self.k)
