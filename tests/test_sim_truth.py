@@ -101,6 +101,14 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
         after = spec_counters(client.get("/metrics").text)
         entries = read_log(log)
     assert [e["payload"] for e in entries] == payloads and None not in payloads
+    for entry, p in zip(entries, payloads):  # invariants on every payload sent
+        hist, steps, accepted = p["acceptance_histogram"], p["num_spec_steps"], p["num_accepted_draft_tokens"]
+        assert len(hist) == 5 and sum(hist) == steps == len(p["per_step_accepted"])
+        assert sum(j * h for j, h in enumerate(hist)) == accepted == sum(p["per_step_accepted"])
+        assert accepted <= p["num_draft_tokens"] == sum(p["per_step_drafted"])
+        completion = entry["usage"]["completion_tokens"]
+        assert completion == entry["received"]["max_tokens"]  # ignore_eos
+        assert 1 + steps + accepted + entry["stats"][0]["nonspec_steps"] == completion
     for engine in ("0", "1"):
         mine = [e["payload"] for e in entries if str(e["engine"]) == engine]
         assert len(mine) == 12  # round robin over the two engines
