@@ -230,13 +230,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif flag.kind == "append":
             kwargs.update(action="append", metavar=flag.metavar)
-        else:
-            kwargs.update(type=flag.type, choices=flag.choices, metavar=flag.metavar)
+        else:  # strings: RunConfig validates, so a bad value is one line, not argparse's usage
+            kwargs["metavar"] = flag.metavar or _metavar(flag)
         group.add_argument(flag.flag, **kwargs)
     group.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                        help="read options from a TOML file (flags and SPECMON_* env win)")
     group.add_argument("--save-config", dest="save_config", default=None, metavar="FILE",
                        help="write the effective configuration as TOML")
+
+
+def _metavar(flag: FlagDef) -> str:
+    if flag.choices:
+        return "{" + ",".join(flag.choices) + "}"
+    return {int: "N", float: "X"}.get(flag.type, flag.field.rsplit("_", 1)[-1].upper())
 
 
 def _normalise_key(key: str) -> str:

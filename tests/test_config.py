@@ -77,7 +77,7 @@ def test_bad_env_value_names_the_variable():
 def test_bad_flag_value_names_the_flag():
     with pytest.raises(UserError) as err:
         build_config(parse(["--concurrency", "0"]), environ={})
-    assert str(err.value).startswith("option --concurrency: bad value 0 for 'concurrency'")
+    assert str(err.value).startswith("option --concurrency: bad value '0' for 'concurrency'")
 
 
 def test_invalid_toml_and_missing_file(tmp_path):
@@ -147,3 +147,12 @@ def test_cli_reports_unknown_config_key_as_one_line(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"specmon: error: config file {cfg}: unknown key 'concurency'"
+
+
+def test_bad_flag_type_is_one_line_not_argparse_usage():
+    proc = subprocess.run([sys.executable, "-m", "specmon", "run", "--concurrency", "lots"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "specmon: error: option --concurrency: bad value 'lots' for 'concurrency': "
+        "Input should be a valid integer, unable to parse string as an integer"]
