@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +224,7 @@ assert set(FLAG_BY_FIELD) == set(RunConfig.model_fields), "flag table and RunCon
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Register every run flag plus --config/--save-config (all default to SUPPRESS)."""
+    parser.error = _one_line_error  # type: ignore[method-assign]
     group = parser.add_argument_group("run options")
     for flag in FLAGS:
         kwargs: dict[str, Any] = {"dest": flag.field, "default": argparse.SUPPRESS, "help": flag.help}
@@ -237,6 +239,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                        help="read options from a TOML file (flags and SPECMON_* env win)")
     group.add_argument("--save-config", dest="save_config", default=None, metavar="FILE",
                        help="write the effective configuration as TOML")
+
+
+def _one_line_error(message: str) -> None:
+    """argparse's errors (unknown flag, missing value) as one line, like every UserError."""
+    print(f"specmon: error: {message} (see --help)", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _metavar(flag: FlagDef) -> str:

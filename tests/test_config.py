@@ -156,3 +156,11 @@ def test_bad_flag_type_is_one_line_not_argparse_usage():
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: option --concurrency: bad value 'lots' for 'concurrency': "
         "Input should be a valid integer, unable to parse string as an integer"]
+
+
+def test_unknown_flag_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "specmon", "--concurency", "4"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "specmon: error: unrecognized arguments: --concurency 4 (see --help)"]
