@@ -30,10 +30,16 @@ _SCALED_KEYS = ("avg", "min", "max", "sum", "std", "p1", "p5", "p10", "p25", "p5
 
 
 class MetricColumn:
-    """Values of one record metric. Appends are O(1); the list is re-sorted lazily
-    (timsort merges the sorted prefix with the new tail in near-linear time)."""
+    """Values of one record metric.
 
-    __slots__ = ("values", "total", "scale", "_shift", "_s1", "_s2", "_sorted_len", "_cache",
+    `values` is append-only (arrival order) and written under the accumulator's lock.
+    Statistics read a frozen prefix of it (`freeze()` under the lock, O(1)) and merge the
+    new tail into a private sorted copy outside the lock, so a 4 Hz snapshot never holds up
+    the thread that adds requests. Timsort merges a sorted run and a short tail in
+    near-linear time.
+    """
+
+    __slots__ = ("values", "total", "scale", "_shift", "_s1", "_s2", "_sorted", "_cache",
                  "_cache_key")
 
     def __init__(self, scale: float = 1.0) -> None:
@@ -44,7 +50,7 @@ class MetricColumn:
         self._shift: float | None = None
         self._s1 = 0.0
         self._s2 = 0.0
-        self._sorted_len = 0
+        self._sorted: list[float] = []
         self._cache: dict | None = None
         self._cache_key: tuple[int, bool] | None = None
 
@@ -60,27 +66,30 @@ class MetricColumn:
     def __len__(self) -> int:
         return len(self.values)
 
-    def running_std(self) -> float:
+    def freeze(self) -> tuple[int, float, float]:
+        """(n, running total, running std) of the current prefix. Call under the lock."""
         n = len(self.values)
-        var = (self._s2 - self._s1 * self._s1 / n) / n
-        return var ** 0.5 if var > 0 else 0.0
+        var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
+        return n, self.total, var ** 0.5 if var > 0 else 0.0
 
-    def stats(self, exact: bool = True) -> dict[str, float | int]:
-        """Full statistics. exact=False (live view) takes the running std instead of
-        a two-pass one; everything else is identical."""
-        key = (len(self.values), exact)
-        if self._cache is None or self._cache_key != key:
-            if self._sorted_len != len(self.values):
-                self.values.sort()
-                self._sorted_len = len(self.values)
-            stats = compute_stats(self.values, total=self.total, presorted=True,
-                                  std=None if exact else self.running_std())
-            if self.scale != 1.0:
-                for k in _SCALED_KEYS:
-                    stats[k] = stats[k] * self.scale
-            self._cache = stats
-            self._cache_key = key
-        return self._cache
+    def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> dict:
+        """Statistics of the frozen prefix. exact=False (live view) takes the running std
+        instead of the two-pass one; every other number is identical. Callers serialise
+        calls (the accumulator's stats lock)."""
+        n, total, running_std = frozen
+        key = (n, exact)
+        if self._cache is not None and self._cache_key == key:
+            return self._cache
+        if len(self._sorted) != n:
+            self._sorted.extend(self.values[len(self._sorted):n])  # slicing is atomic
+            self._sorted.sort()
+        stats = compute_stats(self._sorted, total=total, presorted=True,
+                              std=None if exact else running_std)
+        if self.scale != 1.0:
+            for k in _SCALED_KEYS:
+                stats[k] = stats[k] * self.scale
+        self._cache, self._cache_key = stats, key
+        return stats
 
 
 @dataclass
@@ -135,7 +144,8 @@ class RunAccumulator:
         self._finished_ns: int | None = None
         self._origin_ns: int | None = None  # fixed on first use so timeline points agree
         self._snap: RunSnapshot | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # ingestion state
+        self._stats_lock = threading.Lock()  # serialises statistics (sorted copies, caches)
 
     # ------------------------------------------------------------------ adding
 
@@ -289,57 +299,72 @@ class RunAccumulator:
             out["spec_decode_overall_draft_acceptance_rate"] = (acc / drafted) * 100.0
         return out
 
-    def metric_blocks(self, exact: bool = True) -> dict[str, dict]:
-        """{tag: export block} for every metric with a value, in METRICS order."""
-        derived = self.derived_values()
+    def _frozen_columns(self) -> dict[str, tuple[MetricColumn, tuple[int, float, float]]]:
+        return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
+
+    @staticmethod
+    def _blocks(frozen: dict, derived: dict[str, float | int], exact: bool) -> dict[str, dict]:
         blocks: dict[str, dict] = {}
         for tag, mdef in METRICS.items():
-            if mdef.kind == RECORD:
-                column = self.columns.get(tag)
-                if column is not None and len(column):
-                    blocks[tag] = metric_block(tag, column.stats(exact=exact))
+            if mdef.kind == RECORD and tag in frozen:
+                column, state = frozen[tag]
+                blocks[tag] = metric_block(tag, column.stats(state, exact=exact))
             elif mdef.kind == DERIVED and tag in derived:
                 blocks[tag] = metric_block(tag, value=derived[tag])
         return blocks
 
+    def metric_blocks(self, exact: bool = True) -> dict[str, dict]:
+        """{tag: export block} for every metric with a value, in METRICS order."""
+        with self._stats_lock:
+            with self._lock:
+                frozen, derived = self._frozen_columns(), self.derived_values()
+            return self._blocks(frozen, derived, exact)
+
     def pooled_histogram_sorted(self) -> dict[int, int]:
-        return dict(sorted(self.pooled_histogram.items()))
+        with self._lock:
+            return dict(sorted(self.pooled_histogram.items()))
 
     def snapshot(self) -> RunSnapshot:
-        """A cheap view for the TUI (4 Hz). Recomputed only when a request landed."""
-        with self._lock:
-            snap = self._snap
-            if snap is not None and snap.version == self._version:
-                snap.elapsed_s = self.elapsed_s()
-                return snap
+        """A cheap view for the TUI (4 Hz): the ingestion lock is held only to copy counters;
+        distributions are computed outside it, and only when a request landed."""
+        with self._stats_lock:
+            with self._lock:
+                snap = self._snap
+                if snap is not None and snap.version == self._version:
+                    snap.elapsed_s = self.elapsed_s()
+                    return snap
+                frozen, derived = self._frozen_columns(), self.derived_values()
+                snap = RunSnapshot(
+                    elapsed_s=self.elapsed_s(),
+                    request_count=self.request_count,
+                    error_count=self.error_count,
+                    warmup_count=self.warmup_count,
+                    error_summary=dict(self.error_summary),
+                    spec_stats={},
+                    std_stats={},
+                    pooled_histogram=dict(sorted(self.pooled_histogram.items())),
+                    zero_step_requests=self.zero_step_requests,
+                    spec_reasons=dict(self.spec_reasons),
+                    engine=self.engine,
+                    num_spec_tokens=self.num_spec_tokens,
+                    version=self._version,
+                )
             # Running std here (O(1)); summary() computes it exactly in two passes.
-            blocks = self.metric_blocks(exact=False)
-            self._snap = RunSnapshot(
-                elapsed_s=self.elapsed_s(),
-                request_count=self.request_count,
-                error_count=self.error_count,
-                warmup_count=self.warmup_count,
-                error_summary=dict(self.error_summary),
-                spec_stats={t: b for t, b in blocks.items() if is_spec_tag(t)},
-                std_stats={t: b for t, b in blocks.items() if not is_spec_tag(t)},
-                pooled_histogram=self.pooled_histogram_sorted(),
-                zero_step_requests=self.zero_step_requests,
-                spec_reasons=dict(self.spec_reasons),
-                engine=self.engine,
-                num_spec_tokens=self.num_spec_tokens,
-                version=self._version,
-            )
-            return self._snap
+            for tag, block in self._blocks(frozen, derived, exact=False).items():
+                (snap.spec_stats if is_spec_tag(tag) else snap.std_stats)[tag] = block
+            self._snap = snap
+            return snap
 
     def summary(self) -> dict[str, dict]:
         """Every metric tag's export block (exact statistics), in METRICS order."""
-        with self._lock:
-            return self.metric_blocks(exact=True)
+        return self.metric_blocks(exact=True)
 
     def error_summary_list(self) -> list[dict]:
         """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
         out = []
-        for (code, kind, message), count in self.error_details.most_common():
+        with self._lock:
+            details = self.error_details.most_common()
+        for (code, kind, message), count in details:
             details: dict[str, Any] = {}
             if code is not None:
                 details["code"] = code

@@ -228,3 +228,39 @@ def test_aiperf_013_records_give_aiperf_013_aggregates():
                 assert mine[tag][key] == value, (tag, key)
     assert {str(k): v for k, v in acc.pooled_histogram_sorted().items()} == \
         peer["pooled_spec_decode_acceptance_histogram"]
+
+
+def test_snapshots_while_another_thread_adds():
+    import threading
+
+    acc = RunAccumulator(live=True)
+    caps = [nonstream_capture(vllm_payload([i % 4, 1], k=4), start_ns=i * MS) for i in range(3000)]
+    results = [process_capture(c) for c in caps]
+    errors: list[BaseException] = []
+
+    def adder():
+        try:
+            for r in results:
+                acc.add(r)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=adder)
+    thread.start()
+    seen = []
+    while thread.is_alive():
+        snap = acc.snapshot()
+        seen.append(snap.request_count)
+        if snap.spec_stats:
+            # a snapshot is internally consistent: the histogram sums to the step total
+            assert sum(snap.pooled_histogram.values()) == \
+                snap.spec_stats["total_spec_decode_steps"]["avg"]
+            assert snap.spec_stats["spec_decode_steps"]["count"] == snap.request_count
+    thread.join()
+    assert not errors
+    assert seen == sorted(seen)  # never goes backwards
+    final = acc.snapshot()
+    assert final.request_count == 3000
+    # accepted per request = (i % 4) + 1 -> 750 * (1+2+3+4) = 7500
+    assert acc.summary()["total_accepted_draft_tokens"]["avg"] == 7500.0
+    assert final.spec_stats["spec_decode_steps"]["count"] == 3000

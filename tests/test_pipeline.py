@@ -209,3 +209,52 @@ def test_time_units_follow_aiperfs_conversion_arithmetic():
     assert r.base_metrics["inter_token_latency"] == 2_000_000.0
     assert r.metrics["output_token_throughput_per_user"] == 500.0
     assert r.end_ns == 3_000_007  # the final content response, not the usage chunk
+
+
+# ------------------------------------------------------------------ property: never raises
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from specmon.accumulator import RunAccumulator  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["choices", "usage", "metrics", "speculative_decoding", "delta",
+                         "content", "text", "completion_tokens", "prompt_tokens",
+                         "acceptance_histogram", "num_spec_steps", "x"]), inner, max_size=4),
+    max_leaves=20)
+
+
+def _mutated_payload(data):
+    payload = vllm_payload(data.draw(st.lists(st.integers(0, 3), max_size=12)), k=3)
+    key = data.draw(st.sampled_from(sorted(payload)))
+    payload[key] = data.draw(_json)
+    return payload
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_and_mutated_captures_never_raise(data):
+    acc = RunAccumulator(live=False)
+    for i in range(3):
+        if data.draw(st.booleans()):
+            responses = data.draw(st.lists(_json, max_size=5))
+            cap = RawCapture(endpoint="chat", streaming=data.draw(st.booleans()), request={},
+                             status=data.draw(st.sampled_from([200, 200, 400, 500])),
+                             responses=responses, start_ns=0,
+                             response_ns=list(range(1, len(responses) + 1)))
+        else:
+            cap = stream_capture(_mutated_payload(data), [5, 9], start_ns=i)
+        r = process_capture(cap)
+        if r.spec is not None:
+            rec = r.spec
+            assert sum(rec.acceptance_histogram.values()) == rec.num_spec_steps > 0
+            assert sum(j * n for j, n in rec.acceptance_histogram.items()) == \
+                rec.num_accepted_draft_tokens <= rec.num_draft_tokens
+        acc.add(r)
+    s = acc.summary()
+    if "total_spec_decode_steps" in s:
+        assert sum(acc.pooled_histogram.values()) == s["total_spec_decode_steps"]["avg"]
