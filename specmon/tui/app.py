@@ -15,6 +15,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
@@ -41,6 +42,7 @@ class SpecmonApp(App[int]):
     CSS_PATH = "specmon.tcss"
     TITLE = "specmon"
     ENABLE_COMMAND_PALETTE = False
+    ESCAPE_TO_MINIMIZE = False  # our escape action restores and re-focuses the log
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_monitor", "Quit"),
         Binding("ctrl+c", "quit_monitor", "Quit", show=False, priority=True),
@@ -115,24 +117,38 @@ class SpecmonApp(App[int]):
         titles = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance length over time",
                   "4 Latency & throughput", "5 Requests")
         for panel_id, title in zip(PANELS, titles):
-            panel = self.query_one(f"#{panel_id}")
+            panel = self._q(f"#{panel_id}")
             panel.border_title = title
-        self.query_one(RequestLog).set_source(self.accumulator.results)
+        self._q(RequestLog).set_source(self.accumulator.results)
         self._apply_layout(self.size.width, self.size.height)
         self.refresh_data()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
-        self.query_one(RequestLog).focus()
+        self._q(RequestLog).focus()
+
+    def _q(self, selector, expect_type=None):
+        """Query the main screen (a help or detail screen may be on top)."""
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        if expect_type is None:
+            return screen.query_one(selector)
+        return screen.query_one(selector, expect_type)
 
     def on_resize(self, event) -> None:
         self._apply_layout(event.size.width, event.size.height)
 
     def _apply_layout(self, width: int, height: int) -> None:
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
-        self.screen.set_class(compact, "compact")
+        if self.screen_stack:
+            self.screen_stack[0].set_class(compact, "compact")
 
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:
         """Sample the accumulator once; only widgets whose data changed repaint."""
+        try:
+            self._refresh_data()
+        except NoMatches:  # the app is closing: widgets go before the timer stops
+            pass
+
+    def _refresh_data(self) -> None:
         results = self.accumulator.results
         if self.paused_at is not None and self._last_snapshot is not None:
             self._show_header(self._last_snapshot, len(results) - self.paused_at)
@@ -149,13 +165,13 @@ class SpecmonApp(App[int]):
             return
         self._last_key = key
         with self.batch_update():
-            self.query_one("#spec-table", StatsTable).show(snap.spec_stats)
+            self._q("#spec-table", StatsTable).show(snap.spec_stats)
             hist = dict(snap.pooled_histogram or {})
-            self.query_one(HistogramView).show(hist)
-            self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
-            self.query_one("#latency-table", StatsTable).show(snap.std_stats)
+            self._q(HistogramView).show(hist)
+            self._q(PositionsView).show(hist, snap.num_spec_tokens)
+            self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
-            self.query_one(RequestLog).sync()
+            self._q(RequestLog).sync()
 
     def _elapsed(self, snap: Any) -> float:
         return self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
@@ -177,25 +193,25 @@ class SpecmonApp(App[int]):
             finished=bool(getattr(runner, "finished", runner is None and self.source != "live")),
             source=self.source,
         )
-        self.query_one(RunHeader).show(info)
+        self._q(RunHeader).show(info)
 
     def _show_plot(self, snap: Any) -> None:
         label, window = WINDOWS[self.window_index]
         times, steps, accepted = self.accumulator.timeline()
         now = max(times[-1] if len(times) else 0.0, self._elapsed(snap))
         xs, ys = acceptance_series(times, steps, accepted, window, now)
-        self.query_one(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
-        self.query_one("#panel-plot").border_subtitle = f"w: window {label}"
+        self._q(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
+        self._q("#panel-plot").border_subtitle = f"w: window {label}"
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
     def _log_counts(self, event: RequestLog.PendingChanged) -> None:
-        log = self.query_one(RequestLog)
+        log = self._q(RequestLog)
         parts = [f"{event.shown:,} shown"]
         if log.filter_text:
             parts.append(f"filter '{log.filter_text}' of {event.total:,}")
         parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
-        self.query_one("#panel-log").border_subtitle = " · ".join(parts)
+        self._q("#panel-log").border_subtitle = " · ".join(parts)
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:
@@ -203,7 +219,7 @@ class SpecmonApp(App[int]):
 
     @on(Input.Submitted, "#log-filter")
     def _apply_filter(self, event: Input.Submitted) -> None:
-        self.query_one(RequestLog).set_filter(event.value)
+        self._q(RequestLog).set_filter(event.value)
         self._close_filter()
 
     # -- actions ----------------------------------------------------------------------
@@ -218,7 +234,7 @@ class SpecmonApp(App[int]):
         else:
             self.paused_at = None
             self._last_key = None
-        self.screen.set_class(self.paused_at is not None, "paused")
+        self.screen_stack[0].set_class(self.paused_at is not None, "paused")
         self.refresh_data()
 
     def action_help(self) -> None:
@@ -228,14 +244,14 @@ class SpecmonApp(App[int]):
         self.push_screen(ExplainScreen())
 
     def action_filter(self) -> None:
-        box = self.query_one("#log-filter", Input)
-        box.value = self.query_one(RequestLog).filter_text
+        box = self._q("#log-filter", Input)
+        box.value = self._q(RequestLog).filter_text
         box.add_class("visible")
         box.focus()
 
     def _close_filter(self) -> None:
-        self.query_one("#log-filter", Input).remove_class("visible")
-        self.query_one(RequestLog).focus()
+        self._q("#log-filter", Input).remove_class("visible")
+        self._q(RequestLog).focus()
 
     def action_cycle_window(self) -> None:
         self.window_index = (self.window_index + 1) % len(WINDOWS)
@@ -253,16 +269,19 @@ class SpecmonApp(App[int]):
         self.notify(f"saved {path}", timeout=4)
 
     def action_maximize(self, number: int) -> None:
-        panel = self.query_one(f"#{PANELS[number - 1]}")
+        if self.screen is not self.screen_stack[0]:
+            return  # a help or detail screen is on top
+        panel = self._q(f"#{PANELS[number - 1]}")
         self.screen.minimize()
         self.screen.maximize(panel, container=False)
 
     def action_restore(self) -> None:
-        box = self.query_one("#log-filter", Input)
+        box = self._q("#log-filter", Input)
         if box.has_class("visible"):
             self._close_filter()
         elif self.screen.maximized is not None:
             self.screen.minimize()
+            self._q(RequestLog).focus()
 
 
 def _cfg(config: Any, name: str) -> Any:

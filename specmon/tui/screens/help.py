@@ -22,13 +22,13 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, bindings: list[Binding]) -> None:
         super().__init__()
-        self._bindings = bindings
+        self._keys = bindings
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, padding=(0, 2), show_header=False)
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        for b in self._bindings:
+        for b in self._keys:
             table.add_row(b.key_display or b.key, b.description)
         for key, text in EXTRA_KEYS:
             table.add_row(key, text)

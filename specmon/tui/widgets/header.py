@@ -70,7 +70,8 @@ class RunHeader(Static):
         if info.source != "live":
             out.append(f"[{info.source}] ")
         k = "?" if info.k is None else str(info.k)
-        out.append(f"{info.target} · {info.model} · {info.engine} k={k} · {info.load}")
+        # Target last: a long URL or file path is what gets cut on a narrow terminal.
+        out.append(f"{info.engine} k={k} · {info.load} · {info.model} · {info.target}")
         return out
 
     def _second_line(self, info: HeaderInfo, width: int) -> Text:

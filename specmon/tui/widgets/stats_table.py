@@ -60,7 +60,8 @@ class StatsTable(Static):
         body = stat_rows(self._stats, rows, self._columns)
         if not body:
             return Text(self._empty, style="italic")
-        table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, padding=(0, 1),
+        # Compact: no rule under the header (one more row for the log at 80x24).
+        table = Table(box=None if short else box.SIMPLE_HEAD, expand=True, pad_edge=False, padding=(0, 1),
                       header_style="bold", show_edge=False)
         table.add_column("metric", no_wrap=True, ratio=3 if not short else None)
         for col in self._columns:
