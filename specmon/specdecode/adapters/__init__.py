@@ -64,7 +64,7 @@ class RegisteredAdapter:
     name: str
     priority: int
     cls: Any
-    order: int  # registration order breaks nothing: equal priorities contest
+    order: int  # registration order: a stable listing only; equal priorities contest
 
 
 # --------------------------------------------------------------------------- registry
