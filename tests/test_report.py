@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 from importlib import resources
+from pathlib import Path
 
 from metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload
 from specmon.session import RunSession
@@ -131,3 +132,29 @@ def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
     assert {k: v for k, v in again.items() if k not in skip} == \
         {k: v for k, v in live.items() if k not in skip}
     assert "0 warmup" not in proc.stdout and "1 warmup" in proc.stdout
+
+
+def test_report_on_real_vllm_032_captures(tmp_path):
+    """Captures of a real vLLM 0.32 (tests/fixtures/vllm032, summary level): 15 requests."""
+    fixtures = sorted((Path(__file__).parent / "fixtures" / "vllm032").glob("summary_*.jsonl"))
+    raw = tmp_path / "vllm032.jsonl"
+    raw.write_bytes(b"".join(p.read_bytes() for p in fixtures))
+    proc = _specmon("report", "--input", str(raw), "--artifact-dir", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "o" / "profile_export_aiperf.json").read_text())
+    # Per the fixture README, each of 4 prompts x endpoint appears streamed and not:
+    # histograms [3,1,1,2] [1,4,2,2] [0,0,2,5] [1,6,0,4], twice each -> [10,22,10,26]
+    assert doc["pooled_spec_decode_acceptance_histogram"] == {"0": 10, "1": 22, "2": 10, "3": 26}
+    assert doc["spec_decode_steps"]["count"] == 8
+    assert doc["total_spec_decode_steps"]["avg"] == 68.0  # 2 * (7 + 9 + 7 + 11)
+    assert doc["total_accepted_draft_tokens"]["avg"] == 120.0  # 2 * (9 + 14 + 19 + 18)
+    assert doc["total_draft_tokens"]["avg"] == 160.0  # 2 * (21 + 19 + 19 + 21)
+    assert doc["spec_decode_token_weighted_acceptance_length"]["avg"] == 1.0 + 120 / 68
+    assert doc["spec_decode_overall_draft_acceptance_rate"]["avg"] == 75.0  # 120 / 160
+    # max_tokens 1 (streamed and not) and the sampled request that never matched
+    assert doc["spec_decode_zero_step_requests"]["avg"] == 3.0
+    assert doc["request_count"]["avg"] == 15.0 and "error_request_count" not in doc
+    # steps per request: 7, 9, 7, 11 twice each -> sorted [7,7,7,7,9,9,11,11]; median 8
+    assert doc["spec_decode_steps"]["p50"] == 8.0 and doc["spec_decode_steps"]["avg"] == 8.5
+    lines = [json.loads(x) for x in (tmp_path / "o" / "profile_export.jsonl").read_text().splitlines()]
+    assert sum("spec_decode_acceptance" in x for x in lines) == 11  # 8 records + 3 zero-step
