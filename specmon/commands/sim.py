@@ -7,10 +7,8 @@ is picked by the OS), so a parent process can read where it listens.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import socket
-import sys
 
 from specmon.errors import UserError
 from specmon.sim.config import LEVELS, SHAPES, SimConfig, parse_acceptance, \
@@ -122,16 +120,9 @@ def main(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"specmon sim listening on http://{shown}:{port}", flush=True)
-    loop = "uvloop" if sys.platform != "win32" else "asyncio"
-    config = uvicorn.Config(app, loop=loop, log_level="warning", access_log=False,
-                            lifespan="off", timeout_graceful_shutdown=3)
+    # loop/http "auto": uvloop and httptools when installed (one event loop, C parser)
+    config = uvicorn.Config(app, loop="auto", http="auto", log_level="warning",
+                            access_log=False, lifespan="off", timeout_graceful_shutdown=3)
     logging.getLogger("uvicorn.error").addFilter(_QuietCut())
-    server = uvicorn.Server(config)
-    asyncio.run(server.serve(sockets=[sock])) if loop == "asyncio" else _run_uvloop(server, sock)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
-
-
-def _run_uvloop(server, sock: socket.socket) -> None:
-    import uvloop
-
-    uvloop.run(server.serve(sockets=[sock]))
