@@ -35,6 +35,9 @@ def execute(config: RunConfig, *, save_config_path: str | None = None,
 
     out = out or sys.stdout
     config.model = preflight(config)
+    if len(config.url) > 1:
+        print(f"specmon: note: {len(config.url)} servers given; this build drives only the first "
+              f"({config.targets()[0][1]})", file=out)
     if config.artifact_dir is None:
         config.artifact_dir = config.default_artifact_dir(config.model)
     if config.random_seed is None:  # record the seed actually used, so a run can be repeated
