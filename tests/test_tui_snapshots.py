@@ -1,0 +1,51 @@
+"""SVG snapshots of the monitor (pytest-textual-snapshot), fed a deterministic recorded run.
+
+The clock is frozen (freeze_elapsed) and the accumulator is not live, so every run renders
+the same screen. Update baselines with `pytest tests/test_tui_snapshots.py --snapshot-update`
+after checking the new SVGs by eye.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specmon.tui.app import SpecmonApp
+from tui_fixtures import accumulate, run_captures
+
+
+@pytest.fixture(autouse=True)
+def _colour(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def recorded_app() -> SpecmonApp:
+    return SpecmonApp(accumulate(run_captures(60)), None, None, source="replay",
+                      freeze_elapsed=15.0)
+
+
+def test_main_80x24(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(80, 24))
+
+
+def test_main_160x48(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(160, 48))
+
+
+def test_drill_down(snap_compare):
+    async def open_first(pilot):
+        await pilot.press("home", "enter")  # req-0001 has per-step arrays (detailed level)
+        await pilot.pause()
+
+    assert snap_compare(recorded_app(), terminal_size=(120, 36), run_before=open_first)
+
+
+def test_help(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(100, 30), press=["question_mark"])
+
+
+def test_explain(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(100, 30), press=["e"])
+
+
+def test_paused(snap_compare):
+    assert snap_compare(recorded_app(), terminal_size=(100, 30), press=["p"])
