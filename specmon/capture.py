@@ -51,6 +51,9 @@ class RawCapture:
         """Validate a decoded JSON object; raise CaptureError naming the first bad field."""
         if not isinstance(d, dict):
             raise CaptureError(f"expected a JSON object, got {type(d).__name__}")
+        if "endpoint" not in d and "metadata" in d and "metrics" in d:
+            raise CaptureError("a profile_export.jsonl record, not a raw capture "
+                               "(open it with `specmon replay`)")
         endpoint = d.get("endpoint")
         if endpoint not in ENDPOINTS:
             raise CaptureError(f"'endpoint' must be 'chat' or 'completions', got {endpoint!r}")

@@ -154,6 +154,7 @@ def test_capture_round_trip():
 @pytest.mark.parametrize("line, needle", [
     (b"{not json", "not valid JSON"),
     (b"[1, 2]", "expected a JSON object"),
+    (b'{"metadata": {}, "metrics": {}}', "not a raw capture"),
     (b'{"endpoint": "embeddings", "streaming": false, "request": {}, "status": 200}', "endpoint"),
     (b'{"endpoint": "chat", "streaming": "yes", "request": {}, "status": 200}', "streaming"),
     (b'{"endpoint": "chat", "streaming": true, "request": [], "status": 200}', "request"),
