@@ -90,14 +90,27 @@ def _responses(raw_responses: Iterable[dict]) -> tuple[list[dict], list[int]]:
     return bodies, times
 
 
+# AIPerf names errors by exception class; map the common ones onto specmon's error kinds.
+_ERROR_KINDS = (("timeout", "timeout"), ("connect", "connection_error"), ("cancel", "cancelled"))
+
+
+def _error_kind(raw_error: dict, status: int) -> str:
+    if status >= 400 or (raw_error.get("code") or 0) >= 400:
+        return "http_error"
+    name = str(raw_error.get("type") or "error")
+    for needle, kind in _ERROR_KINDS:
+        if needle in name.lower():
+            return kind
+    return name
+
+
 def _error(raw_error: dict | None, status: int) -> dict | None:
     """AIPerf ErrorDetails {code, type, message} -> specmon's {type, message}."""
     if raw_error is None and status < 400:
         return None
     raw_error = raw_error or {}
-    kind = "http_error" if status >= 400 or (raw_error.get("code") or 0) >= 400 \
-        else str(raw_error.get("type") or "error")
-    return {"type": kind, "message": str(raw_error.get("message") or f"HTTP {status}")}
+    return {"type": _error_kind(raw_error, status),
+            "message": str(raw_error.get("message") or f"HTTP {status}")}
 
 
 def raw_record_to_capture(record: dict) -> dict:
