@@ -69,7 +69,7 @@ def run_measured(cmd: Sequence[str], *, timeout_s: float, env: dict | None = Non
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=cwd,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=die_with_parent)
         status, usage = _wait4(proc, start + timeout_s)
         wall = time.perf_counter() - start
         if status is None:
@@ -107,6 +107,16 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             if proc.poll() is not None:
                 return
             time.sleep(0.05)
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM if this script dies (even by SIGKILL), so no server
+    outlives the benchmark (Linux prctl PR_SET_PDEATHSIG; a no-op elsewhere)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def specmon_cmd() -> list[str]:

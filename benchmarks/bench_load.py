@@ -20,6 +20,7 @@ Examples:
   python benchmarks/bench_load.py                       # 1,16,64,256 x 4,000 requests
   python benchmarks/bench_load.py --concurrency 64 --request-count 20000 --no-aiperf
   python benchmarks/bench_load.py --clients --request-count 5000
+  python benchmarks/bench_load.py --serve 600   # just the server, e.g. for py-spy by hand
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (BenchError, ChildUsage, free_port, markdown_table,  # noqa: E402
-                      parse_int_list, run_measured, specmon_cmd, stop_group, wait_for_port)
+from _harness import (BenchError, ChildUsage, die_with_parent, free_port,  # noqa: E402
+                      markdown_table, parse_int_list, run_measured, specmon_cmd, stop_group,
+                      wait_for_port)
 
 MODEL = "bench-specdec"
 CREATED = 1764489600
@@ -121,7 +124,8 @@ class Nginx:
         conf = self.prefix / "nginx.conf"
         self.proc = subprocess.Popen(
             [self.binary, "-p", str(self.prefix), "-e", str(self.prefix / "error.log"), "-c", str(conf)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=die_with_parent)
         try:
             wait_for_port(self.port, 10.0, self.proc)
         except BenchError as exc:
@@ -477,6 +481,15 @@ class _httpx_slot_sender:
 
 # ---------------------------------------------------------------- main
 
+def _serve(seconds: float) -> None:
+    """Keep the server up; Ctrl-C or SIGTERM ends it early and still stops nginx."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        pass
+
+
 def _progress(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
 
@@ -501,6 +514,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="req/s specmon must reach at --target-concurrency (default 3000)")
     parser.add_argument("--target-concurrency", type=int, default=64)
     parser.add_argument("--nginx", default=None, help="nginx binary (default: from PATH or /usr/sbin)")
+    parser.add_argument("--serve", type=float, default=None, metavar="SECONDS",
+                        help="only serve the reply for SECONDS, printing the URL (to profile by hand)")
     parser.add_argument("--_client", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -523,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Nginx(args.nginx) as url, tempfile.TemporaryDirectory(prefix="specmon-bench-") as work:
             _progress(f"nginx serving a {EVENTS_PER_REPLY}-event SSE reply at {url}")
+            if args.serve is not None:
+                print(url, flush=True)
+                _serve(args.serve)
+                return 0
             if args.clients:
                 rows, notes = clients_table(args, url)
                 print(markdown_table(CLIENT_HEADERS, rows))
