@@ -1,0 +1,122 @@
+"""End to end: `specmon demo` in a 100x30 tmux pane, read with capture-pane, driven by keys.
+
+The histogram must grow while requests land; p, ?, e, Enter and Esc must do what they say;
+after q the exports must exist and agree with the last screen (request count, AL).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REQUESTS = 240
+
+
+class Pane:
+    """One tmux session on a private server socket (never touches anyone else's tmux)."""
+
+    def __init__(self, command: str, width: int = 100, height: int = 30) -> None:
+        self.socket = f"specmon-e2e-{uuid.uuid4().hex[:8]}"
+        self._tmux("new-session", "-d", "-s", "e2e", "-x", str(width), "-y", str(height), command)
+
+    def _tmux(self, *args: str) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
+                             timeout=20)
+        return out.stdout
+
+    def text(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "e2e")
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "e2e", *keys)
+
+    def wait_for(self, predicate, what: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.text()
+            if predicate(text):
+                return text
+            time.sleep(0.25)
+        raise AssertionError(f"screen never showed {what}; last screen:\n{text}")
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+def bucket_counts(text: str) -> dict[str, int]:
+    """Histogram rows look like '  0 ██████▍   1,234  33.0%'."""
+    counts = {}
+    for m in re.finditer(r"^\s*(>=8|\d)\s+[█▉▊▋▌▍▎▏ ]+\s([\d,]+)\s+[\d.]+%", text, re.M):
+        counts[m.group(1)] = int(m.group(2).replace(",", ""))
+    return counts
+
+
+def test_demo_in_tmux(tmp_path: Path):
+    art = tmp_path / "art"
+    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --request-count {REQUESTS} "
+           f"--concurrency 4 --step-ms 4 --artifact-dir {shlex.quote(str(art))} --refresh-hz 4; "
+           f"echo SPECMON-EXITED $?; sleep 60")
+    pane = Pane(cmd)
+    try:
+        first = pane.wait_for(lambda t: sum(bucket_counts(t).values()) > 0, "histogram bars")
+        steps_first = sum(bucket_counts(first).values())
+        assert "Accept Len" in first and "request id" in first
+        grown = pane.wait_for(lambda t: sum(bucket_counts(t).values()) > steps_first,
+                              "a growing histogram")
+        assert sum(bucket_counts(grown).values()) > steps_first
+
+        pane.keys("p")
+        paused = pane.wait_for(lambda t: "PAUSED" in t, "the PAUSED badge", 10)
+        frozen = bucket_counts(paused)
+        time.sleep(1.0)
+        assert bucket_counts(pane.text()) == frozen  # display frozen while paused
+        pane.keys("p")
+        pane.wait_for(lambda t: "PAUSED" not in t, "the badge gone", 10)
+
+        pane.keys("?")
+        pane.wait_for(lambda t: "Keys (esc closes)" in t, "the help screen", 10)
+        pane.keys("Escape")
+        pane.wait_for(lambda t: "Keys (esc closes)" not in t, "help closed", 10)
+        pane.keys("e")
+        pane.wait_for(lambda t: "What the numbers mean" in t, "the explain screen", 10)
+        pane.keys("Escape")
+        pane.wait_for(lambda t: "What the numbers mean" not in t, "explain closed", 10)
+        pane.keys("Enter")
+        pane.wait_for(lambda t: "(esc back)" in t and "raw payload" in t, "the request detail", 10)
+        pane.keys("Escape")
+        pane.wait_for(lambda t: "(esc back)" not in t, "detail closed", 10)
+
+        done = f"{REQUESTS}/{REQUESTS} done"
+        last = pane.wait_for(lambda t: done in t, "the finished run", 120)
+        time.sleep(0.6)  # one more refresh tick after the last request
+        last = pane.text()
+        pane.keys("q")
+        pane.wait_for(lambda t: "SPECMON-EXITED 0" in t, "a clean exit", 60)
+        after = pane.text()
+    finally:
+        pane.close()
+
+    assert f"exports written to {art}" in after.replace("\n", "")
+    for name in ("profile_export.jsonl", "profile_export_aiperf.json", "profile_export_aiperf.csv"):
+        assert (art / name).is_file()
+    doc = json.loads((art / "profile_export_aiperf.json").read_text())
+    lines = (art / "profile_export.jsonl").read_text().splitlines()
+    errors = int(re.search(r"errors (\d+)", last).group(1))
+    assert doc["request_count"]["avg"] + errors == REQUESTS == len(lines)
+    shown_al = re.search(r"Accept Len\s+([\d,.]+)", last).group(1)
+    assert f"{doc['spec_decode_acceptance_length']['avg']:,.2f}" == shown_al
+    shown_tw = re.search(r"Tok-Wtd AL\s+([\d,.]+)", last).group(1)
+    assert f"{doc['spec_decode_token_weighted_acceptance_length']['avg']:,.2f}" == shown_tw
+    hist = {int(k): v for k, v in doc["pooled_spec_decode_acceptance_histogram"].items()}
+    assert {str(k): v for k, v in hist.items()} == bucket_counts(last)
