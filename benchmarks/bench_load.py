@@ -8,9 +8,10 @@ serving a fixed vLLM-0.32-like reply: a 32-event SSE stream for POST /v1/chat/co
 
 Default mode: for each concurrency, run `specmon run --headless` (and AIPerf, when its cached
 venv from .ci/setup_aiperf.sh exists) twice, at a small and a large request count, and print:
-requests/s and SSE events/s (from the tool's own export), CPU seconds per 1,000 requests and
-memory per request (the growth between the two runs, so start-up cost cancels out), start-up
-CPU and peak RSS.
+requests/s and SSE events/s (from the tool's own export), "wall req/s" (the extra requests of
+the large run over its extra wall time: an outside check of the export's figure), CPU seconds
+per 1,000 requests and memory per request (the growth between the two runs, so start-up
+cost cancels out), start-up CPU and peak RSS.
 
 `--clients`: a bare-client microbenchmark at one concurrency comparing aiohttp (+uvloop or
 plain asyncio) with httpx (one shared client, or one client per slot) on the same nginx:
@@ -247,6 +248,7 @@ class Row:
     concurrency: int
     requests: int
     req_per_s: float
+    wall_req_per_s: float  # (large - small requests) / (large - small wall time): start-up cancels
     cpu_per_1k: float
     startup_cpu: float
     peak_rss_mb: float
@@ -255,12 +257,12 @@ class Row:
     acceptance_length: float | None
 
     def cells(self) -> list:
-        return [self.tool, self.concurrency, self.requests, self.req_per_s,
+        return [self.tool, self.concurrency, self.requests, self.req_per_s, self.wall_req_per_s,
                 self.req_per_s * EVENTS_PER_REPLY, self.cpu_per_1k, self.startup_cpu,
                 self.peak_rss_mb, self.kb_per_request, self.errors, self.acceptance_length]
 
 
-LOAD_HEADERS = ["tool", "concurrency", "requests", "req/s", "SSE events/s", "CPU s/1k req",
+LOAD_HEADERS = ["tool", "concurrency", "requests", "req/s", "wall req/s", "SSE events/s", "CPU s/1k req",
                 "start-up CPU s", "peak RSS MB", "KB/request", "errors", "accept. length"]
 
 
@@ -272,7 +274,9 @@ def two_point_row(tool: str, concurrency: int, small: RunResult, large: RunResul
     cpu_per_request = (large.usage.cpu_s - small.usage.cpu_s) / extra
     kb_per_request = (large.usage.maxrss_mb - small.usage.maxrss_mb) * 1024 / extra
     startup = small.usage.cpu_s - cpu_per_request * small.requests
-    return Row(tool, concurrency, large.requests, large.req_per_s, cpu_per_request * 1000,
+    extra_wall = large.usage.wall_s - small.usage.wall_s
+    wall_rate = extra / extra_wall if extra_wall > 0 else float("nan")
+    return Row(tool, concurrency, large.requests, large.req_per_s, wall_rate, cpu_per_request * 1000,
                startup, large.usage.maxrss_mb, kb_per_request, large.errors + small.errors,
                large.acceptance_length)
 
