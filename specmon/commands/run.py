@@ -8,6 +8,7 @@ Without --headless the Textual monitor runs on the main thread over the same run
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -83,7 +84,8 @@ def _load_monitor(out: Any) -> Callable | None:
 def _run_with_monitor(monitor: Callable, config: RunConfig, runner: Any, session: Any, out: Any) -> int:
     def on_sigterm(*_: Any) -> None:
         runner.stop()
-        raise KeyboardInterrupt  # unwinds the app; the exports are still written below
+        # asyncio.run (under App.run) turns SIGINT into a clean cancel of the app's main task
+        os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     runner.start()
