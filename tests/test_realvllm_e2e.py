@@ -160,3 +160,23 @@ def test_headless_run_matches_server(vllm_detailed, tmp_path, endpoint, streamin
         1 + accepted / steps, rel=1e-12)
     assert summary["spec_decode_overall_draft_acceptance_rate"]["avg"] == pytest.approx(
         100 * accepted / drafted, rel=1e-12)
+
+
+@pytest.mark.parametrize("case", ["chat_nonstream", "completions_stream", "chat_max_tokens1_stream"])
+def test_committed_captures_still_match_this_server(vllm_detailed, case):
+    """The fixtures in tests/fixtures/vllm032 are real: the same requests, sent again to this
+    server (same pinned install, deterministic tiny model, greedy), get the same payloads."""
+    import httpx
+
+    from realvllm.capture import send
+
+    fixture = Path(__file__).parent / "fixtures" / "vllm032" / f"detailed_{case}.jsonl"
+    with httpx.Client(timeout=120) as client:
+        for line in fixture.read_text().splitlines():
+            old = json.loads(line)
+            new = send(client, vllm_detailed.url, old["endpoint"], old["request"])
+            assert new["status"] == 200
+            (old_pos, old_spec), = server_payloads(old)
+            (new_pos, new_spec), = server_payloads(new)
+            assert new_spec == old_spec
+            assert new["responses"][new_pos]["usage"] == old["responses"][old_pos]["usage"]

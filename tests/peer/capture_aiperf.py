@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/, as pytest does
+from peer.aiperf_peer import run_aiperf, spec_section  # noqa: E402
 from specmon.sim.process import start_sim  # noqa: E402
-from tests.peer.aiperf_peer import run_aiperf, spec_section  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MODEL = "peer-specdec"

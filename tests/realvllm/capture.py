@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.realvllm.server import MODEL_ID, start_server  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/, as pytest does
+from realvllm.server import MODEL_ID, start_server  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm032"
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
