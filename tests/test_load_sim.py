@@ -261,3 +261,17 @@ def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
     generator = runner.generator
     assert generator.last_dispatch_s - generator.profiling_started < 0.8
     assert runner.progress().total is None and runner.progress().phase == "done"
+
+
+def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path):
+    log = tmp_path / "sim.log"
+    with start_sim(["--seed", "1", "--log", str(log)]) as sim:
+        session, captures, _ = run_load(sim.url, tmp_path / "r", "summary", concurrency=1, request_count=2,
+                                        output_tokens_mean=4, extra_inputs={
+                                            "stream": True, "stream_options": {"include_usage": False}})
+    truth = read_log(log)
+    for capture, result in zip(captures, session.accumulator.results):
+        assert capture["streaming"] is True and capture["error"] is None  # parsed as SSE
+        assert truth[capture["x_request_id"]]["include_usage"] is False
+        # no usage chunk -> vLLM sends no stats -> no record, counted as absent
+        assert result.spec is None and result.spec_reason == "absent"

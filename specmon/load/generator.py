@@ -268,7 +268,8 @@ class LoadGenerator:
 
     def _launch(self, phase: str) -> None:
         body, category = self.factory.next_request()
-        capture = new_capture(self.factory.endpoint, self.factory.streaming, body,
+        streaming = body.get("stream") is True  # --extra-inputs may have turned it on or off
+        capture = new_capture(self.factory.endpoint, streaming, body,
                               category=category, benchmark_phase=phase, server=self.server_label,
                               worker_id=self.worker_id, segment=self.segment)
         if phase == "profiling":
