@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -338,3 +339,47 @@ def test_profile_export_replay_matches_the_run(tmp_path):
     assert again.request_count == original.request_count
     assert again.error_count == original.error_count
     assert Path(tmp_path / "run" / "profile_export_aiperf.json").is_file()
+
+
+async def test_replay_of_a_real_aiperf_export(tmp_path):
+    """AIPerf 0.13's own profile_export.jsonl: the monitor shows AIPerf's own aggregates."""
+    fixture = Path(__file__).parent / "fixtures" / "aiperf013_peer"
+    truth = json.loads((fixture / "profile_export_aiperf.json").read_text())
+    args = argparse.Namespace(file=str(fixture / "profile_export.jsonl"), speed=0.0, theme=None,
+                              refresh_hz=4.0)
+    config, feeder, session = build(args)
+    app = SpecmonApp(session, feeder, config, source="replay")
+    async with app.run_test(size=WIDE) as pilot:
+        feeder.start()
+        assert feeder.join(10)
+        app.refresh_data()
+        await pilot.pause()
+        text = screen_text(app)
+    # AIPerf wrote: 30 requests, pooled histogram {0:176, 1:131, 2:93, 3:171} (571 steps),
+    # AL avg 2.4997 -> "2.50"; 176/571 = 30.8 %, 171/571 = 29.9 %
+    assert truth["request_count"]["avg"] == 30
+    assert "30 done (finished)" in text
+    assert "176  30.8%" in text and "171  29.9%" in text
+    assert f"{truth['spec_decode_acceptance_length']['avg']:,.2f}" == "2.50" and "2.50" in text
+
+
+async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
+    """A real vLLM 0.32 `detailed` capture: the detail screen shows its per-step arrays."""
+    fixture = Path(__file__).parent / "fixtures" / "vllm032" / "detailed_chat_stream.jsonl"
+    src = load_source(fixture)
+    session = RunSession(None, "summary", live=False, keep_responses=True)
+    for item in src.items:
+        item.feed(session)
+    result = session.accumulator.results[0]
+    assert result.spec is not None and result.spec.per_step_accepted  # detailed level
+    app = SpecmonApp(session, None, None, source="replay", freeze_elapsed=1.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("home", "enter")
+        assert isinstance(app.screen, RequestDetail)
+        text = screen_text(app)
+        spec = result.spec
+        assert (f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens} / "
+                f"drafted {spec.num_draft_tokens}") in text
+        assert len(app.screen.query("Sparkline")) == 2
+        raw = str(app.screen.query_one("#detail-raw-text").content)  # scrolls; read it whole
+        assert '"last_response"' in raw and '"per_step_accepted": [' in raw

@@ -100,4 +100,16 @@ def raw_payload(result: Any) -> str:
         parts["error"] = error
     if not responses:  # replayed records, or live results whose bodies were dropped
         parts["metrics"] = field(result, "metrics") or {}
-    return json.dumps(parts, indent=2, default=str, sort_keys=False)
+    return pretty_json(parts)
+
+
+def pretty_json(obj: Any, indent: int = 0) -> str:
+    """Indented JSON with lists of numbers/strings kept on one line (per-step arrays)."""
+    pad = " " * indent
+    if isinstance(obj, dict) and obj:
+        items = [f'{pad}  {json.dumps(str(k))}: {pretty_json(v, indent + 2)}' for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
+        items = [f"{pad}  {pretty_json(v, indent + 2)}" for v in obj]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(obj, default=str)

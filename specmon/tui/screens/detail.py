@@ -43,11 +43,17 @@ class RequestDetail(ModalScreen[None]):
                     timings.border_title = "timings"
                     yield Static(self._timings_text(), id="detail-timings-text")
             with Vertical(id="detail-steps", classes="panel") as steps:
-                steps.border_title = "per step: accepted (top) / drafted (bottom)"
+                # Sparklines scale to each series' own min..max, which the labels state.
+                steps.border_title = "per verify step, in order"
                 accepted, drafted = per_step(result)
                 if accepted:
-                    yield Sparkline(accepted, id="spark-accepted")
-                    yield Sparkline(drafted or [], id="spark-drafted")
+                    with Horizontal(classes="spark-row"):
+                        yield Static(f"accepted {min(accepted)}..{max(accepted)}", classes="spark-label")
+                        yield Sparkline(accepted, id="spark-accepted")
+                    with Horizontal(classes="spark-row"):
+                        yield Static(f"drafted {min(drafted or [0])}..{max(drafted or [0])}",
+                                     classes="spark-label")
+                        yield Sparkline(drafted or [], id="spark-drafted")
                 else:
                     yield Static("no per-step arrays (server runs --per-request-spec-decode-"
                                  "metrics summary; 'detailed' adds them)", classes="muted")
