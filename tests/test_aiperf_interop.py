@@ -123,3 +123,17 @@ def test_comparison_helpers_catch_differences():
     other["metrics"]["spec_decode_steps"]["value"] = 5
     assert record_differences([rec], [rec]) == []
     assert len(record_differences([rec], [other])) == 1
+
+
+def test_command_line_converts_and_reports(tmp_path, capsys):
+    from specmon.interop.aiperf import main
+
+    (tmp_path / "profile_export_raw.jsonl").write_text(json.dumps(streaming_record()) + "\nnope\n")
+    out = tmp_path / "caps.jsonl"
+    assert main([str(tmp_path), str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "1 captures written" in printed.out and "1 lines skipped" in printed.out
+    assert "skipped line 2: not JSON" in printed.err
+    assert len(out.read_text().splitlines()) == 1
+    assert main([str(tmp_path / "missing"), str(out)]) == 2
+    assert capsys.readouterr().err.startswith("specmon: error: no AIPerf raw export at")

@@ -198,3 +198,29 @@ def read_summary_export(artifact_dir_or_file: str | Path) -> dict:
 def spec_decode_summary(summary: dict) -> dict:
     """Only the spec-decode keys of a profile_export_aiperf.json (specmon's or AIPerf's)."""
     return {key: value for key, value in summary.items() if key.startswith(SPEC_SUMMARY_PREFIXES)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m specmon.interop.aiperf AIPERF_DIR_OR_RAW OUT.jsonl`: convert for `specmon report`."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m specmon.interop.aiperf",
+                                     description="AIPerf raw export -> specmon raw capture JSONL")
+    parser.add_argument("source", help="AIPerf artifact dir or its profile_export_raw.jsonl")
+    parser.add_argument("output", help="specmon raw capture JSONL to write")
+    args = parser.parse_args(argv)
+    try:
+        report = read_raw_export(args.source)
+        written = write_captures(report.captures, args.output)
+    except (UserError, OSError) as exc:
+        print(f"specmon: error: {exc}", file=sys.stderr)
+        return 2
+    for reason in report.skipped:
+        print(f"skipped {reason}", file=sys.stderr)
+    print(f"{written} captures written to {args.output}, {len(report.skipped)} lines skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
