@@ -155,3 +155,14 @@ def test_replay_source_errors(tmp_path):
     src = load_source(mixed)
     assert len(src.items) == 3
     assert [s.split(":")[0] for s in src.skipped] == ["line 4", "line 5"]
+
+
+def test_time_bins_feed_incrementally():
+    from specmon.tui.view import TimeBins
+
+    bins = TimeBins(width_s=1.0)
+    bins.add([0.5, 1.2], [4, 4], [8, 1])
+    bins.add([0.5, 1.2, 1.7], [4, 4, 2], [8, 1, 2])  # only the third entry is new
+    # bin 0 (ends at 1 s): 4 steps, 8 accepted; bin 1 (ends at 2 s): 4+2 steps, 1+2 accepted
+    assert bins.arrays() == ([1.0, 2.0], [4, 6], [8, 3])
+    assert bins.seen == 3

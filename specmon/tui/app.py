@@ -8,6 +8,7 @@ repaints only when its data changed. Nothing here runs per record.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +25,9 @@ from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.themes import load_themes, resolve_theme
-from specmon.tui.view import LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS, acceptance_series
+from specmon.tui.view import (
+    LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS, TimeBins, acceptance_series,
+)
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel
@@ -33,6 +36,7 @@ from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
 
 PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log")
+PLOT_EVERY_S = 1.0
 COMPACT_BELOW = (120, 36)  # width, height under which the compact layout is used
 
 
@@ -80,6 +84,10 @@ class SpecmonApp(App[int]):
         self._last_key: tuple | None = None
         self._last_snapshot: Any = None
         self._marked = False
+        self._bins = TimeBins()
+        self._plot_key: int | None = None
+        self._plot_at = 0.0
+        self._plot_stale = False
         self._requested_theme = theme_name or _cfg(config, "theme")
         self._load_theme_files()
 
@@ -162,6 +170,8 @@ class SpecmonApp(App[int]):
         key = (snap.request_count, snap.error_count, getattr(snap, "warmup_count", 0), len(results),
                self.window_index)
         if key == self._last_key:
+            if self._plot_stale:
+                self._show_plot(snap)
             return
         self._last_key = key
         with self.batch_update():
@@ -192,13 +202,20 @@ class SpecmonApp(App[int]):
             paused_arrivals=paused_arrivals,
             finished=bool(getattr(runner, "finished", runner is None and self.source != "live")),
             source=self.source,
+            **_runner_progress(runner),
         )
         self._q(RunHeader).show(info)
 
     def _show_plot(self, snap: Any) -> None:
         label, window = WINDOWS[self.window_index]
-        times, steps, accepted = self.accumulator.timeline()
-        now = max(times[-1] if len(times) else 0.0, self._elapsed(snap))
+        now_mono = time.monotonic()
+        if self._plot_key == self.window_index and now_mono - self._plot_at < PLOT_EVERY_S:
+            self._plot_stale = True  # plotext redraws are the costliest paint: 1 Hz at most
+            return
+        self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
+        self._bins.add(*self.accumulator.timeline())
+        times, steps, accepted = self._bins.arrays()
+        now = max(times[-1] if times else 0.0, self._elapsed(snap))
         xs, ys = acceptance_series(times, steps, accepted, window, now)
         self._q(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
         self._q("#panel-plot").border_subtitle = f"w: window {label}"
@@ -286,6 +303,18 @@ class SpecmonApp(App[int]):
 
 def _cfg(config: Any, name: str) -> Any:
     return getattr(config, name, None) if config is not None else None
+
+
+def _runner_progress(runner: Any) -> dict[str, Any]:
+    """In-flight count and phase from LoadRunner.progress(), when the runner has one."""
+    progress = getattr(runner, "progress", None)
+    if not callable(progress):
+        return {}
+    try:
+        p = progress()
+    except Exception:  # a progress read must never break the screen
+        return {}
+    return {"in_flight": getattr(p, "in_flight", None), "phase": getattr(p, "phase", None)}
 
 
 def _target(config: Any) -> str:

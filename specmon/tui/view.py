@@ -127,6 +127,32 @@ def acceptance_series(
     return xs, ys
 
 
+class TimeBins:
+    """Steps and accepted drafts summed into fine time bins, fed incrementally.
+
+    The screen asks for AL over time at every refresh; summing only the requests that are
+    new since the last refresh keeps that O(new) instead of O(run).
+    """
+
+    def __init__(self, width_s: float = 0.25) -> None:
+        self.width_s = width_s
+        self.seen = 0
+        self._bins: dict[int, list[int]] = {}
+
+    def add(self, times: Sequence[float], steps: Sequence[int], accepted: Sequence[int]) -> None:
+        for i in range(self.seen, len(times)):
+            cell = self._bins.setdefault(int(times[i] / self.width_s), [0, 0])
+            cell[0] += steps[i]
+            cell[1] += accepted[i]
+        self.seen = len(times)
+
+    def arrays(self) -> tuple[list[float], list[int], list[int]]:
+        """(bin end time, steps, accepted) per bin, in time order."""
+        keys = sorted(self._bins)
+        return ([(k + 1) * self.width_s for k in keys], [self._bins[k][0] for k in keys],
+                [self._bins[k][1] for k in keys])
+
+
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "--:--"

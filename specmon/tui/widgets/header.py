@@ -25,6 +25,8 @@ class HeaderInfo:
     paused_arrivals: int | None  # None when not paused
     finished: bool
     source: str = "live"  # live | replay
+    in_flight: int | None = None
+    phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
 
 
 class RunHeader(Static):
@@ -87,6 +89,12 @@ class RunHeader(Static):
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
         else:
             out.append(f"{prog.label}" + (" (finished)" if info.finished else " (until q)"))
+        if info.phase == "warmup" and not info.finished:
+            out.append(" · warmup")
+        if info.in_flight is not None and not info.finished:
+            out.append(f" · in flight {info.in_flight}")
         out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate:.2f} req/s · ")
         out.append(f"errors {info.errors}", style=self._style("header--error") if info.errors else "")
+        if info.finished and info.source == "live":
+            out.append(" · q writes the exports")
         return out

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
@@ -90,11 +89,12 @@ class RequestLog(ScrollView, can_focus=True):
         if total == self._seen:
             return 0
         at_end = self._at_end()
-        added = 0
-        for index in range(self._seen, total):
-            if self._matches(index):
-                self._rows.append(index)
-                added += 1
+        before = len(self._rows)
+        if self._filter:
+            self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
+        else:
+            self._rows.extend(range(self._seen, total))
+        added = len(self._rows) - before
         self._seen = total
         if added:
             self.virtual_size = Size(self.size.width, len(self._rows))
