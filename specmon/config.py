@@ -54,6 +54,13 @@ class RunConfig(BaseModel):
     theme: str | None = None
     workers: int = Field(1, ge=1, le=256)
     engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"
+    split: bool = False
+    mirror: bool = False
+    segments: str | None = None
+    segment_duration: float | None = Field(None, gt=0)
+    segment_requests: int | None = Field(None, ge=1)
+    draft_cost: float | None = Field(None, ge=0)
+    server_metrics: bool = True
 
     @field_validator("url", mode="before")
     @classmethod
@@ -82,7 +89,26 @@ class RunConfig(BaseModel):
     def _consistent(self) -> "RunConfig":
         if self.prompt_source == "file" and not self.input_file:
             raise ValueError("prompt_source 'file' needs --input-file")
+        if self.split and self.mirror:
+            raise ValueError("--split and --mirror exclude each other: pick one")
+        if self.segments is not None:
+            self._check_segments()
+        elif self.segment_duration is not None or self.segment_requests is not None:
+            raise ValueError("--segment-duration / --segment-requests need --segments")
         return self
+
+    def _check_segments(self) -> None:
+        from specmon.segments import parse_segments  # validates the spec itself
+
+        parse_segments(self.segments or "")
+        if (self.segment_duration is None) == (self.segment_requests is None):
+            raise ValueError("--segments needs exactly one of --segment-duration S "
+                             "or --segment-requests N")
+        if self.request_count is not None or self.benchmark_duration is not None:
+            raise ValueError("--segments sets the run length: drop --request-count / "
+                             "--benchmark-duration")
+        if self.workers > 1:
+            raise ValueError("--segments runs in one process: drop --workers")
 
     # Resolved views used by the load loop -------------------------------------------
     @property
@@ -215,8 +241,18 @@ FLAGS: tuple[FlagDef, ...] = (
     FlagDef("refresh_hz", "TUI refresh rate (default 4)", type=float),
     FlagDef("theme", "TUI theme name"),
     FlagDef("workers", "spread the load over N processes (default 1)", type=int),
-    FlagDef("engine", "payload shape to expect (default auto-detect)",
-            choices=("auto", "vllm", "sglang", "trtllm")),
+    FlagDef("engine", "payload shape to expect (default auto-detect; sglang also asks every "
+            "request for return_spec_tokens_details)", choices=("auto", "vllm", "sglang", "trtllm")),
+    FlagDef("split", "several --url: divide concurrency, rate and request count among them "
+            "(default: each server gets the full load)", kind="bool"),
+    FlagDef("mirror", "several --url: send the same prompts in the same order to each", kind="bool"),
+    FlagDef("segments", "scripted load segments, e.g. \"concurrency=1,4,16\" (also request_rate=, "
+            "output_tokens=; several keys joined by ';')", metavar="KEY=V1,V2,..."),
+    FlagDef("segment_duration", "seconds per scripted segment", type=float),
+    FlagDef("segment_requests", "requests per scripted segment (per server)", type=int),
+    FlagDef("draft_cost", "draft cost ratio c for the per-segment recommended k "
+            "(default: fitted when servers run at several k)", type=float),
+    FlagDef("server_metrics", "poll each server's /metrics during the run (default on)", kind="bool"),
 )
 FLAG_BY_FIELD = {flag.field: flag for flag in FLAGS}
 assert set(FLAG_BY_FIELD) == set(RunConfig.model_fields), "flag table and RunConfig disagree"

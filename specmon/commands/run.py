@@ -31,28 +31,25 @@ def main(args: argparse.Namespace) -> int:
 
 def execute(config: RunConfig, *, save_config_path: str | None = None,
             out: Any = None) -> int:
-    """Preflight, build session + runner, run headless or with the TUI, write exports."""
+    """Preflight, build one session + runner per server, run headless or with the TUI."""
+    from specmon.load.multi import MultiRun
     from specmon.load.runner import preflight
 
     out = out or sys.stdout
     config.model = preflight(config)
-    if len(config.url) > 1:
-        print(f"specmon: note: {len(config.url)} servers given; this build drives only the first "
-              f"({config.targets()[0][1]})", file=out)
     if config.artifact_dir is None:
         config.artifact_dir = config.default_artifact_dir(config.model)
     if config.random_seed is None:  # record the seed actually used, so a run can be repeated
         config.random_seed = int(time.time_ns() % 2**31)
     if save_config_path:
         save_config(config, save_config_path)
-    session = make_session(config)
-    runner = make_runner(config, session)
+    multi = MultiRun(config, make_session, make_runner)
     if not config.headless:
         if not sys.stdout.isatty():
             print("specmon: stdout is not a terminal: running headless", file=out)
         elif (monitor := _load_monitor(out)) is not None:
-            return _run_with_monitor(monitor, config, runner, session, out)
-    return run_headless(config, runner, session, out)
+            return _run_with_monitor(monitor, config, multi, out)
+    return run_headless(config, multi, out)
 
 
 def make_session(config: RunConfig) -> Any:
@@ -81,46 +78,60 @@ def _load_monitor(out: Any) -> Callable | None:
     return run_monitor
 
 
-def _run_with_monitor(monitor: Callable, config: RunConfig, runner: Any, session: Any, out: Any) -> int:
+def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any) -> int:
+    """The TUI gets the MultiRun as its runner (same interface; `.servers` for side by side)
+    and the first server's session."""
     def on_sigterm(*_: Any) -> None:
-        runner.stop()
+        multi.stop()
         # asyncio.run (under App.run) turns SIGINT into a clean cancel of the app's main task
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
-    runner.start()
+    multi.start()
     try:
-        monitor(config, runner, session)
+        monitor(config, multi, multi.primary.session)
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-        runner.stop()
-        runner.join()
-        _finish(session, runner)
+        multi.stop()
+        multi.join()
+        multi.finish()
     print(f"exports written to {config.artifact_dir}", file=out)
-    return _exit_status(runner, out)
+    return _exit_status(multi, out)
 
 
 # headless ---------------------------------------------------------------------------
 
 
-def run_headless(config: RunConfig, runner: Any, session: Any, out: Any) -> int:
+def run_headless(config: RunConfig, multi: Any, out: Any) -> int:
     print(describe_run(config), file=out, flush=True)
-    previous = signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    previous = signal.signal(signal.SIGTERM, lambda *_: multi.stop())
     try:
-        runner.start()
-        _wait_printing(runner, session, out)
+        multi.start()
+        _wait_printing(multi, out)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(progress_line(runner.progress(), session), file=out, flush=True)
-    _finish(session, runner)
-    _print_tables(session, out)
+    print(_progress(multi), file=out, flush=True)
+    multi.finish()
+    _print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
-    return _exit_status(runner, out)
+    return _exit_status(multi, out)
 
 
-def _wait_printing(runner: Any, session: Any, out: Any) -> None:
+def _progress(multi: Any) -> str:
+    """The progress line; with several servers, each one's running acceptance length."""
+    if len(multi.runs) == 1:
+        return progress_line(multi.progress(), multi.primary.session)
+    line = progress_line(multi.progress(), None)
+    per_server = []
+    for run in multi.runs:
+        al = _running_acceptance_length(run.session)
+        per_server.append(f"{run.label}={al:.2f}" if al is not None else f"{run.label}=n/a")
+    return line.replace("accept-len n/a", "accept-len " + " ".join(per_server))
+
+
+def _wait_printing(runner: Any, out: Any) -> None:
     """Join the runner, printing progress; Ctrl-C stops the load and keeps waiting."""
     lag_warned = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
@@ -130,7 +141,7 @@ def _wait_printing(runner: Any, session: Any, out: Any) -> None:
                 return
             if time.monotonic() >= next_print:
                 next_print += PROGRESS_EVERY_S
-                print(progress_line(runner.progress(), session), file=out, flush=True)
+                print(_progress(runner), file=out, flush=True)
             lag_warned = _warn_lag(runner.progress(), lag_warned, out)
         except KeyboardInterrupt:
             print("specmon: stopping (Ctrl-C): cancelling in-flight requests", file=out, flush=True)
@@ -139,7 +150,15 @@ def _wait_printing(runner: Any, session: Any, out: Any) -> None:
 
 def describe_run(config: RunConfig) -> str:
     targets = ", ".join(base for _, base in config.targets())
-    if config.request_count:
+    if len(config.url) > 1:
+        mode = "split" if config.split else "mirrored" if config.mirror else "each the full load"
+        targets = f"{len(config.url)} servers ({mode}): " + ", ".join(
+            f"{label}={base}" for label, base in config.targets())
+    if config.segments:
+        each = (f"{config.segment_requests} requests" if config.segment_requests
+                else f"{config.segment_duration:g} s")
+        bound = f"segments {config.segments}, {each} each"
+    elif config.request_count:
         bound = f"{config.request_count} requests"
     elif config.benchmark_duration:
         bound = f"{config.benchmark_duration:g} s"
@@ -186,8 +205,30 @@ def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
     return already
 
 
-def _finish(session: Any, runner: Any) -> None:
-    session.finish(was_cancelled=bool(getattr(runner, "stopped_early", False)))
+def _print_results(multi: Any, out: Any) -> None:
+    """Per server: console tables and the server's own view; then the comparison and segments."""
+    from specmon.load.server_view import server_metrics_lines
+    from specmon.segments import render_segment_table
+
+    several = len(multi.runs) > 1
+    for run in multi.runs:
+        if several:
+            print(f"\n=== server {run.label} ({run.url}) ===", file=out)
+        _print_tables(run.session, out)
+        if run.server_metrics is not None:
+            for line in server_metrics_lines(run.counter_view, run.server_metrics):
+                print(line, file=out)
+    if several:
+        from specmon.commands.compare import render_server_comparison
+
+        summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
+        ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}
+        print("\nServers side by side", file=out)
+        print(render_server_comparison(summaries, ks), file=out)
+    rows = multi.segment_rows_final
+    if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
+        print("\n" + render_segment_table(rows), file=out)
+    out.flush()
 
 
 def _print_tables(session: Any, out: Any) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from specmon.config import RunConfig
 from specmon.load.client import LoadClient, new_capture
 from specmon.load.datasets import Prompt, PromptSource, sample_length
+from specmon.segments import SegmentLog, parse_segments
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -37,6 +38,8 @@ class RequestFactory:
         self.extra_inputs = config.extra_inputs
         self.output_tokens_mean = config.output_tokens_mean
         self.output_tokens_stddev = config.output_tokens_stddev
+        # SGLang sends its per-request spec stats only when each request asks (issue 6 item 2)
+        self.spec_details = config.engine == "sglang"
         self.rng = rng
         self.prompts = PromptSource(config.effective_prompt_source, rng,
                                     input_tokens_mean=config.synthetic_input_tokens_mean,
@@ -58,6 +61,8 @@ class RequestFactory:
         if self.streaming:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}  # vLLM puts the stats on the usage chunk
+        if self.spec_details:
+            body["return_spec_tokens_details"] = True
         if self.extra_inputs:  # the user's keys win, including stream_options
             body.update(copy.deepcopy(self.extra_inputs))
         return body
@@ -126,7 +131,8 @@ class LoadGenerator:
 
     def __init__(self, config: RunConfig, model: str, base_url: str, sink: Sink, *,
                  server_label: str | None = None, worker_id: str | None = None,
-                 seed: int | None = None, arrival_offset_s: float = 0.0) -> None:
+                 seed: int | None = None, arrival_offset_s: float = 0.0,
+                 segment_log: SegmentLog | None = None) -> None:
         self.config = config
         self.base_url = base_url
         self.sink = sink
@@ -144,6 +150,10 @@ class LoadGenerator:
         self.phase = "warmup"
         self.sent = self.completed = self.errors = self.warmup_completed = 0
         self.segment: int | None = None
+        self.segment_log = segment_log
+        self.plan = parse_segments(config.segments) if config.segments else None
+        if self.plan and config.segment_requests:
+            self.request_count = config.segment_requests * len(self.plan)
         self.profiling_started: float | None = None
         self._tasks: set[asyncio.Task] = set()
         self._wake: asyncio.Event | None = None
@@ -199,7 +209,9 @@ class LoadGenerator:
                     await self._drain(None)
                 self.phase = "profiling"
                 self.profiling_started = time.perf_counter()
-                if not self._stop_requested:
+                if self.plan and not self._stop_requested:
+                    await self._scripted_segments()
+                elif not self._stop_requested:
                     deadline = self.profiling_started + self.duration if self.duration else None
                     await self._phase_loop("profiling", self.request_count, deadline)
                     self.phase = "stopping"
@@ -212,6 +224,35 @@ class LoadGenerator:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             lag_task.cancel()
             self.phase = "done"
+
+    async def _scripted_segments(self) -> None:
+        """--segments: each step's settings for N requests or S seconds, drained between steps
+        so a segment's requests never share the server with the previous segment's."""
+        assert self.plan is not None
+        seconds, count = self.config.segment_duration, self.config.segment_requests
+        for index, step in enumerate(self.plan):
+            if self._stop_requested:
+                return
+            self._apply_step(index, step)
+            deadline = time.perf_counter() + seconds if seconds else None
+            await self._phase_loop("profiling", count, deadline)
+            await self._drain(DURATION_GRACE_S if deadline else None)
+
+    def _apply_step(self, index: int, step: dict[str, Any]) -> None:
+        if "concurrency" in step:
+            self.set_concurrency(step["concurrency"])
+        if "request_rate" in step:
+            self.set_request_rate(step["request_rate"])
+        if "output_tokens" in step:
+            self.set_output_tokens(step["output_tokens"], self.factory.output_tokens_stddev)
+        self.segment = index
+        if self.segment_log is not None:
+            self.segment_log.record(index, self.settings())
+
+    def settings(self) -> dict[str, Any]:
+        """The load settings now (what a segment row shows)."""
+        return {"concurrency": self.concurrency, "request_rate": self.rate,
+                "output_tokens": self.factory.output_tokens_mean}
 
     async def _phase_loop(self, phase: str, count: int | None, deadline: float | None) -> None:
         issued = 0

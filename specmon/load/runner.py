@@ -18,8 +18,10 @@ from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.load.generator import LoadGenerator, LoadProgress
+from specmon.segments import SegmentLog
 
-__all__ = ["LoadRunner", "LoadProgress", "new_event_loop", "preflight", "capture_sink"]
+__all__ = ["LoadRunner", "LoadProgress", "new_event_loop", "preflight", "capture_sink",
+           "detect_engine"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -75,6 +77,31 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
     return model
 
 
+def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
+    """'sglang' when the server looks like SGLang, else None (the adapters still auto-detect).
+
+    SGLang's /v1/models cards say owned_by "sglang"; failing that, its /get_server_info (or
+    the older /server_info) answers with server_args. vLLM's dev-mode /server_info carries
+    vllm_config instead, so that route alone is not taken as SGLang.
+    """
+    try:
+        listing = _get_json(base + "/v1/models", api_key, timeout)
+        owners = {m.get("owned_by") for m in (listing or {}).get("data", []) if isinstance(m, dict)}
+        if "sglang" in owners:
+            return "sglang"
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        pass
+    for route in ("/get_server_info", "/server_info"):
+        try:
+            info = _get_json(base + route, api_key, timeout)
+        except (urllib.error.URLError, OSError, ValueError):
+            continue
+        if isinstance(info, dict) and "vllm_config" not in info and (
+                "server_args" in info or info.get("engine") == "sglang"):
+            return "sglang"
+    return None
+
+
 class LoadRunner:
     """start() / stop() / join() / finished / progress(), and run-time knobs (thread-safe)."""
 
@@ -92,6 +119,8 @@ class LoadRunner:
         self._ready = threading.Event()
         self._done = threading.Event()
         self._stop_early = False
+        self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
+                                      config.output_tokens_mean)
 
     # lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -130,15 +159,23 @@ class LoadRunner:
             return LoadProgress(0, 0, self.config.request_count, 0, 0, 0.0, "starting")
         return gen.progress()
 
-    # run-time knobs ------------------------------------------------------------------
+    # run-time knobs: each real change starts a new load segment ------------------------
     def set_concurrency(self, value: int | None) -> None:
-        self._call(lambda g: g.set_concurrency(value))
+        segment = self.segment_log.change(concurrency=value)
+        self._call(lambda g: (g.set_concurrency(value), _tag(g, segment)))
 
     def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        self._call(lambda g: g.set_request_rate(value, mode))
+        segment = self.segment_log.change(request_rate=value)
+        self._call(lambda g: (g.set_request_rate(value, mode), _tag(g, segment)))
 
     def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        self._call(lambda g: g.set_output_tokens(mean, stddev))
+        segment = self.segment_log.change(output_tokens=mean)
+        self._call(lambda g: (g.set_output_tokens(mean, stddev), _tag(g, segment)))
+
+    @property
+    def segment(self) -> int:
+        """The segment requests sent now belong to."""
+        return self.segment_log.current
 
     def set_segment(self, segment: int | None) -> None:
         """Tag later requests with a load-segment number (for tuning sweeps)."""
@@ -171,7 +208,8 @@ class LoadRunner:
         try:
             self._generator = LoadGenerator(self.config, self.config.model, base, self.sink,
                                             server_label=label, worker_id=self.worker_id,
-                                            arrival_offset_s=self.arrival_offset_s)
+                                            arrival_offset_s=self.arrival_offset_s,
+                                            segment_log=self.segment_log)
             if self._stop_early:  # stop() raced ahead of the thread
                 self._generator.request_stop()
             self._ready.set()
@@ -185,3 +223,8 @@ class LoadRunner:
             finally:
                 loop.close()
                 self._done.set()
+
+
+def _tag(generator: LoadGenerator, segment: int | None) -> None:
+    if segment is not None:
+        generator.segment = segment

@@ -22,6 +22,7 @@ from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.load.generator import LoadProgress
 from specmon.load.runner import LoadRunner, preflight
+from specmon.segments import SegmentLog
 
 PROGRESS_EVERY_S = 0.25
 
@@ -112,6 +113,8 @@ class WorkerPool:
         self._done = threading.Event()
         self._stop_early = False
         self._shares: list[tuple[dict[str, Any], float]] = []
+        self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
+                                      config.output_tokens_mean)
 
     def start(self) -> None:
         if self._processes:
@@ -195,18 +198,30 @@ class WorkerPool:
             phase=phase, warmup_completed=sum(p.warmup_completed for p in parts),
             lag_warning=any(p.lag_warning for p in parts), elapsed_s=max(p.elapsed_s for p in parts))
 
-    # run-time knobs, split like the start-up shares ---------------------------------
+    # run-time knobs, split like the start-up shares; a change starts a segment ----------
     def set_concurrency(self, value: int | None) -> None:
         shares = split_int(value, len(self._controls)) if value else [None] * len(self._controls)
         for control, share in zip(self._controls, shares):
             control.put(("set_concurrency", max(share, 1) if share is not None else None))
+        self._segment(self.segment_log.change(concurrency=value))
 
     def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
         share = value / len(self._controls) if value and self._controls else value
         self._broadcast("set_request_rate", share, mode)
+        self._segment(self.segment_log.change(request_rate=value))
 
     def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
         self._broadcast("set_output_tokens", mean, stddev)
+        self._segment(self.segment_log.change(output_tokens=mean))
+
+    def _segment(self, segment: int | None) -> None:
+        # the children number their own segments alike; say it explicitly so they agree
+        if segment is not None:
+            self._broadcast("set_segment", segment)
+
+    @property
+    def segment(self) -> int:
+        return self.segment_log.current
 
     def set_segment(self, segment: int | None) -> None:
         self._broadcast("set_segment", segment)

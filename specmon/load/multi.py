@@ -1,0 +1,233 @@
+"""Several servers side by side: one LoadRunner + RunSession per `--url`, driven together.
+
+Load modes over N servers:
+* default: every server gets the configured concurrency / rate / request count (its own
+  prompt stream, seed + i);
+* `--split`: concurrency, rate, request and warmup counts are divided among the servers;
+* `--mirror`: every server gets the full load and the same seed, so the same prompts in the
+  same order (the way to compare servers started at different k or with other drafters).
+
+With one server nothing changes: its exports go to --artifact-dir itself; with several,
+to `<artifact-dir>/<label>/`. MultiRun has the LoadRunner interface (start, stop, join,
+finished, progress, set_*), so the headless loop and the TUI drive it like one runner.
+For the TUI: `.servers` (label -> (runner, session)), `.poller(label)` (the live
+ServerCounterPoller, None without /metrics) and `.segment_rows()`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from specmon.config import RunConfig
+from specmon.errors import UserError
+from specmon.export.json_export import write_json
+from specmon.load.generator import LoadProgress
+from specmon.load.runner import detect_engine
+from specmon.load.scrape import ServerCounterPoller, ServerCounterView
+from specmon.load.server_view import CounterWatch, server_metrics_report
+from specmon.load.workers import split_int
+from specmon.segments import format_segments, parse_segments, segment_table, split_plan
+
+
+@dataclass
+class ServerRun:
+    label: str
+    url: str
+    config: RunConfig
+    runner: Any
+    session: Any
+    server_metrics: dict | None = None  # the export's server_metrics object, after finish
+    counter_view: ServerCounterView | None = None
+    segments: list[dict] = field(default_factory=list)
+
+
+def folder_name(label: str) -> str:
+    """A label as one path component (host:port stays readable)."""
+    return re.sub(r"[^A-Za-z0-9._:=+-]+", "_", label).strip("._") or "server"
+
+
+class MultiRun:
+    def __init__(self, config: RunConfig, make_session: Callable[[RunConfig], Any],
+                 make_runner: Callable[[RunConfig, Any], Any], *,
+                 detect: Callable[[str, str | None], str | None] = detect_engine) -> None:
+        self.config = config
+        targets = config.targets()
+        labels = [label for label, _ in targets]
+        if len(set(labels)) != len(labels):
+            dup = next(label for label in labels if labels.count(label) > 1)
+            raise UserError(f"two --url share the label '{dup}': name them, e.g. --url a=URL")
+        self.mode = ("split" if config.split else "mirror" if config.mirror else "independent") \
+            if len(targets) > 1 else "single"
+        self.runs: list[ServerRun] = []
+        for index, (label, base) in enumerate(targets):
+            cfg = self._server_config(index, len(targets))
+            if cfg.engine == "auto" and detect(base, config.api_key) == "sglang":
+                cfg.engine = "sglang"
+            session = make_session(cfg)
+            self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
+        self.watch = CounterWatch({r.label: r.url for r in self.runs}) \
+            if config.server_metrics else None
+        self.error: BaseException | None = None
+        self.segment_rows_final: list[dict] = []
+
+    # per-server configuration ---------------------------------------------------------
+    def _server_config(self, index: int, count: int) -> RunConfig:
+        config = self.config
+        update: dict[str, Any] = {"url": [config.url[index]]}
+        if count > 1:
+            update["artifact_dir"] = str(Path(config.artifact_dir or ".") /
+                                         folder_name(config.targets()[index][0]))
+            if config.random_seed is not None and not config.mirror:
+                update["random_seed"] = config.random_seed + index
+        if config.split and count > 1:
+            update.update(self._split_share(index, count))
+        return config.model_copy(update=update, deep=True)
+
+    def _split_share(self, index: int, count: int) -> dict[str, Any]:
+        config = self.config
+        share: dict[str, Any] = {}
+        if config.request_rate is None or config.concurrency is not None:
+            total = config.effective_concurrency or 1
+            if total < count:
+                raise UserError(f"--split: concurrency {total} is less than the {count} servers; "
+                                f"raise --concurrency or drop --split")
+            share["concurrency"] = split_int(total, count)[index]
+        if config.request_rate is not None:
+            share["request_rate"] = config.request_rate / count
+        if config.request_count is not None:
+            if config.request_count < count:
+                raise UserError(f"--split: {config.request_count} requests cannot be shared by "
+                                f"{count} servers; raise --request-count")
+            share["request_count"] = split_int(config.request_count, count)[index]
+        share["warmup_request_count"] = split_int(config.warmup_request_count, count)[index]
+        if config.segments:
+            share["segments"] = format_segments(split_plan(parse_segments(config.segments),
+                                                           count, index))
+        return share
+
+    # the TUI's view ------------------------------------------------------------------
+    @property
+    def servers(self) -> dict[str, tuple[Any, Any]]:
+        return {r.label: (r.runner, r.session) for r in self.runs}
+
+    @property
+    def primary(self) -> ServerRun:
+        return self.runs[0]
+
+    def poller(self, label: str) -> ServerCounterPoller | None:
+        return self.watch.pollers.get(label) if self.watch is not None else None
+
+    def segment_rows(self) -> list[dict]:
+        """The live segments table over every server (cheap enough for a 1 Hz refresh)."""
+        results = {r.label: list(r.session.accumulator.results) for r in self.runs}
+        settings = {r.label: _segment_settings(r.runner) for r in self.runs}
+        return segment_table(results if len(self.runs) > 1 else results[self.primary.label],
+                             settings=settings if len(self.runs) > 1 else settings[self.primary.label],
+                             draft_cost=self.config.draft_cost,
+                             across_servers=self.mode != "split")
+
+    # LoadRunner interface --------------------------------------------------------------
+    def start(self) -> None:
+        if self.watch is not None:
+            self.watch.start()  # baselines before the first request
+        for run in self.runs:
+            run.runner.start()
+
+    def stop(self) -> None:
+        for run in self.runs:
+            run.runner.stop()
+
+    def join(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for run in self.runs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            run.runner.join(left)
+        if self.finished:
+            self.error = next((r.runner.error for r in self.runs if r.runner.error), None)
+        return self.finished
+
+    @property
+    def finished(self) -> bool:
+        return all(r.runner.finished for r in self.runs)
+
+    @property
+    def stopped_early(self) -> bool:
+        return any(getattr(r.runner, "stopped_early", False) for r in self.runs)
+
+    def progress(self) -> LoadProgress:
+        parts = [r.runner.progress() for r in self.runs]
+        if len(parts) == 1:
+            return parts[0]
+        phases = {p.phase for p in parts}
+        phase = next((name for name in ("starting", "warmup", "profiling", "stopping")
+                      if name in phases), "done")
+        totals = [p.total for p in parts]
+        return LoadProgress(
+            sent=sum(p.sent for p in parts), completed=sum(p.completed for p in parts),
+            total=None if None in totals else sum(totals), in_flight=sum(p.in_flight for p in parts),
+            errors=sum(p.errors for p in parts), loop_lag_ms=max(p.loop_lag_ms for p in parts),
+            phase=phase, warmup_completed=sum(p.warmup_completed for p in parts),
+            lag_warning=any(p.lag_warning for p in parts), elapsed_s=max(p.elapsed_s for p in parts))
+
+    def set_concurrency(self, value: int | None) -> None:
+        shares = self._shares_int(value)
+        for run, share in zip(self.runs, shares):
+            run.runner.set_concurrency(share)
+
+    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
+        divide = len(self.runs) if self.mode == "split" and value is not None else 1
+        for run in self.runs:
+            run.runner.set_request_rate(None if value is None else value / divide, mode)
+
+    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
+        for run in self.runs:
+            run.runner.set_output_tokens(mean, stddev)
+
+    def _shares_int(self, value: int | None) -> list[int | None]:
+        if value is None or self.mode != "split":
+            return [value] * len(self.runs)
+        return [max(1, share) for share in split_int(value, len(self.runs))]
+
+    # the end -----------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Write every server's exports, then add `segments` and `server_metrics` to its JSON."""
+        cancelled = self.stopped_early
+        for run in self.runs:
+            run.session.finish(was_cancelled=cancelled)
+        views = self.watch.stop() if self.watch is not None else {}
+        rows = self.segment_rows()
+        self.segment_rows_final = rows
+        for run in self.runs:
+            run.counter_view = views.get(run.label)
+            if run.counter_view is not None and run.counter_view.delta is not None:
+                acc = run.session.accumulator
+                run.server_metrics = server_metrics_report(run.counter_view, acc.snapshot(),
+                                                           acc.warmup_count)
+            run.segments = [r for r in rows if r["server"] in (run.label, None)]
+            _augment_export(run, self.watch.absent.get(run.label) if self.watch else "not polled")
+
+
+def _segment_settings(runner: Any) -> dict[int, dict]:
+    log = getattr(runner, "segment_log", None)
+    return log.settings() if log is not None else {}
+
+
+def _augment_export(run: ServerRun, absent_reason: str | None) -> None:
+    """Add the run-level extras to the written JSON, atomically (temp file + rename)."""
+    path = run.session.paths.get("json")
+    if path is None:
+        return
+    doc = orjson.loads(Path(path).read_bytes())
+    doc["segments"] = [{k: v for k, v in row.items() if k != "server"} | {"server": run.label}
+                       for row in run.segments]
+    if run.server_metrics is not None:
+        doc["server_metrics"] = run.server_metrics
+    else:
+        doc["server_metrics"] = {"available": False, "reason": absent_reason}
+    write_json(path, doc)

@@ -1,0 +1,118 @@
+"""The server's own view during a run: one ServerCounterPoller per server on a small
+event loop of its own (so polling never waits on the load loop or the TUI), and what the
+end of a run says about it: the server-wide window figures and their reconciliation with
+the per-request totals (load/scrape.py does the arithmetic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Mapping
+
+from specmon.load.runner import new_event_loop
+from specmon.load.scrape import (CounterDelta, Reconciliation, ServerCounterPoller,
+                                 ServerCounterView, describe_reconciliation, describe_window,
+                                 reconcile, run_totals_from)
+
+POLL_INTERVAL_S = 1.0
+SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
+
+
+class CounterWatch:
+    """Polls each server's /metrics; servers without spec-decode counters are dropped quietly."""
+
+    def __init__(self, targets: Mapping[str, str], interval_s: float = POLL_INTERVAL_S) -> None:
+        self.targets = dict(targets)
+        self.interval_s = interval_s
+        self.pollers: dict[str, ServerCounterPoller] = {}  # label -> live poller (for the TUI)
+        self.absent: dict[str, str] = {}  # label -> why there is no server view
+        self.views: dict[str, ServerCounterView] = {}  # label -> final view (after stop)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Take every baseline sample before returning (start it before the load)."""
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="specmon-scrape",
+                                        daemon=True)
+        self._thread.start()
+        for label, base in self.targets.items():
+            poller = ServerCounterPoller(base, self.interval_s)
+            self._run(poller.start(), 15)
+            view = poller.latest()
+            if view.error is not None or view.last is None or not view.last.present:
+                self._run(poller.stop(), 10)
+                self.absent[label] = view.error or "no spec-decode counters on /metrics"
+            else:
+                self.pollers[label] = poller
+
+    def stop(self) -> dict[str, ServerCounterView]:
+        """A last sample per server (settled), then stop the loop; returns the final views."""
+        if self._loop is None:
+            return self.views
+        for label, poller in self.pollers.items():
+            self.views[label] = self._run(poller.stop(SETTLE_S), 15)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._loop.close()
+        self._loop = None
+        return self.views
+
+    def latest(self, label: str) -> ServerCounterView | None:
+        poller = self.pollers.get(label)
+        return poller.latest() if poller is not None else None
+
+    def _run(self, coro: Any, timeout: float) -> Any:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+
+def server_metrics_report(view: ServerCounterView, snapshot: Any, warmup_count: int = 0) -> dict:
+    """The `server_metrics` object of the JSON export for one server."""
+    delta = view.delta
+    assert delta is not None
+    rec = _reconcile(delta, snapshot, warmup_count)
+    run = run_totals_from(snapshot)
+    return {
+        "url": view.url,
+        "window_s": delta.duration_s,
+        "samples": view.samples,
+        "label_sets": delta.label_sets,
+        "num_spec_tokens": delta.num_spec_tokens or None,
+        "drafts": delta.drafts,
+        "draft_tokens": delta.draft_tokens,
+        "accepted": delta.accepted,
+        "accepted_per_position": list(delta.per_pos),
+        "acceptance_rate": delta.acceptance_rate,
+        "acceptance_length": delta.acceptance_length,
+        "per_position_rates": delta.per_position_rates,
+        "histogram": {str(j): n for j, n in enumerate(delta.histogram())},
+        "counter_resets": delta.resets,
+        "acceptance_source": "server-wide" if run.steps == 0 and delta.drafts else "per-request",
+        "reconciliation": {"equal": rec.equal, "diffs": rec.diffs, "reasons": rec.reasons,
+                           "text": describe_reconciliation(rec)},
+    }
+
+
+def _reconcile(delta: CounterDelta, snapshot: Any, warmup_count: int) -> Reconciliation:
+    rec = reconcile(delta, snapshot)
+    if warmup_count and not rec.equal:  # the baseline came before the warmup requests
+        note = f"{warmup_count} warmup request(s) are in the server's counts, not in the run's"
+        return Reconciliation(rec.equal, rec.diffs, [note, *rec.reasons])
+    return rec
+
+
+def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> list[str]:
+    """What a headless run prints for one server: window, reconciliation, and when no
+    response carried per-request stats, the acceptance figures from the counters alone."""
+    lines = [describe_window(view.delta), report["reconciliation"]["text"]]
+    if report["acceptance_source"] == "server-wide":
+        hist = " ".join(f"{j}:{n}" for j, n in report["histogram"].items())
+        rate = report["acceptance_rate"]
+        lines.append(
+            "no response carried per-request stats: acceptance figures are server-wide, from "
+            f"/metrics: acceptance length {report['acceptance_length']:.2f}, draft acceptance "
+            f"{'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) {hist or '-'}")
+    return lines

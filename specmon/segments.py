@@ -1,0 +1,285 @@
+"""Load segments: each change of concurrency, request rate or output length starts one.
+
+A segment's figures come from its own RequestResults (every request carries the segment it
+was sent in; None counts as segment 0, the run's start): token-weighted acceptance length,
+TPOT (the average inter-token latency, ms), output tokens/s and requests/s over the
+segment's own window (first send to last response of its valid requests, AIPerf's
+benchmark-duration rule), and the recommended k (reference/tuning-math.md §E.2):
+
+* servers at several k under the same load: fit the draft cost c from their step times
+  (step time = TPOT x acceptance length) and predict from the widest-k histogram
+  (`tuning.recommend_across_runs`), the same answer on every server's row;
+* otherwise `tuning.analyze` on the segment's pooled histogram with the given --draft-cost
+  (no cost, no recommendation).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterable, Mapping, Sequence
+
+from specmon.specdecode.tuning import RunPoint, analyze, recommend_across_runs
+
+SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
+_KEY_ALIASES = {"concurrency": "concurrency", "request_rate": "request_rate", "rate": "request_rate",
+                "output_tokens": "output_tokens", "output_tokens_mean": "output_tokens",
+                "osl": "output_tokens"}
+NS_PER_S = 1_000_000_000
+
+
+# ---------------------------------------------------------------- scripted segments
+
+
+def parse_segments(text: str) -> list[dict[str, Any]]:
+    """'concurrency=1,4,16' -> [{'concurrency': 1}, {'concurrency': 4}, {'concurrency': 16}].
+
+    Several keys join with ';' and pair up position by position (a single value applies
+    to every segment). Raises ValueError with a one-line message on a bad spec.
+    """
+    columns: dict[str, list[Any]] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        key, eq, values = part.partition("=")
+        name = _KEY_ALIASES.get(key.strip().replace("-", "_"))
+        if not eq or name is None:
+            raise ValueError(f"--segments: '{part}' is not KEY=V1,V2,... with KEY one of "
+                             f"{', '.join(SETTING_KEYS)}")
+        columns[name] = [_segment_value(name, v) for v in values.split(",") if v.strip()]
+        if not columns[name]:
+            raise ValueError(f"--segments: '{part}' lists no values")
+    if not columns:
+        raise ValueError("--segments: empty; e.g. --segments concurrency=1,4,16")
+    lengths = {len(v) for v in columns.values() if len(v) > 1}
+    if len(lengths) > 1:
+        raise ValueError("--segments: keys list different numbers of values; give each the "
+                         "same count (or one value)")
+    count = lengths.pop() if lengths else 1
+    return [{k: (v[i] if len(v) > 1 else v[0]) for k, v in columns.items()} for i in range(count)]
+
+
+def _segment_value(name: str, text: str) -> Any:
+    text = text.strip()
+    try:
+        value = float(text) if name == "request_rate" else int(text)
+    except ValueError:
+        kind = "a number" if name == "request_rate" else "a whole number"
+        raise ValueError(f"--segments: {name} value '{text}' is not {kind}") from None
+    if value <= 0:
+        raise ValueError(f"--segments: {name} value {text} must be positive")
+    return value
+
+
+def format_segments(plan: Sequence[Mapping[str, Any]]) -> str:
+    """The inverse of parse_segments (used to hand each server its share)."""
+    keys = [k for k in SETTING_KEYS if any(k in step for step in plan)]
+    return ";".join(f"{k}=" + ",".join(f"{step[k]:g}" if isinstance(step[k], float) else str(step[k])
+                                        for step in plan) for k in keys)
+
+
+def split_plan(plan: Sequence[Mapping[str, Any]], parts: int, index: int) -> list[dict[str, Any]]:
+    """Server `index`'s share of a plan under --split: concurrency and rate divided."""
+    out = []
+    for step in plan:
+        share = dict(step)
+        if "concurrency" in step:
+            base, extra = divmod(step["concurrency"], parts)
+            share["concurrency"] = max(1, base + (1 if index < extra else 0))
+        if "request_rate" in step:
+            share["request_rate"] = step["request_rate"] / parts
+        out.append(share)
+    return out
+
+
+class SegmentLog:
+    """The settings of every segment so far (thread-safe; written by the load thread or a knob)."""
+
+    def __init__(self, concurrency: int | None, request_rate: float | None,
+                 output_tokens: int | None) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, dict[str, Any]] = {
+            0: {"concurrency": concurrency, "request_rate": request_rate, "output_tokens": output_tokens}}
+        self.current = 0
+
+    def change(self, **settings: Any) -> int | None:
+        """Apply changed settings; a real change starts a new segment, whose number is returned."""
+        with self._lock:
+            now = dict(self._entries[self.current])
+            updated = {**now, **settings}
+            if updated == now:
+                return None
+            self.current += 1
+            self._entries[self.current] = updated
+            return self.current
+
+    def record(self, index: int, settings: Mapping[str, Any]) -> None:
+        """A scripted segment starts with these settings."""
+        with self._lock:
+            self._entries[index] = dict(settings)
+            self.current = index
+
+    def settings(self) -> dict[int, dict[str, Any]]:
+        with self._lock:
+            return {i: dict(s) for i, s in self._entries.items()}
+
+
+# ---------------------------------------------------------------- the table
+
+
+def segment_of(result: Any) -> int:
+    return 0 if result.segment is None else int(result.segment)
+
+
+def segment_table(results: Iterable[Any] | Mapping[str, Iterable[Any]], *,
+                  settings: Mapping[int, Mapping] | Mapping[str, Mapping[int, Mapping]] | None = None,
+                  draft_cost: float | None = None, across_servers: bool = True) -> list[dict]:
+    """One row per segment (per segment and server when given {label: results}).
+
+    `settings` is SegmentLog.settings() (or {label: ...}); `across_servers` (same load on
+    every server: mirror or unsplit) lets servers at different k fit the draft cost.
+    """
+    if isinstance(results, Mapping):
+        groups = {label: list(rs) for label, rs in results.items()}
+        per_server_settings = settings or {}
+    else:
+        groups = {None: list(results)}
+        per_server_settings = {None: settings or {}}
+    rows = []
+    for label, group in groups.items():
+        by_segment: dict[int, list[Any]] = {}
+        for result in group:
+            if result.phase == "profiling":
+                by_segment.setdefault(segment_of(result), []).append(result)
+        seg_settings = per_server_settings.get(label) or {}
+        for index in sorted(by_segment):
+            row = segment_row(by_segment[index], index, seg_settings.get(index))
+            row["server"] = label
+            rows.append(row)
+    _recommend(rows, draft_cost, across_servers)
+    rows.sort(key=lambda r: (r["segment"], str(r["server"])))
+    return rows
+
+
+def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = None) -> dict:
+    valid = [r for r in results if r.error is None]
+    steps = accepted = drafted = 0
+    histogram: dict[int, int] = {}
+    ks: set[int] = set()
+    for r in valid:
+        rec = r.spec
+        if rec is None:
+            continue
+        steps += rec.num_spec_steps
+        accepted += rec.num_accepted_draft_tokens
+        drafted += rec.num_draft_tokens
+        for j, n in rec.acceptance_histogram.items():
+            histogram[int(j)] = histogram.get(int(j), 0) + int(n)
+        if rec.num_spec_tokens is not None:
+            ks.add(int(rec.num_spec_tokens))
+    itl = [r.metrics["inter_token_latency"] for r in valid if "inter_token_latency" in r.metrics]
+    osl = sum(r.metrics.get("output_sequence_length", 0) for r in valid)
+    window = _window_s(valid)
+    k = max(ks) if ks else (max(histogram) if histogram else None)
+    return {
+        "segment": index,
+        "settings": dict(settings) if settings else {},
+        "request_count": len(valid),
+        "error_count": len(results) - len(valid),
+        "num_spec_tokens": k,
+        "steps": steps, "accepted": accepted, "drafted": drafted,
+        "histogram": {str(j): n for j, n in sorted(histogram.items())},
+        "acceptance_length": 1 + accepted / steps if steps else None,
+        "tpot_ms": sum(itl) / len(itl) if itl else None,
+        "output_token_throughput": osl / window if window else None,
+        "request_throughput": len(valid) / window if window else None,
+        "duration_s": window,
+        "recommended_k": None, "draft_cost": None, "recommended_from": None,
+    }
+
+
+def _window_s(valid: Sequence[Any]) -> float | None:
+    starts = [r.start_ns for r in valid if r.start_ns is not None]
+    ends = [r.end_ns for r in valid if r.end_ns is not None]
+    if not starts or not ends or max(ends) <= min(starts):
+        return None
+    return (max(ends) - min(starts)) / NS_PER_S
+
+
+def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool) -> None:
+    by_segment: dict[int, list[dict]] = {}
+    for row in rows:
+        by_segment.setdefault(row["segment"], []).append(row)
+    for segment_rows in by_segment.values():
+        ks = {r["num_spec_tokens"] for r in segment_rows if r["num_spec_tokens"] and r["steps"]}
+        if across_servers and draft_cost is None and len(ks) >= 2:
+            _recommend_across(segment_rows)
+        else:
+            for row in segment_rows:
+                _recommend_alone(row, draft_cost)
+
+
+def _recommend_across(rows: list[dict]) -> None:
+    points = [RunPoint(r["num_spec_tokens"], {int(j): n for j, n in r["histogram"].items()},
+                       _step_time(r)) for r in rows if r["num_spec_tokens"] and r["steps"]]
+    estimate = recommend_across_runs(points)
+    for row in rows:
+        row["recommended_k"] = estimate.recommended_k if estimate else None
+        row["draft_cost"] = estimate.draft_cost if estimate else None
+        row["recommended_from"] = "across_servers"
+
+
+def _step_time(row: dict) -> float | None:
+    """ms per verify step: TPOT x acceptance length (tuning-math.md §E.2)."""
+    if row["tpot_ms"] is None or row["acceptance_length"] is None:
+        return None
+    return row["tpot_ms"] * row["acceptance_length"]
+
+
+def _recommend_alone(row: dict, draft_cost: float | None) -> None:
+    if draft_cost is None or not row["steps"] or not row["num_spec_tokens"]:
+        return
+    hist = {int(j): n for j, n in row["histogram"].items()}
+    estimate = analyze(hist, row["num_spec_tokens"], draft_cost)
+    row["recommended_k"] = estimate.recommended_k
+    row["draft_cost"] = draft_cost
+    row["recommended_from"] = "histogram"
+
+
+def recommended_by_segment(rows: Sequence[Mapping]) -> dict[int, int | None]:
+    """segment -> recommended k (the first row's; across-server rows agree)."""
+    out: dict[int, int | None] = {}
+    for row in rows:
+        out.setdefault(row["segment"], row["recommended_k"])
+    return out
+
+
+def render_segment_table(rows: Sequence[Mapping]) -> str:
+    """The end-of-run table: one line per segment (and server)."""
+    if not rows:
+        return "no segments"
+    multi = any(r["server"] is not None for r in rows) and len({r["server"] for r in rows}) > 1
+    headers = ["seg", *(["server"] if multi else []), "settings", "k", "requests", "accept-len",
+               "TPOT ms", "out tok/s", "req/s", "best k", "c"]
+    body = []
+    for r in rows:
+        body.append([str(r["segment"]), *([str(r["server"])] if multi else []),
+                     _settings_text(r["settings"]), _fmt(r["num_spec_tokens"], 0),
+                     str(r["request_count"]), _fmt(r["acceptance_length"]), _fmt(r["tpot_ms"]),
+                     _fmt(r["output_token_throughput"], 1), _fmt(r["request_throughput"]),
+                     _fmt(r["recommended_k"], 0), _fmt(r["draft_cost"], 3)])
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    return "Segments\n" + "\n".join(line.rstrip() for line in lines)
+
+
+def _settings_text(settings: Mapping[str, Any]) -> str:
+    names = {"concurrency": "conc", "request_rate": "rate", "output_tokens": "osl"}
+    parts = [f"{names[k]}={settings[k]:g}" for k in SETTING_KEYS if settings.get(k) is not None]
+    return " ".join(parts) or "-"
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if digits else str(int(value))
