@@ -93,19 +93,42 @@ def test_nginx_serves_the_reply_to_post_and_the_model_list():
 
 # ---------------------------------------------------------------- harness arithmetic
 
-def _result(requests: int, cpu_s: float, rss_mb: float) -> bench_load.RunResult:
-    usage = _harness.ChildUsage(0, 1.0, cpu_s, rss_mb, "", "")
+def _result(requests: int, cpu_s: float, rss_mb: float, wall_s: float = 1.0) -> bench_load.RunResult:
+    usage = _harness.ChildUsage(0, wall_s, cpu_s, rss_mb, "", "")
     return bench_load.RunResult(requests, 0, 1000.0, 2.5, usage)
 
 
 def test_two_point_row_takes_marginal_costs():
-    row = bench_load.two_point_row("specmon", 64, _result(100, 1.0, 50.0), _result(400, 2.5, 53.0))
+    row = bench_load.two_point_row("specmon", 64, _result(100, 1.0, 50.0, wall_s=1.0),
+                                   _result(400, 2.5, 53.0, wall_s=1.6))
     # CPU per request = (2.5 - 1.0) / (400 - 100) = 0.005 s -> 5.0 s per 1,000 requests;
     # start-up = 1.0 - 0.005 * 100 = 0.5 s; memory = (53 - 50) MB * 1024 / 300 = 10.24 KB/request
     assert row.cpu_per_1k == pytest.approx(5.0)
     assert row.startup_cpu == pytest.approx(0.5)
     assert row.kb_per_request == pytest.approx(10.24)
-    assert row.cells()[4] == pytest.approx(1000.0 * 32)  # SSE events/s = req/s * 32 events
+    assert row.wall_req_per_s == pytest.approx(500.0)  # (400 - 100) requests / (1.6 - 1.0) s
+    cells = dict(zip(bench_load.LOAD_HEADERS, row.cells()))
+    assert cells["SSE events/s"] == pytest.approx(1000.0 * 32)  # req/s * 32 events a reply
+    assert cells["req/s"] == 1000.0  # the tool's own export figure, as it reported it
+
+
+def test_two_point_row_leaves_wall_rate_out_when_start_up_noise_swamps_it():
+    row = bench_load.two_point_row("aiperf 0.13", 64, _result(100, 5.0, 240.0, wall_s=9.0),
+                                   _result(400, 6.0, 240.0, wall_s=8.5))
+    assert row.wall_req_per_s is None
+    assert dict(zip(bench_load.LOAD_HEADERS, row.cells()))["wall req/s"] is None
+
+
+def test_verdicts_name_the_target_and_the_ratio_to_aiperf():
+    ours = bench_load.two_point_row("specmon", 64, _result(100, 1.0, 50.0), _result(400, 2.5, 53.0))
+    peer = bench_load.two_point_row("aiperf 0.13", 64, _result(100, 1.0, 50.0), _result(400, 2.5, 53.0))
+    peer.req_per_s = 250.0
+    lines = bench_load.verdicts([ours, peer], target=3000, target_concurrency=64)
+    # 1000 req/s < 3000: missed; 5.0 CPU s/1k -> 1000/5 = 200 req/s per core; 1000/3000 = 0.33
+    assert lines[0] == "target >= 3,000 req/s at concurrency 64: MISSED (1,000 req/s)"
+    assert lines[1].startswith("CPU-bound ceiling at concurrency 64: 200 req/s per core")
+    assert lines[1].endswith("the target needs <= 0.33)")
+    assert lines[2] == "concurrency 64: specmon/AIPerf = 4.00x"  # 1000 / 250
 
 
 def test_two_point_row_refuses_runs_that_did_not_grow():
