@@ -11,17 +11,15 @@ specmon raw capture by specmon.interop.aiperf and run through `specmon report`.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from peer.aiperf_peer import (HISTOGRAM_LINE, SPEC_SECTION_TITLE, ensure_installed,
-                              read_json, record_differences, run_aiperf, spec_section,
-                              specmon_report, summary_differences)
-from specmon.interop.aiperf import (read_raw_export, read_records_export,
-                                    read_summary_export, spec_decode_summary, write_captures)
+from peer.aiperf_peer import (HISTOGRAM_LINE, SPEC_SECTION_TITLE, assert_same_numbers,
+                              ensure_installed, report_on, run_aiperf, server_payloads,
+                              spec_section)
+from specmon.interop.aiperf import read_records_export, read_summary_export, spec_decode_summary
 from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.xdist_group("aiperf")
@@ -45,46 +43,6 @@ def aiperf_ready() -> str:
 def sim():
     with start_sim(SIM_ARGS) as process:
         yield process
-
-
-def server_payloads(aiperf_dir: Path) -> list[dict]:
-    """metrics.speculative_decoding of every response in AIPerf's raw export, read directly
-    from the raw JSON (independently of specmon.interop)."""
-    found = []
-    for line in (aiperf_dir / "profile_export_raw.jsonl").read_text().splitlines():
-        for resp in json.loads(line)["responses"]:
-            texts = [p["value"] for p in resp.get("packets", []) if p["name"] == "data"]
-            for text in texts or [resp.get("text", "")]:
-                if text.startswith("{"):
-                    spec = (json.loads(text).get("metrics") or {}).get("speculative_decoding")
-                    if spec is not None:
-                        found.append(spec)
-    return found
-
-
-def report_on(aiperf_dir: Path, tmp_path: Path) -> Path:
-    """AIPerf raw export -> specmon raw capture -> `specmon report`; returns specmon's dir."""
-    converted = read_raw_export(aiperf_dir)
-    assert converted.skipped == []
-    capture = tmp_path / "from_aiperf.jsonl"
-    assert write_captures(converted.captures, capture) == len(converted.captures)
-    ours = tmp_path / "specmon"
-    proc = specmon_report(capture, ours)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return ours
-
-
-def assert_same_numbers(aiperf_dir: Path, ours: Path) -> None:
-    theirs_summary = spec_decode_summary(read_summary_export(aiperf_dir))
-    ours_summary = spec_decode_summary(read_summary_export(ours))
-    assert "pooled_spec_decode_acceptance_histogram" in theirs_summary
-    assert summary_differences(theirs_summary, ours_summary) == []
-    # specmon may add only its zero-step counter, and only as 0 when AIPerf saw none
-    extra = set(ours_summary) - set(theirs_summary)
-    assert extra <= {"spec_decode_zero_step_requests"}
-    if extra:
-        assert ours_summary["spec_decode_zero_step_requests"]["avg"] == 0
-    assert record_differences(read_records_export(aiperf_dir), read_records_export(ours)) == []
 
 
 def assert_totals_match_payloads(aiperf_dir: Path, requests: int) -> None:

@@ -180,3 +180,24 @@ def test_committed_captures_still_match_this_server(vllm_detailed, case):
             (new_pos, new_spec), = server_payloads(new)
             assert new_spec == old_spec
             assert new["responses"][new_pos]["usage"] == old["responses"][old_pos]["usage"]
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["stream", "nonstream"])
+def test_aiperf_and_specmon_agree_on_real_vllm(vllm_detailed, tmp_path, streaming):
+    """issue 2's Done-when on a real server: AIPerf 0.13 drives the real vLLM, and specmon's
+    report on the very responses AIPerf received gives the same spec-decode numbers."""
+    from peer.aiperf_peer import (assert_same_numbers, ensure_installed, report_on, run_aiperf,
+                                  server_payloads)
+
+    ready, line = ensure_installed()
+    if not ready:
+        pytest.skip(line)
+    aiperf_dir = tmp_path / "aiperf"
+    proc = run_aiperf(vllm_detailed.url, "tiny", aiperf_dir, streaming=streaming, requests=6,
+                      osl=32, concurrency=2, extra_inputs=("temperature:0",))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    payloads = server_payloads(aiperf_dir)
+    assert len(payloads) == 6
+    # zero-step requests are a known AIPerf 0.13 divergence (tests/test_aiperf_peer.py)
+    assert all(p["num_spec_steps"] > 0 for p in payloads)
+    assert_same_numbers(aiperf_dir, report_on(aiperf_dir, tmp_path))

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specmon.interop.aiperf import (read_raw_export, read_records_export, read_summary_export,
+                                    spec_decode_summary, write_captures)
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SPECMON_CACHE", Path.home() / ".cache" / "specmon"))
 AIPERF = CACHE / "aiperf-venv" / "bin" / "aiperf"
@@ -34,13 +37,16 @@ def ensure_installed() -> tuple[bool, str]:
 
 
 def run_aiperf(url: str, model: str, out_dir: Path, *, streaming: bool, requests: int,
-               osl: int, isl: int = 64, concurrency: int = 4, seed: int = 42):
+               osl: int, isl: int = 64, concurrency: int = 4, seed: int = 42,
+               extra_inputs: tuple[str, ...] = ()):
     cmd = [str(AIPERF), "profile", "--model", model, "--tokenizer", TOKENIZER, "--url", url,
            "--endpoint-type", "chat", "--concurrency", str(concurrency),
            "--request-count", str(requests), "--isl", str(isl), "--osl", str(osl),
            "--extra-inputs", "ignore_eos:true", "--random-seed", str(seed),
            "--export-level", "raw", "--artifact-dir", str(out_dir),
            "--ui-type", "none", "--no-gpu-telemetry"]
+    for extra in extra_inputs:
+        cmd += ["--extra-inputs", extra]
     if streaming:
         cmd.insert(cmd.index("--concurrency"), "--streaming")
     env = dict(os.environ, HF_HOME=str(HF_HOME), HF_HUB_OFFLINE="1", COLUMNS="160")
@@ -116,5 +122,41 @@ def spec_section(stdout: str) -> str:
     return stdout[start:table_end]
 
 
-def read_json(path: Path):
-    return json.loads(Path(path).read_text())
+def server_payloads(aiperf_dir: Path) -> list[dict]:
+    """metrics.speculative_decoding of every response in AIPerf's raw export, read directly
+    from the raw JSON (independently of specmon.interop)."""
+    found = []
+    for line in (aiperf_dir / "profile_export_raw.jsonl").read_text().splitlines():
+        for resp in json.loads(line)["responses"]:
+            texts = [p["value"] for p in resp.get("packets", []) if p["name"] == "data"]
+            for text in texts or [resp.get("text", "")]:
+                if text.startswith("{"):
+                    spec = (json.loads(text).get("metrics") or {}).get("speculative_decoding")
+                    if spec is not None:
+                        found.append(spec)
+    return found
+
+
+def report_on(aiperf_dir: Path, tmp_path: Path) -> Path:
+    """AIPerf raw export -> specmon raw capture -> `specmon report`; returns specmon's dir."""
+    converted = read_raw_export(aiperf_dir)
+    assert converted.skipped == []
+    capture = tmp_path / "from_aiperf.jsonl"
+    assert write_captures(converted.captures, capture) == len(converted.captures)
+    ours = tmp_path / "specmon"
+    proc = specmon_report(capture, ours)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return ours
+
+
+def assert_same_numbers(aiperf_dir: Path, ours: Path) -> None:
+    theirs_summary = spec_decode_summary(read_summary_export(aiperf_dir))
+    ours_summary = spec_decode_summary(read_summary_export(ours))
+    assert "pooled_spec_decode_acceptance_histogram" in theirs_summary
+    assert summary_differences(theirs_summary, ours_summary) == []
+    # specmon may add only its zero-step counter, and only as 0 when AIPerf saw none
+    extra = set(ours_summary) - set(theirs_summary)
+    assert extra <= {"spec_decode_zero_step_requests"}
+    if extra:
+        assert ours_summary["spec_decode_zero_step_requests"]["avg"] == 0
+    assert record_differences(read_records_export(aiperf_dir), read_records_export(ours)) == []
