@@ -1,7 +1,9 @@
 """Per-request processing cost, in memory, without any HTTP: what specmon adds per request.
 
 Builds N realistic vLLM 0.32 captures (the shapes of tests/fixtures/vllm032) and times each
-stage of the hot path, as the median over `--repeats` passes, in microseconds per request:
+stage of the hot path, as the median over `--repeats` passes, in microseconds of this
+process's CPU time per request (CPU time, not wall time: the figures stay comparable on a
+machine shared with other work):
 
   process_capture   parse + adapters.detect + per-request metrics (specmon/pipeline.py)
   accumulator.add   RunAccumulator.add of already-processed results
@@ -113,9 +115,9 @@ def median_us(run: Callable[[], int], repeats: int) -> float:
     samples = []
     for _ in range(repeats):
         gc.collect()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         n = run()
-        samples.append((time.perf_counter() - t0) / n * 1e6)
+        samples.append((time.process_time() - t0) / n * 1e6)
     return statistics.median(samples)
 
 
@@ -143,10 +145,10 @@ def measure(kind: str, count: int, repeats: int) -> dict[str, float]:
         def session_pass() -> int:
             captures = build(kind, count)  # session.add drops responses: fresh captures
             session = RunSession(tmp, "records")
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for cap in captures:
                 session.add(cap)
-            elapsed = time.perf_counter() - t0
+            elapsed = time.process_time() - t0
             session.finish()
             session_pass.elapsed = elapsed  # type: ignore[attr-defined]
             return len(captures)

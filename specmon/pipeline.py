@@ -61,13 +61,11 @@ class RequestResult:
 
 def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
     """Wrap each JSON object of the capture; non-objects (bad payloads) are skipped."""
-    times = capture.response_ns
-    aligned = times is not None and len(times) == len(capture.responses)
-    out: list[ParsedResponse] = []
-    for i, data in enumerate(capture.responses):
-        if isinstance(data, dict):
-            out.append(ParsedResponse(data, times[i] if aligned else None, capture.request))
-    return out
+    times, responses, request = capture.response_ns, capture.responses, capture.request
+    if times is not None and len(times) == len(responses):
+        return [ParsedResponse(data, ns, request)
+                for data, ns in zip(responses, times) if isinstance(data, dict)]
+    return [ParsedResponse(data, None, request) for data in responses if isinstance(data, dict)]
 
 
 def process_capture(capture: RawCapture) -> RequestResult:
@@ -169,6 +167,26 @@ def has_content(data: dict[str, Any]) -> bool:
     return False
 
 
+def _timed_content(resp: ParsedResponse) -> bool:
+    return resp.perf_ns is not None and has_content(resp.data)
+
+
+def content_times(parsed: list[ParsedResponse]) -> tuple[int | None, int | None, int | None]:
+    """perf_ns of the first, second and last timed responses with content.
+
+    Scans from both ends instead of testing every response: a stream's content starts
+    within its first chunks and ends within its last ones, so ~6 of 32 events are looked at.
+    """
+    n = len(parsed)
+    first = next((i for i in range(n) if _timed_content(parsed[i])), None)
+    if first is None:
+        return None, None, None
+    last = next((j for j in range(n - 1, first, -1) if _timed_content(parsed[j])), first)
+    second = next((k for k in range(first + 1, last + 1) if _timed_content(parsed[k])), None)
+    return (parsed[first].perf_ns, parsed[second].perf_ns if second is not None else None,
+            parsed[last].perf_ns)
+
+
 def last_usage(parsed: list[ParsedResponse]) -> dict[str, Any] | None:
     for resp in reversed(parsed):
         usage = resp.data.get("usage")
@@ -200,12 +218,12 @@ def request_timing(capture: RawCapture, parsed: list[ParsedResponse]
     latency_ns = ttft_ns = ttst_ns = None
     if start is not None:
         if capture.streaming:
-            content_ns = [r.perf_ns for r in parsed if r.perf_ns is not None and has_content(r.data)]
-            if content_ns:
-                ttft_ns = content_ns[0] - start
-                latency_ns = content_ns[-1] - start
-                if len(content_ns) >= 2:
-                    ttst_ns = content_ns[1] - content_ns[0]
+            first, second, last = content_times(parsed)
+            if first is not None:
+                ttft_ns = first - start
+                latency_ns = last - start
+                if second is not None:
+                    ttst_ns = second - first
         else:
             end = capture.end_ns if capture.end_ns is not None else _last_ns(capture)
             if end is not None:
