@@ -93,20 +93,39 @@ def register_adapter(cls: Any, name: str | None = None, priority: int | None = N
     with _lock:
         _order += 1
         _registry[name] = RegisteredAdapter(name, priority, cls, _order)
+        _invalidate_order()
     return cls
 
 
 def unregister_adapter(name: str) -> None:
     with _lock:
         _registry.pop(name, None)
+        _invalidate_order()
+
+
+# Detection order, sorted once per registry change rather than once per request.
+_sorted_cache: tuple[RegisteredAdapter, ...] | None = None
+
+
+def _invalidate_order() -> None:
+    global _sorted_cache
+    _sorted_cache = None
+
+
+def _detection_order() -> tuple[RegisteredAdapter, ...]:
+    global _sorted_cache
+    order = _sorted_cache
+    if order is None or not _entry_points_loaded:
+        load_entry_points()
+        with _lock:
+            order = tuple(sorted(_registry.values(), key=lambda e: (-e.priority, e.order)))
+            _sorted_cache = order
+    return order
 
 
 def registered_adapters() -> list[RegisteredAdapter]:
     """Every adapter, in detection order (highest priority first)."""
-    load_entry_points()
-    with _lock:
-        entries = list(_registry.values())
-    return sorted(entries, key=lambda e: (-e.priority, e.order))
+    return list(_detection_order())
 
 
 def load_entry_points(force: bool = False) -> None:
@@ -215,7 +234,7 @@ def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
     (found once here and reused by adapt, for adapters built on SpecDecodeAdapter)."""
     level: int | None = None
     found: list[tuple[RegisteredAdapter, list | None]] = []
-    for entry in registered_adapters():
+    for entry in _detection_order():
         if level is not None and entry.priority < level:
             break
         try:

@@ -8,7 +8,6 @@ either claims the payload by its engine-specific signature or defers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -58,18 +57,16 @@ class AdapterRejection(Exception):
 Payload = Any  # whatever one adapter extracts from one response (usually a dict)
 
 
-def response_data(responses: Any) -> Iterator[dict[str, Any]]:
+def response_data(responses: Any) -> list[dict[str, Any]]:
     """The dict bodies of a request's responses, in arrival order; anything else is skipped.
 
     Adapters must survive any input (a JSON list body, a None, a non-list), so every
-    walk over responses goes through here.
+    walk over responses goes through here. A list, built in one comprehension: a
+    generator's per-item resume cost showed up in profiles of 32-event streams.
     """
     if not isinstance(responses, (list, tuple)):
-        return
-    for r in responses:
-        data = getattr(r, "data", None)
-        if isinstance(data, dict):
-            yield data
+        return []
+    return [data for r in responses if isinstance(data := getattr(r, "data", None), dict)]
 
 
 def choice_dicts(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,7 +95,12 @@ def completion_tokens(responses: Any) -> int | None:
     A usage whose completion_tokens is not a count gives None rather than sinking an
     otherwise valid spec-decode record: the record only carries it.
     """
-    for data in reversed(list(response_data(responses))):
+    if not isinstance(responses, (list, tuple)):
+        return None
+    for r in reversed(responses):  # usage rides the last event: stop there, no full copy
+        data = getattr(r, "data", None)
+        if not isinstance(data, dict):
+            continue
         usage = data.get("usage")
         if isinstance(usage, dict) and usage:
             ct = usage.get("completion_tokens")
