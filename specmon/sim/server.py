@@ -512,7 +512,9 @@ async def _completion(request: Request, endpoint: str) -> Any:
         parsed = parse_request(endpoint, body, state.cfg.model, state.cfg.default_max_tokens)
     except ApiError as err:
         state.write_log({"time": time.time(), "endpoint": endpoint, "received": body,
-                         "status": err.status, "error": err.body()["error"]})
+                         "x_request_id": request.headers.get("x-request-id"),
+                         "category": request.headers.get("x-specmon-category"),
+                         "status": err.status, "error": err.body()["error"], "payload": None})
         return _error_response(err)
     category = request.headers.get("x-specmon-category")
     sim = SimRequest(state, parsed, body, category, state.rng_for(raw, category),
