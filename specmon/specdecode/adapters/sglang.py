@@ -109,7 +109,7 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
         rate = stats.get(names["rate"])
         if rate is None:
             rate = accepted / drafted if drafted else 0.0
-        return SpecDecodeAcceptanceRecord(
+        return SpecDecodeAcceptanceRecord.checked(
             engine=cls.engine,
             mean_acceptance_length=1 + accepted / steps if steps else 1.0,
             draft_acceptance_rate=rate,

@@ -55,7 +55,7 @@ class TensorRTLLMSpecDecodeAdapter(SpecDecodeAdapter):
         if not is_count(accepted):
             raise AdapterRejection("bad_value", f"total_accepted_draft_tokens={accepted!r}")
         k = stats.get("num_spec_tokens")
-        return SpecDecodeAcceptanceRecord(
+        return SpecDecodeAcceptanceRecord.checked(
             engine=cls.engine,
             mean_acceptance_length=1 + accepted / steps,
             draft_acceptance_rate=require(stats, "acceptance_rate"),

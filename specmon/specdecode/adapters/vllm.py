@@ -81,7 +81,7 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
             if is_count(k) and histogram and max(histogram) > k:
                 # the sparse twin of the dense length check: no bucket above k
                 raise AdapterRejection("histogram_length", f"bucket {max(histogram)} > num_spec_tokens {k}")
-        return SpecDecodeAcceptanceRecord(
+        return SpecDecodeAcceptanceRecord.checked(
             engine=cls.engine,
             mean_acceptance_length=require(stats, "mean_acceptance_length"),
             draft_acceptance_rate=require(stats, "draft_acceptance_rate"),

@@ -1,0 +1,144 @@
+"""The hot-path shortcuts give exactly what the slow paths give.
+
+* SpecDecodeAcceptanceRecord.checked (model_construct after our own checks) equals the full
+  pydantic constructor on valid input, and raises the very same ValidationError otherwise.
+* pipeline.content_times (scan from both ends) picks the first / second / last response
+  with content, as a scan of every response would.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from specmon.pipeline import content_times
+from specmon.specdecode.adapters.base import ParsedResponse
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord as Record
+
+
+def valid_fields() -> dict:
+    # 4 steps with accepted drafts 2, 0, 3, 1 (k = 3): histogram {0: 1, 1: 1, 2: 1, 3: 1},
+    # accepted = 0 + 1 + 2 + 3 = 6, drafted = 4 * 3 = 12, mean = 1 + 6 / 4 = 2.5, rate 0.5.
+    return dict(engine="vllm", mean_acceptance_length=2.5, draft_acceptance_rate=0.5,
+                acceptance_histogram={0: 1, 1: 1, 2: 1, 3: 1}, num_accepted_draft_tokens=6,
+                num_draft_tokens=12, num_spec_steps=4, num_spec_tokens=3, completion_tokens=11,
+                per_step_accepted=[2, 0, 3, 1], per_step_drafted=[3, 3, 3, 3])
+
+
+def mutate(key: str, value) -> dict:
+    fields = valid_fields()
+    if value is DELETE:
+        del fields[key]
+    else:
+        fields[key] = value
+    return fields
+
+
+DELETE = object()
+
+# Each changes one thing the validators look at; some stay valid, most do not.
+MUTATIONS = [
+    ("engine", 3), ("engine", DELETE),
+    ("mean_acceptance_length", 2), ("mean_acceptance_length", True),
+    ("mean_acceptance_length", math.nan), ("mean_acceptance_length", math.inf),
+    ("mean_acceptance_length", -1.0), ("mean_acceptance_length", "2.5"),
+    ("mean_acceptance_length", 10**400),
+    ("draft_acceptance_rate", 1), ("draft_acceptance_rate", 0), ("draft_acceptance_rate", 50.0),
+    ("draft_acceptance_rate", 1.0000001), ("draft_acceptance_rate", None),
+    ("acceptance_histogram", {3: 1, 0: 1, 2: 1, 1: 1}),  # unsorted: valid, gets sorted
+    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, 3: 1, 5: 0}),  # zero bucket: dropped
+    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, True: 1}),
+    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, 3: 1.0}),
+    ("acceptance_histogram", {0: 2, 1: 1, 2: 1, 3: 1}),  # sums to 5 steps, not 4
+    ("acceptance_histogram", {0: 1, 1: 2, 3: 1}),  # 4 steps but 1*2 + 3 = 5 accepted, not 6
+    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, -3: 1}),
+    ("acceptance_histogram", [1, 1, 1, 1]), ("acceptance_histogram", {}),
+    ("num_accepted_draft_tokens", 7), ("num_accepted_draft_tokens", 6.0),
+    ("num_accepted_draft_tokens", True), ("num_draft_tokens", 5), ("num_draft_tokens", -12),
+    ("num_spec_steps", 5), ("num_spec_steps", "4"), ("num_spec_tokens", None),
+    ("num_spec_tokens", False), ("num_spec_tokens", -1), ("completion_tokens", 11.0),
+    ("completion_tokens", None),
+    ("per_step_accepted", None), ("per_step_accepted", [2, 0, 3]),
+    ("per_step_accepted", [2, 0, 3, 2]), ("per_step_accepted", [2, 0, 3, True]),
+    ("per_step_accepted", (2, 0, 3, 1)), ("per_step_accepted", [2, 0, 3.0, 1]),
+    ("per_step_accepted", [4, -1, 3, 0]),  # sums to 6 but holds a negative
+    ("per_step_accepted", [3, 0, 3, 0]),  # valid: sums to 6, each <= 3 drafted
+    ("per_step_drafted", [4, 2, 3, 3]),  # step 2 accepted 0 <= 2 drafted: valid
+    ("per_step_drafted", [1, 5, 3, 3]),  # step 1 accepted 2 > 1 drafted: rejected
+    ("per_step_drafted", None), ("per_step_drafted", "3333"),
+    ("unknown_field", 1),
+]
+
+
+def test_valid_input_builds_the_same_record_both_ways():
+    fast, slow = Record.checked(**valid_fields()), Record(**valid_fields())
+    assert fast == slow
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.to_export_dict() == slow.to_export_dict()
+    assert fast.acceptance_histogram == {0: 1, 1: 1, 2: 1, 3: 1}
+    assert fast.mean_acceptance_length == 2.5 and type(fast.mean_acceptance_length) is float
+
+
+@pytest.mark.parametrize("key,value", MUTATIONS, ids=[f"{k}={v!r}"[:40] for k, v in MUTATIONS])
+def test_every_mutation_gives_what_the_full_constructor_gives(key, value):
+    fields = mutate(key, value)
+    try:
+        expected = Record(**copy.deepcopy(fields))
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as caught:
+            Record.checked(**copy.deepcopy(fields))
+        assert caught.value.errors(include_context=False) == exc.errors(include_context=False)
+        assert str(caught.value) == str(exc)
+        return
+    got = Record.checked(**copy.deepcopy(fields))
+    assert got == expected
+    assert type(got.mean_acceptance_length) is float
+    assert type(got.draft_acceptance_rate) is float
+    assert list(got.acceptance_histogram) == sorted(got.acceptance_histogram)
+
+
+def test_an_int_rate_becomes_a_float_as_the_validator_makes_it():
+    got = Record.checked(**mutate("draft_acceptance_rate", 1))
+    assert got.draft_acceptance_rate == 1.0 and type(got.draft_acceptance_rate) is float
+
+
+def test_the_record_does_not_share_the_callers_lists():
+    fields = valid_fields()
+    rec = Record.checked(**fields)
+    fields["per_step_accepted"].append(9)
+    fields["acceptance_histogram"][7] = 1
+    assert rec.per_step_accepted == [2, 0, 3, 1]
+    assert 7 not in rec.acceptance_histogram
+
+
+def _resp(ns, content=None, *, text=None, choices=True) -> ParsedResponse:
+    if not choices:
+        return ParsedResponse({"choices": [], "usage": {"completion_tokens": 3}}, ns)
+    choice = {"index": 0, "delta": {"content": content}}
+    if text is not None:
+        choice = {"index": 0, "text": text}
+    return ParsedResponse({"choices": [choice]}, ns)
+
+
+def test_content_times_picks_first_second_and_last_content():
+    # role chunk (empty) at 10, content at 20, 30, 40, empty finish at 50, usage at 60:
+    # first 20, second 30, last 40.
+    parsed = [_resp(10, ""), _resp(20, "a"), _resp(30, "b"), _resp(40, "c"),
+              _resp(50, ""), _resp(60, choices=False)]
+    assert content_times(parsed) == (20, 30, 40)
+
+
+def test_content_times_single_content_response_has_no_second():
+    parsed = [_resp(10, ""), _resp(20, text="only"), _resp(30, choices=False)]
+    assert content_times(parsed) == (20, None, 20)
+
+
+def test_content_times_skips_untimed_responses_and_empty_streams():
+    # the content at index 1 has no receive time, so it does not count: first 30, last 30
+    parsed = [_resp(10, ""), _resp(None, "a"), _resp(30, "b"), _resp(None, "c")]
+    assert content_times(parsed) == (30, None, 30)
+    assert content_times([_resp(10, ""), _resp(20, choices=False)]) == (None, None, None)
+    assert content_times([]) == (None, None, None)
