@@ -46,7 +46,7 @@ class RunHeader(Static):
         if info == self._info:
             return
         self._info = info
-        self.update(self._render_info(info))
+        self.update(self._render_info(info), layout=False)  # always two lines
 
     def on_resize(self) -> None:
         if self._info is not None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import events
-from textual.widgets import Static
+from specmon.tui.widgets.shaped import ShapedStatic
 
 from specmon.tui.view import bar, fold_histogram, per_position
 
 
-class HistogramView(Static):
+class HistogramView(ShapedStatic):
     """Accepted drafts per verify step: one bar per bucket with count and % of steps."""
 
     COMPONENT_CLASSES = {"histogram--bar"}
@@ -24,10 +24,14 @@ class HistogramView(Static):
         if hist == self._hist:
             return
         self._hist = dict(hist)
-        self.update(self._render_bars())
+        self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.update(self._render_bars())
+        self._repaint()
+
+    def _repaint(self) -> None:
+        buckets = len(fold_histogram(self._hist))
+        self.show_content(self._render_bars(), buckets, buckets or 1)
 
     def _render_bars(self) -> Text:
         buckets = fold_histogram(self._hist)
@@ -47,7 +51,7 @@ class HistogramView(Static):
         return out
 
 
-class PositionsView(Static):
+class PositionsView(ShapedStatic):
     """P(accepted >= i) and P(accept i | accepted i-1) with the Wilson 95 % interval."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -59,7 +63,8 @@ class PositionsView(Static):
         if key == self._key:
             return
         self._key = key
-        self.update(self._render_rows(hist, k))
+        rows = len(per_position(hist, k))
+        self.show_content(self._render_rows(hist, k), rows, rows + 1 if rows else 1)
 
     def _render_rows(self, hist: dict[int, int], k: int | None) -> Table | Text:
         rows = per_position(hist, k)

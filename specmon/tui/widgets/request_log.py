@@ -97,7 +97,7 @@ class RequestLog(ScrollView, can_focus=True):
         added = len(self._rows) - before
         self._seen = total
         if added:
-            self.virtual_size = Size(self.size.width, len(self._rows))
+            self._set_row_count()
             if at_end:
                 self.scroll_end(animate=False, immediate=True, x_axis=False)
             else:
@@ -106,12 +106,26 @@ class RequestLog(ScrollView, can_focus=True):
         self._post_counts()
         return added
 
+    def _set_row_count(self) -> None:
+        """Grow the scrollable height without a screen relayout.
+
+        Assigning virtual_size re-lays out (and repaints) the whole screen; at 4 Hz that was
+        the monitor's main CPU cost. The vertical scrollbar is always shown (overflow-y:
+        scroll), so only its window sizes and the scroll limits need updating.
+        """
+        size = Size(self.size.width, len(self._rows))
+        if size == self.virtual_size:
+            return
+        self.set_reactive(RequestLog.virtual_size, size)
+        self._scroll_update(size)
+        self.refresh()
+
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
         self._rows = [i for i in range(self._seen) if self._matches(i)]
         self.cursor = -1
         self.pending = 0
-        self.virtual_size = Size(self.size.width, len(self._rows))
+        self._set_row_count()
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
         self._post_counts()

@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import events
-from textual.widgets import Static
+from specmon.tui.widgets.shaped import ShapedStatic
 
 from specmon.tui.view import NA, stat_rows
 
@@ -31,7 +31,7 @@ SHORT_LABELS = {
 WIDE_AT = 100  # below this width the table uses short labels
 
 
-class StatsTable(Static):
+class StatsTable(ShapedStatic):
     """Rows of metric stats; re-rendered only when the stats dict changes."""
 
     def __init__(self, rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str],
@@ -46,10 +46,17 @@ class StatsTable(Static):
         if stats == self._stats:
             return
         self._stats = stats
-        self.update(self._render_table())
+        self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.update(self._render_table())
+        self._repaint()
+
+    def _repaint(self) -> None:
+        rows = sum(1 for tag, *_ in self._rows if self._stats.get(tag))
+        short = bool(self.size.width) and self.size.width < WIDE_AT
+        # header row, plus a rule under it when wide; one italic line when empty
+        lines = rows + (1 if short else 2) if rows else 1
+        self.show_content(self._render_table(), (rows, short), lines)
 
     def _render_table(self) -> Table | Text:
         short = self.size.width and self.size.width < WIDE_AT
