@@ -168,9 +168,14 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
     log = tmp_path / "sim.log"
     with start_sim(["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]) as sim:
         run_specmon(["--url", sim.url, "--headless", "--request-count", "20", "--concurrency", "4",
-                     "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "alone")])
+                     "--warmup-request-count", "3", "--output-tokens-mean", "16",
+                     "--artifact-dir", str(tmp_path / "alone")])
         alone = json.loads((tmp_path / "alone" / "profile_export_aiperf.json").read_text())
-        truth_steps = sum(e["stats"][0]["steps"] for e in served(log))
+        entries = served(log)
+        assert len(entries) == 23
+        # the 3 warmup requests all finish before profiling starts, so they log first; the
+        # window restarts after them
+        truth_steps = sum(e["stats"][0]["steps"] for e in entries[3:])
         # the run was alone: server delta == per-request totals == the simulator's log
         sm = alone["server_metrics"]
         assert sm["reconciliation"] == {"equal": True, "diffs": {}, "reasons": [],

@@ -132,8 +132,10 @@ class LoadGenerator:
     def __init__(self, config: RunConfig, model: str, base_url: str, sink: Sink, *,
                  server_label: str | None = None, worker_id: str | None = None,
                  seed: int | None = None, arrival_offset_s: float = 0.0,
-                 segment_log: SegmentLog | None = None) -> None:
+                 segment_log: SegmentLog | None = None,
+                 before_profiling: Callable[[], None] | None = None) -> None:
         self.config = config
+        self.before_profiling = before_profiling  # e.g. restart the /metrics window
         self.base_url = base_url
         self.sink = sink
         self.server_label = server_label
@@ -207,6 +209,10 @@ class LoadGenerator:
                 if self.config.warmup_request_count and not self._stop_requested:
                     await self._phase_loop("warmup", self.config.warmup_request_count, None)
                     await self._drain(None)
+                    if self.before_profiling is not None and not self._stop_requested:
+                        # blocking on purpose: nothing is in flight, and the window must
+                        # start before the first profiling request
+                        self.before_profiling()
                 self.phase = "profiling"
                 self.profiling_started = time.perf_counter()
                 if self.plan and not self._stop_requested:

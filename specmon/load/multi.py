@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -136,6 +137,9 @@ class MultiRun:
     def start(self) -> None:
         if self.watch is not None:
             self.watch.start()  # baselines before the first request
+            for run in self.runs:
+                if run.config.warmup_request_count and hasattr(run.runner, "before_profiling"):
+                    run.runner.before_profiling = partial(self.watch.rebaseline, run.label)
         for run in self.runs:
             run.runner.start()
 
@@ -207,8 +211,9 @@ class MultiRun:
             run.counter_view = views.get(run.label)
             if run.counter_view is not None and run.counter_view.delta is not None:
                 acc = run.session.accumulator
+                warmup_in_window = 0 if run.label in self.watch.rebaselined else acc.warmup_count
                 run.server_metrics = server_metrics_report(run.counter_view, acc.snapshot(),
-                                                           acc.warmup_count)
+                                                           warmup_in_window)
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
             _augment_export(run, self.watch.absent.get(run.label) if self.watch else "not polled")
 

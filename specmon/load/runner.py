@@ -121,6 +121,7 @@ class LoadRunner:
         self._stop_early = False
         self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
                                       config.output_tokens_mean)
+        self.before_profiling: Callable[[], None] | None = None  # after warmup, on the load thread
 
     # lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -209,7 +210,8 @@ class LoadRunner:
             self._generator = LoadGenerator(self.config, self.config.model, base, self.sink,
                                             server_label=label, worker_id=self.worker_id,
                                             arrival_offset_s=self.arrival_offset_s,
-                                            segment_log=self.segment_log)
+                                            segment_log=self.segment_log,
+                                            before_profiling=self.before_profiling)
             if self._stop_early:  # stop() raced ahead of the thread
                 self._generator.request_stop()
             self._ready.set()

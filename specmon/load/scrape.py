@@ -373,6 +373,11 @@ class ServerCounterPoller:
                     and before.series == self._view.last.series:
                 return
 
+    async def rebaseline(self) -> ServerCounterView:
+        """Start the window now (e.g. once warmup requests are done)."""
+        self._baseline = None
+        return await self.sample_now()
+
     def latest(self) -> ServerCounterView:
         return self._view
 

@@ -28,6 +28,7 @@ class CounterWatch:
         self.pollers: dict[str, ServerCounterPoller] = {}  # label -> live poller (for the TUI)
         self.absent: dict[str, str] = {}  # label -> why there is no server view
         self.views: dict[str, ServerCounterView] = {}  # label -> final view (after stop)
+        self.rebaselined: set[str] = set()  # windows restarted after warmup
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -59,6 +60,13 @@ class CounterWatch:
         self._loop.close()
         self._loop = None
         return self.views
+
+    def rebaseline(self, label: str) -> None:
+        """Restart one server's window now (called on the load thread, nothing in flight)."""
+        poller = self.pollers.get(label)
+        if poller is not None and self._loop is not None:
+            self._run(poller.rebaseline(), 15)
+            self.rebaselined.add(label)
 
     def latest(self, label: str) -> ServerCounterView | None:
         poller = self.pollers.get(label)
