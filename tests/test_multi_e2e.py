@@ -102,6 +102,8 @@ def test_mirror_sends_identical_prompts_in_the_same_order(tmp_path):
         # concurrency 1: the log order is the send order
         sent[k] = [(e["received"]["messages"], e["received"]["max_tokens"]) for e in log]
     assert len(sent[2]) == 8
+    # vLLM-shaped servers are not asked for SGLang's per-request flag
+    assert not any("return_spec_tokens_details" in e["received"] for e in served(sims[2][1]))
     assert sent[2] == sent[4] == sent[6]
     assert len({max_tokens for _, max_tokens in sent[2]}) > 1  # the lengths varied, in step
 
@@ -268,3 +270,30 @@ def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
     records = read_jsonl(tmp_path / "r" / "profile_export.jsonl")
     assert [r["spec_decode_acceptance"]["engine"] for r in records] == ["sglang"] * 6
     assert_records_equal_log(records, entries, None)  # SGLang's payload does not carry k
+
+
+def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
+    """The TUI's path: a knob on the (multi) runner; later requests carry the new segment."""
+    from specmon.commands.run import make_runner, make_session
+    from specmon.config import RunConfig
+    from specmon.load.multi import MultiRun
+
+    with start_sim(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"]) as sim:
+        config = RunConfig(url=[sim.url], model=sim.model, concurrency=1, request_count=60,
+                           output_tokens_mean=8, random_seed=1, artifact_dir=str(tmp_path / "r"))
+        multi = MultiRun(config, make_session, make_runner)
+        multi.start()
+        session = multi.primary.session
+        while session.accumulator.request_count < 10 and not multi.finished:
+            multi.join(0.02)
+        multi.set_concurrency(1)  # no change: no new segment
+        multi.set_concurrency(4)
+        assert multi.join(120)
+        multi.finish()
+    rows = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())["segments"]
+    assert [r["segment"] for r in rows] == [0, 1]
+    assert [r["settings"]["concurrency"] for r in rows] == [1, 4]
+    assert sum(r["request_count"] for r in rows) == 60
+    assert rows[0]["request_count"] >= 10
+    records = read_jsonl(tmp_path / "r" / "profile_export.jsonl")
+    assert sum(1 for r in records if r["metadata"].get("segment") == 1) == rows[1]["request_count"]
