@@ -235,6 +235,7 @@ async def test_log_follows_tail_then_counts_pending():
         app.refresh_data()
         await pilot.pause()
         assert log.pending == 3 and log.scroll_y == 0
+        assert "3 new (end follows)" in screen_text(app)  # visible in the compact layout too
         await pilot.press("end")
         await pilot.pause()
         assert log.pending == 0 and log.scroll_y == log.max_scroll_y

@@ -228,7 +228,8 @@ class SpecmonApp(App[int]):
         if log.filter_text:
             parts.append(f"filter '{log.filter_text}' of {event.total:,}")
         parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
-        self._q("#panel-log").border_subtitle = " · ".join(parts)
+        # In the title: the compact layout has no bottom border to carry a subtitle.
+        self._q("#panel-log").border_title = "5 Requests · " + " · ".join(parts)
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:
