@@ -52,21 +52,21 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
 
     @classmethod
     def payloads(cls, responses: list[ParsedResponse]) -> list[tuple[str, dict[str, Any]]]:
-        """Every signed payload in arrival order; the merged shape wins if both appear."""
-        merged: list[tuple[str, dict[str, Any]]] = []
-        legacy: list[tuple[str, dict[str, Any]]] = []
-        for data in response_data(responses):
-            choices = data.get("choices")
-            if choices and isinstance(choices, list):  # token chunks: one cheap pass
-                for choice in choices:
-                    stats = choice.get("speculative_decoding_stats") if isinstance(choice, dict) else None
-                    if stats and _signed(stats):
-                        legacy.append((LEGACY, stats))
-            if "metrics" in data:
-                payload = _merged_payload(data)
-                if payload is not None:
-                    merged.append((MERGED, payload))
-        return merged or legacy
+        """Every signed payload in arrival order; the merged shape wins if both appear.
+
+        The merged scan is one dict lookup per response; the per-choice legacy scan runs
+        only when no merged payload exists, since the merged ones would win anyway.
+        """
+        datas = response_data(responses)
+        merged = [(MERGED, payload) for data in datas
+                  if "metrics" in data and (payload := _merged_payload(data)) is not None]
+        if merged:
+            return merged
+        return [(LEGACY, stats) for data in datas
+                if (choices := data.get("choices")) and isinstance(choices, list)
+                for choice in choices
+                if isinstance(choice, dict)
+                and (stats := choice.get("speculative_decoding_stats")) and _signed(stats)]
 
     @classmethod
     def build(cls, payload: tuple[str, dict[str, Any]],
