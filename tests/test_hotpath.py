@@ -142,3 +142,23 @@ def test_content_times_skips_untimed_responses_and_empty_streams():
     assert content_times(parsed) == (30, None, 30)
     assert content_times([_resp(10, ""), _resp(20, choices=False)]) == (None, None, None)
     assert content_times([]) == (None, None, None)
+
+
+def _dump_reference(rec: Record) -> dict:
+    """to_export_dict as it was first written: model_dump, then string histogram keys."""
+    d = rec.model_dump(exclude_none=True)
+    d["acceptance_histogram"] = {str(j): n for j, n in rec.acceptance_histogram.items()}
+    return d
+
+
+@pytest.mark.parametrize("drop", [(), ("num_spec_tokens", "completion_tokens"),
+                                  ("per_step_accepted", "per_step_drafted")])
+def test_export_dict_keeps_model_dump_keys_and_order(drop):
+    fields = {k: v for k, v in valid_fields().items() if k not in drop}
+    for rec in (Record(**fields), Record.checked(**fields)):
+        got = rec.to_export_dict()
+        assert list(got.items()) == list(_dump_reference(rec).items())
+        assert got["acceptance_histogram"] == {"0": 1, "1": 1, "2": 1, "3": 1}
+        if "per_step_accepted" in got:
+            got["per_step_accepted"].append(5)  # a copy: the record is unchanged
+            assert rec.per_step_accepted == [2, 0, 3, 1]

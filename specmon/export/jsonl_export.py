@@ -18,6 +18,9 @@ from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
 
+_UNITS = {tag: mdef.unit for tag, mdef in METRICS.items()}  # one dict lookup per metric
+
+
 def request_times_ns(result: RequestResult) -> tuple[int | None, int | None]:
     """(request_start_ns, request_end_ns) on the wall clock when the capture has one."""
     start, end = result.start_ns, result.end_ns
@@ -50,8 +53,8 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
         meta["spec_decode_zero_step"] = True
     out: dict[str, Any] = {
         "metadata": meta,
-        "metrics": {tag: {"value": v, "unit": METRICS[tag].unit}
-                    for tag, v in result.metrics.items() if tag in METRICS},
+        "metrics": {tag: {"value": v, "unit": _UNITS[tag]}
+                    for tag, v in result.metrics.items() if tag in _UNITS},
     }
     if result.spec_trace is not None:
         out["spec_decode_acceptance"] = result.spec_trace.to_export_dict()

@@ -126,8 +126,14 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
     def to_export_dict(self) -> dict[str, Any]:
         """The JSONL `spec_decode_acceptance` struct: string histogram keys, None fields omitted."""
-        d = self.model_dump(exclude_none=True)
+        # Built by hand in field order (what model_dump(exclude_none=True) gives, at a third
+        # of its cost): this runs once per request on the live path.
+        values = self.__dict__
+        d = {name: value for name in _FIELD_ORDER if (value := values[name]) is not None}
         d["acceptance_histogram"] = {str(j): n for j, n in self.acceptance_histogram.items()}
+        for key in ("per_step_accepted", "per_step_drafted"):
+            if key in d:
+                d[key] = list(d[key])  # a copy, as model_dump makes
         return d
 
 
@@ -140,7 +146,8 @@ def _strict_count(v: Any) -> int:
     return v
 
 
-_FIELD_NAMES = frozenset(SpecDecodeAcceptanceRecord.model_fields)
+_FIELD_ORDER = tuple(SpecDecodeAcceptanceRecord.model_fields)
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
 _REQUIRED = frozenset(name for name, f in SpecDecodeAcceptanceRecord.model_fields.items()
                       if f.is_required())
 _INT_ONLY = {int}
