@@ -297,3 +297,22 @@ def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
     assert rows[0]["request_count"] >= 10
     records = read_jsonl(tmp_path / "r" / "profile_export.jsonl")
     assert sum(1 for r in records if r["metadata"].get("segment") == 1) == rows[1]["request_count"]
+
+
+def test_duration_segments_with_two_keys(tmp_path):
+    out = tmp_path / "dur"
+    proc = run_specmon(["demo", "--headless", "--segments", "concurrency=1,2;output_tokens=8,16",
+                        "--segment-duration", "0.3", "--ttft-ms", "0", "--step-ms", "2",
+                        "--draft-cost", "0.1", "--artifact-dir", str(out)])
+    rows = json.loads((out / "profile_export_aiperf.json").read_text())["segments"]
+    assert [(r["settings"]["concurrency"], r["settings"]["output_tokens"]) for r in rows] == \
+        [(1, 8), (2, 16)]
+    records = read_jsonl(out / "profile_export.jsonl")
+    for row in rows:
+        mine = [r for r in records if r["metadata"]["segment"] == row["segment"]]
+        assert row["request_count"] == len(mine) > 0
+        # every request of a segment asked for that segment's output length
+        assert {r["metrics"]["output_sequence_length"]["value"] for r in mine} == \
+            {row["settings"]["output_tokens"]}
+        assert row["recommended_from"] == "histogram" and row["recommended_k"] is not None
+    assert "Segments" in proc.stdout
