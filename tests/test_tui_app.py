@@ -63,7 +63,7 @@ async def test_latency_panel_and_header():
     # 60 requests: every 9th (6) is an HTTP error -> 54 valid; warmups not counted;
     # "done" counts every finished request; req/s = 54 valid / 15 s = 3.60
     assert "errors 6" in text
-    assert "60 done" in text and "3.60 req/s" in text
+    assert "60 done" in text and "3.60 req/s" in text and "errors 6 (http_error 6)" in text
 
 
 async def test_pause_freezes_display_but_counts_arrivals():
@@ -384,3 +384,20 @@ async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
         assert len(app.screen.query("Sparkline")) == 2
         raw = str(app.screen.query_one("#detail-raw-text").content)  # scrolls; read it whole
         assert '"last_response"' in raw and '"per_step_accepted": [' in raw
+
+
+async def test_load_failure_is_announced():
+    """A runner that ended with an error: the screen says so instead of just 'done'."""
+    class FailedRunner:  # the LoadRunner surface the app reads
+        finished = True
+        error = RuntimeError("connection refused by 127.0.0.1:9")
+
+        def stop(self):
+            pass
+
+    app = SpecmonApp(accumulate(small_captures()), FailedRunner(), None, freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "load failed: RuntimeError: connection refused" in text
+        assert "q writes the exports" not in text

@@ -164,6 +164,9 @@ class SpecmonApp(App[int]):
         if self.runner is not None and getattr(self.runner, "finished", False) and not self._marked:
             self._marked = True  # the load is over: stop the elapsed clock
             getattr(self.accumulator, "mark_finished", lambda: None)()
+            error = getattr(self.runner, "error", None)
+            if error is not None and not isinstance(error, KeyboardInterrupt):
+                self.notify(f"the load loop stopped: {error}", severity="error", timeout=30)
         snap = self.accumulator.snapshot()
         self._last_snapshot = snap
         self._show_header(snap, None)
@@ -197,6 +200,8 @@ class SpecmonApp(App[int]):
             elapsed_s=self._elapsed(snap),
             completed=int(snap.request_count),
             errors=int(snap.error_count),
+            error_kinds=dict(getattr(snap, "error_summary", None) or {}),
+            failure=_failure(runner),
             request_count=_cfg(self.config, "request_count"),
             duration_s=_cfg(self.config, "benchmark_duration"),
             paused_arrivals=paused_arrivals,
@@ -304,6 +309,13 @@ class SpecmonApp(App[int]):
 
 def _cfg(config: Any, name: str) -> Any:
     return getattr(config, name, None) if config is not None else None
+
+
+def _failure(runner: Any) -> str | None:
+    error = getattr(runner, "error", None) if getattr(runner, "finished", False) else None
+    if error is None or isinstance(error, KeyboardInterrupt):
+        return None
+    return f"{type(error).__name__}: {error}"
 
 
 def _runner_progress(runner: Any) -> dict[str, Any]:

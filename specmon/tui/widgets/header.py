@@ -26,6 +26,8 @@ class HeaderInfo:
     finished: bool
     source: str = "live"  # live | replay
     in_flight: int | None = None
+    error_kinds: dict[str, int] | None = None  # kind -> count
+    failure: str | None = None  # why the load loop ended abnormally
     phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
 
 
@@ -95,6 +97,11 @@ class RunHeader(Static):
             out.append(f" · in flight {info.in_flight}")
         out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate:.2f} req/s · ")
         out.append(f"errors {info.errors}", style=self._style("header--error") if info.errors else "")
-        if info.finished and info.source == "live":
+        if info.error_kinds:
+            kinds = sorted(info.error_kinds.items(), key=lambda kv: -kv[1])
+            out.append(" (" + ", ".join(f"{k} {n}" for k, n in kinds[:2]) + ")")
+        if info.failure:
+            out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
+        elif info.finished and info.source == "live":
             out.append(" · q writes the exports")
         return out
