@@ -401,3 +401,21 @@ async def test_load_failure_is_announced():
         text = screen_text(app)
         assert "load failed: RuntimeError: connection refused" in text
         assert "q writes the exports" not in text
+
+
+async def test_cursor_keys_move_through_the_log():
+    app = big_app()
+    async with app.run_test(size=WIDE) as pilot:
+        log = app.query_one(RequestLog)
+        await pilot.press("up")  # no cursor yet: up selects the newest row (row 60, index 59)
+        assert log.cursor == 59
+        await pilot.press("up", "up")
+        assert log.cursor == 57
+        await pilot.press("pagedown")  # +10, clamped to the last row
+        assert log.cursor == 59
+        await pilot.press("pageup")
+        assert log.cursor == 49
+        await pilot.press("down")
+        assert log.selected_index() == 50
+        await pilot.press("enter")
+        assert "request req-0051" in screen_text(app)
