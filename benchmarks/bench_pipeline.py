@@ -164,15 +164,19 @@ def measure(kind: str, count: int, repeats: int) -> dict[str, float]:
 
 
 def kept_bytes(kind: str, count: int, tmp: str) -> float:
-    """Memory the accumulator keeps per request (responses dropped, as in a live run)."""
-    captures = build(kind, count)
+    """Memory the session keeps per request (responses dropped, as in a live run).
+
+    The captures are built while tracing, as the load loop builds them during a run, so
+    what the kept results still reference of them (request body, timings) counts too.
+    """
     session = RunSession(tmp, "records")
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
+    captures = build(kind, count)
     for cap in captures:
         session.add(cap)
-    del captures  # what remains is referenced from the session
+    del captures, cap  # what remains is referenced from the session
     gc.collect()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
