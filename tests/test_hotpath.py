@@ -162,3 +162,16 @@ def test_export_dict_keeps_model_dump_keys_and_order(drop):
         if "per_step_accepted" in got:
             got["per_step_accepted"].append(5)  # a copy: the record is unchanged
             assert rec.per_step_accepted == [2, 0, 3, 1]
+
+
+def test_records_sharing_a_fields_set_stay_independent_under_model_copy():
+    fields = {k: v for k, v in valid_fields().items() if k != "completion_tokens"}
+    a, b = Record.checked(**fields), Record.checked(**fields)
+    assert a.model_fields_set == Record(**fields).model_fields_set == set(fields)
+    c = a.model_copy(update={"completion_tokens": 5})
+    assert c.completion_tokens == 5 and "completion_tokens" in c.model_fields_set
+    # the copy's fields set is its own: a and b still list exactly the fields given
+    assert a.model_fields_set == b.model_fields_set == set(fields)
+    assert a.completion_tokens is None and b.completion_tokens is None
+    with pytest.raises(ValidationError):  # frozen: no in-place change that could touch the set
+        a.engine = "x"
