@@ -263,9 +263,15 @@ async def test_layout_responds_to_size():
         assert app.screen.has_class("compact")
         text = screen_text(app)
         assert "Accept Len" in text and "req-00" in text  # table and log readable
+        await pilot.resize_terminal(120, 40)  # medium: top panels stacked, plot kept
+        await pilot.pause()
+        assert app.screen.has_class("medium") and not app.screen.has_class("compact")
+        text = screen_text(app)
+        assert "Acceptance Length (ratio)" in text and "ITL ms" in text
+        assert "…" not in text  # no cell is cut short
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
-        assert not app.screen.has_class("compact")
+        assert not app.screen.has_class("compact") and not app.screen.has_class("medium")
         assert "acceptance length, window 10 s" in screen_text(app)
 
 

@@ -37,7 +37,8 @@ from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
 
 PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log")
 PLOT_EVERY_S = 1.0
-COMPACT_BELOW = (120, 36)  # width, height under which the compact layout is used
+COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
+WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 
 
 class SpecmonApp(App[int]):
@@ -145,8 +146,10 @@ class SpecmonApp(App[int]):
 
     def _apply_layout(self, width: int, height: int) -> None:
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        medium = not compact and width < WIDE_FROM
         if self.screen_stack:
             self.screen_stack[0].set_class(compact, "compact")
+            self.screen_stack[0].set_class(medium, "medium")
 
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:

@@ -38,14 +38,15 @@ class HistogramView(ShapedStatic):
         if not buckets:
             return Text("waiting for spec-decode records...", style="italic")
         count_w = max(len(f"{b.count:,}") for b in buckets)
-        # label(3) + spaces + count + pct(6) -> the rest is the bar
-        bar_w = max(4, (self.size.width or 40) - 3 - count_w - 10)
+        # "  j " + bar + " " + count + " xx.x%": the bar gets what is left (none if too narrow)
+        bar_w = max(0, (self.size.width or 40) - 12 - count_w)
         peak = max(b.pct for b in buckets) or 1.0
         bar_style = self.get_component_rich_style("histogram--bar", partial=True)
         out = Text(no_wrap=True)
         for b in buckets:
             out.append(f"{b.label:>3} ", style="bold")
-            out.append(bar(b.pct / peak, bar_w), style=bar_style)
+            if bar_w:
+                out.append(bar(b.pct / peak, bar_w), style=bar_style)
             out.append(f" {b.count:>{count_w},} {b.pct:5.1f}%\n")
         out.rstrip()
         return out
