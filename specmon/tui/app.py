@@ -17,7 +17,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
-from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from specmon.tui.requests import LOG_HEADER
