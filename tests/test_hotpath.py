@@ -48,6 +48,8 @@ MUTATIONS = [
     ("mean_acceptance_length", 10**400),
     ("draft_acceptance_rate", 1), ("draft_acceptance_rate", 0), ("draft_acceptance_rate", 50.0),
     ("draft_acceptance_rate", 1.0000001), ("draft_acceptance_rate", None),
+    ("draft_acceptance_rate", math.nan), ("draft_acceptance_rate", -0.0),
+    ("draft_acceptance_rate", -1e-9),
     ("acceptance_histogram", {3: 1, 0: 1, 2: 1, 1: 1}),  # unsorted: valid, gets sorted
     ("acceptance_histogram", {0: 1, 1: 1, 2: 1, 3: 1, 5: 0}),  # zero bucket: dropped
     ("acceptance_histogram", {0: 1, 1: 1, 2: 1, True: 1}),
