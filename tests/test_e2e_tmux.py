@@ -120,3 +120,27 @@ def test_demo_in_tmux(tmp_path: Path):
     assert f"{doc['spec_decode_token_weighted_acceptance_length']['avg']:,.2f}" == shown_tw
     hist = {int(k): v for k, v in doc["pooled_spec_decode_acceptance_histogram"].items()}
     assert {str(k): v for k, v in hist.items()} == bucket_counts(last)
+
+
+def test_sigterm_writes_the_exports(tmp_path: Path):
+    """An unbounded demo run killed with SIGTERM still closes the screen and writes exports."""
+    art = tmp_path / "art"
+    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
+           f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60")
+    pane = Pane(cmd)
+    try:
+        pane.wait_for(lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
+                      "an unbounded run with histogram bars")
+        shell_pid = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
+        children = subprocess.run(["pgrep", "-P", shell_pid], capture_output=True, text=True)
+        pids = children.stdout.split()
+        assert len(pids) == 1  # the specmon process started by the pane's shell
+        subprocess.run(["kill", "-TERM", pids[0]], check=True)
+        after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit after SIGTERM", 60)
+    finally:
+        pane.close()
+    assert "SPECMON-EXITED 0" in after
+    doc = json.loads((art / "profile_export_aiperf.json").read_text())
+    assert doc["was_cancelled"] is True  # stopped before its (absent) bound
+    records = (art / "profile_export.jsonl").read_text().splitlines()
+    assert doc["request_count"]["avg"] + doc.get("error_request_count", {}).get("avg", 0) == len(records)

@@ -7,7 +7,9 @@ repaints only when its data changed. Nothing here runs per record.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -132,6 +134,23 @@ class SpecmonApp(App[int]):
         self.refresh_data()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self._q(RequestLog).focus()
+        self._catch_sigterm(True)
+
+    def on_unmount(self) -> None:
+        self._catch_sigterm(False)
+
+    def _catch_sigterm(self, on: bool) -> None:
+        """SIGTERM quits like q, so a killed live run still writes its exports."""
+        if self.runner is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            if on:
+                loop.add_signal_handler(signal.SIGTERM, self.action_quit_monitor)
+            else:
+                loop.remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError, ValueError):  # not Unix / not main thread
+            pass
 
     def _q(self, selector, expect_type=None):
         """Query the main screen (a help or detail screen may be on top)."""
