@@ -145,6 +145,10 @@ def test_replay_source_errors(tmp_path):
     junk.write_text('{"hello": 1}\n')
     with pytest.raises(UserError, match="neither a raw capture nor"):
         load_source(junk)
+    summary = tmp_path / "profile_export_aiperf.json"
+    summary.write_text('{\n  "schema_version": "1.4"\n}\n')
+    with pytest.raises(UserError, match="one JSON document"):
+        load_source(summary)
     junk.write_text("")
     with pytest.raises(UserError, match="empty"):
         load_source(junk)

@@ -66,6 +66,18 @@ def detect_kind(obj: Any) -> str | None:
     return None
 
 
+def _not_jsonl(path: Path, line_no: int) -> str:
+    """The one-line error for a first line that is not JSON (often the summary .json)."""
+    try:
+        whole = orjson.loads(path.read_bytes())
+    except (orjson.JSONDecodeError, OSError):
+        whole = None
+    if isinstance(whole, dict):
+        return (f"{path} is one JSON document (a run summary?); replay reads the per-request "
+                f"profile_export.jsonl or a raw capture")
+    return f"{path}: line {line_no} is not JSON; expected a profile_export.jsonl or a raw capture"
+
+
 def load_source(path: str | Path) -> ReplaySource:
     """Read FILE into feedable items; bad lines are skipped and reported, not fatal."""
     from specmon.capture import CaptureError, RawCapture
@@ -78,8 +90,7 @@ def load_source(path: str | Path) -> ReplaySource:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             if source is None:
-                raise UserError(f"{path}: line {line_no} is not JSON; expected a "
-                                f"profile_export.jsonl or a raw capture") from None
+                raise UserError(_not_jsonl(path, line_no)) from None
             source.skipped.append(f"line {line_no}: not JSON")
             continue
         if source is None:
