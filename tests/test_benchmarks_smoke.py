@@ -154,7 +154,8 @@ def test_proc_cpu_s_reads_this_process():
 
 
 def test_run_measured_reports_a_childs_cpu_and_exit_status():
-    burn = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\nraise SystemExit(3)"
+    burn = ("import time\nend = time.process_time() + 0.4\n"
+            "while time.process_time() < end: pass\nraise SystemExit(3)")
     usage = _harness.run_measured([sys.executable, "-c", burn], timeout_s=60)
     assert usage.returncode == 3
     assert usage.cpu_s >= 0.4
