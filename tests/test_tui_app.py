@@ -425,3 +425,16 @@ async def test_cursor_keys_move_through_the_log():
         assert log.selected_index() == 50
         await pilot.press("enter")
         assert "request req-0051" in screen_text(app)
+
+
+async def test_header_lists_every_k_of_a_mixed_run():
+    """Two servers at k=3 and k=5: the header says k=3,5, not whichever landed last."""
+    captures = small_captures()
+    k5 = make_capture(7, [1, 1, 1, 1], start_ms=700.0)
+    k5["responses"][0]["metrics"]["speculative_decoding"].update(
+        num_spec_tokens=5, acceptance_histogram=[1, 1, 1, 1, 0, 0], num_draft_tokens=20,
+        draft_acceptance_rate=6 / 20)  # 4 steps x 5 drafts; accepted 0+1+2+3 = 6
+    app = SpecmonApp(accumulate(captures + [k5]), None, None, freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert "vllm k=3,5" in screen_text(app)

@@ -90,6 +90,8 @@ class SpecmonApp(App[int]):
         self._plot_key: int | None = None
         self._plot_at = 0.0
         self._plot_stale = False
+        self._ks: set[int] = set()
+        self._k_seen = 0
         self._requested_theme = theme_name or _cfg(config, "theme")
         self._load_theme_files()
 
@@ -216,7 +218,7 @@ class SpecmonApp(App[int]):
             target=_target(self.config),
             model=str(_cfg(self.config, "model") or "-"),
             engine=str(getattr(snap, "engine", None) or "-"),
-            k=getattr(snap, "num_spec_tokens", None),
+            k=self._k_text(snap),
             load=_load_text(self.config),
             elapsed_s=self._elapsed(snap),
             completed=int(snap.request_count),
@@ -231,6 +233,18 @@ class SpecmonApp(App[int]):
             **_runner_progress(runner),
         )
         self._q(RunHeader).show(info)
+
+    def _k_text(self, snap: Any) -> int | str | None:
+        """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
+        results = self.accumulator.results
+        for result in results[self._k_seen:] if self._k_seen < len(results) else ():
+            k = getattr(getattr(result, "spec", None), "num_spec_tokens", None)
+            if k is not None:
+                self._ks.add(k)
+        self._k_seen = len(results)
+        if len(self._ks) > 1:
+            return ",".join(str(k) for k in sorted(self._ks))
+        return getattr(snap, "num_spec_tokens", None)
 
     def _show_plot(self, snap: Any) -> None:
         label, window = WINDOWS[self.window_index]

@@ -15,7 +15,7 @@ class HeaderInfo:
     target: str
     model: str
     engine: str
-    k: int | None
+    k: int | str | None  # one k, or 'k1,k2' when several servers run different k
     load: str
     elapsed_s: float
     completed: int  # valid profiling requests
