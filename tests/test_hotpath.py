@@ -1,4 +1,5 @@
-"""The hot-path shortcuts give exactly what the slow paths give.
+"""The hot-path shortcuts give exactly what the slow paths give; the pipeline benchmark
+measures the real record path.
 
 * SpecDecodeAcceptanceRecord.checked (model_construct after our own checks) equals the full
   pydantic constructor on valid input, and raises the very same ValidationError otherwise.
@@ -10,13 +11,19 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from specmon.pipeline import content_times
+from specmon.pipeline import content_times, process_capture
+from specmon.session import RunSession
 from specmon.specdecode.adapters.base import ParsedResponse
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord as Record
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bench_pipeline  # noqa: E402
 
 
 def valid_fields() -> dict:
@@ -177,3 +184,49 @@ def test_records_sharing_a_fields_set_stay_independent_under_model_copy():
     assert a.completion_tokens is None and b.completion_tokens is None
     with pytest.raises(ValidationError):  # frozen: no in-place change that could touch the set
         a.engine = "x"
+
+
+# ------------------------------------------------------------------ session and benchmark
+
+
+@pytest.mark.parametrize("kind", bench_pipeline.KINDS)
+def test_benchmark_captures_take_the_real_record_path(kind):
+    # 28 steps, step i accepts i % 4 of k = 3 drafts: 7 steps each of 0..3 accepted;
+    # accepted = (0 + 1 + 2 + 3) * 7 = 42, drafted = 28 * 3 = 84,
+    # AL = 1 + 42 / 28 = 2.5, rate = 42 / 84 = 0.5, completion tokens = 1 + 28 + 42 = 71.
+    result = process_capture(bench_pipeline.build(kind, 1)[0])
+    assert result.error is None and result.spec_reason is None
+    spec = result.spec
+    assert spec.acceptance_histogram == {0: 7, 1: 7, 2: 7, 3: 7}
+    assert (spec.num_spec_steps, spec.num_accepted_draft_tokens, spec.num_draft_tokens) == (28, 42, 84)
+    assert spec.mean_acceptance_length == 2.5 and spec.draft_acceptance_rate == 0.5
+    assert spec.completion_tokens == 71
+    assert (spec.per_step_accepted is None) == (kind == "stream-summary")
+    if kind.startswith("stream"):
+        # content events at start + 100 us + 10 us * j for j = 1..29 (j = 0 is the empty
+        # role chunk): TTFT = 110 us = 0.11 ms, latency = 100 + 290 = 390 us = 0.39 ms
+        assert result.base_metrics["time_to_first_token"] == 110_000
+        assert result.base_metrics["request_latency"] == 390_000
+        assert result.base_metrics["time_to_second_token"] == 10_000
+
+
+def test_session_drops_response_times_with_responses(tmp_path):
+    fresh = bench_pipeline.build("stream-detailed", 1)[0]
+    expected = process_capture(bench_pipeline.build("stream-detailed", 1)[0])
+    session = RunSession(tmp_path / "a", "records")
+    got = session.add(fresh)
+    assert fresh.responses == [] and fresh.response_ns is None
+    assert got.metrics == expected.metrics and got.end_ns == expected.end_ns
+    kept = bench_pipeline.build("stream-detailed", 1)[0]
+    RunSession(tmp_path / "b", "records", keep_responses=True).add(kept)
+    assert len(kept.responses) == len(kept.response_ns) == 32  # role + 29 content + finish + usage
+    session.finish()
+
+
+def test_bench_pipeline_prints_one_row_per_kind(capsys):
+    assert bench_pipeline.main(["--count", "5", "--repeats", "1", "--kinds", "nonstream"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| nonstream")]
+    assert len(rows) == 1
+    figures = [float(x) for x in rows[0].strip("| ").split("|")[1:]]
+    assert len(figures) == 4 and all(f > 0 for f in figures)
+    assert bench_pipeline.main(["--kinds", "bogus"]) == 2
