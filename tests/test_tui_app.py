@@ -438,3 +438,22 @@ async def test_header_lists_every_k_of_a_mixed_run():
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         assert "vllm k=3,5" in screen_text(app)
+
+
+async def test_mouse_wheel_up_stops_following():
+    from textual import events
+
+    acc = accumulate(run_captures(60), live=True)
+    app = SpecmonApp(acc, None, None, freeze_elapsed=1.0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        log = app.query_one(RequestLog)
+        await pilot.pause()
+        bottom = log.scroll_y
+        log.post_message(events.MouseScrollUp(log, 2, 2, 0, 0, 0, False, False, False))
+        await pilot.pause(0.2)
+        assert log.scroll_y < bottom
+        acc.add(process_capture(RawCapture.from_dict(
+            make_capture(61, [1, 1, 1, 1], start_ms=250.0 * 61))))
+        app.refresh_data()
+        await pilot.pause()
+        assert log.pending == 1 and "1 new (end follows)" in screen_text(app)

@@ -178,6 +178,8 @@ class RequestLog(ScrollView, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, len(self._rows))
+        if self._at_end():  # following: re-anchor, or the wheel starts from a stale target
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     # -- interaction --------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
