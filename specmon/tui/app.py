@@ -59,7 +59,7 @@ class SpecmonApp(App[int]):
         Binding("w", "cycle_window", "Window"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("s", "screenshot", "Screenshot"),
-        Binding("1", "maximize(1)", "Spec table", show=False),
+        Binding("1", "maximize(1)", "Maximize 1-5", key_display="1-5"),  # one footer entry
         Binding("2", "maximize(2)", "Histogram", show=False),
         Binding("3", "maximize(3)", "AL over time", show=False),
         Binding("4", "maximize(4)", "Latency", show=False),

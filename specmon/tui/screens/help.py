@@ -9,6 +9,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+PANEL_NAMES = {"1": "maximize the Spec Decode table", "2": "maximize the histogram",
+               "3": "maximize acceptance length over time", "4": "maximize latency & throughput",
+               "5": "maximize the request log", "escape": "restore (or close the filter box)"}
 EXTRA_KEYS = (
     ("up/down, pgup/pgdn", "move the cursor in the request log"),
     ("enter / click twice", "open the request under the cursor"),
@@ -29,7 +32,8 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for b in self._keys:
-            table.add_row(b.key_display or b.key, b.description)
+            key = b.key if b.key.isdigit() else (b.key_display or b.key)
+            table.add_row(key, PANEL_NAMES.get(b.key, b.description))
         for key, text in EXTRA_KEYS:
             table.add_row(key, text)
         with VerticalScroll(id="help-body", classes="modal-body") as body:
