@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right, insort
+from itertools import accumulate
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,75 @@ BASE_SCALE: dict[str, float] = {
 }
 _SCALED_KEYS = ("avg", "min", "max", "sum", "std", "p1", "p5", "p10", "p25", "p50", "p75",
                 "p90", "p95", "p99")
+
+
+class SortedValues:
+    """An ascending multiset kept as sorted blocks (a minimal sorted list).
+
+    The live view needs a column's order statistics after every few hundred new values.
+    Re-sorting the whole column each time costs O(n) per refresh (~30 ms for 15 columns at
+    300k requests, on the GIL the load thread needs); inserting into blocks of at most
+    2 * LOAD values costs O(k log n) for k new values. While the column is small next to
+    the batch, one sort of everything is cheaper and is used instead.
+    """
+
+    __slots__ = ("_blocks", "_maxes", "_len", "_starts")
+
+    LOAD = 512
+    RESORT_RATIO = 32  # re-sort all when n <= RESORT_RATIO * k
+
+    def __init__(self) -> None:
+        self._blocks: list[list[float]] = []
+        self._maxes: list[float] = []  # last (largest) value of each block
+        self._len = 0
+        self._starts: list[int] | None = None  # index of each block's first value, lazily
+
+    def __len__(self) -> int:
+        return self._len
+
+    def update(self, values: list[float]) -> None:
+        """Add values (any order)."""
+        if not values:
+            return
+        if self._len <= self.RESORT_RATIO * len(values):
+            self._rebuild(sorted([*self.to_list(), *values]))
+            return
+        blocks, maxes, load2 = self._blocks, self._maxes, 2 * self.LOAD
+        for value in values:
+            i = bisect_right(maxes, value)
+            if i == len(blocks):  # above every value: append to the last block
+                i -= 1
+                blocks[i].append(value)
+                maxes[i] = value
+            else:
+                insort(blocks[i], value)
+            if len(blocks[i]) > load2:
+                block = blocks[i]
+                blocks[i:i + 1] = [block[:self.LOAD], block[self.LOAD:]]
+                maxes[i:i + 1] = [block[self.LOAD - 1], block[-1]]
+        self._len += len(values)
+        self._starts = None
+
+    def _rebuild(self, ordered: list[float]) -> None:
+        load = self.LOAD
+        self._blocks = [ordered[i:i + load] for i in range(0, len(ordered), load)]
+        self._maxes = [block[-1] for block in self._blocks]
+        self._len = len(ordered)
+        self._starts = None
+
+    def __getitem__(self, index: int) -> float:
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("SortedValues index out of range")
+        starts = self._starts
+        if starts is None:
+            starts = self._starts = list(accumulate(map(len, self._blocks[:-1]), initial=0))
+        i = bisect_right(starts, index) - 1
+        return self._blocks[i][index - starts[i]]
+
+    def to_list(self) -> list[float]:
+        return [value for block in self._blocks for value in block]
 
 
 class MetricColumn:
@@ -50,7 +121,7 @@ class MetricColumn:
         self._shift: float | None = None
         self._s1 = 0.0
         self._s2 = 0.0
-        self._sorted: list[float] = []
+        self._sorted = SortedValues()
         self._cache: dict | None = None
         self._cache_key: tuple[int, bool] | None = None
 
@@ -81,9 +152,10 @@ class MetricColumn:
         if self._cache is not None and self._cache_key == key:
             return self._cache
         if len(self._sorted) != n:
-            self._sorted.extend(self.values[len(self._sorted):n])  # slicing is atomic
-            self._sorted.sort()
-        stats = compute_stats(self._sorted, total=total, presorted=True,
+            self._sorted.update(self.values[len(self._sorted):n])  # slicing is atomic
+        # The exact (two-pass) std walks every value: a plain list is faster to index.
+        xs = self._sorted.to_list() if exact else self._sorted
+        stats = compute_stats(xs, total=total, presorted=True,
                               std=None if exact else running_std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
