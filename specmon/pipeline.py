@@ -178,12 +178,18 @@ def content_times(parsed: list[ParsedResponse]) -> tuple[int | None, int | None,
     within its first chunks and ends within its last ones, so ~6 of 32 events are looked at.
     """
     n = len(parsed)
-    first = next((i for i in range(n) if _timed_content(parsed[i])), None)
-    if first is None:
+    first = 0
+    while first < n and not _timed_content(parsed[first]):
+        first += 1
+    if first == n:
         return None, None, None
-    last = next((j for j in range(n - 1, first, -1) if _timed_content(parsed[j])), first)
-    second = next((k for k in range(first + 1, last + 1) if _timed_content(parsed[k])), None)
-    return (parsed[first].perf_ns, parsed[second].perf_ns if second is not None else None,
+    last = n - 1
+    while last > first and not _timed_content(parsed[last]):
+        last -= 1
+    second = first + 1
+    while second <= last and not _timed_content(parsed[second]):
+        second += 1
+    return (parsed[first].perf_ns, parsed[second].perf_ns if second <= last else None,
             parsed[last].perf_ns)
 
 
