@@ -135,11 +135,15 @@ def test_request_rate_modes(tmp_path, mode):
     gaps = [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
     mean_gap = statistics.fmean(gaps)
     assert abs(mean_gap - 1 / rate) < 0.2 / rate  # mean inter-arrival within 20% of 1/R
-    cv = statistics.pstdev(gaps) / mean_gap
+    # Gaps shorter than half the mean: an exponential law puts 1 - e^-0.5 = 39% of them
+    # there; an evenly spaced schedule puts (almost) none. Counting them, rather than using
+    # the standard deviation, keeps a few late timer wake-ups on a busy machine from
+    # deciding the test.
+    short = sum(g < 0.5 / rate for g in gaps) / len(gaps)
     if mode == "constant":
-        assert cv < 0.5  # evenly spaced sends (timer jitter only)
+        assert short < 0.15
     else:
-        assert 0.6 < cv < 1.4  # exponential gaps have a coefficient of variation of 1
+        assert 0.25 < short < 0.55
 
 
 def test_request_rate_capped_by_concurrency(tmp_path):
@@ -213,7 +217,9 @@ async def test_connection_refused_is_connection_error():
 
 def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
     with start_sim(["--seed", "1"]) as sim:
-        config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=1, request_count=12,
+        # Four in flight: answers queue up while the sink blocks, so the loop stays busy even
+        # when the simulator itself is slowed by a loaded machine.
+        config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=4, request_count=24,
                            output_tokens_mean=2)
         worst = []
 
