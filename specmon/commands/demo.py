@@ -93,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
     config = build_config(args, defaults=defaults)
     if not sys.stdout.isatty():
         config.headless = True
+    run_command.check_theme_early(config)  # before the simulators start
     if config.random_seed is None:  # one seed for every simulator and the prompts
         config.random_seed = int(time.time_ns() % 2**31)
     with contextlib.ExitStack() as stack:

@@ -36,6 +36,7 @@ def execute(config: RunConfig, *, save_config_path: str | None = None,
     from specmon.load.runner import preflight
 
     out = out or sys.stdout
+    check_theme_early(config)
     config.model = preflight(config)
     if config.artifact_dir is None:
         config.artifact_dir = config.default_artifact_dir(config.model)
@@ -50,6 +51,17 @@ def execute(config: RunConfig, *, save_config_path: str | None = None,
         elif (monitor := _load_monitor(out)) is not None:
             return _run_with_monitor(monitor, config, multi, out)
     return run_headless(config, multi, out)
+
+
+def check_theme_early(config: RunConfig) -> None:
+    """A misspelt --theme fails before any server is contacted, not after the load started."""
+    if config.headless or not config.theme:
+        return
+    try:
+        from specmon.tui.themes import check_theme
+    except ImportError:  # no Textual: the run goes headless and ignores the theme
+        return
+    check_theme(config.theme)
 
 
 def make_session(config: RunConfig) -> Any:

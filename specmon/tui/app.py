@@ -26,6 +26,10 @@ from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.themes import load_themes, resolve_theme
+from specmon.tui.tuning_view import (
+    CounterStatus, counter_status, initial_draft_cost, next_setting, recommendation_text,
+    segment_cells, what_if,
+)
 from specmon.tui.view import (
     LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS, TimeBins, acceptance_series,
 )
@@ -35,9 +39,17 @@ from specmon.tui.widgets.panel import HPanel, Panel
 from specmon.tui.widgets.request_log import RequestLog
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
+from specmon.tui.widgets.tuning import (
+    CountersView, SegmentsView, ServerCard, ServersView, WhatIfView,
+)
 
-PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log")
+PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log",
+          "panel-whatif", "panel-segments", "panel-servers")
+PANEL_TITLES = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance length over time",
+                "4 Latency & throughput", "5 Requests", "6 What if k were different",
+                "7 Segments · server counters", "8 Servers side by side")
 PLOT_EVERY_S = 1.0
+TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 
@@ -59,11 +71,24 @@ class SpecmonApp(App[int]):
         Binding("w", "cycle_window", "Window"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("s", "screenshot", "Screenshot"),
-        Binding("1", "maximize(1)", "Maximize 1-5", key_display="1-5"),  # one footer entry
+        Binding("1", "maximize(1)", "Maximize 1-8", key_display="1-8"),  # one footer entry
         Binding("2", "maximize(2)", "Histogram", show=False),
         Binding("3", "maximize(3)", "AL over time", show=False),
         Binding("4", "maximize(4)", "Latency", show=False),
         Binding("5", "maximize(5)", "Requests", show=False),
+        Binding("6", "maximize(6)", "What-if", show=False),
+        Binding("7", "maximize(7)", "Segments", show=False),
+        Binding("8", "maximize(8)", "Servers", show=False),
+        Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-"),
+        Binding("minus", "draft_cost(-1)", "lower the draft cost c", show=False),
+        Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]"),
+        Binding("left_square_bracket", "next_server(-1)", "previous server", show=False),
+        Binding("greater_than_sign", "load_knob('concurrency', 1)", "Concurrency", key_display="</>"),
+        Binding("less_than_sign", "load_knob('concurrency', -1)", "lower concurrency", show=False),
+        Binding("R", "load_knob('request_rate', 1)", "raise request rate", show=False),
+        Binding("r", "load_knob('request_rate', -1)", "lower request rate", show=False),
+        Binding("O", "load_knob('output_tokens', 1)", "raise output length", show=False),
+        Binding("o", "load_knob('output_tokens', -1)", "lower output length", show=False),
         Binding("escape", "restore", "Restore", show=False),
     ]
 
@@ -93,6 +118,12 @@ class SpecmonApp(App[int]):
         self._ks: set[int] = set()
         self._k_seen = 0
         self._requested_theme = theme_name or _cfg(config, "theme")
+        self.draft_cost = initial_draft_cost(config)
+        self.servers = _server_list(runner, session)  # [(label, session)]; one when single
+        self.selected = 0
+        self.load_settings = _initial_settings(config)
+        self._counters: dict[str, CounterStatus] = {}
+        self._tune_at = 0.0
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -106,12 +137,20 @@ class SpecmonApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        with Panel(id="panel-servers", classes="panel"):
+            yield ServersView(id="servers")
         with Horizontal(id="row-top"):
             with Panel(id="panel-spec", classes="panel"):
                 yield StatsTable(SPEC_ROWS, SPEC_COLUMNS, "no spec-decode records yet", id="spec-table")
             with HPanel(id="panel-hist", classes="panel"):
                 yield HistogramView(id="histogram")
                 yield PositionsView(id="positions")
+        with Horizontal(id="row-tune"):
+            with Panel(id="panel-whatif", classes="panel"):
+                yield WhatIfView(id="whatif")
+            with Panel(id="panel-segments", classes="panel"):
+                yield CountersView(id="counters")
+                yield SegmentsView(id="segments")
         with Horizontal(id="row-mid"):
             with Panel(id="panel-plot", classes="panel"):
                 yield AcceptancePlot(id="al-plot")
@@ -126,11 +165,10 @@ class SpecmonApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        titles = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance length over time",
-                  "4 Latency & throughput", "5 Requests")
-        for panel_id, title in zip(PANELS, titles):
+        for panel_id, title in zip(PANELS, PANEL_TITLES):
             panel = self._q(f"#{panel_id}")
             panel.border_title = title
+        self.screen.set_class(len(self.servers) > 1, "multi")
         self._q(RequestLog).set_source(self.accumulator.results)
         self._apply_layout(self.size.width, self.size.height)
         self.refresh_data()
@@ -170,6 +208,7 @@ class SpecmonApp(App[int]):
         if self.screen_stack:
             self.screen_stack[0].set_class(compact, "compact")
             self.screen_stack[0].set_class(medium, "medium")
+            self._tune_at = 0.0  # the servers view switches between columns and a strip
 
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:
@@ -193,8 +232,11 @@ class SpecmonApp(App[int]):
         snap = self.accumulator.snapshot()
         self._last_snapshot = snap
         self._show_header(snap, None)
+        self._refresh_tuning(snap)
+        counters = self._counters.get(self._label())
         key = (snap.request_count, snap.error_count, getattr(snap, "warmup_count", 0), len(results),
-               self.window_index)
+               self.window_index, self.draft_cost, self.selected,
+               counters.histogram if counters is not None else None)
         if key == self._last_key:
             if self._plot_stale:
                 self._show_plot(snap)
@@ -202,12 +244,96 @@ class SpecmonApp(App[int]):
         self._last_key = key
         with self.batch_update():
             self._q("#spec-table", StatsTable).show(snap.spec_stats)
-            hist = dict(snap.pooled_histogram or {})
+            hist, k, source = self._acceptance_source(snap)
             self._q(HistogramView).show(hist)
-            self._q(PositionsView).show(hist, snap.num_spec_tokens)
+            self._q(PositionsView).show(hist, k)
+            self._q("#panel-hist").border_title = PANEL_TITLES[1] + source
+            self._q(WhatIfView).show(what_if(hist, k, self.draft_cost.value), source)
+            self._q("#panel-whatif").border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
             self._q(RequestLog).sync()
+
+    def _label(self) -> str:
+        return self.servers[self.selected][0]
+
+    def _acceptance_source(self, snap: Any) -> tuple[dict[int, int], int | None, str]:
+        """The per-request pooled histogram; the server's counters when no response had any."""
+        hist = dict(snap.pooled_histogram or {})
+        counters = self._counters.get(self._label())
+        if sum(hist.values()) == 0 and counters is not None and counters.histogram:
+            return dict(counters.histogram), counters.k, " · server-wide (/metrics)"
+        return hist, snap.num_spec_tokens, ""
+
+    # -- the 1 Hz tuning views: servers side by side, segments, the server's counters ---
+    def _refresh_tuning(self, snap: Any) -> None:
+        now = time.monotonic()
+        if now - self._tune_at < TUNE_EVERY_S:
+            return
+        self._tune_at = now
+        self._poll_counters(snap)
+        if len(self.servers) > 1:
+            compact = self.screen_stack[0].has_class("compact")
+            self._q(ServersView).show(self._cards(snap), self.selected, compact)
+        self._show_segments()
+
+    def _poll_counters(self, snap: Any) -> None:
+        poller_of = getattr(self.runner, "poller", None)
+        lines: list[str] = []
+        for i, (label, session) in enumerate(self.servers):
+            poller = poller_of(label) if callable(poller_of) else None
+            if poller is None:
+                self._counters.pop(label, None)
+                continue
+            server_snap = snap if i == self.selected else session.accumulator.snapshot()
+            self._counters[label] = status = counter_status(poller.latest(), server_snap)
+            if i == self.selected:
+                lines = status.lines
+        if not lines:
+            lines = ["server /metrics: not polled (no counters or polling off)"
+                     if self.runner is not None else "server /metrics: not available in a replay"]
+        self._q(CountersView).show(lines)
+
+    def _cards(self, snap: Any) -> list[ServerCard]:
+        cards = []
+        for i, (label, session) in enumerate(self.servers):
+            s = snap if i == self.selected else session.accumulator.snapshot()
+            hist, k, source = self._server_hist(label, s)
+            spec = s.spec_stats or {}
+            al = (spec.get("spec_decode_acceptance_length") or {}).get("avg")
+            rate = (spec.get("spec_decode_overall_draft_acceptance_rate") or {}).get("avg")
+            counters = self._counters.get(label)
+            if source and counters is not None and counters.histogram:  # counters alone
+                total = sum(hist.values())
+                al = 1 + sum(j * n for j, n in hist.items()) / total if total else None
+            cards.append(ServerCard(
+                label=label, k=k, requests=int(s.request_count), acceptance_length=al,
+                acceptance_rate=rate, histogram=tuple(sorted(hist.items())),
+                recommendation=recommendation_text(what_if(hist, k, self.draft_cost.value)),
+                source=" · server-wide" if source else ""))
+        return cards
+
+    def _server_hist(self, label: str, snap: Any) -> tuple[dict[int, int], int | None, str]:
+        hist = dict(snap.pooled_histogram or {})
+        counters = self._counters.get(label)
+        if sum(hist.values()) == 0 and counters is not None and counters.histogram:
+            return dict(counters.histogram), counters.k, "server-wide"
+        return hist, snap.num_spec_tokens, ""
+
+    def _show_segments(self) -> None:
+        rows_of = getattr(self.runner, "segment_rows", None)
+        if not callable(rows_of):
+            hint = ("segments: < > concurrency, r R rate, o O output length; each change "
+                    "starts one" if self.runner is not None else "segments: live runs only")
+            self._q(SegmentsView).show([], hint)
+            return
+        try:
+            rows = rows_of()
+        except Exception as exc:  # noqa: BLE001 - a table read must never break the screen
+            self._q(SegmentsView).show([], f"segments unavailable: {exc}")
+            return
+        self._q(SegmentsView).show(segment_cells(rows), "segments appear with the first "
+                                   "requests; < > concurrency, r R rate, o O output length")
 
     def _elapsed(self, snap: Any) -> float:
         return self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
@@ -236,6 +362,10 @@ class SpecmonApp(App[int]):
 
     def _k_text(self, snap: Any) -> int | str | None:
         """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
+        if len(self.servers) > 1:
+            ks = [s.accumulator.num_spec_tokens for _, s in self.servers]
+            shown = ",".join("?" if k is None else str(k) for k in ks)
+            return f"{shown} · showing {self._label()} ([ ] switch)"
         results = self.accumulator.results
         for result in results[self._k_seen:] if self._k_seen < len(results) else ():
             k = getattr(getattr(result, "spec", None), "num_spec_tokens", None)
@@ -326,6 +456,48 @@ class SpecmonApp(App[int]):
         path = self.save_screenshot(path=str(self.artifact_dir))
         self.notify(f"saved {path}", timeout=4)
 
+    def action_draft_cost(self, direction: int) -> None:
+        self.draft_cost = self.draft_cost.step(direction)
+        self._tune_at = 0.0
+        self.refresh_data()
+
+    def action_next_server(self, step: int) -> None:
+        if len(self.servers) < 2:
+            self.notify("one server: nothing to switch to", timeout=2)
+            return
+        self.select_server((self.selected + step) % len(self.servers))
+
+    def select_server(self, index: int) -> None:
+        """Point the detailed panels (1-7) and the request log at another server."""
+        self.selected = index
+        label, session = self.servers[index]
+        self.session = session
+        self.accumulator = session.accumulator
+        self._bins = TimeBins()
+        self._plot_key = None
+        self._last_key = None
+        self._tune_at = 0.0
+        self._q(RequestLog).set_source(self.accumulator.results)
+        self.refresh_data()
+        self.notify(f"showing server {label}", timeout=2)
+
+    def action_load_knob(self, name: str, direction: int) -> None:
+        """Raise or lower a load setting; the runner starts a new segment."""
+        setter = getattr(self.runner, f"set_{name}", None)
+        if not callable(setter):
+            self.notify("load keys work in live runs only", timeout=3)
+            return
+        if name == "request_rate" and not self.load_settings.get("request_rate"):
+            self.notify("this run is concurrency-driven: r/R change the rate of a --request-rate "
+                        "run; use < and >", timeout=4)
+            return
+        value = next_setting(self.load_settings.get(name), direction,
+                             integer=name != "request_rate")
+        self.load_settings[name] = value
+        setter(value)
+        self._tune_at = 0.0
+        self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
+
     def action_maximize(self, number: int) -> None:
         if self.screen is not self.screen_stack[0]:
             return  # a help or detail screen is on top
@@ -340,6 +512,22 @@ class SpecmonApp(App[int]):
         elif self.screen.maximized is not None:
             self.screen.minimize()
             self._q(RequestLog).focus()
+
+
+def _server_list(runner: Any, session: Any) -> list[tuple[str, Any]]:
+    """(label, session) per server of a MultiRun-like runner (`.servers`); else one entry."""
+    servers = getattr(runner, "servers", None)
+    if isinstance(servers, dict) and len(servers) > 1:
+        return [(label, pair[1]) for label, pair in servers.items()]
+    label = next(iter(servers)) if isinstance(servers, dict) and servers else "run"
+    return [(label, session)]
+
+
+def _initial_settings(config: Any) -> dict[str, Any]:
+    """The run's load settings as the knobs start from (totals over every server)."""
+    conc = _cfg(config, "effective_concurrency") or _cfg(config, "concurrency")
+    return {"concurrency": conc, "request_rate": _cfg(config, "request_rate"),
+            "output_tokens": _cfg(config, "output_tokens_mean")}
 
 
 def _cfg(config: Any, name: str) -> Any:

@@ -103,6 +103,17 @@ def raw_payload(result: Any) -> str:
     return pretty_json(parts)
 
 
+def payload_title(result: Any) -> str:
+    """The raw panel's title: says when the bodies are gone and the parsed record stands in."""
+    capture = field(result, "capture")
+    if field(capture, "responses"):
+        return "raw payload (last response body)"
+    if capture is not None:  # a live run: the session drops bodies once written
+        return ("parsed record: live runs do not keep response bodies (memory); "
+                "--export-level raw writes them to the raw capture file")
+    return "parsed record (the replayed file holds no response bodies)"
+
+
 def pretty_json(obj: Any, indent: int = 0) -> str:
     """Indented JSON with lists of numbers/strings kept on one line (per-step arrays)."""
     pad = " " * indent

@@ -62,3 +62,10 @@ def resolve_theme(requested: str | None, available: list[str], no_color: bool) -
         if candidate in available:
             return candidate
     raise UserError(f"unknown theme '{requested}' (available: {', '.join(sorted(available))})")
+
+
+def check_theme(requested: str | None) -> str | None:
+    """Validate --theme before any load starts (a one-line UserError naming the choices)."""
+    if not requested:
+        return None
+    return resolve_theme(requested, [theme.name for theme in load_themes()], no_color=False)

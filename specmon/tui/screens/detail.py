@@ -10,7 +10,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
-from specmon.tui.requests import field, metric, per_step, raw_payload, request_id, status
+from specmon.tui.requests import (
+    field, metric, payload_title, per_step, raw_payload, request_id, status,
+)
 from specmon.tui.widgets.histogram import HistogramView
 
 TIMING_TAGS = (
@@ -58,7 +60,7 @@ class RequestDetail(ModalScreen[None]):
                     yield Static("no per-step arrays (server runs --per-request-spec-decode-"
                                  "metrics summary; 'detailed' adds them)", classes="muted")
             with VerticalScroll(id="detail-raw", classes="panel") as raw:
-                raw.border_title = "raw payload"
+                raw.border_title = payload_title(result)
                 yield Static(raw_payload(result), id="detail-raw-text", markup=False)
 
     def on_mount(self) -> None:

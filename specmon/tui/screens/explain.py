@@ -38,6 +38,20 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ("Output tok/s", "run throughput", "Σ output tokens / benchmark duration"),
     ("Requests/s", "completed valid requests per second", "request count / duration"),
     ("Errors", "failed requests (HTTP error, timeout, broken stream, cancelled...)", "count"),
+    ("What-if E(k')", "expected tokens per verify step had the server run k' drafts: exact by "
+     "truncation up to the measured k; beyond it (marked *) each further position is accepted "
+     "with a_k, the band from a_k's 95 % interval", "E(k') = 1 + S_1 + ... + S_k'"),
+    ("Predicted speedup", "E(k') over the cost of one step with k' drafts; c = draft step time / "
+     "target step time, assumed 0.1 unless --draft-cost is given, +/- change it; best k = the "
+     "highest speedup. Batch size moves it: compare TPOT per segment",
+     "E(k') / (1 + c k')"),
+    ("Segments", "each change of concurrency (< >), request rate (r R) or output length (o O) "
+     "starts a segment; per segment: acceptance length, TPOT, throughput and best k",
+     "TPOT = mean ITL; out tok/s = Σ output tokens / segment window"),
+    ("Server-wide (/metrics)", "vLLM's own spec-decode counters over the run's window, summed "
+     "over engines; counts every client of the server, so it may differ from the per-request "
+     "totals (reconciliation names likely causes)",
+     "AL = 1 + Δaccepted / Δdrafts; position i: ΔP_i / Δdrafts"),
 )
 
 

@@ -11,7 +11,16 @@ from textual.widgets import Static
 
 PANEL_NAMES = {"1": "maximize the Spec Decode table", "2": "maximize the histogram",
                "3": "maximize acceptance length over time", "4": "maximize latency & throughput",
-               "5": "maximize the request log", "escape": "restore (or close the filter box)"}
+               "5": "maximize the request log", "6": "maximize the what-if panel (other k)",
+               "7": "maximize segments and the server's /metrics counters",
+               "8": "maximize the servers side by side (several --url)",
+               "plus,equals_sign": "raise the draft cost c of the what-if (+0.01)",
+               "minus": "lower the draft cost c of the what-if (-0.01)",
+               "right_square_bracket": "next server in panels 1-7 and the log",
+               "left_square_bracket": "previous server",
+               "greater_than_sign": "double the concurrency (starts a new segment)",
+               "less_than_sign": "halve the concurrency (starts a new segment)",
+               "escape": "restore (or close the filter box)"}
 EXTRA_KEYS = (
     ("up/down, pgup/pgdn", "move the cursor in the request log"),
     ("enter / click twice", "open the request under the cursor"),
@@ -32,7 +41,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for b in self._keys:
-            key = b.key if b.key.isdigit() else (b.key_display or b.key)
+            key = b.key if b.key.isdigit() else _key_name(b)
             table.add_row(key, PANEL_NAMES.get(b.key, b.description))
         for key, text in EXTRA_KEYS:
             table.add_row(key, text)
@@ -42,3 +51,10 @@ class HelpScreen(ModalScreen[None]):
 
     def action_dismiss(self) -> None:
         self.dismiss(None)
+
+
+def _key_name(binding: Binding) -> str:
+    """The printable key: '+', '[', '<' rather than a shared footer label like '+/-'."""
+    names = {"plus,equals_sign": "+", "minus": "-", "right_square_bracket": "]",
+             "left_square_bracket": "[", "greater_than_sign": ">", "less_than_sign": "<"}
+    return names.get(binding.key, binding.key_display or binding.key)

@@ -1,0 +1,175 @@
+"""View-model for "tune k while you watch" (issue 5): the what-if panel, one card per server,
+the segments table and the server's own counters. No Textual here: plain data and strings,
+so every number is testable without a terminal. The estimates come from
+specmon.specdecode.tuning (reference/tuning-math.md §E.2-E.3); this module only chooses
+which histogram to feed it and how to print the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from specmon.load.scrape import (CounterDelta, describe_reconciliation, reconcile)
+from specmon.segments import _settings_text
+from specmon.specdecode.tuning import TuningEstimate, analyze
+
+DEFAULT_DRAFT_COST = 0.1  # a typical small-drafter ratio (tuning-math.md E.3 example 2)
+COST_STEP = 0.01
+COST_MAX = 2.0
+
+
+@dataclass(frozen=True)
+class DraftCost:
+    """The draft cost ratio c the what-if uses; `assumed` until the user gives one."""
+
+    value: float
+    assumed: bool
+
+    def label(self) -> str:
+        source = "assumed" if self.assumed else "given"
+        return f"c={self.value:.2f} ({source}; +/- {COST_STEP:g})"
+
+    def step(self, direction: int) -> "DraftCost":
+        """One +/- press; the user's choice is no longer an assumption."""
+        value = round(min(max(self.value + direction * COST_STEP, 0.0), COST_MAX), 4)
+        return DraftCost(value, False)
+
+
+def initial_draft_cost(config: Any) -> DraftCost:
+    given = getattr(config, "draft_cost", None) if config is not None else None
+    return DraftCost(float(given), False) if given is not None else DraftCost(DEFAULT_DRAFT_COST, True)
+
+
+def measured_k(hist: Mapping[int, int], k: int | None) -> int | None:
+    """The server's k, or the deepest bucket seen when the records do not say it."""
+    observed = max((j for j, n in hist.items() if n), default=None)
+    if k is None:
+        return observed if observed else None
+    return max(int(k), observed or 0)
+
+
+def what_if(hist: Mapping[int, int], k: int | None, cost: float) -> TuningEstimate | None:
+    """analyze() for one server's pooled histogram; None with no steps or no k."""
+    kk = measured_k(hist, k)
+    if not kk or sum(hist.values()) <= 0:
+        return None
+    return analyze({int(j): int(n) for j, n in hist.items()}, kk, cost)
+
+
+def short_caveat(est: TuningEstimate) -> str:
+    """The first clause of the caveat (the batch-size clause is always shown beside it)."""
+    return est.caveat.split(";", 1)[0]
+
+
+def _f(value: float | None, fmt: str = ".3f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def position_cells(est: TuningEstimate) -> list[tuple[str, str, str, str]]:
+    """(i, S_i, a_i, [lo-hi]) per measured position."""
+    out = []
+    for p in est.positions:
+        ci = "-" if p.ci95 is None else f"[{p.ci95[0]:.2f}-{p.ci95[1]:.2f}]"
+        out.append((str(p.position), _f(p.unconditional), _f(p.conditional), ci))
+    return out
+
+
+def prediction_cells(est: TuningEstimate) -> list[tuple[str, str, str, str, bool]]:
+    """(k', E(k'), band, speedup, best) per predicted k'; extrapolated k' carry a '*'."""
+    out = []
+    for p in est.predictions:
+        band = "" if not p.extrapolated or p.low is None else f"{p.low:.2f}-{p.high:.2f}"
+        label = f"{p.k}*" if p.extrapolated else str(p.k)
+        out.append((label, _f(p.acceptance_length, ".2f"), band, _f(p.speedup, ".2f"),
+                    p.k == est.recommended_k))
+    return out
+
+
+def recommendation_text(est: TuningEstimate | None) -> str:
+    if est is None:
+        return "what-if appears with the first verify steps"
+    best = est.recommended_k
+    if best is None:
+        return "no recommendation"
+    if best == 0:
+        return "best k=0 (speculation does not pay at this c)"
+    row = next(p for p in est.predictions if p.k == best)
+    return f"best k={best} ({row.speedup:.2f}x{', extrapolated' if row.extrapolated else ''})"
+
+
+# ---------------------------------------------------------------- the server's counters
+
+
+@dataclass(frozen=True)
+class CounterStatus:
+    lines: list[str]
+    histogram: dict[int, int] | None  # server-wide H[j], for panels without per-request stats
+    k: int | None
+
+
+def counter_status(view: Any, snapshot: Any) -> CounterStatus:
+    """What the poller says now: window figures, per position, reconciliation."""
+    if view is None:
+        return CounterStatus(["server /metrics: not polled"], None, None)
+    delta: CounterDelta | None = getattr(view, "delta", None)
+    if delta is None:
+        why = getattr(view, "error", None) or "no sample yet"
+        return CounterStatus([f"server /metrics: {why}"], None, None)
+    if not delta.present:
+        return CounterStatus(["server /metrics: no spec-decode counters"], None, None)
+    if not delta.drafts:
+        return CounterStatus([f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s): "
+                              "no verify steps yet"], None, None)
+    rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
+    per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or []) or "-"
+    lines = [
+        f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s window): "
+        f"AL {delta.acceptance_length:.2f} · draft acceptance {rate} · {delta.drafts:,} steps",
+        f"per position: {per_pos}",
+        _reconciliation_line(delta, snapshot),
+    ]
+    hist = delta.histogram()
+    return CounterStatus(lines, {j: n for j, n in enumerate(hist)} if hist else None,
+                         delta.num_spec_tokens or None)
+
+
+def _reconciliation_line(delta: CounterDelta, snapshot: Any) -> str:
+    rec = reconcile(delta, snapshot)
+    if rec.equal:
+        return "reconciliation: equal (counters match the per-request totals)"
+    return "reconciliation: differs: " + describe_reconciliation(rec).split("(", 1)[-1].rstrip(")")
+
+
+# ---------------------------------------------------------------- segments
+
+
+SEGMENT_HEADERS = ("seg", "server", "settings", "k", "req", "AL", "TPOT ms", "out tok/s",
+                   "req/s", "best k")
+
+
+def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """One display row per segment row of segments.segment_table()."""
+    out = []
+    for r in rows:
+        out.append((str(r["segment"]), "-" if r.get("server") is None else str(r["server"]),
+                    _settings_text(r.get("settings") or {}),
+                    "-" if r.get("num_spec_tokens") is None else str(r["num_spec_tokens"]),
+                    str(r["request_count"]), _f(r.get("acceptance_length"), ".2f"),
+                    _f(r.get("tpot_ms"), ".2f"), _f(r.get("output_token_throughput"), ".1f"),
+                    _f(r.get("request_throughput"), ".2f"),
+                    "-" if r.get("recommended_k") is None else str(r["recommended_k"])))
+    return out
+
+
+# ---------------------------------------------------------------- run-time knobs
+
+
+def next_setting(current: float | int | None, direction: int, integer: bool) -> float | int:
+    """Double or halve a load setting (at least 1); from nothing, start at 1."""
+    if not current:
+        return 1 if integer else 1.0
+    value = current * 2 if direction > 0 else current / 2
+    if integer:
+        return max(1, int(round(value)))
+    return max(0.25, round(value, 3))

@@ -1,0 +1,195 @@
+"""Widgets for tuning k live: what-if, servers side by side, segments, server counters.
+
+Each widget repaints only when its input changed (ShapedStatic relayouts only when its row
+count changes), like the other panels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from specmon.specdecode.tuning import TuningEstimate
+from specmon.tui.tuning_view import (
+    SEGMENT_HEADERS, position_cells, prediction_cells, recommendation_text, short_caveat,
+)
+from specmon.tui.view import bar, fold_histogram
+from specmon.tui.widgets.shaped import ShapedStatic
+
+BATCH_NOTE = "batch size moves the best k: compare TPOT per segment (7)"
+
+
+class WhatIfView(ShapedStatic):
+    """Per-position S_i, a_i [95% CI] beside E(k'), band and predicted speedup per k'."""
+
+    COMPONENT_CLASSES = {"whatif--best"}
+    DEFAULT_CSS = "WhatIfView > .whatif--best { color: $success; text-style: bold; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._key: Any = object()
+
+    def show(self, est: TuningEstimate | None, source: str) -> None:
+        key = (est, source)
+        if key == self._key:
+            return
+        self._key = key
+        if est is None:
+            self.show_content(Text(recommendation_text(None), style="italic"), 0, 1)
+            return
+        rows = len(est.predictions)
+        self.show_content(self._render_estimate(est, source), rows, rows + 3)
+
+    def _render_estimate(self, est: TuningEstimate, source: str) -> Group:
+        grid = Table.grid(padding=(0, 3))
+        grid.add_column(vertical="top")
+        grid.add_column(vertical="top")
+        grid.add_row(self._positions(est), self._predictions(est))
+        best = Text(no_wrap=True, overflow="ellipsis")
+        best.append(recommendation_text(est), style=self.get_component_rich_style("whatif--best",
+                                                                                   partial=True))
+        best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
+        caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic", no_wrap=True,
+                      overflow="ellipsis")
+        return Group(grid, best, caveat)
+
+    @staticmethod
+    def _positions(est: TuningEstimate) -> Table:
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        for name in ("i", "S_i", "a_i", "95% CI"):
+            table.add_column(name, justify="right", no_wrap=True)
+        for cells in position_cells(est):
+            table.add_row(*cells)
+        return table
+
+    def _predictions(self, est: TuningEstimate) -> Table:
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        for name in ("k'", "E(k')", "band", "speedup"):
+            table.add_column(name, justify="right", no_wrap=True)
+        style = self.get_component_rich_style("whatif--best", partial=True)
+        for label, length, band, speed, best in prediction_cells(est):
+            table.add_row(label, length, band, Text(speed, style=style) if best else speed)
+        return table
+
+
+@dataclass(frozen=True)
+class ServerCard:
+    label: str
+    k: int | None
+    requests: int
+    acceptance_length: float | None
+    acceptance_rate: float | None  # %
+    histogram: tuple[tuple[int, int], ...]
+    recommendation: str
+    source: str  # "" or " (server-wide)"
+
+
+class ServersView(ShapedStatic):
+    """One column per server (a one-line tab strip when the screen is small)."""
+
+    COMPONENT_CLASSES = {"servers--selected", "servers--bar"}
+    DEFAULT_CSS = """
+    ServersView > .servers--selected { background: $accent 30%; text-style: bold; }
+    ServersView > .servers--bar { color: $accent; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._key: Any = None
+        self.compact = False
+
+    def show(self, cards: Sequence[ServerCard], selected: int, compact: bool) -> None:
+        key = (tuple(cards), selected, compact, self.size.width)
+        if key == self._key:
+            return
+        self._key = key
+        self.compact = compact
+        if compact:
+            self.show_content(self._strip(cards, selected), ("strip", len(cards)), 1)
+            return
+        height = 3 + max((len(fold_histogram(dict(c.histogram))) for c in cards), default=0)
+        self.show_content(self._columns(cards, selected), ("columns", height), height)
+
+    def on_resize(self) -> None:
+        self._key = None  # bar widths follow the column width at the next show()
+
+    def _strip(self, cards: Sequence[ServerCard], selected: int) -> Text:
+        out = Text(no_wrap=True, overflow="ellipsis")
+        sel = self.get_component_rich_style("servers--selected", partial=True)
+        for i, c in enumerate(cards):
+            al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
+            marker = "▶" if i == selected else " "
+            out.append(f"{marker}{c.label} k={c.k or '?'} AL {al} {c.recommendation} ",
+                       style=sel if i == selected else "")
+            out.append("│")
+        out.append(" [ ] switch")
+        return out
+
+    def _columns(self, cards: Sequence[ServerCard], selected: int) -> Table:
+        table = Table(box=None, expand=True, padding=(0, 1), show_header=True, header_style="bold")
+        sel = self.get_component_rich_style("servers--selected", partial=True)
+        for i, c in enumerate(cards):
+            marker = "▶ " if i == selected else ""
+            table.add_column(Text(f"{marker}{c.label} · k={c.k or '?'}{c.source}",
+                                  style=sel if i == selected else ""), ratio=1, no_wrap=True)
+        col_w = max(20, (self.size.width or 120) // max(len(cards), 1) - 2)
+        table.add_row(*(self._card(c, col_w) for c in cards))
+        return table
+
+    def _card(self, c: ServerCard, width: int) -> Text:
+        out = Text(no_wrap=True, overflow="ellipsis")
+        al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
+        rate = "-" if c.acceptance_rate is None else f"{c.acceptance_rate:.1f}%"
+        out.append(f"AL {al} · acc {rate} · {c.requests:,} req\n")
+        buckets = fold_histogram(dict(c.histogram))
+        peak = max((b.pct for b in buckets), default=0.0) or 1.0
+        bar_w = max(0, width - 12)
+        style = self.get_component_rich_style("servers--bar", partial=True)
+        for b in buckets:
+            out.append(f"{b.label:>3} ")
+            out.append(bar(b.pct / peak, bar_w), style=style)
+            out.append(f" {b.pct:5.1f}%\n")
+        out.append(f"what-if: {c.recommendation}")
+        return out
+
+
+class SegmentsView(ShapedStatic):
+    """The live segments table (segments.segment_table rows)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._rows: Any = None
+
+    def show(self, rows: list[tuple[str, ...]], hint: str) -> None:
+        if (rows, hint) == self._rows:
+            return
+        self._rows = (rows, hint)
+        if not rows:
+            self.show_content(Text(hint, style="italic"), 0, 1)
+            return
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        for name in SEGMENT_HEADERS:
+            table.add_column(name, justify="left" if name in ("server", "settings") else "right",
+                             no_wrap=True)
+        for cells in rows:
+            table.add_row(*cells)
+        self.show_content(table, len(rows), len(rows) + 1)
+
+
+class CountersView(ShapedStatic):
+    """The server's own /metrics view over the run's window, and its reconciliation."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: list[str] | None = None
+
+    def show(self, lines: list[str]) -> None:
+        if lines == self._lines:
+            return
+        self._lines = list(lines)
+        text = Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
+        self.show_content(text, len(lines), len(lines))
