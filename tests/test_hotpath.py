@@ -44,7 +44,15 @@ def mutate(key: str, value) -> dict:
     return fields
 
 
-DELETE = object()
+class _Delete:
+    """Marks a mutation that removes the key; a stable repr keeps test ids equal across
+    pytest-xdist workers (a bare object()'s repr carries its address)."""
+
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+DELETE = _Delete()
 
 # Each changes one thing the validators look at; some stay valid, most do not.
 MUTATIONS = [
