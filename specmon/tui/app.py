@@ -247,8 +247,13 @@ class SpecmonApp(App[int]):
             hist, k, source = self._acceptance_source(snap)
             self._q(HistogramView).show(hist)
             self._q(PositionsView).show(hist, k)
-            self._q("#panel-hist").border_title = PANEL_TITLES[1] + source
-            self._q(WhatIfView).show(what_if(hist, k, self.draft_cost.value), source)
+            estimate = what_if(hist, k, self.draft_cost.value)
+            self._q(WhatIfView).show(estimate, source)
+            # In the title, so layouts without the what-if row (and without bottom borders)
+            # still show its answer; 6 opens the panel.
+            answer = "" if estimate is None else \
+                f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
+            self._q("#panel-hist").border_title = PANEL_TITLES[1] + source + answer
             self._q("#panel-whatif").border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
@@ -374,7 +379,8 @@ class SpecmonApp(App[int]):
         self._k_seen = len(results)
         if len(self._ks) > 1:
             return ",".join(str(k) for k in sorted(self._ks))
-        return getattr(snap, "num_spec_tokens", None)
+        counters = self._counters.get(self._label())
+        return getattr(snap, "num_spec_tokens", None) or (counters.k if counters else None)
 
     def _show_plot(self, snap: Any) -> None:
         label, window = WINDOWS[self.window_index]

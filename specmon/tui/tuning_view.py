@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from specmon.load.scrape import (CounterDelta, describe_reconciliation, reconcile)
+from specmon.load.scrape import CounterDelta, reconcile
 from specmon.segments import _settings_text
 from specmon.specdecode.tuning import TuningEstimate, analyze
 
@@ -124,7 +124,7 @@ def counter_status(view: Any, snapshot: Any) -> CounterStatus:
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
     per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or []) or "-"
     lines = [
-        f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s window): "
+        f"server-wide /metrics: {delta.label_sets} engine(s), {delta.duration_s:.0f} s window",
         f"AL {delta.acceptance_length:.2f} · draft acceptance {rate} · {delta.drafts:,} steps",
         f"per position: {per_pos}",
         _reconciliation_line(delta, snapshot),
@@ -138,7 +138,8 @@ def _reconciliation_line(delta: CounterDelta, snapshot: Any) -> str:
     rec = reconcile(delta, snapshot)
     if rec.equal:
         return "reconciliation: equal (counters match the per-request totals)"
-    return "reconciliation: differs: " + describe_reconciliation(rec).split("(", 1)[-1].rstrip(")")
+    diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
+    return f"reconciliation: differs (server − run: {diffs}); likely: " + "; ".join(rec.reasons)
 
 
 # ---------------------------------------------------------------- segments

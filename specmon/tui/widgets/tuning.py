@@ -41,20 +41,21 @@ class WhatIfView(ShapedStatic):
         if est is None:
             self.show_content(Text(recommendation_text(None), style="italic"), 0, 1)
             return
-        rows = len(est.predictions)
-        self.show_content(self._render_estimate(est, source), rows, rows + 3)
+        # Height left to Textual: the two text lines wrap on a narrow panel instead of
+        # being cut; a relayout happens only when the table or those lines change.
+        self.show_content(self._render_estimate(est, source),
+                          (len(est.predictions), recommendation_text(est), est.caveat, est.steps))
 
     def _render_estimate(self, est: TuningEstimate, source: str) -> Group:
         grid = Table.grid(padding=(0, 3))
         grid.add_column(vertical="top")
         grid.add_column(vertical="top")
         grid.add_row(self._positions(est), self._predictions(est))
-        best = Text(no_wrap=True, overflow="ellipsis")
+        best = Text()
         best.append(recommendation_text(est), style=self.get_component_rich_style("whatif--best",
                                                                                    partial=True))
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
-        caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic", no_wrap=True,
-                      overflow="ellipsis")
+        caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic")
         return Group(grid, best, caveat)
 
     @staticmethod
@@ -191,5 +192,5 @@ class CountersView(ShapedStatic):
         if lines == self._lines:
             return
         self._lines = list(lines)
-        text = Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
-        self.show_content(text, len(lines), len(lines))
+        # Long reasons wrap (height auto); relayout only when a line's length changes.
+        self.show_content(Text("\n".join(lines)), tuple(len(line) for line in lines))

@@ -1,0 +1,274 @@
+"""Pilot tests for tuning k live (issue 5 in the TUI): the what-if panel and its +/- keys,
+servers side by side with [ ] switching, the segment keys and table, the server-wide view.
+
+Expected numbers are computed by hand in the comments from reference/tuning-math.md §E.2-E.3:
+S_i = Σ_{j>=i} h_j / N, a_i = Σ_{j>=i} h_j / Σ_{j>=i-1} h_j, E(k') = 1 + S_1 + ... + S_k',
+beyond k each position accepted with a_k, speedup = E(k') / (1 + c k').
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from types import SimpleNamespace
+
+from specmon.capture import RawCapture
+from specmon.session import RunSession
+from specmon.tui.app import SpecmonApp
+from specmon.tui.screens.detail import RequestDetail
+from specmon.tui.screens.explain import ExplainScreen
+from specmon.tui.screens.help import HelpScreen
+from specmon.tui.tuning_view import DraftCost, next_setting
+from tui_screen import screen_text
+from tui_tuning_fixtures import H4, StubMulti, StubPoller, capture_k, delta_of, session_of
+
+WIDE = (160, 48)
+# k=2: h = [1, 1, 2]; k=6: h = [1, 0, 0, 0, 0, 0, 3] (see test_side_by_side for the sums)
+H2 = [1, 1, 2]
+H6 = [1, 0, 0, 0, 0, 0, 3]
+
+
+def config(**kw):
+    base = dict(concurrency=4, effective_concurrency=4, output_tokens_mean=128, request_rate=None,
+                draft_cost=None)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def one_server(hist=H4, k=4, **kw) -> SpecmonApp:
+    session = session_of([capture_k(1, hist, k)])
+    runner = StubMulti({"run": session})
+    return SpecmonApp(session, runner, config(**kw), freeze_elapsed=1.0)
+
+
+def three_servers() -> tuple[SpecmonApp, StubMulti]:
+    sessions = {"k2": session_of([capture_k(1, H2, 2)]), "k4": session_of([capture_k(1, H4, 4)]),
+                "k6": session_of([capture_k(1, H6, 6)])}
+    runner = StubMulti(sessions)
+    return SpecmonApp(sessions["k2"], runner, config(), freeze_elapsed=1.0), runner
+
+
+def whatif_text(app: SpecmonApp) -> str:
+    """The what-if panel's lines only (the screen's other panels cut away)."""
+    panel = app.query_one("#panel-whatif").region
+    lines = screen_text(app).splitlines()[panel.y:panel.bottom]
+    return "\n".join(line[panel.x:panel.right] for line in lines)
+
+
+async def test_whatif_panel_by_hand():
+    # h = [2,2,4,6,2], N = 16: tails 14, 12, 8, 2 -> S = .875 .750 .500 .125;
+    # a = 14/16 .875, 12/14 .857, 8/12 .667, 2/8 .250. Wilson 95%, z^2 = 3.8415: 14/16 ->
+    # centre (.875 + .12005)/1.24009 = .80239, half 1.58050*sqrt(.0068359 + .0037514) = .16263
+    # -> .63977-.96502, shown .64-.97;
+    # 2/8 -> centre (.25 + .2401)/1.4802 = .3311, half 1.3242*sqrt(.02344 + .01501) = .2596 -> .07-.59
+    # E(1..4) = 1.875 2.625 3.125 3.25; c = 0.1: 1.875/1.1 = 1.70, 2.625/1.2 = 2.19,
+    # 3.125/1.3 = 2.40, 3.25/1.4 = 2.32; E(5) = 3.25 + .125*.25 = 3.28 (band 3.25 + .125*[.0715,
+    # .5907] = 3.26-3.32), speedup 3.28125/1.5 = 2.19 -> best k = 3 (2.40x)
+    app = one_server()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+    assert "6 What if k were different" in text
+    assert "c=0.10 (assumed; +/- 0.01)" in text
+    for row in ("1  0.875  0.875  [0.64-0.97]", "2  0.750  0.857", "3  0.500  0.667",
+                "4  0.125  0.250  [0.07-0.59]"):
+        assert row in text, row
+    for row in ("1   1.88                1.70", "3   3.12                2.40",
+                "4   3.25                2.32", "5*   3.28  3.26-3.32     2.19"):
+        assert row in text, row
+    assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
+    assert "what-if best k=3 (2.40x) at c=0.10 (6)" in text  # panel 2's title carries it
+    assert "batch size moves the best k" in text
+
+
+async def test_draft_cost_keys_move_the_recommendation():
+    # c = 0.02 (eight presses of -): 3.125/1.06 = 2.948, 3.25/1.08 = 3.009, 3.28125/1.10 = 2.983
+    # -> best k = 4 (3.01x); one + back to 0.03: 3.125/1.09 = 2.867, 3.25/1.12 = 2.902 -> k = 4 (2.90x)
+    app = one_server()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press(*["minus"] * 8)
+        await pilot.pause()
+        assert app.draft_cost == DraftCost(0.02, False)
+        text = screen_text(app)
+        assert "c=0.02 (given; +/- 0.01)" in text and "best k=4 (3.01x)" in text
+        await pilot.press("plus")
+        await pilot.pause()
+        assert "best k=4 (2.90x)" in screen_text(app)
+
+
+async def test_draft_cost_seeded_from_config():
+    # c = 0.25 (--draft-cost): 1.875/1.25 = 1.50, 2.625/1.5 = 1.75, 3.125/1.75 = 1.786,
+    # 3.25/2.0 = 1.625 -> best k = 3 (1.79x), and the cost is the user's, not assumed
+    app = one_server(draft_cost=0.25)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+    assert "c=0.25 (given; +/- 0.01)" in text and "best k=3 (1.79x)" in text
+    assert DraftCost(0.0, False).step(-1).value == 0.0  # never below zero
+
+
+async def test_side_by_side_three_servers_and_switching():
+    # k=2, h=[1,1,2], N=4: S = .75 .5, E = 1.75 2.25, a_2 = 2/3; E(3) = 2.25 + .5*2/3 = 2.583,
+    #   E(4) = 2.583 + .5*4/9 = 2.806; c=.1: 1.591 1.875 1.987 2.004, E(5)/1.5 = 2.954/1.5 = 1.969
+    #   -> best k=4 (2.00x, extrapolated)
+    # k=6, h=[1,0,0,0,0,0,3]: S_i = .75 for i = 1..6, a_6 = 3/3 = 1, so E(k') = 1 + .75 k' and
+    #   E/(1 + .1k') grows to k' = 10: 8.5/2.0 = 4.25 -> best k=10 (4.25x, extrapolated)
+    app, runner = three_servers()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "8 Servers side by side" in text
+        assert "▶ k2 · k=2" in text and "k4 · k=4" in text and "k6 · k=6" in text
+        assert "what-if: best k=4 (2.00x, extrapolated)" in text
+        assert "what-if: best k=3 (2.40x)" in text
+        assert "what-if: best k=10 (4.25x, extrapolated)" in text
+        assert "k=2,4,6 · showing k2" in text
+        assert "best k=4 (2.00x, extrapolated) · k=2 measured over 4 steps" in whatif_text(app)
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert app.selected == 1 and app.accumulator is runner.sessions["k4"].accumulator
+        text = screen_text(app)
+        assert "▶ k4 · k=4" in text and "showing k4" in text
+        assert "k=4 measured over 16 steps" in whatif_text(app)
+        await pilot.press("left_square_bracket", "left_square_bracket")  # wraps to the last
+        await pilot.pause()
+        assert app.selected == 2 and "k=6 measured over 4 steps" in whatif_text(app)
+
+
+async def test_side_by_side_is_a_strip_on_a_small_terminal():
+    app, _ = three_servers()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert app.screen.has_class("compact")
+        line = next(l for l in text.splitlines() if "k4 k=4" in l)
+        # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25)
+        assert "▶k2 k=2 AL 2.25" in line and "k4 k=4 AL 3.25 best k=3 (2.40x)" in line
+        assert "k6 k=6" in text
+        await pilot.press("6")  # the what-if panel, hidden in this layout, maximizes
+        await pilot.pause()
+        assert "6 What if k were different" in screen_text(app)
+
+
+async def test_segment_keys_call_the_runner_and_the_table_grows():
+    session = session_of([capture_k(1, H4, 4, segment=0)])
+    runner = StubMulti({"run": session}, concurrency=4)
+    app = SpecmonApp(session, runner, config(), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "seg" in text and "conc=4 osl=128" in text
+        await pilot.press("greater_than_sign")
+        await pilot.pause()
+        assert runner.calls == [("concurrency", 8)]
+        # a request of the new segment lands: the table shows segment 1 with its settings;
+        # AL = 1 + 36/16 = 3.25
+        session.accumulator.add(_result(capture_k(2, H4, 4, segment=1)))
+        app._tune_at = 0.0
+        app.refresh_data()
+        await pilot.pause()
+        seg1 = next(l for l in screen_text(app).splitlines() if "conc=8" in l)
+        assert seg1.split("│")[-2].split()[:1] == ["1"] and "3.25" in seg1
+        await pilot.press("less_than_sign", "O", "o", "r")
+        await pilot.pause()
+    # r on a concurrency-driven run only explains itself: no call
+    assert runner.calls == [("concurrency", 8), ("concurrency", 4), ("output_tokens", 256),
+                            ("output_tokens", 128)]
+
+
+async def test_request_rate_keys_on_a_rate_run():
+    session = session_of([capture_k(1, H4, 4)])
+    runner = StubMulti({"run": session})
+    app = SpecmonApp(session, runner, config(request_rate=2.0), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("R", "r", "r")
+        await pilot.pause()
+    assert runner.calls == [("request_rate", 4.0), ("request_rate", 2.0), ("request_rate", 1.0)]
+    assert next_setting(1, -1, integer=True) == 1  # concurrency never below 1
+
+
+async def test_server_wide_fills_the_panels_when_no_response_has_stats():
+    # Responses without the payload; the counters saw h = [2,2,4,6,2]: D = 16, P = [14,12,8,2],
+    # accepted 36, draft tokens 64 -> AL 1 + 36/16 = 3.25, rate 36/64 = 56.2 %,
+    # per position 14/16 .88, 12/16 .75, 8/16 .50, 2/16 .12; histogram 6 of 16 = 37.5 %
+    session = session_of([capture_k(1, None, 4)])
+    runner = StubMulti({"run": session}, pollers={"run": StubPoller(delta_of(H4))})
+    app = SpecmonApp(session, runner, config(), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        whatif = whatif_text(app)
+    assert "2 Accepted drafts per step · server-wide (/metrics)" in text
+    assert "6  37.5%" in text and "2  12.5%" in text
+    assert "AL 3.25 · draft acceptance 56.2% · 16 steps" in text
+    assert "per position: 0.88 0.75 0.50 0.12" in text
+    assert "reconciliation: differs" in text
+    assert "k=4 measured over 16 steps · server-wide (/metrics)" in whatif
+    assert "best k=3 (2.40x)" in whatif
+
+
+async def test_reconciliation_equal_when_counters_match():
+    session = session_of([capture_k(1, H4, 4)])
+    runner = StubMulti({"run": session}, pollers={"run": StubPoller(delta_of(H4))})
+    app = SpecmonApp(session, runner, config(), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+    assert "reconciliation: equal" in text
+    assert "2 Accepted drafts per step · what-if" in text  # per-request data, not server-wide
+
+
+async def test_maximize_the_new_panels_and_help_explain_name_them():
+    app, _ = three_servers()
+    async with app.run_test(size=WIDE) as pilot:
+        for key, panel in (("6", "panel-whatif"), ("7", "panel-segments"), ("8", "panel-servers")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen.maximized is not None and app.screen.maximized.id == panel
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen.maximized is None
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        for line in ("maximize the what-if panel", "raise the draft cost c", "next server",
+                     "double the concurrency", "raise request rate", "raise output length"):
+            assert line in text, line
+        await pilot.press("escape", "e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExplainScreen)
+        explain = " ".join(str(w.render()) for w in app.screen.query(".explain-item"))
+        assert "What-if E(k')" in explain and "E(k') / (1 + c k')" in explain
+        assert "Server-wide (/metrics)" in explain
+
+
+async def test_drill_down_says_why_the_parsed_record_stands_in(tmp_path):
+    live = RunSession(tmp_path, "records")  # a live run's session drops response bodies
+    live.add(RawCapture.from_dict(capture_k(1, H4, 4)))
+    app = SpecmonApp(live, None, None, freeze_elapsed=1.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("home", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, RequestDetail)
+        title = app.screen.query_one("#detail-raw").border_title
+    live.finish()
+    assert title.startswith("parsed record: live runs do not keep response bodies")
+
+
+def test_bad_theme_fails_before_any_request():
+    with socket.socket() as sock:  # a port nobody listens on: preflight would fail differently
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = subprocess.run([sys.executable, "-m", "specmon", "--url", f"http://127.0.0.1:{port}",
+                          "--theme", "nosuch"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "specmon: error: unknown theme 'nosuch' (available: specmon-dark, specmon-light, "
+        "specmon-monochrome)"]
+
+
+def _result(capture: dict):
+    from specmon.pipeline import process_capture
+
+    return process_capture(RawCapture.from_dict(capture))
