@@ -11,6 +11,7 @@ import pytest
 
 from specmon.tui.app import SpecmonApp
 from tui_fixtures import accumulate, run_captures
+from tui_tuning_fixtures import one_server_app, three_server_app
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +50,20 @@ def test_explain(snap_compare):
 
 def test_paused(snap_compare):
     assert snap_compare(recorded_app(), terminal_size=(100, 30), press=["p"])
+
+
+def test_whatif_maximized(snap_compare):
+    """Key 6 on h=[2,2,4,6,2] at k=4 (numbers by hand in test_tui_tuning.py)."""
+    assert snap_compare(one_server_app(), terminal_size=(100, 30), press=["6"])
+
+
+def test_three_servers_160x48(snap_compare):
+    """k=2, 4, 6 side by side, each with its what-if answer; panels show k2."""
+    app, _ = three_server_app()
+    assert snap_compare(app, terminal_size=(160, 48))
+
+
+def test_three_servers_100x30(snap_compare):
+    """The small layout: servers as a one-line strip."""
+    app, _ = three_server_app()
+    assert snap_compare(app, terminal_size=(100, 30))

@@ -21,31 +21,15 @@ from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.tuning_view import DraftCost, next_setting
 from tui_screen import screen_text
-from tui_tuning_fixtures import H4, StubMulti, StubPoller, capture_k, delta_of, session_of
+from tui_tuning_fixtures import (
+    H4, StubMulti, StubPoller, capture_k, delta_of, one_server_app, run_config, session_of,
+    three_server_app,
+)
 
 WIDE = (160, 48)
-# k=2: h = [1, 1, 2]; k=6: h = [1, 0, 0, 0, 0, 0, 3] (see test_side_by_side for the sums)
-H2 = [1, 1, 2]
-H6 = [1, 0, 0, 0, 0, 0, 3]
-
-
-def config(**kw):
-    base = dict(concurrency=4, effective_concurrency=4, output_tokens_mean=128, request_rate=None,
-                draft_cost=None)
-    return SimpleNamespace(**{**base, **kw})
-
-
-def one_server(hist=H4, k=4, **kw) -> SpecmonApp:
-    session = session_of([capture_k(1, hist, k)])
-    runner = StubMulti({"run": session})
-    return SpecmonApp(session, runner, config(**kw), freeze_elapsed=1.0)
-
-
-def three_servers() -> tuple[SpecmonApp, StubMulti]:
-    sessions = {"k2": session_of([capture_k(1, H2, 2)]), "k4": session_of([capture_k(1, H4, 4)]),
-                "k6": session_of([capture_k(1, H6, 6)])}
-    runner = StubMulti(sessions)
-    return SpecmonApp(sessions["k2"], runner, config(), freeze_elapsed=1.0), runner
+config = run_config
+one_server = one_server_app
+three_servers = three_server_app
 
 
 def whatif_text(app: SpecmonApp) -> str:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from specmon.load.scrape import CounterDelta, ServerCounterView
+from specmon.tui.app import SpecmonApp
 from specmon.segments import SegmentLog, segment_table
 from tui_fixtures import accumulate, make_capture
 
@@ -105,3 +106,26 @@ class StubMulti:
 
     def stop(self) -> None:
         self.calls.append(("stop", None))
+
+
+# k=2: h = [1, 1, 2]; k=6: h = [1, 0, 0, 0, 0, 0, 3] (hand sums in test_tui_tuning.py)
+H2 = [1, 1, 2]
+H6 = [1, 0, 0, 0, 0, 0, 3]
+
+
+def run_config(**kw: Any) -> SimpleNamespace:
+    base = dict(concurrency=4, effective_concurrency=4, output_tokens_mean=128, request_rate=None,
+                draft_cost=None)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def one_server_app(hist: list[int] = H4, k: int = 4, **kw: Any) -> SpecmonApp:
+    session = session_of([capture_k(1, hist, k)])
+    return SpecmonApp(session, StubMulti({"run": session}), run_config(**kw), freeze_elapsed=1.0)
+
+
+def three_server_app() -> tuple[SpecmonApp, StubMulti]:
+    sessions = {"k2": session_of([capture_k(1, H2, 2)]), "k4": session_of([capture_k(1, H4, 4)]),
+                "k6": session_of([capture_k(1, H6, 6)])}
+    runner = StubMulti(sessions)
+    return SpecmonApp(sessions["k2"], runner, run_config(), freeze_elapsed=1.0), runner
