@@ -2,6 +2,8 @@
 
 The histogram must grow while requests land; p, ?, e, Enter and Esc must do what they say;
 after q the exports must exist and agree with the last screen (request count, AL).
+`demo --num-spec-tokens 2,4,6` at 160x48 shows three servers side by side with their
+what-if answers; > starts segment 1; q writes each server's exports in its own folder.
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ def test_demo_in_tmux(tmp_path: Path):
         pane.keys("Escape")
         pane.wait_for(lambda t: "What the numbers mean" not in t, "explain closed", 10)
         pane.keys("Enter")
-        pane.wait_for(lambda t: "(esc back)" in t and "raw payload" in t, "the request detail", 10)
+        # a live run drops response bodies: the detail says the parsed record stands in
+        pane.wait_for(lambda t: "(esc back)" in t and "parsed record: live runs" in t,
+                      "the request detail", 10)
         pane.keys("Escape")
         pane.wait_for(lambda t: "(esc back)" not in t, "detail closed", 10)
 
@@ -144,3 +148,37 @@ def test_sigterm_writes_the_exports(tmp_path: Path):
     assert doc["was_cancelled"] is True  # stopped before its (absent) bound
     records = (art / "profile_export.jsonl").read_text().splitlines()
     assert doc["request_count"]["avg"] + doc.get("error_request_count", {}).get("avg", 0) == len(records)
+
+
+SEGMENT_1_ROW = re.compile(r"│\s+1\s+(k[246])\s+conc=4\b")
+
+
+def test_demo_three_servers_side_by_side(tmp_path: Path):
+    art = tmp_path / "art"
+    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --num-spec-tokens 2,4,6 "
+           f"--concurrency 2 --step-ms 4 --artifact-dir {shlex.quote(str(art))}; "
+           f"echo SPECMON-EXITED $?; sleep 60")
+    pane = Pane(cmd, width=160, height=48)
+    try:
+        columns = pane.wait_for(lambda t: t.count("what-if: best k=") == 3, "three what-if answers")
+        for header in ("▶ k2 · k=2", "k4 · k=4", "k6 · k=6"):
+            assert header in columns
+        assert "6 What if k were different" in columns and "k=2 measured over" in columns
+        assert "k=2,4,6 · showing k2" in columns
+        pane.keys("]")
+        pane.wait_for(lambda t: "showing k4" in t and "k=4 measured over" in t, "server k4 selected", 10)
+        pane.keys(">")  # concurrency 2 -> 4 on every (mirrored) server: segment 1
+        seg = pane.wait_for(lambda t: len(set(SEGMENT_1_ROW.findall(t))) == 3, "segment 1 rows", 60)
+        assert "conc=2" in seg  # segment 0 still listed
+        pane.keys("q")
+        after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 60)
+    finally:
+        pane.close()
+    assert "SPECMON-EXITED 0" in after
+    for k in (2, 4, 6):
+        doc = json.loads((art / f"k{k}" / "profile_export_aiperf.json").read_text())
+        segments = {row["segment"]: row for row in doc["segments"]}
+        assert segments[0]["settings"]["concurrency"] == 2
+        assert segments[1]["settings"]["concurrency"] == 4 and segments[1]["num_spec_tokens"] == k
+        records = (art / f"k{k}" / "profile_export.jsonl").read_text().splitlines()
+        assert len(records) == doc["request_count"]["avg"] + doc.get("error_request_count", {}).get("avg", 0)

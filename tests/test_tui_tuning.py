@@ -256,3 +256,20 @@ def _result(capture: dict):
     from specmon.pipeline import process_capture
 
     return process_capture(RawCapture.from_dict(capture))
+
+
+async def test_log_keeps_following_when_it_shrinks():
+    """Another panel growing (segments, counters) shrinks the log: it must still follow."""
+    session = session_of([capture_k(i, H4, 4) for i in range(1, 41)])
+    app = SpecmonApp(session, StubMulti({"run": session}), config(), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        await pilot.resize_terminal(160, 45)  # the log loses rows; scroll_y is now short of the end
+        await pilot.pause()
+        for i in range(41, 44):
+            session.accumulator.add(_result(capture_k(i, H4, 4)))
+        app.refresh_data()
+        await pilot.pause()
+        title = app.query_one("#panel-log").border_title
+        assert title.endswith("43 shown · following"), title
+        assert "req-0043" in screen_text(app)

@@ -52,6 +52,7 @@ PLOT_EVERY_S = 1.0
 TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
+TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row fits too
 
 
 class SpecmonApp(App[int]):
@@ -208,6 +209,8 @@ class SpecmonApp(App[int]):
         if self.screen_stack:
             self.screen_stack[0].set_class(compact, "compact")
             self.screen_stack[0].set_class(medium, "medium")
+            short = not compact and not medium and len(self.servers) == 1 and height < TUNE_ROW_FROM
+            self.screen_stack[0].set_class(short, "short")
             self._tune_at = 0.0  # the servers view switches between columns and a strip
 
     # -- the refresh tick -------------------------------------------------------------

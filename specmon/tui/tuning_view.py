@@ -138,8 +138,10 @@ def _reconciliation_line(delta: CounterDelta, snapshot: Any) -> str:
     rec = reconcile(delta, snapshot)
     if rec.equal:
         return "reconciliation: equal (counters match the per-request totals)"
-    diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
-    return f"reconciliation: differs (server − run: {diffs}); likely: " + "; ".join(rec.reasons)
+    # Totals only (the per-bucket differences are in the export); the likeliest cause in short.
+    diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items() if "[" not in name)
+    likely = rec.reasons[0].split(":")[0] if rec.reasons else "cause unknown"
+    return f"reconciliation: differs (server − run: {diffs or 'histogram only'}); likely: {likely}"
 
 
 # ---------------------------------------------------------------- segments

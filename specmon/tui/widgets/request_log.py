@@ -67,6 +67,7 @@ class RequestLog(ScrollView, can_focus=True):
         self._seen = 0  # how much of _source has been looked at
         self._filter = ""
         self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
+        self._following = True  # at the end when last scrolled (kept across resizes)
 
     # -- data -------------------------------------------------------------------------
     def set_source(self, source: Sequence[Any]) -> None:
@@ -169,6 +170,7 @@ class RequestLog(ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
+        self._following = self._at_end()
         if self.pending and self._at_end():
             self.pending = 0
             self._post_counts()
@@ -178,7 +180,9 @@ class RequestLog(ScrollView, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, len(self._rows))
-        if self._at_end():  # following: re-anchor, or the wheel starts from a stale target
+        # Following: re-anchor, or the wheel starts from a stale target. A shrinking panel
+        # (another panel grew) leaves scroll_y short of the new end, hence the flag.
+        if self._following or self._at_end():
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     # -- interaction --------------------------------------------------------------------

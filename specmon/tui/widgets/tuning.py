@@ -39,7 +39,7 @@ class WhatIfView(ShapedStatic):
             return
         self._key = key
         if est is None:
-            self.show_content(Text(recommendation_text(None), style="italic"), 0, 1)
+            self.show_content(Text(recommendation_text(None), style="italic"), 0)
             return
         # Height left to Textual: the two text lines wrap on a narrow panel instead of
         # being cut; a relayout happens only when the table or those lines change.
