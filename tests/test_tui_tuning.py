@@ -107,6 +107,9 @@ async def test_side_by_side_three_servers_and_switching():
         assert "what-if: best k=3 (2.40x)" in text
         assert "what-if: best k=10 (4.25x, extrapolated)" in text
         assert "k=2,4,6 · showing k2" in text
+        # per-position S_i per server: k2 .75 .50; k4 .88 .75 .50 .12 (14/16 .875 -> .88)
+        assert "S_i 0.75 0.50 " in text and "S_i 0.88 0.75 0.50 0.12 " in text
+        assert "S_i 0.75 0.75 0.75 0.75 0.75 0.75" in text  # k6: 3 of 4 steps accept all 6
         assert "best k=4 (2.00x, extrapolated) · k=2 measured over 4 steps" in whatif_text(app)
         await pilot.press("right_square_bracket")
         await pilot.pause()
@@ -127,7 +130,8 @@ async def test_side_by_side_is_a_strip_on_a_small_terminal():
         assert app.screen.has_class("compact")
         line = next(l for l in text.splitlines() if "k4 k=4" in l)
         # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25)
-        assert "▶k2 k=2 AL 2.25" in line and "k4 k=4 AL 3.25 best k=3 (2.40x)" in line
+        assert "▶k2 k=2 AL 2.25 best k=4 (2.00x*)" in line  # * = extrapolated
+        assert "k4 k=4 AL 3.25 best k=3 (2.40x)" in line
         assert "k6 k=6" in text
         await pilot.press("6")  # the what-if panel, hidden in this layout, maximizes
         await pilot.pause()

@@ -314,11 +314,13 @@ class SpecmonApp(App[int]):
             if source and counters is not None and counters.histogram:  # counters alone
                 total = sum(hist.values())
                 al = 1 + sum(j * n for j, n in hist.items()) / total if total else None
+            estimate = what_if(hist, k, self.draft_cost.value)
             cards.append(ServerCard(
                 label=label, k=k, requests=int(s.request_count), acceptance_length=al,
                 acceptance_rate=rate, histogram=tuple(sorted(hist.items())),
-                recommendation=recommendation_text(what_if(hist, k, self.draft_cost.value)),
-                source=" · server-wide" if source else ""))
+                recommendation=recommendation_text(estimate),
+                source=" · server-wide" if source else "",
+                survival=tuple(p.unconditional or 0.0 for p in estimate.positions) if estimate else ()))
         return cards
 
     def _server_hist(self, label: str, snap: Any) -> tuple[dict[int, int], int | None, str]:

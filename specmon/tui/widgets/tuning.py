@@ -87,6 +87,7 @@ class ServerCard:
     histogram: tuple[tuple[int, int], ...]
     recommendation: str
     source: str  # "" or " (server-wide)"
+    survival: tuple[float, ...] = ()  # S_i per position (vLLM's per-position rate)
 
 
 class ServersView(ShapedStatic):
@@ -112,7 +113,7 @@ class ServersView(ShapedStatic):
         if compact:
             self.show_content(self._strip(cards, selected), ("strip", len(cards)), 1)
             return
-        height = 3 + max((len(fold_histogram(dict(c.histogram))) for c in cards), default=0)
+        height = 4 + max((len(fold_histogram(dict(c.histogram))) for c in cards), default=0)
         self.show_content(self._columns(cards, selected), ("columns", height), height)
 
     def on_resize(self) -> None:
@@ -124,7 +125,8 @@ class ServersView(ShapedStatic):
         for i, c in enumerate(cards):
             al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
             marker = "▶" if i == selected else " "
-            out.append(f"{marker}{c.label} k={c.k or '?'} AL {al} {c.recommendation} ",
+            best = c.recommendation.replace(", extrapolated", "*")  # room for every server
+            out.append(f"{marker}{c.label} k={c.k or '?'} AL {al} {best} ",
                        style=sel if i == selected else "")
             out.append("│")
         out.append(" [ ] switch")
@@ -146,6 +148,7 @@ class ServersView(ShapedStatic):
         al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
         rate = "-" if c.acceptance_rate is None else f"{c.acceptance_rate:.1f}%"
         out.append(f"AL {al} · acc {rate} · {c.requests:,} req\n")
+        out.append("S_i " + (" ".join(f"{v:.2f}" for v in c.survival) or "-") + "\n")
         buckets = fold_histogram(dict(c.histogram))
         peak = max((b.pct for b in buckets), default=0.0) or 1.0
         bar_w = max(0, width - 12)
