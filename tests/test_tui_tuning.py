@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from types import SimpleNamespace
 
 from specmon.capture import RawCapture
 from specmon.session import RunSession

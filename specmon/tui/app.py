@@ -279,22 +279,24 @@ class SpecmonApp(App[int]):
         if now - self._tune_at < TUNE_EVERY_S:
             return
         self._tune_at = now
-        self._poll_counters(snap)
+        # one snapshot per server per tick, shared by the counters and the server columns
+        snaps = [snap if i == self.selected else session.accumulator.snapshot()
+                 for i, (_, session) in enumerate(self.servers)]
+        self._poll_counters(snaps)
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
-            self._q(ServersView).show(self._cards(snap), self.selected, compact)
+            self._q(ServersView).show(self._cards(snaps), self.selected, compact)
         self._show_segments()
 
-    def _poll_counters(self, snap: Any) -> None:
+    def _poll_counters(self, snaps: list[Any]) -> None:
         poller_of = getattr(self.runner, "poller", None)
         lines: list[str] = []
-        for i, (label, session) in enumerate(self.servers):
+        for i, (label, _) in enumerate(self.servers):
             poller = poller_of(label) if callable(poller_of) else None
             if poller is None:
                 self._counters.pop(label, None)
                 continue
-            server_snap = snap if i == self.selected else session.accumulator.snapshot()
-            self._counters[label] = status = counter_status(poller.latest(), server_snap)
+            self._counters[label] = status = counter_status(poller.latest(), snaps[i])
             if i == self.selected:
                 lines = status.lines
         if not lines:
@@ -302,10 +304,9 @@ class SpecmonApp(App[int]):
                      if self.runner is not None else "server /metrics: not available in a replay"]
         self._q(CountersView).show(lines)
 
-    def _cards(self, snap: Any) -> list[ServerCard]:
+    def _cards(self, snaps: list[Any]) -> list[ServerCard]:
         cards = []
-        for i, (label, session) in enumerate(self.servers):
-            s = snap if i == self.selected else session.accumulator.snapshot()
+        for (label, _), s in zip(self.servers, snaps):
             hist, k, source = self._server_hist(label, s)
             spec = s.spec_stats or {}
             al = (spec.get("spec_decode_acceptance_length") or {}).get("avg")
