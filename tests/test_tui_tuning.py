@@ -151,7 +151,7 @@ async def test_segment_keys_call_the_runner_and_the_table_grows():
         # a request of the new segment lands: the table shows segment 1 with its settings;
         # AL = 1 + 36/16 = 3.25
         session.accumulator.add(_result(capture_k(2, H4, 4, segment=1)))
-        app._tune_at = 0.0
+        app._tune_at = app._segments_at = 0.0  # the next tick, without waiting a second
         app.refresh_data()
         await pilot.pause()
         seg1 = next(l for l in screen_text(app).splitlines() if "conc=8" in l)

@@ -50,6 +50,7 @@ PANEL_TITLES = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance len
                 "7 Segments · server counters", "8 Servers side by side")
 PLOT_EVERY_S = 1.0
 TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
+SEGMENTS_DUTY = 0.05  # segment_rows() re-reads every result: keep it under 5 % of the time
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row fits too
@@ -125,6 +126,7 @@ class SpecmonApp(App[int]):
         self.load_settings = _initial_settings(config)
         self._counters: dict[str, CounterStatus] = {}
         self._tune_at = 0.0
+        self._segments_at = 0.0  # next time the segments table may be recomputed
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -338,11 +340,16 @@ class SpecmonApp(App[int]):
                     "starts one" if self.runner is not None else "segments: live runs only")
             self._q(SegmentsView).show([], hint)
             return
+        started = time.monotonic()
+        if started < self._segments_at:
+            return
         try:
             rows = rows_of()
         except Exception as exc:  # noqa: BLE001 - a table read must never break the screen
             self._q(SegmentsView).show([], f"segments unavailable: {exc}")
             return
+        # O(requests) per call (60k requests: ~90 ms), so long runs refresh it less often
+        self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
         self._q(SegmentsView).show(segment_cells(rows), "segments appear with the first "
                                    "requests; < > concurrency, r R rate, o O output length")
 
@@ -507,7 +514,7 @@ class SpecmonApp(App[int]):
                              integer=name != "request_rate")
         self.load_settings[name] = value
         setter(value)
-        self._tune_at = 0.0
+        self._tune_at = self._segments_at = 0.0
         self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
 
     def action_maximize(self, number: int) -> None:
