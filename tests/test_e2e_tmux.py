@@ -176,6 +176,7 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
         pane.keys(">")  # concurrency 2 -> 4 on every (mirrored) server: segment 1
         seg = pane.wait_for(lambda t: len(set(SEGMENT_1_ROW.findall(t))) == 3, "segment 1 rows", 60)
         assert "conc=2" in seg  # segment 0 still listed
+        assert "server-wide /metrics: 1 engine(s)" in seg and "reconciliation:" in seg
         pane.keys("q")
         after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 60)
     finally:
