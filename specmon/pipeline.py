@@ -49,6 +49,9 @@ class RequestResult:
     x_request_id: str | None = None
     worker_id: str | None = None
     wall_start_ns: int | None = None
+    # The spec-decode wire object as the server sent it (also for rejected payloads), kept
+    # after the session drops the response bodies so the drill-down can show it.
+    spec_payload: Any = None
 
     @property
     def ok(self) -> bool:
@@ -120,6 +123,7 @@ def _attach_spec(result: RequestResult, parsed: list[ParsedResponse],
         result.spec_reason = f"adapter_error:{type(exc).__name__}"
         return
     record = getattr(outcome, "record", None)
+    result.spec_payload = getattr(outcome, "payload", None)
     zero_step = bool(getattr(outcome, "zero_step", False))
     result.spec_reason = getattr(outcome, "reason", None)
     result.engine = getattr(outcome, "engine", None) or (record.engine if record else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
@@ -24,6 +25,9 @@ from specmon.pipeline import RequestResult, process_capture
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 
+
+
+PAYLOAD_WINDOW = 2_000  # newest results whose raw spec-decode payload is kept
 
 class RunSession:
     def __init__(
@@ -45,6 +49,10 @@ class RunSession:
         # Responses (and their receive times) are dropped from kept results once written:
         # 100k streamed requests would otherwise hold every SSE chunk in memory.
         self.keep_responses = keep_responses
+        # The spec-decode wire object of the newest PAYLOAD_WINDOW results (and of every
+        # result without a record, where the raw payload says why) stays for the drill-down;
+        # older valid ones are released (~1 kB each at detailed level).
+        self._payload_window: deque[RequestResult] = deque()
         self.was_cancelled = False
         self.paths: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -97,8 +105,17 @@ class RunSession:
             if not self.keep_responses:
                 capture.responses = []
                 capture.response_ns = None  # ~1.4 kB for 32 events; the result has its times
+                self._bound_payloads(result)
             self.accumulator.add(result)
         return result
+
+    def _bound_payloads(self, result: RequestResult) -> None:
+        if result.spec_payload is None or result.spec is None:
+            return  # nothing kept, or a rejected/zero-step payload: kept for good
+        window = self._payload_window
+        window.append(result)
+        if len(window) > PAYLOAD_WINDOW:
+            window.popleft().spec_payload = None
 
     def add_result(self, result: RequestResult) -> None:
         """Account an already-processed result (no lines written)."""

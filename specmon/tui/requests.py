@@ -98,6 +98,9 @@ def raw_payload(result: Any) -> str:
     error = field(result, "error")
     if error:
         parts["error"] = error
+    payload = field(result, "spec_payload")
+    if not responses and payload is not None:  # live run: the payload outlives the bodies
+        parts["payload_as_sent"] = payload
     if not responses:  # replayed records, or live results whose bodies were dropped
         parts["metrics"] = field(result, "metrics") or {}
     return pretty_json(parts)
@@ -108,6 +111,9 @@ def payload_title(result: Any) -> str:
     capture = field(result, "capture")
     if field(capture, "responses"):
         return "raw payload (last response body)"
+    if capture is not None and field(result, "spec_payload") is not None:
+        return ("spec-decode payload as sent; live runs keep only this part of the "
+                "body (--export-level raw writes whole bodies)")
     if capture is not None:  # a live run: the session drops bodies once written
         return ("parsed record: live runs do not keep response bodies (memory); "
                 "--export-level raw writes them to the raw capture file")

@@ -57,6 +57,9 @@ class AdaptOutcome:
     engine: str | None = None
     zero_step_record: SpecDecodeAcceptanceRecord | None = None
     detail: str = ""
+    # The wire object the claiming adapter read (the last one, which wins), kept by
+    # reference so the drill-down can show what the server sent after bodies are dropped.
+    payload: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,19 +266,21 @@ def _adapt(entry: RegisteredAdapter, payloads: list | None, responses: list) -> 
     if isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter):
         if payloads is None:
             payloads = cls.payloads(responses)
+        raw = cls.raw_payload(payloads[-1]) if payloads else None
         if cls.sequence_count(payloads) > 1:
             return AdaptOutcome(None, reason="n_gt_1", engine=entry.name,
-                                detail="more than one response carries a payload")
+                                detail="more than one response carries a payload", payload=raw)
         record, kind, detail = cls.adapt_with_reason(responses, payloads)
     else:
+        raw = None  # a third-party adapter does not say where its payload is
         record, kind, detail = _adapt_foreign(entry, responses)
     if record is None:
         return AdaptOutcome(None, reason=f"malformed:{kind or 'rejected'}", engine=entry.name,
-                            detail=detail)
+                            detail=detail, payload=raw)
     if record.num_spec_steps == 0:
         return AdaptOutcome(None, zero_step=True, reason="zero_step", engine=entry.name,
-                            zero_step_record=record)
-    return AdaptOutcome(record, engine=entry.name)
+                            zero_step_record=record, payload=raw)
+    return AdaptOutcome(record, engine=entry.name, payload=raw)
 
 
 def _adapt_foreign(entry: RegisteredAdapter, responses: list) -> tuple[Any, str | None, str]:

@@ -173,6 +173,11 @@ class SpecDecodeAdapter:
         raise NotImplementedError
 
     @classmethod
+    def raw_payload(cls, payload: Payload) -> Any:
+        """The wire object inside one extracted payload, as the server sent it."""
+        return payload
+
+    @classmethod
     def sequence_count(cls, payloads: list[Payload]) -> int:
         """How many sequences the payloads describe (> 1 means an n > 1 request)."""
         return len(payloads)

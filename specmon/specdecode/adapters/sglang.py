@@ -94,6 +94,10 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
         return 1 if payloads else 0
 
     @classmethod
+    def raw_payload(cls, payload: tuple[str, Any]) -> Any:
+        return payload[1]  # (shape, wire object)
+
+    @classmethod
     def build(cls, payload: tuple[str, Any],
               responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
         surface, stats = payload

@@ -69,6 +69,10 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
                 and (stats := choice.get("speculative_decoding_stats")) and _signed(stats)]
 
     @classmethod
+    def raw_payload(cls, payload: tuple[str, Any]) -> Any:
+        return payload[1]  # (shape, wire object)
+
+    @classmethod
     def build(cls, payload: tuple[str, dict[str, Any]],
               responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
         shape, stats = payload
