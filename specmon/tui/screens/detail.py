@@ -75,7 +75,8 @@ class RequestDetail(ModalScreen[None]):
         for label, tag, unit in TIMING_TAGS:
             value = metric(result, tag)
             if value is not None:
-                lines.append(f"{label}: {value:,.2f} {unit}".rstrip())
+                text = f"{value:,.0f}" if float(value).is_integer() and not unit else f"{value:,.2f}"
+                lines.append(f"{label}: {text} {unit}".rstrip())  # token counts stay whole
         if spec is not None:
             lines.append(f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens}"
                          f" / drafted {spec.num_draft_tokens}")
