@@ -102,7 +102,36 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
     return None
 
 
-class LoadRunner:
+class RunLifecycle:
+    """join / finished / stopped_early, shared by LoadRunner and WorkerPool.
+
+    Subclasses set `_done` when the load has ended, `_stop_early` when stop() came first,
+    and say through `_started()` whether there is anything to wait for.
+    """
+
+    _done: threading.Event
+    _stop_early: bool
+
+    def _started(self) -> bool:
+        raise NotImplementedError
+
+    def join(self, timeout: float | None = None) -> bool:
+        # An Event, not Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
+        # looking finished while it still runs (CPython 3.11).
+        if self._started():
+            self._done.wait(timeout)
+        return self.finished
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def stopped_early(self) -> bool:
+        return self._stop_early
+
+
+class LoadRunner(RunLifecycle):
     """start() / stop() / join() / finished / progress(), and run-time knobs (thread-safe)."""
 
     def __init__(self, config: RunConfig, session: Any, *, sink: Callable | None = None,
@@ -139,20 +168,8 @@ class LoadRunner:
             self._stop_early = True
         self._call(lambda g: g.request_stop())
 
-    def join(self, timeout: float | None = None) -> bool:
-        # An Event, not Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
-        # looking finished while it still runs (CPython 3.11).
-        if self._thread is not None:
-            self._done.wait(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop_early
+    def _started(self) -> bool:
+        return self._thread is not None
 
     def progress(self) -> LoadProgress:
         gen = self._generator

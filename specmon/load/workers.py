@@ -21,7 +21,7 @@ import orjson
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.load.generator import LoadProgress
-from specmon.load.runner import LoadRunner, preflight
+from specmon.load.runner import LoadRunner, RunLifecycle, preflight
 from specmon.segments import SegmentLog
 
 PROGRESS_EVERY_S = 0.25
@@ -97,7 +97,7 @@ def _apply_controls(runner: LoadRunner, control: Any) -> None:
         getattr(runner, command)(*values)
 
 
-class WorkerPool:
+class WorkerPool(RunLifecycle):
     """The LoadRunner interface over N worker processes."""
 
     def __init__(self, config: RunConfig, session: Any) -> None:
@@ -168,18 +168,8 @@ class WorkerPool:
             self._stop_early = True
         self._broadcast("stop")
 
-    def join(self, timeout: float | None = None) -> bool:
-        if self._reader is not None:  # an Event survives Ctrl-C; Thread.join may not
-            self._done.wait(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop_early
+    def _started(self) -> bool:
+        return self._reader is not None
 
     @property
     def worker_count(self) -> int:
