@@ -31,7 +31,7 @@ from specmon.export.json_export import write_json
 from specmon.load.generator import LoadProgress
 from specmon.load.runner import detect_engine
 from specmon.load.scrape import ServerCounterPoller, ServerCounterView
-from specmon.load.server_view import CounterWatch, server_metrics_report
+from specmon.load.server_view import CounterWatch, SessionProbe, server_metrics_report
 from specmon.load.workers import split_int
 from specmon.segments import format_segments, parse_segments, segment_table, split_plan
 
@@ -72,7 +72,8 @@ class MultiRun:
                 cfg.engine = "sglang"
             session = make_session(cfg)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
-        self.watch = CounterWatch({r.label: r.url for r in self.runs}) \
+        self.watch = CounterWatch({r.label: r.url for r in self.runs}, probes={
+            r.label: SessionProbe(r.runner, r.session.accumulator) for r in self.runs}) \
             if config.server_metrics else None
         self.error: BaseException | None = None
         self.segment_rows_final: list[dict] = []

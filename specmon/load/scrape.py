@@ -316,6 +316,40 @@ def fetch_counters(url: str, timeout_s: float = 5.0) -> CounterSample:
 
 
 @dataclass(frozen=True)
+class ClientMark:
+    """The client's side at one instant, as a ClientProbe reports it."""
+
+    landed: int  # requests recorded so far (warmup included)
+    unlanded: int | None  # sent, not recorded yet (in flight, or done and not yet recorded);
+    #                       None when the load's state is not known at this instant
+    phase: str
+    warmup: int = 0  # warmup requests recorded
+    totals: RunTotals | None = None  # per-request totals over the landed requests
+
+
+class ClientProbe:
+    """What the poller asks the client around each scrape (override both; thread-safe)."""
+
+    def mark(self) -> ClientMark:  # cheap: counts only
+        raise NotImplementedError
+
+    def totals(self) -> RunTotals:  # the run's per-request totals now
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SteadyScrape:
+    """A scrape across which nothing landed at the client: the window and the client's totals
+    describe the same instant, so comparing them is like with like."""
+
+    delta: CounterDelta
+    client: ClientMark  # with totals
+    in_flight: int  # the most requests sent and not landed, just before or after the scrape
+    taken_s: float  # time.monotonic() of the scrape
+    warmup_in_window: int  # warmup requests the server counted inside the window
+
+
+@dataclass(frozen=True)
 class ServerCounterView:
     """What the poller knows now; `delta` covers baseline -> last sample."""
 
@@ -325,6 +359,8 @@ class ServerCounterView:
     delta: CounterDelta | None
     samples: int
     error: str | None  # the last scrape's failure, None after a good one
+    probed: bool = False  # a ClientProbe marks each scrape (live verdicts need it)
+    steady: SteadyScrape | None = None  # the latest steady scrape, with the client's totals
 
 
 class ServerCounterPoller:
@@ -334,14 +370,17 @@ class ServerCounterPoller:
     load and the window covers the whole run; `await stop()` takes one last sample.
     """
 
-    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0) -> None:
+    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0,
+                 probe: ClientProbe | None = None) -> None:
         self.url = metrics_url(url)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
+        self.probe = probe  # marks each scrape with the client's state (live verdicts)
+        self.rebaselined = False  # the window restarted after the warmup requests
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task | None = None
         self._baseline: CounterSample | None = None
-        self._view = ServerCounterView(self.url, None, None, None, 0, None)
+        self._view = ServerCounterView(self.url, None, None, None, 0, None, probe is not None)
 
     async def start(self) -> None:
         self._client = httpx.AsyncClient(timeout=self.timeout_s)
@@ -376,6 +415,10 @@ class ServerCounterPoller:
     async def rebaseline(self) -> ServerCounterView:
         """Start the window now (e.g. once warmup requests are done)."""
         self._baseline = None
+        self.rebaselined = True
+        view = self._view  # a steady scrape of the old window compares nothing now
+        self._view = ServerCounterView(view.url, None, view.last, None, view.samples, view.error,
+                                       view.probed, None)
         return await self.sample_now()
 
     def latest(self) -> ServerCounterView:
@@ -385,19 +428,43 @@ class ServerCounterPoller:
         """Scrape once now (also between polls, e.g. right after the last response)."""
         if self._client is None:
             raise RuntimeError("ServerCounterPoller.sample_now() before start()")
+        before = self._mark()
         try:
             sample = await fetch_counters_async(self._client, self.url)
         except (httpx.HTTPError, UserError) as exc:
             view = self._view
             self._view = ServerCounterView(self.url, view.baseline, view.last, view.delta,
-                                           view.samples, f"{type(exc).__name__}: {exc}")
+                                           view.samples, f"{type(exc).__name__}: {exc}",
+                                           view.probed, view.steady)
             return self._view
         if self._baseline is None:
             self._baseline = sample
-        self._view = ServerCounterView(self.url, self._baseline, sample,
-                                       counter_delta(self._baseline, sample),
-                                       self._view.samples + 1, None)
+        delta = counter_delta(self._baseline, sample)
+        steady = self._steady(before, delta, sample.taken_s)
+        self._view = ServerCounterView(self.url, self._baseline, sample, delta,
+                                       self._view.samples + 1, None, self.probe is not None,
+                                       steady or self._view.steady)
         return self._view
+
+    def _mark(self) -> ClientMark | None:
+        return self.probe.mark() if self.probe is not None else None
+
+    def _steady(self, before: ClientMark | None, delta: CounterDelta,
+                taken_s: float) -> SteadyScrape | None:
+        """The scrape paired with the client's totals, when nothing landed across it (the
+        totals are read after the scrape and checked against a third mark)."""
+        if self.probe is None or before is None or before.unlanded is None:
+            return None
+        after = self.probe.mark()
+        if after.unlanded is None or after.landed != before.landed:
+            return None
+        totals = self.probe.totals()
+        last = self.probe.mark()
+        if last.landed != before.landed:
+            return None
+        client = ClientMark(after.landed, after.unlanded, after.phase, after.warmup, totals)
+        warmup = 0 if self.rebaselined else after.warmup
+        return SteadyScrape(delta, client, max(before.unlanded, after.unlanded), taken_s, warmup)
 
     async def _loop(self) -> None:
         while True:

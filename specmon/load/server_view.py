@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from specmon.load.runner import new_event_loop
-from specmon.load.scrape import (CounterDelta, Reconciliation, ServerCounterPoller,
-                                 ServerCounterView, describe_reconciliation, describe_window,
-                                 reconcile, run_totals_from)
+from specmon.load.runner import LoadRunner, new_event_loop
+from specmon.load.scrape import (ClientMark, ClientProbe, CounterDelta, Reconciliation,
+                                 RunTotals, ServerCounterPoller, ServerCounterView,
+                                 describe_reconciliation, describe_window, reconcile,
+                                 run_totals_from)
 
 POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
@@ -22,9 +25,11 @@ SETTLE_S = 0.5  # after the last response, how long to wait for counters that pu
 class CounterWatch:
     """Polls each server's /metrics; servers without spec-decode counters are dropped quietly."""
 
-    def __init__(self, targets: Mapping[str, str], interval_s: float = POLL_INTERVAL_S) -> None:
+    def __init__(self, targets: Mapping[str, str], interval_s: float = POLL_INTERVAL_S,
+                 probes: Mapping[str, ClientProbe] | None = None) -> None:
         self.targets = dict(targets)
         self.interval_s = interval_s
+        self.probes = dict(probes or {})  # label -> the client's side of each scrape
         self.pollers: dict[str, ServerCounterPoller] = {}  # label -> live poller (for the TUI)
         self.absent: dict[str, str] = {}  # label -> why there is no server view
         self.views: dict[str, ServerCounterView] = {}  # label -> final view (after stop)
@@ -39,7 +44,7 @@ class CounterWatch:
                                         daemon=True)
         self._thread.start()
         for label, base in self.targets.items():
-            poller = ServerCounterPoller(base, self.interval_s)
+            poller = ServerCounterPoller(base, self.interval_s, probe=self.probes.get(label))
             self._run(poller.start(), 15)
             view = poller.latest()
             if view.error is not None or view.last is None or not view.last.present:
@@ -124,3 +129,73 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
             f"/metrics: acceptance length {report['acceptance_length']:.2f}, draft acceptance "
             f"{'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) {hist or '-'}")
     return lines
+
+
+# ---------------------------------------------------------------- the live verdict
+
+
+class SessionProbe(ClientProbe):
+    """The client's side of a scrape, from a LoadRunner and its session's accumulator.
+
+    Requests sent and not yet recorded ("unlanded") = in flight + finished but not yet in
+    the accumulator; a LoadRunner counts a request as in flight until after it is recorded,
+    so a request is always in one of the two counts. Other runners (worker processes) report
+    progress late: their state at an instant is unknown, so no scrape is steady for them.
+    """
+
+    def __init__(self, runner: Any, accumulator: Any) -> None:
+        self.runner = runner
+        self.accumulator = accumulator
+        self.exact = isinstance(runner, LoadRunner)
+
+    def mark(self) -> ClientMark:
+        acc = self.accumulator
+        warmup = int(acc.warmup_count)
+        landed = len(acc.results) + warmup  # read before progress: a landing in between
+        progress = self.runner.progress()  # only raises the unlanded count (conservative)
+        sent = progress.in_flight + progress.completed + progress.warmup_completed
+        unlanded = sent - landed if self.exact and sent >= landed else None
+        return ClientMark(landed, unlanded, progress.phase, warmup)
+
+    def totals(self) -> RunTotals:
+        return run_totals_from(self.accumulator.snapshot())
+
+
+@dataclass(frozen=True)
+class LiveVerdict:
+    """The live /metrics reconciliation: `state` is equal, differs or settling."""
+
+    state: str
+    reconciliation: Reconciliation | None  # of the steady scrape judged (None: none yet)
+    in_flight: int = 0  # requests sent and not landed at that scrape
+    age_s: float | None = None  # how old that scrape is
+    why: str = ""  # for settling: what it waits for
+
+
+def live_verdict(view: ServerCounterView, now_s: float | None = None) -> LiveVerdict | None:
+    """Judge the window only on steady scrapes (nothing landed at the client across them),
+    and say "differs" only when the difference cannot be requests still on their way: with
+    requests in flight the server has counted steps the client cannot see yet, and counters
+    below the landed totals may be published late. None for a poller without a ClientProbe."""
+    if not view.probed:
+        return None
+    steady = view.steady
+    if steady is None:
+        return LiveVerdict("settling", None, why="no scrape yet with the client's totals "
+                                                  "steady across it")
+    age = max(0.0, (time.monotonic() if now_s is None else now_s) - steady.taken_s)
+    if steady.client.phase in ("starting", "warmup"):
+        return LiveVerdict("settling", None, steady.in_flight, age,
+                           "warmup: the window starts after it")
+    assert steady.client.totals is not None
+    rec = _reconcile(steady.delta, steady.client.totals, steady.warmup_in_window)
+    if rec.equal:
+        return LiveVerdict("equal", rec, steady.in_flight, age)
+    if steady.in_flight:
+        return LiveVerdict("settling", rec, steady.in_flight, age,
+                           f"{steady.in_flight} request(s) in flight at the scrape: the server "
+                           "counts their steps before they land")
+    if not steady.delta.resets and all(d < 0 for d in rec.diffs.values()):
+        return LiveVerdict("settling", rec, 0, age, "server counters behind the landed "
+                                                    "responses (published late?)")
+    return LiveVerdict("differs", rec, 0, age)

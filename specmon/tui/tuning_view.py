@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from specmon.load.scrape import CounterDelta, reconcile
+from specmon.load.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
+from specmon.load.server_view import live_verdict
 from specmon.segments import _settings_text
 from specmon.specdecode.tuning import TuningEstimate, analyze
 
@@ -108,7 +109,7 @@ class CounterStatus:
     k: int | None
 
 
-def counter_status(view: Any, snapshot: Any) -> CounterStatus:
+def counter_status(view: Any, snapshot: Any, now_s: float | None = None) -> CounterStatus:
     """What the poller says now: window figures, per position, reconciliation."""
     if view is None:
         return CounterStatus(["server /metrics: not polled"], None, None)
@@ -127,21 +128,40 @@ def counter_status(view: Any, snapshot: Any) -> CounterStatus:
         f"server-wide /metrics: {delta.label_sets} engine(s), {delta.duration_s:.0f} s window",
         f"AL {delta.acceptance_length:.2f} · draft acceptance {rate} · {delta.drafts:,} steps",
         f"per position: {per_pos}",
-        _reconciliation_line(delta, snapshot),
+        reconciliation_line(view, snapshot, now_s),
     ]
     hist = delta.histogram()
     return CounterStatus(lines, {j: n for j, n in enumerate(hist)} if hist else None,
                          delta.num_spec_tokens or None)
 
 
-def _reconciliation_line(delta: CounterDelta, snapshot: Any) -> str:
-    rec = reconcile(delta, snapshot)
+def reconciliation_line(view: Any, snapshot: Any, now_s: float | None = None) -> str:
+    """The live verdict (server_view.live_verdict) in one line. A view without the client's
+    side of each scrape (no ClientProbe) is compared with `snapshot` as it is."""
+    verdict = live_verdict(view, now_s) if isinstance(view, ServerCounterView) else None
+    if verdict is None:
+        return _verdict_text(reconcile(view.delta, snapshot), "")
+    if verdict.state == "settling":
+        diffs = _diff_text(verdict.reconciliation)
+        shown = f" (server − run: {diffs})" if diffs else ""
+        return f"reconciliation: settling{shown}; {verdict.why}"
+    assert verdict.reconciliation is not None
+    return _verdict_text(verdict.reconciliation, f" at the scrape {verdict.age_s:.0f} s ago")
+
+
+def _diff_text(rec: Reconciliation | None) -> str:
+    """Totals only (the per-bucket differences are in the export)."""
+    if rec is None:
+        return ""
+    return ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items() if "[" not in name)
+
+
+def _verdict_text(rec: Reconciliation, when: str) -> str:
     if rec.equal:
-        return "reconciliation: equal (counters match the per-request totals)"
-    # Totals only (the per-bucket differences are in the export); the likeliest cause in short.
-    diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items() if "[" not in name)
+        return f"reconciliation: equal{when} (counters match the per-request totals)"
     likely = rec.reasons[0].split(":")[0] if rec.reasons else "cause unknown"
-    return f"reconciliation: differs (server − run: {diffs or 'histogram only'}); likely: {likely}"
+    return (f"reconciliation: differs{when} (server − run: {_diff_text(rec) or 'histogram only'}); "
+            f"likely: {likely}")
 
 
 # ---------------------------------------------------------------- segments
