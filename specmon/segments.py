@@ -197,6 +197,117 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
     }
 
 
+class _SegmentSums:
+    """One segment's running sums: segment_row()'s figures, O(1) per result added."""
+
+    __slots__ = ("requests", "errors", "steps", "accepted", "drafted", "histogram", "ks",
+                 "itl_sum", "itl_count", "osl", "first_start", "last_end")
+
+    def __init__(self) -> None:
+        self.requests = self.errors = self.steps = self.accepted = self.drafted = 0
+        self.histogram: dict[int, int] = {}
+        self.ks: set[int] = set()
+        self.itl_sum: float = 0
+        self.itl_count = 0
+        self.osl: float = 0
+        self.first_start: int | None = None
+        self.last_end: int | None = None
+
+    def add(self, r: Any) -> None:
+        if r.error is not None:
+            self.errors += 1
+            return
+        self.requests += 1
+        rec = r.spec
+        if rec is not None:
+            self.steps += rec.num_spec_steps
+            self.accepted += rec.num_accepted_draft_tokens
+            self.drafted += rec.num_draft_tokens
+            hist = self.histogram
+            for j, n in rec.acceptance_histogram.items():
+                hist[int(j)] = hist.get(int(j), 0) + int(n)
+            if rec.num_spec_tokens is not None:
+                self.ks.add(int(rec.num_spec_tokens))
+        metrics = r.metrics
+        if "inter_token_latency" in metrics:  # summed in arrival order, as segment_row does
+            self.itl_sum += metrics["inter_token_latency"]
+            self.itl_count += 1
+        self.osl += metrics.get("output_sequence_length", 0)
+        if r.start_ns is not None and (self.first_start is None or r.start_ns < self.first_start):
+            self.first_start = r.start_ns
+        if r.end_ns is not None and (self.last_end is None or r.end_ns > self.last_end):
+            self.last_end = r.end_ns
+
+    def row(self, index: int, settings: Mapping | None) -> dict:
+        start, end = self.first_start, self.last_end
+        window = (end - start) / NS_PER_S if start is not None and end is not None \
+            and end > start else None
+        steps, hist = self.steps, self.histogram
+        k = max(self.ks) if self.ks else (max(hist) if hist else None)
+        return {
+            "segment": index,
+            "settings": dict(settings) if settings else {},
+            "request_count": self.requests,
+            "error_count": self.errors,
+            "num_spec_tokens": k,
+            "steps": steps, "accepted": self.accepted, "drafted": self.drafted,
+            "histogram": {str(j): n for j, n in sorted(hist.items())},
+            "acceptance_length": 1 + self.accepted / steps if steps else None,
+            "tpot_ms": self.itl_sum / self.itl_count if self.itl_count else None,
+            "output_token_throughput": self.osl / window if window else None,
+            "request_throughput": self.requests / window if window else None,
+            "duration_s": window,
+            "recommended_k": None, "draft_cost": None, "recommended_from": None,
+        }
+
+
+class SegmentTable:
+    """segment_table() kept up to date as results arrive: `update(label, results)` folds in
+    only the results past the last call (result lists are append-only), so a live refresh
+    costs O(new results) plus the recommendation per segment, not a re-read of the run.
+    `rows(settings)` gives what segment_table() gives on the full lists (thread-safe)."""
+
+    def __init__(self, *, draft_cost: float | None = None, across_servers: bool = True) -> None:
+        self.draft_cost = draft_cost
+        self.across_servers = across_servers
+        self._sums: dict[str | None, dict[int, _SegmentSums]] = {}  # label order = first update
+        self._seen: dict[str | None, int] = {}
+        self._lock = threading.Lock()
+
+    def update(self, label: str | None, results: Sequence[Any]) -> None:
+        with self._lock:
+            by_segment = self._sums.setdefault(label, {})
+            start, end = self._seen.get(label, 0), len(results)
+            for i in range(start, end):
+                r = results[i]
+                if r.phase != "profiling":
+                    continue
+                index = 0 if r.segment is None else int(r.segment)
+                sums = by_segment.get(index)
+                if sums is None:
+                    sums = by_segment[index] = _SegmentSums()
+                sums.add(r)
+            self._seen[label] = end
+
+    def rows(self, settings: Mapping | None = None) -> list[dict]:
+        """`settings` as for segment_table(): SegmentLog.settings(), or {label: ...} when the
+        table was updated with labels."""
+        with self._lock:
+            rows = []
+            for label, by_segment in self._sums.items():
+                if label is None:
+                    seg_settings = settings or {}
+                else:
+                    seg_settings = (settings or {}).get(label) or {}
+                for index in sorted(by_segment):
+                    row = by_segment[index].row(index, seg_settings.get(index))
+                    row["server"] = label
+                    rows.append(row)
+        _recommend(rows, self.draft_cost, self.across_servers)
+        rows.sort(key=lambda r: (r["segment"], str(r["server"])))
+        return rows
+
+
 def _window_s(valid: Sequence[Any]) -> float | None:
     starts = [r.start_ns for r in valid if r.start_ns is not None]
     ends = [r.end_ns for r in valid if r.end_ns is not None]

@@ -33,7 +33,7 @@ from specmon.load.runner import detect_engine
 from specmon.load.scrape import ServerCounterPoller, ServerCounterView
 from specmon.load.server_view import CounterWatch, SessionProbe, server_metrics_report
 from specmon.load.workers import split_int
-from specmon.segments import format_segments, parse_segments, segment_table, split_plan
+from specmon.segments import SegmentTable, format_segments, parse_segments, split_plan
 
 
 @dataclass
@@ -77,6 +77,8 @@ class MultiRun:
             if config.server_metrics else None
         self.error: BaseException | None = None
         self.segment_rows_final: list[dict] = []
+        self._segments = SegmentTable(draft_cost=config.draft_cost,
+                                      across_servers=self.mode != "split")
 
     # per-server configuration ---------------------------------------------------------
     def _server_config(self, index: int, count: int) -> RunConfig:
@@ -126,13 +128,14 @@ class MultiRun:
         return self.watch.pollers.get(label) if self.watch is not None else None
 
     def segment_rows(self) -> list[dict]:
-        """The live segments table over every server (cheap enough for a 1 Hz refresh)."""
-        results = {r.label: list(r.session.accumulator.results) for r in self.runs}
-        settings = {r.label: _segment_settings(r.runner) for r in self.runs}
-        return segment_table(results if len(self.runs) > 1 else results[self.primary.label],
-                             settings=settings if len(self.runs) > 1 else settings[self.primary.label],
-                             draft_cost=self.config.draft_cost,
-                             across_servers=self.mode != "split")
+        """The segments table over every server, as segment_table() gives it on every result
+        so far; each call folds in only the results that landed since the last one."""
+        several = len(self.runs) > 1
+        for run in self.runs:
+            self._segments.update(run.label if several else None, run.session.accumulator.results)
+        if several:
+            return self._segments.rows({r.label: _segment_settings(r.runner) for r in self.runs})
+        return self._segments.rows(_segment_settings(self.primary.runner))
 
     # LoadRunner interface --------------------------------------------------------------
     def start(self) -> None:

@@ -50,7 +50,8 @@ PANEL_TITLES = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance len
                 "7 Segments · server counters", "8 Servers side by side")
 PLOT_EVERY_S = 1.0
 TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
-SEGMENTS_DUTY = 0.05  # segment_rows() re-reads every result: keep it under 5 % of the time
+SEGMENTS_DUTY = 0.05  # segment_rows() is incremental (~1 ms a refresh); this bounds the first
+#                       call (folds in every result so far) and runners that re-read all
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row fits too
@@ -348,7 +349,7 @@ class SpecmonApp(App[int]):
         except Exception as exc:  # noqa: BLE001 - a table read must never break the screen
             self._q(SegmentsView).show([], f"segments unavailable: {exc}")
             return
-        # O(requests) per call (60k requests: ~90 ms), so long runs refresh it less often
+        # a slow call (the first one, or a runner that re-reads every result) spaces the next
         self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
         self._q(SegmentsView).show(segment_cells(rows), "segments appear with the first "
                                    "requests; < > concurrency, r R rate, o O output length")
