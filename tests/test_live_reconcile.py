@@ -6,6 +6,7 @@ shows (tuning_view.counter_status), plus a Pilot test of the rendered line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -14,8 +15,8 @@ import urllib.request
 from specmon.commands.run import make_runner, make_session
 from specmon.config import RunConfig
 from specmon.load.multi import MultiRun
-from specmon.load.scrape import (ClientMark, CounterDelta, RunTotals, ServerCounterView,
-                                 SteadyScrape)
+from specmon.load.scrape import (ClientMark, ClientProbe, CounterDelta, RunTotals,
+                                 ServerCounterPoller, ServerCounterView, SteadyScrape)
 from specmon.load.server_view import live_verdict
 from specmon.sim.process import start_sim
 from specmon.tui.app import SpecmonApp
@@ -124,8 +125,12 @@ def test_verdict_states_by_hand():
     # nothing in flight: no request of ours explains it
     v = live_verdict(probed_view(ahead, RUN_H4, 0), 102.5)
     assert (v.state, v.age_s) == ("differs", 2.5)
-    # the server below the landed totals (counters published late): settling, not differs
-    assert live_verdict(probed_view(delta_of([2, 2, 4, 6, 1]), RUN_H4, 0)).state == "settling"
+    # the server below the landed totals (counters published late): settling, not differs,
+    # until it stays behind client totals seen unchanged for LATE_COUNTERS_S (2 s)
+    behind = probed_view(delta_of([2, 2, 4, 6, 1]), RUN_H4, 0)
+    assert live_verdict(behind).state == "settling"
+    stuck = dataclasses.replace(behind.steady, steady_since_s=behind.steady.taken_s - 2.0)
+    assert live_verdict(dataclasses.replace(behind, steady=stuck)).state == "differs"
     # warmup: the window restarts after it
     assert live_verdict(probed_view(ahead, RUN_H4, 0, phase="warmup")).state == "settling"
     # probed, no steady scrape yet
@@ -169,3 +174,33 @@ async def test_rendered_line_settling_then_differs():
             "land") in settling
     assert "differs" not in settling
     assert "reconciliation: differs at the scrape 0 s ago (server − run: steps +1" in differs
+
+
+class CountingProbe(ClientProbe):
+    """A client whose landed count moves by `step` at every mark (0: nothing lands)."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.landed = step, 0
+
+    def mark(self) -> ClientMark:
+        self.landed += self.step
+        return ClientMark(self.landed, 0, "profiling")
+
+    def totals(self) -> RunTotals:
+        return RunTotals(0, 0, 0)
+
+
+async def test_poller_pairs_only_scrapes_nothing_landed_across():
+    with start_sim(["--num-spec-tokens", "3", "--seed", "1"]) as sim:
+        moving = ServerCounterPoller(sim.url, interval_s=60, probe=CountingProbe(1))
+        still = ServerCounterPoller(sim.url, interval_s=60, probe=CountingProbe(0))
+        for poller in (moving, still):
+            await poller.start()
+            await poller.sample_now()
+            await poller.stop()
+    assert moving.latest().probed and moving.latest().steady is None
+    steady = still.latest().steady  # three scrapes (start, sample_now, stop), all steady
+    assert steady is not None and steady.client.totals == RunTotals(0, 0, 0)
+    assert steady.steady_since_s is not None and steady.steady_for_s > 0
+    # nothing sent and no other client: equal
+    assert live_verdict(still.latest()).state == "equal"

@@ -347,6 +347,13 @@ class SteadyScrape:
     in_flight: int  # the most requests sent and not landed, just before or after the scrape
     taken_s: float  # time.monotonic() of the scrape
     warmup_in_window: int  # warmup requests the server counted inside the window
+    steady_since_s: float | None = None  # the first scrape of a run of steady scrapes with
+    #                                       these same client totals (None: this one)
+
+    @property
+    def steady_for_s(self) -> float:
+        """How long the client's totals have been seen unchanged by scrapes."""
+        return 0.0 if self.steady_since_s is None else self.taken_s - self.steady_since_s
 
 
 @dataclass(frozen=True)
@@ -464,7 +471,12 @@ class ServerCounterPoller:
             return None
         client = ClientMark(after.landed, after.unlanded, after.phase, after.warmup, totals)
         warmup = 0 if self.rebaselined else after.warmup
-        return SteadyScrape(delta, client, max(before.unlanded, after.unlanded), taken_s, warmup)
+        previous = self._view.steady
+        since = None
+        if previous is not None and previous.client.landed == after.landed:
+            since = previous.steady_since_s or previous.taken_s
+        return SteadyScrape(delta, client, max(before.unlanded, after.unlanded), taken_s, warmup,
+                            since)
 
     async def _loop(self) -> None:
         while True:

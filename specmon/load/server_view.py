@@ -20,6 +20,7 @@ from specmon.load.scrape import (ClientMark, ClientProbe, CounterDelta, Reconcil
 
 POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
+LATE_COUNTERS_S = 2.0  # live: counters still behind unchanged client totals after this: differs
 
 
 class CounterWatch:
@@ -176,7 +177,8 @@ def live_verdict(view: ServerCounterView, now_s: float | None = None) -> LiveVer
     """Judge the window only on steady scrapes (nothing landed at the client across them),
     and say "differs" only when the difference cannot be requests still on their way: with
     requests in flight the server has counted steps the client cannot see yet, and counters
-    below the landed totals may be published late. None for a poller without a ClientProbe."""
+    below the landed totals may be published late (until they stay behind unchanged client
+    totals for LATE_COUNTERS_S). None for a poller without a ClientProbe."""
     if not view.probed:
         return None
     steady = view.steady
@@ -195,7 +197,8 @@ def live_verdict(view: ServerCounterView, now_s: float | None = None) -> LiveVer
         return LiveVerdict("settling", rec, steady.in_flight, age,
                            f"{steady.in_flight} request(s) in flight at the scrape: the server "
                            "counts their steps before they land")
-    if not steady.delta.resets and all(d < 0 for d in rec.diffs.values()):
+    if not steady.delta.resets and all(d < 0 for d in rec.diffs.values()) \
+            and steady.steady_for_s < LATE_COUNTERS_S:
         return LiveVerdict("settling", rec, 0, age, "server counters behind the landed "
                                                     "responses (published late?)")
     return LiveVerdict("differs", rec, 0, age)
