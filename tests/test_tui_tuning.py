@@ -230,7 +230,7 @@ async def test_maximize_the_new_panels_and_help_explain_name_them():
         assert "Server-wide (/metrics)" in explain
 
 
-async def test_drill_down_says_why_the_parsed_record_stands_in(tmp_path):
+async def test_live_drill_down_shows_the_payload_as_sent(tmp_path):
     live = RunSession(tmp_path, "records")  # a live run's session drops response bodies
     live.add(RawCapture.from_dict(capture_k(1, H4, 4)))
     app = SpecmonApp(live, None, None, freeze_elapsed=1.0)
@@ -239,8 +239,11 @@ async def test_drill_down_says_why_the_parsed_record_stands_in(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, RequestDetail)
         title = app.screen.query_one("#detail-raw").border_title
+        text = str(app.screen.query_one("#detail-raw-text").render())
     live.finish()
-    assert title.startswith("parsed record: live runs do not keep response bodies")
+    # the bodies are gone, but the spec-decode object the server sent is kept and shown
+    assert title.startswith("spec-decode payload as sent; live runs keep only this part")
+    assert '"payload_as_sent"' in text and '"acceptance_histogram": [2, 2, 4, 6, 2]' in text
 
 
 def test_bad_theme_fails_before_any_request():
@@ -276,3 +279,29 @@ async def test_log_keeps_following_when_it_shrinks():
         title = app.query_one("#panel-log").border_title
         assert title.endswith("43 shown · following"), title
         assert "req-0043" in screen_text(app)
+
+
+async def test_header_counts_are_the_shown_servers_own(monkeypatch):
+    """With several servers the header shows the selected server's done and in-flight
+    counts; `]` moves both to the next server (not a sum over all servers)."""
+    from types import SimpleNamespace
+
+    from specmon.load.generator import LoadProgress
+
+    app, runner = three_servers()
+
+    def stub_runner(in_flight: int):
+        progress = LoadProgress(0, 1, None, in_flight, 0, 0.0, "profiling")
+        return SimpleNamespace(progress=lambda: progress, finished=False)
+
+    own = {"k2": stub_runner(3), "k4": stub_runner(5), "k6": stub_runner(7)}
+    monkeypatch.setattr(type(runner), "servers", property(
+        lambda self: {label: (own[label], s) for label, s in self.sessions.items()}))
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        first = screen_text(app).splitlines()[1]
+        await pilot.press("right_square_bracket")
+        await pilot.pause(0.3)
+        second = screen_text(app).splitlines()[1]
+    assert "in flight 3" in first and "1 done" in first
+    assert "in flight 5" in second

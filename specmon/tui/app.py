@@ -375,9 +375,19 @@ class SpecmonApp(App[int]):
             paused_arrivals=paused_arrivals,
             finished=bool(getattr(runner, "finished", runner is None and self.source != "live")),
             source=self.source,
-            **_runner_progress(runner),
+            **_runner_progress(self._shown_runner()),
         )
         self._q(RunHeader).show(info)
+
+    def _shown_runner(self) -> Any:
+        """The runner of the server the panels show: the header's counts are that server's,
+        so its in-flight count and phase must be too (not the sum over every server)."""
+        servers = getattr(self.runner, "servers", None)
+        if len(self.servers) > 1 and isinstance(servers, dict):
+            own = servers.get(self._label(), (None, None))[0]
+            if own is not None:
+                return own
+        return self.runner
 
     def _k_text(self, snap: Any) -> int | str | None:
         """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
