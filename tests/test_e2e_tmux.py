@@ -101,8 +101,8 @@ def test_demo_in_tmux(tmp_path: Path):
         pane.keys("Escape")
         pane.wait_for(lambda t: "What the numbers mean" not in t, "explain closed", 10)
         pane.keys("Enter")
-        # a live run drops response bodies: the detail says the parsed record stands in
-        pane.wait_for(lambda t: "(esc back)" in t and "parsed record: live runs" in t,
+        # a live run drops response bodies but keeps the spec-decode payload the server sent
+        pane.wait_for(lambda t: "(esc back)" in t and "spec-decode payload as sent" in t,
                       "the request detail", 10)
         pane.keys("Escape")
         pane.wait_for(lambda t: "(esc back)" not in t, "detail closed", 10)
