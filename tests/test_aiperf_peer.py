@@ -11,13 +11,12 @@ specmon raw capture by specmon.interop.aiperf and run through `specmon report`.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from peer.aiperf_peer import (HISTOGRAM_LINE, SPEC_SECTION_TITLE, assert_same_numbers,
-                              ensure_installed, report_on, run_aiperf, server_payloads,
+                              aiperf_ready, report_on, run_aiperf, server_payloads,  # noqa: F401
                               spec_section)
 from specmon.interop.aiperf import read_records_export, read_summary_export, spec_decode_summary
 from specmon.sim.process import start_sim
@@ -30,13 +29,6 @@ SIM_ARGS = ["--model", MODEL, "--seed", "23", "--num-spec-tokens", "3",
             "--acceptance", "0.8,0.6,0.4", "--ttft-ms", "5", "--step-ms", "2"]
 
 
-@pytest.fixture(scope="session")
-def aiperf_ready() -> str:
-    ready, line = ensure_installed()
-    print(line, file=sys.stderr)
-    if not ready:
-        pytest.skip(line)
-    return line
 
 
 @pytest.fixture(scope="module")

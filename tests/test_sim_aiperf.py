@@ -9,26 +9,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import orjson
 import pytest
-from peer.aiperf_peer import AIPERF, HF_HOME, TOKENIZER, ensure_installed
+from peer.aiperf_peer import AIPERF, HF_HOME, TOKENIZER, aiperf_ready  # noqa: F401 (fixture)
 
 from specmon.sim.process import start_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("aiperf")]
-
-
-@pytest.fixture(scope="module")
-def aiperf_ready() -> str:
-    # Installs the cached AIPerf venv if it is missing (.ci/setup_aiperf.sh); skips, with the
-    # setup's one-line reason, only when it cannot be installed on this machine.
-    ready, line = ensure_installed()
-    print(line, file=sys.stderr)
-    if not ready:
-        pytest.skip(line)
-    return line
 
 
 def test_aiperf_sees_every_payload_once(tmp_path, aiperf_ready):
