@@ -40,14 +40,7 @@ def vllm_object(plan: SequencePlan, k: int, level: str, streaming: bool) -> dict
         "num_draft_tokens": plan.drafted,
         "num_spec_tokens": k,
     }
-    detailed = level == "detailed" and plan.steps > 0
-    if detailed:
-        obj["per_step_accepted"] = list(plan.per_step_accepted)
-        obj["per_step_drafted"] = list(plan.per_step_drafted)
-    elif not streaming:
-        obj["per_step_accepted"] = None
-        obj["per_step_drafted"] = None
-    return obj
+    return _with_per_step(obj, plan, level, streaming)
 
 
 def vllm_metrics(spec: dict[str, Any] | None, streaming: bool,
@@ -98,13 +91,7 @@ def legacy_object(plan: SequencePlan, level: str, streaming: bool) -> dict[str, 
         "num_accepted_draft_tokens": plan.accepted,
         "num_draft_tokens": plan.drafted,
     }
-    if level == "detailed" and plan.steps > 0:
-        obj["per_step_accepted"] = list(plan.per_step_accepted)
-        obj["per_step_drafted"] = list(plan.per_step_drafted)
-    elif not streaming:
-        obj["per_step_accepted"] = None
-        obj["per_step_drafted"] = None
-    return obj
+    return _with_per_step(obj, plan, level, streaming)
 
 
 def trtllm_object(plan: SequencePlan, k: int) -> dict[str, Any] | None:
@@ -149,4 +136,17 @@ def corrupt(obj: dict[str, Any]) -> dict[str, Any]:
             obj[key] = [hist[0] + 1, *hist[1:]]
         elif isinstance(hist, dict):
             obj[key] = {**hist, "0": hist.get("0", 0) + 1}
+    return obj
+
+
+def _with_per_step(obj: dict[str, Any], plan: SequencePlan, level: str,
+                   streaming: bool) -> dict[str, Any]:
+    """vLLM's per-step arrays: filled at `detailed` level when steps ran; otherwise null in a
+    non-streaming body (not exclude_none) and left out of the stream's usage chunk."""
+    if level == "detailed" and plan.steps > 0:
+        obj["per_step_accepted"] = list(plan.per_step_accepted)
+        obj["per_step_drafted"] = list(plan.per_step_drafted)
+    elif not streaming:
+        obj["per_step_accepted"] = None
+        obj["per_step_drafted"] = None
     return obj
