@@ -179,6 +179,7 @@ class RunSnapshot:
     engine: str | None
     num_spec_tokens: int | None
     version: int = 0  # bumps on every add; lets a view skip redraws
+    cancelled_count: int = 0  # in flight when the user stopped the run: not server errors
 
 
 @dataclass
@@ -194,6 +195,7 @@ class RunAccumulator:
         self.results: list[RequestResult] = []  # append-only; profiling requests (ok + error)
         self.request_count = 0
         self.error_count = 0
+        self.cancelled_count = 0
         self.warmup_count = 0
         self.error_summary: Counter[str] = Counter()
         self.error_details: Counter[tuple[Any, str, str]] = Counter()
@@ -228,6 +230,11 @@ class RunAccumulator:
                 self.warmup_count += 1
                 return
             self.results.append(result)
+            if result.error_kind == "cancelled":
+                # Cut short because the user stopped the run (q, Ctrl-C, SIGTERM): the server
+                # did not fail, so it is kept in the log and the JSONL but not in the errors.
+                self.cancelled_count += 1
+                return
             if result.error is not None:
                 self._add_error(result)
                 return
@@ -410,6 +417,7 @@ class RunAccumulator:
                     elapsed_s=self.elapsed_s(),
                     request_count=self.request_count,
                     error_count=self.error_count,
+                    cancelled_count=self.cancelled_count,
                     warmup_count=self.warmup_count,
                     error_summary=dict(self.error_summary),
                     spec_stats={},

@@ -126,7 +126,7 @@ class RunSession:
     def export_document(self, was_cancelled: bool | None = None) -> dict[str, Any]:
         acc = self.accumulator
         cancelled = self.was_cancelled if was_cancelled is None else was_cancelled
-        return build_json(
+        doc = build_json(
             acc.summary(),
             acc.pooled_histogram_sorted() if acc.spec_request_count else None,
             input_config=self.input_config,
@@ -135,6 +135,9 @@ class RunSession:
             start_ns=self._wall_start_ns or self._created_wall_ns,
             end_ns=time.time_ns(),
         )
+        if acc.cancelled_count:  # specmon's own key: requests cut short by the stop
+            doc["cancelled_request_count"] = acc.cancelled_count
+        return doc
 
     def finish(self, was_cancelled: bool = False) -> dict[str, Path]:
         """Close the streams and write JSON + CSV atomically. Safe to call twice."""

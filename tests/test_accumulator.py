@@ -264,3 +264,28 @@ def test_snapshots_while_another_thread_adds():
     # accepted per request = (i % 4) + 1 -> 750 * (1+2+3+4) = 7500
     assert acc.summary()["total_accepted_draft_tokens"]["avg"] == 7500.0
     assert final.spec_stats["spec_decode_steps"]["count"] == 3000
+
+
+def test_requests_cut_short_by_a_stop_are_not_errors(tmp_path):
+    """q / Ctrl-C / SIGTERM cancel what is in flight: those requests stay in the JSONL
+    (was_cancelled) and the log, but the server did not fail them, so they are counted
+    apart from error_request_count and the error summary."""
+    from metrics_helpers import error_capture, nonstream_capture
+
+    from specmon.session import RunSession
+
+    session = RunSession(tmp_path, "records")
+    session.add(nonstream_capture(WORKED, start_ns=0))
+    session.add(error_capture("timeout", start_ns=10))
+    session.add(error_capture("cancelled", start_ns=20))
+    session.add(error_capture("cancelled", start_ns=30))
+    snap = session.accumulator.snapshot()
+    assert (snap.request_count, snap.error_count, snap.cancelled_count) == (1, 1, 2)
+    assert snap.error_summary == {"timeout": 1}
+    session.finish(was_cancelled=True)
+    doc = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
+    assert doc["error_request_count"]["avg"] == 1 and doc["cancelled_request_count"] == 2
+    assert [e["error_details"]["type"] for e in doc["error_summary"]] == ["timeout"]
+    lines = (tmp_path / "profile_export.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    assert sum(json.loads(line)["metadata"]["was_cancelled"] for line in lines) == 2

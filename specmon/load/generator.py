@@ -341,7 +341,8 @@ class LoadGenerator:
             self.warmup_completed += 1
         else:
             self.completed += 1
-            if capture["error"] is not None:
+            error = capture["error"]
+            if error is not None and error.get("type") != "cancelled":  # a stop is not an error
                 self.errors += 1
         self.sink(capture)
 
