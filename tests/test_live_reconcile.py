@@ -100,6 +100,34 @@ def test_live_verdict_never_differs_alone_and_differs_with_another_client(tmp_pa
     assert any("other clients" in reason for reason in rec["reasons"])
 
 
+def test_live_verdict_with_workers_reaches_equal(tmp_path):
+    with start_sim(["--num-spec-tokens", "3", "--seed", "5", "--step-ms", "2"]) as sim:
+        # --workers 2: the load in two processes whose progress reaches the parent late; the
+        # probe counts what the parent has received, so a scrape nothing landed across is
+        # steady. Open loop at 8 req/s (4/s per worker) of ~12-token answers: idle gaps.
+        config = RunConfig(url=[sim.url], request_rate=8, request_rate_mode="constant",
+                           output_tokens_mean=12, benchmark_duration=60, warmup_request_count=2,
+                           workers=2, random_seed=1, headless=True,
+                           artifact_dir=str(tmp_path / "run"))
+        multi = MultiRun(config, make_session, make_runner)
+        assert multi.watch is not None
+        multi.watch.interval_s = 0.2
+        label = multi.primary.label
+        multi.start()
+        try:
+            lines = watch_lines(multi, label, 30.0, until="reconciliation: equal")
+        finally:
+            multi.stop()
+            multi.join(30)
+        multi.finish()
+    assert type(multi.primary.runner).__name__ == "WorkerPool"
+    assert lines and lines[-1].startswith("reconciliation: equal at the scrape"), lines[-5:]
+    assert not [line for line in lines if "differs" in line], lines
+    # the window restarted after the workers' warmup, so the end of the run is exact too
+    assert label in multi.watch.rebaselined
+    assert multi.primary.server_metrics["reconciliation"]["equal"] is True
+
+
 # ---------------------------------------------------------------- live_verdict by hand
 
 # H4 = [2,2,4,6,2] at k=4: steps 16, accepted 0*2+1*2+2*4+3*6+4*2 = 36, drafted 4*16 = 64.

@@ -136,24 +136,30 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
 
 
 class SessionProbe(ClientProbe):
-    """The client's side of a scrape, from a LoadRunner and its session's accumulator.
+    """The client's side of a scrape, from a runner and its session's accumulator.
 
     Requests sent and not yet recorded ("unlanded") = in flight + finished but not yet in
     the accumulator; a LoadRunner counts a request as in flight until after it is recorded,
-    so a request is always in one of the two counts. Other runners (worker processes) report
-    progress late: their state at an instant is unknown, so no scrape is steady for them.
+    so a request is always in one of the two counts. A WorkerPool says itself how many it has
+    not received (`unlanded()`, from its workers' reports, never zero while one runs); any
+    other runner's state at an instant is unknown, so no scrape is steady for it.
     """
 
     def __init__(self, runner: Any, accumulator: Any) -> None:
         self.runner = runner
         self.accumulator = accumulator
         self.exact = isinstance(runner, LoadRunner)
+        self.pool_count = getattr(runner, "unlanded", None) if not self.exact else None
 
     def mark(self) -> ClientMark:
         acc = self.accumulator
         warmup = int(acc.warmup_count)
         landed = len(acc.results) + warmup  # read before progress: a landing in between
         progress = self.runner.progress()  # only raises the unlanded count (conservative)
+        if self.pool_count is not None:
+            # a landing after `landed` was read shows as a changed `landed` at the next mark,
+            # so the poller does not take this scrape as steady
+            return ClientMark(landed, self.pool_count(), progress.phase, warmup)
         sent = progress.in_flight + progress.completed + progress.warmup_completed
         unlanded = sent - landed if self.exact and sent >= landed else None
         return ClientMark(landed, unlanded, progress.phase, warmup)

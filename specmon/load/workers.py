@@ -5,6 +5,9 @@ multiprocessing queue; a reader thread in the parent feeds them to the single Ru
 Timestamps stay comparable: perf_counter_ns is CLOCK_MONOTONIC, shared by all processes.
 The shares: concurrency, rate, request and warmup counts are split as evenly as integers
 allow; constant-rate workers are phase-shifted so N streams interleave instead of bursting.
+With warmup, every worker stops after its warmup and waits for the parent's "go": the parent
+sends it once all have warmed up (after its own `before_profiling` hook, e.g. restarting the
+/metrics window), with one common start instant so the phase shifts still hold.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import queue
 import signal
 import threading
 import time
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import orjson
 
@@ -24,7 +28,8 @@ from specmon.load.generator import LoadProgress
 from specmon.load.runner import LoadRunner, RunLifecycle, preflight
 from specmon.segments import SegmentLog
 
-PROGRESS_EVERY_S = 0.25
+PROGRESS_EVERY_S = 0.25  # progress is also sent as soon as the counts change
+GO_LEAD_S = 0.05  # the "go" names an instant this far ahead, so every worker starts at once
 
 
 def split_int(total: int, parts: int) -> list[int]:
@@ -63,24 +68,64 @@ def worker_configs(config: RunConfig) -> list[tuple[dict[str, Any], float]]:
     return out
 
 
-def _worker_main(index: int, share: dict[str, Any], offset: float, control: Any, results: Any) -> None:
+class _Gate:
+    """A worker's side of the warmup handshake: report "warm", wait for "go" or "stop"."""
+
+    def __init__(self, index: int, results: Any) -> None:
+        self.index = index
+        self.results = results
+        self.released = threading.Event()
+        self.stopped = False
+        self.start_at = 0.0  # perf_counter instant at which every worker starts profiling
+
+    def open(self, start_at: float) -> None:
+        self.start_at = start_at
+        self.released.set()
+
+    def cancel(self) -> None:
+        self.stopped = True
+        self.released.set()
+
+    def announce(self) -> None:
+        self.results.put(("warm", self.index))
+
+    def sleep_until_start(self) -> None:
+        delay = self.start_at - time.perf_counter()
+        if delay > 0 and not self.stopped:
+            time.sleep(delay)
+
+    def hold(self, runner: LoadRunner) -> None:
+        """The runner's before_profiling hook (load thread, nothing in flight): blocking here
+        keeps the profiling requests back until the parent says go."""
+        self.announce()
+        self.released.wait()
+        if self.stopped:  # the loop is blocked, so the queued stop has not reached it yet
+            runner.generator.request_stop()
+        self.sleep_until_start()
+
+
+def _worker_main(index: int, share: dict[str, Any], offset: float, control: Any, results: Any,
+                 hold: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
-        results.put(("cap", orjson.dumps(capture)))
+        results.put(("cap", index, orjson.dumps(capture)))
 
     runner = LoadRunner(RunConfig(**share), None, sink=sink, worker_id=worker_id,
                         arrival_offset_s=offset)
+    gate = _Gate(index, results)
     error = None
     try:
+        if hold and share["warmup_request_count"]:
+            runner.before_profiling = partial(gate.hold, runner)
+        elif hold:  # no warmup share: wait for the others before the first request
+            gate.announce()
+            while not gate.released.wait(0.05):
+                _apply_controls(runner, control, gate)
+            gate.sleep_until_start()
         runner.start()
-        next_report = 0.0
-        while not runner.join(0.05):
-            _apply_controls(runner, control)
-            if time.monotonic() >= next_report:
-                next_report = time.monotonic() + PROGRESS_EVERY_S
-                results.put(("progress", index, runner.progress()))
+        _report_until_done(index, runner, control, results, gate)
         error = runner.error
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, not raised
         error = exc
@@ -88,12 +133,32 @@ def _worker_main(index: int, share: dict[str, Any], offset: float, control: Any,
     results.put(("done", index, None if error is None else f"{type(error).__name__}: {error}"))
 
 
-def _apply_controls(runner: LoadRunner, control: Any) -> None:
+def _report_until_done(index: int, runner: LoadRunner, control: Any, results: Any,
+                       gate: _Gate) -> None:
+    """Apply the parent's commands; send progress when its counts change (the parent's live
+    probe reads sent-but-not-received from it) and every PROGRESS_EVERY_S anyway."""
+    next_report, last_counts = 0.0, None
+    while not runner.join(0.05):
+        _apply_controls(runner, control, gate)
+        progress = runner.progress()
+        counts = (progress.in_flight, progress.completed, progress.warmup_completed,
+                  progress.phase)
+        if counts != last_counts or time.monotonic() >= next_report:
+            next_report, last_counts = time.monotonic() + PROGRESS_EVERY_S, counts
+            results.put(("progress", index, progress))
+
+
+def _apply_controls(runner: LoadRunner, control: Any, gate: _Gate) -> None:
     while True:
         try:
             command, *values = control.get_nowait()
         except queue.Empty:
             return
+        if command == "go":
+            gate.open(*values)
+            continue
+        if command == "stop":
+            gate.cancel()
         getattr(runner, command)(*values)
 
 
@@ -113,6 +178,12 @@ class WorkerPool(RunLifecycle):
         self._done = threading.Event()
         self._stop_early = False
         self._shares: list[tuple[dict[str, Any], float]] = []
+        self._received: dict[int, int] = {}  # worker -> captures fed to the session
+        self._running: set[int] = set()  # workers whose "done" has not arrived
+        self._warm: set[int] = set()  # workers waiting for "go" after their warmup
+        self._released = False
+        self.before_profiling: Callable[[], None] | None = None  # after every warmup, before
+        #                                                           any profiling request
         self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
                                       config.output_tokens_mean)
 
@@ -122,10 +193,14 @@ class WorkerPool(RunLifecycle):
         if self.config.model is None:
             self.config.model = preflight(self.config)
         self._shares = worker_configs(self.config)
+        hold = bool(self.config.warmup_request_count)
+        self._released = not hold
+        self._running = set(range(len(self._shares)))
         for index, (share, offset) in enumerate(self._shares):
             control = self._ctx.Queue()
             proc = self._ctx.Process(target=_worker_main, name=f"specmon-worker-{index}",
-                                     args=(index, share, offset, control, self._results), daemon=True)
+                                     args=(index, share, offset, control, self._results, hold),
+                                     daemon=True)
             proc.start()
             self._controls.append(control)
             self._processes.append(proc)
@@ -142,26 +217,60 @@ class WorkerPool(RunLifecycle):
             self._done.set()
 
     def _read_until_done(self) -> None:
-        running = set(range(len(self._processes)))
+        running = self._running
         errors = []
         while running:
             try:
                 message = self._results.get(timeout=0.5)
             except queue.Empty:
                 running -= {i for i in running if not self._processes[i].is_alive()}
+                self._release_when_warm()
                 continue
             if message[0] == "cap":
-                self.session.add(RawCapture(**orjson.loads(message[1])))
+                self.session.add(RawCapture(**orjson.loads(message[2])))
+                self._received[message[1]] = self._received.get(message[1], 0) + 1
             elif message[0] == "progress":
                 self._progress[message[1]] = message[2]
+            elif message[0] == "warm":
+                self._warm.add(message[1])
             elif message[0] == "done":
                 running.discard(message[1])
                 if message[2]:
                     errors.append(f"worker {message[1]}: {message[2]}")
+            self._release_when_warm()
         for proc in self._processes:
             proc.join(5)
         if errors:
             self.error = RuntimeError("; ".join(errors))
+
+    def _release_when_warm(self) -> None:
+        """Once every worker still running waits after its warmup, run the hook and say go.
+        Each worker sent its warmup captures before "warm" on the same queue, so all of them
+        are in the session by now, and no profiling request has been sent yet."""
+        if self._released or not self._running <= self._warm:
+            return
+        self._released = True
+        if self.before_profiling is not None and not self._stop_early:
+            try:
+                self.before_profiling()
+            except Exception as exc:  # noqa: BLE001 - ends the run, reported after join
+                self.error = exc
+                self._broadcast("stop")
+                return
+        self._broadcast("go", time.perf_counter() + GO_LEAD_S)
+
+    def unlanded(self) -> int:
+        """Requests sent and not yet fed to the session, from the workers' latest progress
+        reports. A report may lag the worker's sends, so a worker still running counts at
+        least one: a live verdict never takes "nothing in flight" for granted while it runs."""
+        total = 0
+        for index in range(len(self._processes)):
+            report = self._progress.get(index)
+            sent = 0 if report is None else \
+                report.in_flight + report.completed + report.warmup_completed
+            unlanded = max(0, sent - self._received.get(index, 0))
+            total += max(unlanded, 1) if index in self._running else unlanded
+        return total
 
     def stop(self) -> None:
         if not self.finished:

@@ -1,0 +1,130 @@
+"""--workers N with warmup: every worker warms up, the parent's before_profiling hook runs once
+(e.g. restarting the /metrics window), and only then does any worker send a profiling request,
+all starting at one instant so constant-rate phase shifts still interleave. Real `specmon sim`
+processes (uvicorn) over loopback, real worker processes; ground truth is the simulator's
+--log (one JSON line per request it served, written when the answer is sent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specmon.commands.run import make_session
+from specmon.config import RunConfig
+from specmon.load.workers import WorkerPool
+from specmon.sim.process import start_sim
+
+pytestmark = pytest.mark.e2e
+SPECMON = [sys.executable, "-m", "specmon"]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_headless_workers_with_warmup_reconcile_exactly(tmp_path):
+    log = tmp_path / "sim.log"
+    with start_sim(["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]) as sim:
+        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--workers", "2",
+                               "--warmup-request-count", "4", "--request-count", "40",
+                               "--concurrency", "4", "--output-tokens-mean", "16",
+                               "--artifact-dir", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "run" / "profile_export_aiperf.json").read_text())
+    records = read_jsonl(tmp_path / "run" / "profile_export.jsonl")
+    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    assert len(entries) == 44  # 4 warmup + 40 profiling requests served
+    profiled = {r["metadata"]["x_request_id"] for r in records}
+    assert len(profiled) == 40
+    # every warmup answer was sent before any profiling answer: the simulator logged the 4
+    # requests that are not in the export first
+    assert [e["x_request_id"] in profiled for e in entries] == [False] * 4 + [True] * 40
+    # both workers sent profiling requests (2 workers share concurrency 4 as 2 + 2)
+    assert {r["metadata"]["worker_id"] for r in records} == {"worker-0", "worker-1"}
+    truth_steps = sum(e["stats"][0]["steps"] for e in entries[4:])
+    sm = doc["server_metrics"]
+    # the window restarted after the warmup, so it holds exactly the 40 profiling requests
+    assert sm["reconciliation"] == {"equal": True, "diffs": {}, "reasons": [],
+                                    "text": "server counters match the per-request totals"}
+    assert sm["drafts"] == doc["total_spec_decode_steps"]["avg"] == truth_steps
+    assert "server counters match the per-request totals" in proc.stdout
+
+
+def test_hook_runs_once_between_warmup_and_profiling(tmp_path):
+    log = tmp_path / "sim.log"
+    with start_sim(["--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", "--log", str(log)]) as sim:
+        # warmup 3 over 3 workers -> shares 1 + 1 + 1; 12 requests -> 4 + 4 + 4
+        config = RunConfig(url=[sim.url], concurrency=3, workers=3, warmup_request_count=3,
+                           request_count=12, output_tokens_mean=8, random_seed=1,
+                           artifact_dir=str(tmp_path / "run"))
+        session = make_session(config)
+        pool = WorkerPool(config, session)
+        calls: list[tuple[int, int, int]] = []
+
+        def hook() -> None:  # what the parent has received when the hook runs
+            acc = session.accumulator
+            calls.append((acc.warmup_count, len(acc.results), pool.unlanded()))
+
+        pool.before_profiling = hook
+        pool.start()
+        assert pool.join(120)
+        session.finish()
+    assert pool.error is None
+    # once, with all 3 warmup results in and not one profiling result; the live probe's
+    # count of requests not received is 3: nothing outstanding, but each of the 3 running
+    # workers counts at least 1 (its latest sends may not be reported yet)
+    assert calls == [(3, 0, 3)]
+    assert pool.unlanded() == 0  # all done: every request sent was received
+    assert len(session.accumulator.results) == 12
+    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    assert len(entries) == 15  # 3 warmup + 12 profiling
+
+
+def test_a_worker_without_warmup_share_waits_too(tmp_path):
+    log = tmp_path / "sim.log"
+    with start_sim(["--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", "--log", str(log)]) as sim:
+        # warmup 1 over 2 workers -> shares 1 + 0: worker-1 has no warmup of its own
+        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=1,
+                           request_count=8, output_tokens_mean=8, random_seed=2,
+                           artifact_dir=str(tmp_path / "run"))
+        session = make_session(config)
+        pool = WorkerPool(config, session)
+        calls: list[tuple[int, int]] = []
+        pool.before_profiling = lambda: calls.append((session.accumulator.warmup_count,
+                                                      len(session.accumulator.results)))
+        pool.start()
+        assert pool.join(120)
+        session.finish()
+    assert pool.error is None and calls == [(1, 0)]
+    records = session.accumulator.results
+    assert len(records) == 8
+    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    profiled = {r.x_request_id for r in records}
+    # worker-1 sent nothing before worker-0's one warmup answer: that answer is logged first
+    assert [e["x_request_id"] in profiled for e in entries] == [False] + [True] * 8
+
+
+def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
+    with start_sim(["--num-spec-tokens", "2", "--seed", "8", "--step-ms", "1"]) as sim:
+        # 4 req/s over 2 workers: 2/s each, worker-1 shifted by 1/4 s = 250 ms. Warmup 2 -> one
+        # request each (worker-1's also 250 ms late). Each worker starting profiling on its
+        # own after its warmup would put worker-1 a further 250 ms late, so the two streams
+        # would coincide; one common start keeps them 250 ms apart.
+        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--workers", "2",
+                               "--request-rate", "4", "--request-rate-mode", "constant",
+                               "--warmup-request-count", "2", "--request-count", "10",
+                               "--output-tokens-mean", "4", "--artifact-dir", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = sorted(read_jsonl(tmp_path / "run" / "profile_export.jsonl"),
+                     key=lambda r: r["metadata"]["request_start_ns"])
+    assert [r["metadata"]["worker_id"] for r in records] == ["worker-0", "worker-1"] * 5
+    starts = [r["metadata"]["request_start_ns"] for r in records]
+    gaps_ms = [(b - a) / 1e6 for a, b in zip(starts, starts[1:])]
+    # 250 ms planned between sends; coinciding streams would give gaps near 0 ms
+    assert min(gaps_ms) > 100, gaps_ms
