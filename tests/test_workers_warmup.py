@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,33 @@ def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
     gaps_ms = [(b - a) / 1e6 for a, b in zip(starts, starts[1:])]
     # 250 ms planned between sends; coinciding streams would give gaps near 0 ms
     assert min(gaps_ms) > 100, gaps_ms
+
+
+def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path):
+    log = tmp_path / "sim.log"
+    with start_sim(["--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", "--log", str(log)]) as sim:
+        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=2,
+                           request_count=20, output_tokens_mean=8, random_seed=3,
+                           artifact_dir=str(tmp_path / "run"))
+        session = make_session(config)
+        pool = WorkerPool(config, session)
+        calls: list[int] = []
+
+        def hook() -> None:
+            # both workers wait for go now; the user stops before it comes
+            calls.append(session.accumulator.warmup_count)
+            stopper = threading.Thread(target=pool.stop)
+            stopper.start()
+            stopper.join()
+            time.sleep(0.5)  # the stop reaches the workers while they wait
+
+        pool.before_profiling = hook
+        pool.start()
+        assert pool.join(120)
+        session.finish()
+    assert pool.error is None and pool.stopped_early
+    assert calls == [2]
+    assert session.accumulator.results == []  # not one profiling request recorded
+    assert session.accumulator.cancelled_count == 0  # nor one started and cut short
+    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    assert len(entries) == 2  # the simulator served the 2 warmup requests and nothing else
