@@ -160,3 +160,25 @@ def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path):
     assert session.accumulator.cancelled_count == 0  # nor one started and cut short
     entries = [e for e in read_jsonl(log) if e.get("status") == 200]
     assert len(entries) == 2  # the simulator served the 2 warmup requests and nothing else
+
+
+def test_a_worker_killed_in_warmup_does_not_hold_the_others(tmp_path):
+    # 100 ms per step, 8 tokens at k=2 -> several steps per request: the warmup takes long
+    # enough to kill worker-1 before it reports "warm"
+    with start_sim(["--num-spec-tokens", "2", "--seed", "7", "--step-ms", "100"]) as sim:
+        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=2,
+                           request_count=4, output_tokens_mean=8, random_seed=4,
+                           artifact_dir=str(tmp_path / "run"))
+        session = make_session(config)
+        pool = WorkerPool(config, session)
+        calls: list[int] = []
+        pool.before_profiling = lambda: calls.append(len(session.accumulator.results))
+        pool.start()
+        pool._processes[1].kill()  # the share of worker-1: 1 warmup + 2 requests, never sent
+        assert pool.join(120)
+        session.finish()
+    # worker-0 did not wait forever for it: the hook ran once, then its 2 requests (4 split
+    # as 2 + 2) were sent and recorded
+    assert calls == [0]
+    assert len(session.accumulator.results) == 2
+    assert "worker 1: exited (code -9) before finishing its share" in str(pool.error)

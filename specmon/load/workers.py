@@ -181,6 +181,7 @@ class WorkerPool(RunLifecycle):
         self._received: dict[int, int] = {}  # worker -> captures fed to the session
         self._running: set[int] = set()  # workers whose "done" has not arrived
         self._warm: set[int] = set()  # workers waiting for "go" after their warmup
+        self._finished: set[int] = set()  # workers whose "done" arrived
         self._released = False
         self.before_profiling: Callable[[], None] | None = None  # after every warmup, before
         #                                                           any profiling request
@@ -217,31 +218,51 @@ class WorkerPool(RunLifecycle):
             self._done.set()
 
     def _read_until_done(self) -> None:
-        running = self._running
-        errors = []
-        while running:
+        errors: list[str] = []
+        dropped: set[int] = set()
+        next_check = 0.0
+        while self._running:
+            # a worker that died without "done" is dropped; checked on a clock, since the
+            # others' progress reports (also while they wait for go) keep the queue busy
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + 0.5
+                dead = {i for i in self._running if not self._processes[i].is_alive()}
+                dropped |= dead
+                self._running -= dead
+                self._release_when_warm()
             try:
                 message = self._results.get(timeout=0.5)
             except queue.Empty:
-                running -= {i for i in running if not self._processes[i].is_alive()}
-                self._release_when_warm()
                 continue
-            if message[0] == "cap":
-                self.session.add(RawCapture(**orjson.loads(message[2])))
-                self._received[message[1]] = self._received.get(message[1], 0) + 1
-            elif message[0] == "progress":
-                self._progress[message[1]] = message[2]
-            elif message[0] == "warm":
-                self._warm.add(message[1])
-            elif message[0] == "done":
-                running.discard(message[1])
-                if message[2]:
-                    errors.append(f"worker {message[1]}: {message[2]}")
-            self._release_when_warm()
+            self._handle(message, errors)
+        while dropped:  # what a dropped worker sent before it exited is still in the queue
+            try:
+                self._handle(self._results.get(timeout=0.1), errors)
+            except queue.Empty:
+                break
         for proc in self._processes:
             proc.join(5)
+        for index in sorted(dropped - self._finished):  # its "done" never came
+            code = self._processes[index].exitcode
+            errors.append(f"worker {index}: exited (code {code}) before finishing its share")
         if errors:
             self.error = RuntimeError("; ".join(errors))
+
+    def _handle(self, message: tuple, errors: list[str]) -> None:
+        kind, index = message[0], message[1]
+        if kind == "cap":
+            self.session.add(RawCapture(**orjson.loads(message[2])))
+            self._received[index] = self._received.get(index, 0) + 1
+        elif kind == "progress":
+            self._progress[index] = message[2]
+        elif kind == "warm":
+            self._warm.add(index)
+        elif kind == "done":
+            self._running.discard(index)
+            self._finished.add(index)
+            if message[2]:
+                errors.append(f"worker {index}: {message[2]}")
+        self._release_when_warm()
 
     def _release_when_warm(self) -> None:
         """Once every worker still running waits after its warmup, run the hook and say go.
@@ -250,7 +271,8 @@ class WorkerPool(RunLifecycle):
         if self._released or not self._running <= self._warm:
             return
         self._released = True
-        if self.before_profiling is not None and not self._stop_early:
+        # no hook when no worker is left to profile (all stopped or failed in warmup)
+        if self.before_profiling is not None and not self._stop_early and self._running:
             try:
                 self.before_profiling()
             except Exception as exc:  # noqa: BLE001 - ends the run, reported after join
