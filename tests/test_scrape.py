@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -249,8 +250,17 @@ async def test_other_clients_and_n_gt_1_make_it_unequal(sim):
 
 
 def test_sync_fetch_counters(sim):
+    # Send its own requests: under pytest-xdist this test may be the first to use the sim.
+    before = fetch_counters(sim.url + "/v1").totals()["drafts"]
+    run = asyncio.run(_chat_once(sim))
     sample = fetch_counters(sim.url + "/v1")
-    assert sample.present and sample.label_sets == 2 and sample.totals()["drafts"] > 0
+    assert sample.present and sample.label_sets == 2
+    assert sample.totals()["drafts"] - before == run.steps > 0
+
+
+async def _chat_once(sim) -> RunTotals:
+    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
+        return await _chat(client, sim.model, 2)
 
 
 def test_fetch_unreachable_server_is_one_line_user_error():
