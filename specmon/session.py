@@ -105,6 +105,7 @@ class RunSession:
             if not self.keep_responses:
                 capture.responses = []
                 capture.response_ns = None  # ~1.4 kB for 32 events; the result has its times
+                capture.request = _without_prompt(capture.request)
                 self._bound_payloads(result)
             self.accumulator.add(result)
         return result
@@ -160,3 +161,15 @@ class RunSession:
     @property
     def finished(self) -> bool:
         return self._finished
+
+
+_PROMPT_KEYS = ("messages", "prompt")
+
+
+def _without_prompt(request: dict[str, Any]) -> dict[str, Any]:
+    """The request body minus its prompt, once written: a synthetic 550-token prompt is
+    ~3 kB of unique text per request, more than everything else a kept result holds. The
+    raw capture (--export-level raw) has the whole body."""
+    if not any(key in request for key in _PROMPT_KEYS):
+        return request
+    return {key: value for key, value in request.items() if key not in _PROMPT_KEYS}

@@ -73,3 +73,16 @@ def test_session_keeps_payloads_of_the_newest_results_and_of_every_zero_step_one
     assert payload_title(results[-1]).startswith("spec-decode payload as sent")
     assert payload_title(results[0]).startswith("parsed record")
     session.finish()
+
+
+def test_kept_results_drop_the_prompt_once_written(tmp_path):
+    """A live session keeps each result for the log and the percentiles, but not its prompt
+    (a synthetic prompt is kilobytes of unique text); the raw capture keeps the whole body."""
+    session = RunSession(tmp_path, "raw")
+    capture = _capture(1, [1, 1, 1])
+    capture.request["messages"] = [{"role": "user", "content": "a long prompt " * 100}]
+    result = session.add(capture)
+    session.finish()
+    assert result.capture.request == {"model": "m"}  # the prompt is gone, the rest stays
+    raw = (tmp_path / "profile_export_raw.jsonl").read_text()
+    assert "a long prompt a long prompt" in raw
