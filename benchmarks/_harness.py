@@ -15,9 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,8 +59,9 @@ class ChildUsage:
         return "\n".join(text[-lines:])
 
 
-def run_measured(cmd: Sequence[str], *, timeout_s: float, env: dict | None = None,
-                 cwd: str | Path | None = None) -> ChildUsage:
+def run_measured(
+    cmd: Sequence[str], *, timeout_s: float, env: dict | None = None, cwd: str | Path | None = None
+) -> ChildUsage:
     """Run `cmd` to completion; return its exit status, wall time, CPU time and peak RSS.
 
     stdout/stderr go to temp files (no pipe can fill up and stall the child). On timeout the
@@ -68,8 +69,15 @@ def run_measured(cmd: Sequence[str], *, timeout_s: float, env: dict | None = Non
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         status, usage = _wait4(proc, start + timeout_s)
         wall = time.perf_counter() - start
         if status is None:
@@ -77,9 +85,14 @@ def run_measured(cmd: Sequence[str], *, timeout_s: float, env: dict | None = Non
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return ChildUsage(proc.returncode, wall, usage.ru_utime + usage.ru_stime,
-                          usage.ru_maxrss / 1024.0, out.read().decode("utf-8", "replace"),
-                          err.read().decode("utf-8", "replace"))
+        return ChildUsage(
+            proc.returncode,
+            wall,
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024.0,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
 
 
 def _wait4(proc: subprocess.Popen, deadline: float):
@@ -114,6 +127,7 @@ def die_with_parent() -> None:
     outlives the benchmark (Linux prctl PR_SET_PDEATHSIG; a no-op elsewhere)."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
@@ -137,11 +151,18 @@ def parse_int_list(text: str) -> list[int]:
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
-             "| " + " | ".join("-" * w for w in widths) + " |"]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |",
+        "| " + " | ".join("-" * w for w in widths) + " |",
+    ]
     for row in cells:
-        lines.append("| " + " | ".join(c.rjust(w) if i else c.ljust(w)
-                                       for i, (c, w) in enumerate(zip(row, widths))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 

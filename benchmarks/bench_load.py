@@ -40,9 +40,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import (BenchError, ChildUsage, die_with_parent, free_port,  # noqa: E402
-                      markdown_table, parse_int_list, run_measured, specmon_cmd, stop_group,
-                      wait_for_port)
+from _harness import (
+    BenchError,
+    ChildUsage,
+    die_with_parent,
+    free_port,
+    markdown_table,
+    parse_int_list,
+    run_measured,
+    specmon_cmd,
+    stop_group,
+    wait_for_port,
+)
 
 MODEL = "bench-specdec"
 CREATED = 1764489600
@@ -58,9 +67,16 @@ TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
 
 # ---------------------------------------------------------------- the fixed reply
 
+
 def _chunk(choices: list, **extra) -> str:
-    body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": CREATED,
-            "model": MODEL, "choices": choices, **extra}
+    body = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": MODEL,
+        "choices": choices,
+        **extra,
+    }
     return "data: " + json.dumps(body, separators=(",", ":")) + "\n\n"
 
 
@@ -74,17 +90,24 @@ def spec_payload() -> dict:
         histogram[step % (NUM_SPEC_TOKENS + 1)] += 1
     accepted = sum(j * count for j, count in enumerate(histogram))
     drafted = SPEC_STEPS * NUM_SPEC_TOKENS
-    return {"mean_acceptance_length": 1 + accepted / SPEC_STEPS,
-            "draft_acceptance_rate": accepted / drafted, "acceptance_histogram": histogram,
-            "num_spec_steps": SPEC_STEPS, "num_accepted_draft_tokens": accepted,
-            "num_draft_tokens": drafted, "num_spec_tokens": NUM_SPEC_TOKENS}
+    return {
+        "mean_acceptance_length": 1 + accepted / SPEC_STEPS,
+        "draft_acceptance_rate": accepted / drafted,
+        "acceptance_histogram": histogram,
+        "num_spec_steps": SPEC_STEPS,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": NUM_SPEC_TOKENS,
+    }
 
 
 def sse_reply() -> bytes:
     """The chat stream vLLM 0.32 sends with include_usage: stats only on the usage chunk."""
     spec = spec_payload()
-    events = [_chunk(_delta({"role": "assistant", "content": ""})),
-              _chunk(_delta({"content": " The"}))]  # the prefill token
+    events = [
+        _chunk(_delta({"role": "assistant", "content": ""})),
+        _chunk(_delta({"content": " The"})),
+    ]  # the prefill token
     for step in range(SPEC_STEPS):
         tokens = step % (NUM_SPEC_TOKENS + 1) + 1  # the accepted drafts plus the bonus token
         events.append(_chunk(_delta({"content": " tok" * tokens})))
@@ -97,12 +120,20 @@ def sse_reply() -> bytes:
 
 
 def models_reply() -> bytes:
-    model = {"id": MODEL, "object": "model", "created": CREATED, "owned_by": "vllm",
-             "root": MODEL, "parent": None, "max_model_len": 4096}
+    model = {
+        "id": MODEL,
+        "object": "model",
+        "created": CREATED,
+        "owned_by": "vllm",
+        "root": MODEL,
+        "parent": None,
+        "max_model_len": 4096,
+    }
     return json.dumps({"object": "list", "data": [model]}).encode()
 
 
 # ---------------------------------------------------------------- nginx
+
 
 class Nginx:
     """nginx as a foreground child with a generated config; `with Nginx() as url: ...`."""
@@ -110,8 +141,10 @@ class Nginx:
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary or shutil.which("nginx") or _sbin("nginx")
         if not self.binary:
-            raise BenchError("nginx not found: install Debian's nginx "
-                             "(apt-get install -y nginx-light) or pass --nginx PATH")
+            raise BenchError(
+                "nginx not found: install Debian's nginx "
+                "(apt-get install -y nginx-light) or pass --nginx PATH"
+            )
         self.prefix = Path(tempfile.mkdtemp(prefix="specmon-bench-nginx-"))
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -124,9 +157,20 @@ class Nginx:
         self._write_files()
         conf = self.prefix / "nginx.conf"
         self.proc = subprocess.Popen(
-            [self.binary, "-p", str(self.prefix), "-e", str(self.prefix / "error.log"), "-c", str(conf)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=die_with_parent)
+            [
+                self.binary,
+                "-p",
+                str(self.prefix),
+                "-e",
+                str(self.prefix / "error.log"),
+                "-c",
+                str(conf),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         try:
             wait_for_port(self.port, 10.0, self.proc)
         except BenchError as exc:
@@ -147,7 +191,8 @@ class Nginx:
         (www / "chat" / "completions").write_bytes(sse_reply())
         (www / "models").write_bytes(models_reply())
         (self.prefix / "nginx.conf").write_text(
-            TEMPLATE.read_text().format(prefix=self.prefix, port=self.port))
+            TEMPLATE.read_text().format(prefix=self.prefix, port=self.port)
+        )
         # nginx workers started by root run as `nobody`: let them read the files
         for path in [self.prefix, *self.prefix.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
@@ -163,6 +208,7 @@ def _sbin(name: str) -> str | None:
 
 
 # ---------------------------------------------------------------- one tool, one run
+
 
 @dataclass
 class RunResult:
@@ -194,16 +240,37 @@ def _finish(usage: ChildUsage, artifact_dir: Path, label: str) -> RunResult:
         raise BenchError(f"{label} exited with status {usage.returncode}: {usage.tail(4)}")
     export = _export_json(artifact_dir)
     acceptance = export.get("spec_decode_acceptance_length") or {}
-    return RunResult(int(_metric(export, "request_count", 0)), int(_metric(export, "error_request_count", 0)),
-                     _metric(export, "request_throughput"), acceptance.get("avg"), usage)
+    return RunResult(
+        int(_metric(export, "request_count", 0)),
+        int(_metric(export, "error_request_count", 0)),
+        _metric(export, "request_throughput"),
+        acceptance.get("avg"),
+        usage,
+    )
 
 
-def run_specmon(url: str, concurrency: int, count: int, workers: int, work: Path,
-                attempt: int = 0) -> RunResult:
+def run_specmon(
+    url: str, concurrency: int, count: int, workers: int, work: Path, attempt: int = 0
+) -> RunResult:
     artifact_dir = work / f"specmon-c{concurrency}-n{count}-{attempt}"
-    cmd = [*specmon_cmd(), "run", "--url", url, "--headless", "--endpoint-type", "chat", "--streaming",
-           "--concurrency", str(concurrency), "--request-count", str(count),
-           "--export-level", "records", "--artifact-dir", str(artifact_dir)]
+    cmd = [
+        *specmon_cmd(),
+        "run",
+        "--url",
+        url,
+        "--headless",
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(concurrency),
+        "--request-count",
+        str(count),
+        "--export-level",
+        "records",
+        "--artifact-dir",
+        str(artifact_dir),
+    ]
     if workers > 1:
         cmd += ["--workers", str(workers)]
     usage = run_measured(cmd, timeout_s=120 + count / 20)
@@ -217,7 +284,7 @@ class AIPerf:
     tokenizer: str = "specmon/shakespeare-bpe"
 
     @classmethod
-    def locate(cls) -> "AIPerf | str":
+    def locate(cls) -> AIPerf | str:
         """The cached AIPerf of .ci/setup_aiperf.sh, or why it cannot be used."""
         cache = Path(os.environ.get("SPECMON_CACHE", Path.home() / ".cache" / "specmon"))
         binary, hf_home = cache / "aiperf-venv" / "bin" / "aiperf", cache / "aiperf-hf"
@@ -228,14 +295,43 @@ class AIPerf:
             return f"no offline tokenizer under {tokenizer_dir} (run .ci/setup_aiperf.sh)"
         return cls(binary, hf_home)
 
-    def run(self, url: str, concurrency: int, count: int, work: Path, attempt: int = 0) -> RunResult:
+    def run(
+        self, url: str, concurrency: int, count: int, work: Path, attempt: int = 0
+    ) -> RunResult:
         artifact_dir = work / f"aiperf-c{concurrency}-n{count}-{attempt}"
-        cmd = [str(self.binary), "profile", "--model", MODEL, "--tokenizer", self.tokenizer,
-               "--url", url, "--endpoint-type", "chat", "--streaming",
-               "--concurrency", str(concurrency), "--request-count", str(count),
-               "--isl", "16", "--osl", "71", "--extra-inputs", "ignore_eos:true", "--random-seed", "42",
-               "--export-level", "records", "--artifact-dir", str(artifact_dir),
-               "--ui-type", "none", "--no-gpu-telemetry", "--no-server-metrics"]
+        cmd = [
+            str(self.binary),
+            "profile",
+            "--model",
+            MODEL,
+            "--tokenizer",
+            self.tokenizer,
+            "--url",
+            url,
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--concurrency",
+            str(concurrency),
+            "--request-count",
+            str(count),
+            "--isl",
+            "16",
+            "--osl",
+            "71",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--random-seed",
+            "42",
+            "--export-level",
+            "records",
+            "--artifact-dir",
+            str(artifact_dir),
+            "--ui-type",
+            "none",
+            "--no-gpu-telemetry",
+            "--no-server-metrics",
+        ]
         env = {**os.environ, "HF_HOME": str(self.hf_home), "HF_HUB_OFFLINE": "1"}
         usage = run_measured(cmd, timeout_s=180 + count / 10, env=env, cwd=work)
         return _finish(usage, artifact_dir, "aiperf")
@@ -243,13 +339,16 @@ class AIPerf:
 
 # ---------------------------------------------------------------- the load table
 
+
 @dataclass
 class Row:
     tool: str
     concurrency: int
     requests: int
     req_per_s: float
-    wall_req_per_s: float | None  # (large - small requests) / (large - small wall time): start-up cancels
+    wall_req_per_s: (
+        float | None
+    )  # (large - small requests) / (large - small wall time): start-up cancels
     cpu_per_1k: float
     startup_cpu: float
     peak_rss_mb: float
@@ -258,13 +357,36 @@ class Row:
     acceptance_length: float | None
 
     def cells(self) -> list:
-        return [self.tool, self.concurrency, self.requests, self.req_per_s, self.wall_req_per_s,
-                self.req_per_s * EVENTS_PER_REPLY, self.cpu_per_1k, self.startup_cpu,
-                self.peak_rss_mb, self.kb_per_request, self.errors, self.acceptance_length]
+        return [
+            self.tool,
+            self.concurrency,
+            self.requests,
+            self.req_per_s,
+            self.wall_req_per_s,
+            self.req_per_s * EVENTS_PER_REPLY,
+            self.cpu_per_1k,
+            self.startup_cpu,
+            self.peak_rss_mb,
+            self.kb_per_request,
+            self.errors,
+            self.acceptance_length,
+        ]
 
 
-LOAD_HEADERS = ["tool", "concurrency", "requests", "req/s", "wall req/s", "SSE events/s", "CPU s/1k req",
-                "start-up CPU s", "peak RSS MB", "KB/request", "errors", "accept. length"]
+LOAD_HEADERS = [
+    "tool",
+    "concurrency",
+    "requests",
+    "req/s",
+    "wall req/s",
+    "SSE events/s",
+    "CPU s/1k req",
+    "start-up CPU s",
+    "peak RSS MB",
+    "KB/request",
+    "errors",
+    "accept. length",
+]
 
 
 def two_point_row(tool: str, concurrency: int, small: RunResult, large: RunResult) -> Row:
@@ -277,9 +399,19 @@ def two_point_row(tool: str, concurrency: int, small: RunResult, large: RunResul
     startup = small.usage.cpu_s - cpu_per_request * small.requests
     extra_wall = large.usage.wall_s - small.usage.wall_s
     wall_rate = extra / extra_wall if extra_wall > 0 else None  # start-up noise swamped it
-    return Row(tool, concurrency, large.requests, large.req_per_s, wall_rate, cpu_per_request * 1000,
-               startup, large.usage.maxrss_mb, kb_per_request, large.errors + small.errors,
-               large.acceptance_length)
+    return Row(
+        tool,
+        concurrency,
+        large.requests,
+        large.req_per_s,
+        wall_rate,
+        cpu_per_request * 1000,
+        startup,
+        large.usage.maxrss_mb,
+        kb_per_request,
+        large.errors + small.errors,
+        large.acceptance_length,
+    )
 
 
 def load_table(args: argparse.Namespace, url: str, work: Path) -> tuple[list[Row], list[str]]:
@@ -293,17 +425,25 @@ def load_table(args: argparse.Namespace, url: str, work: Path) -> tuple[list[Row
     small_count = max(1, args.request_count // 4)
     rows: list[Row] = []
     for concurrency in args.concurrency:
-        tools = [("specmon", lambda n, i, c=concurrency: run_specmon(url, c, n, args.workers, work, i))]
+        tools = [
+            ("specmon", lambda n, i, c=concurrency: run_specmon(url, c, n, args.workers, work, i))
+        ]
         if aiperf is not None:
-            tools.append(("aiperf 0.13", lambda n, i, c=concurrency: aiperf.run(url, c, n, work, i)))
+            tools.append(
+                ("aiperf 0.13", lambda n, i, c=concurrency: aiperf.run(url, c, n, work, i))
+            )
         for tool, run in tools:
-            _progress(f"{tool} at concurrency {concurrency}: {small_count} then "
-                      f"{args.request_count} requests (x{args.repeat})")
+            _progress(
+                f"{tool} at concurrency {concurrency}: {small_count} then "
+                f"{args.request_count} requests (x{args.repeat})"
+            )
             try:
                 small = run(small_count, 0)
                 # best of --repeat: on a shared machine the least disturbed run is the truest
-                large = max((run(args.request_count, i) for i in range(args.repeat)),
-                            key=lambda result: result.req_per_s)
+                large = max(
+                    (run(args.request_count, i) for i in range(args.repeat)),
+                    key=lambda result: result.req_per_s,
+                )
                 rows.append(two_point_row(tool, concurrency, small, large))
             except BenchError as exc:
                 notes.append(f"{tool} at concurrency {concurrency} failed: {exc}")
@@ -316,28 +456,45 @@ def verdicts(rows: list[Row], target: float, target_concurrency: int) -> list[st
     peer = {r.concurrency: r for r in rows if r.tool.startswith("aiperf")}
     if target_concurrency in ours:
         row = ours[target_concurrency]
-        lines.append(f"target >= {target:,.0f} req/s at concurrency {target_concurrency}: "
-                     f"{'met' if row.req_per_s >= target else 'MISSED'} ({row.req_per_s:,.0f} req/s)")
+        lines.append(
+            f"target >= {target:,.0f} req/s at concurrency {target_concurrency}: "
+            f"{'met' if row.req_per_s >= target else 'MISSED'} ({row.req_per_s:,.0f} req/s)"
+        )
         if row.cpu_per_1k > 0:  # what one process could do with a whole core to itself
-            lines.append(f"CPU-bound ceiling at concurrency {target_concurrency}: "
-                         f"{1000 / row.cpu_per_1k:,.0f} req/s per core ({row.cpu_per_1k:.2f} CPU s/1k req; "
-                         f"the target needs <= {1000 / target:.2f})")
+            lines.append(
+                f"CPU-bound ceiling at concurrency {target_concurrency}: "
+                f"{1000 / row.cpu_per_1k:,.0f} req/s per core ({row.cpu_per_1k:.2f} CPU s/1k req; "
+                f"the target needs <= {1000 / target:.2f})"
+            )
     for concurrency in sorted(set(ours) & set(peer)):
         ratio = ours[concurrency].req_per_s / peer[concurrency].req_per_s
-        lines.append(f"concurrency {concurrency}: specmon/AIPerf = {ratio:.2f}x"
-                     + ("" if ratio >= 1 else "  (BELOW AIPerf)"))
+        lines.append(
+            f"concurrency {concurrency}: specmon/AIPerf = {ratio:.2f}x"
+            + ("" if ratio >= 1 else "  (BELOW AIPerf)")
+        )
     return lines
 
 
 # ---------------------------------------------------------------- bare clients
+
 
 def clients_table(args: argparse.Namespace, url: str) -> tuple[list[list], list[str]]:
     concurrency = args.concurrency[0] if args.concurrency_given else 64
     rows, notes = [], []
     for kind in args.client_kinds:
         _progress(f"bare client {kind} at concurrency {concurrency}: {args.request_count} requests")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--_client", kind, "--url", url,
-               "--concurrency", str(concurrency), "--request-count", str(args.request_count)]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--_client",
+            kind,
+            "--url",
+            url,
+            "--concurrency",
+            str(concurrency),
+            "--request-count",
+            str(args.request_count),
+        ]
         try:
             usage = run_measured(cmd, timeout_s=120 + args.request_count / 20)
             if usage.returncode != 0:
@@ -347,17 +504,36 @@ def clients_table(args: argparse.Namespace, url: str) -> tuple[list[list], list[
             notes.append(f"client {kind} failed: {exc}")
             continue
         done = figures["requests"]
-        rows.append([kind, concurrency, done, done / figures["elapsed_s"],
-                     figures["events"] / figures["elapsed_s"], figures["cpu_s"] / done * 1000,
-                     usage.maxrss_mb, figures["errors"]])
+        rows.append(
+            [
+                kind,
+                concurrency,
+                done,
+                done / figures["elapsed_s"],
+                figures["events"] / figures["elapsed_s"],
+                figures["cpu_s"] / done * 1000,
+                usage.maxrss_mb,
+                figures["errors"],
+            ]
+        )
         if figures["events"] != done * EVENTS_PER_REPLY:
-            notes.append(f"client {kind} parsed {figures['events']} events, expected "
-                         f"{done * EVENTS_PER_REPLY}")
+            notes.append(
+                f"client {kind} parsed {figures['events']} events, expected "
+                f"{done * EVENTS_PER_REPLY}"
+            )
     return rows, notes
 
 
-CLIENT_HEADERS = ["client", "concurrency", "requests", "req/s", "SSE events/s", "CPU s/1k req",
-                  "peak RSS MB", "errors"]
+CLIENT_HEADERS = [
+    "client",
+    "concurrency",
+    "requests",
+    "req/s",
+    "SSE events/s",
+    "CPU s/1k req",
+    "peak RSS MB",
+    "errors",
+]
 
 
 class EventCounter:
@@ -384,20 +560,34 @@ def client_worker(kind: str, url: str, concurrency: int, count: int) -> None:
         raise SystemExit(f"error: unknown client {kind!r}; choose from {', '.join(CLIENT_KINDS)}")
     if kind != "aiohttp-asyncio":
         import uvloop
+
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    send_factory = {"aiohttp-uvloop": _aiohttp_sender, "aiohttp-asyncio": _aiohttp_sender,
-                    "httpx-shared": _httpx_shared_sender, "httpx-per-slot": _httpx_slot_sender}[kind]
+    send_factory = {
+        "aiohttp-uvloop": _aiohttp_sender,
+        "aiohttp-asyncio": _aiohttp_sender,
+        "httpx-shared": _httpx_shared_sender,
+        "httpx-per-slot": _httpx_slot_sender,
+    }[kind]
     figures = asyncio.run(_drive(send_factory, url + "/v1/chat/completions", concurrency, count))
     print(json.dumps(figures))
 
 
 async def _drive(send_factory, url: str, concurrency: int, count: int) -> dict:
     import orjson
-    body = orjson.dumps({"model": MODEL, "stream": True, "stream_options": {"include_usage": True},
-                         "max_tokens": 71, "messages": [{"role": "user", "content": "bench " * 16}]})
+
+    body = orjson.dumps(
+        {
+            "model": MODEL,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 71,
+            "messages": [{"role": "user", "content": "bench " * 16}],
+        }
+    )
     totals = {"requests": 0, "events": 0, "errors": 0}
     issued = 0
     async with send_factory(concurrency) as make_send:
+
         async def slot() -> None:
             nonlocal issued
             send = await make_send()
@@ -406,7 +596,7 @@ async def _drive(send_factory, url: str, concurrency: int, count: int) -> dict:
                 counter = EventCounter(orjson.loads)
                 try:
                     await send(url, body, counter)
-                except Exception:  # noqa: BLE001 - a bench counts failures, it does not classify them
+                except Exception:
                     totals["errors"] += 1
                     continue
                 totals["requests"] += counter.done
@@ -431,9 +621,12 @@ class _aiohttp_sender:
 
     async def __aenter__(self):
         import aiohttp
+
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0),
-            timeout=aiohttp.ClientTimeout(total=60), auto_decompress=False)
+            timeout=aiohttp.ClientTimeout(total=60),
+            auto_decompress=False,
+        )
 
         async def send(url: str, body: bytes, counter: EventCounter) -> None:
             async with self.session.post(url, data=body, headers=HEADERS) as resp:
@@ -442,6 +635,7 @@ class _aiohttp_sender:
 
         async def make_send():
             return send
+
         return make_send
 
     async def __aexit__(self, *exc) -> None:
@@ -462,11 +656,15 @@ class _httpx_shared_sender:
 
     async def __aenter__(self):
         import httpx
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+
+        limits = httpx.Limits(
+            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+        )
         self.client = httpx.AsyncClient(limits=limits, timeout=60)
 
         async def make_send():
             return lambda url, body, counter: _httpx_send(self.client, url, body, counter)
+
         return make_send
 
     async def __aexit__(self, *exc) -> None:
@@ -486,6 +684,7 @@ class _httpx_slot_sender:
             client = httpx.AsyncClient(limits=httpx.Limits(max_connections=1), timeout=60)
             self.clients.append(client)
             return lambda url, body, counter: _httpx_send(client, url, body, counter)
+
         return make_send
 
     async def __aexit__(self, *exc) -> None:
@@ -494,6 +693,7 @@ class _httpx_slot_sender:
 
 
 # ---------------------------------------------------------------- main
+
 
 def _serve(seconds: float) -> None:
     """Keep the server up; Ctrl-C or SIGTERM ends it early and still stops nginx."""
@@ -512,26 +712,55 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Needs Debian's nginx (apt-get install -y nginx-light). AIPerf columns need the "
-               "cached venv of .ci/setup_aiperf.sh (${SPECMON_CACHE:-~/.cache/specmon}/aiperf-venv).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--concurrency", default=None,
-                        help="comma-separated concurrencies (default 1,16,64,256; --clients: 64)")
-    parser.add_argument("--request-count", type=int, default=4000,
-                        help="requests in the large run (the small run sends a quarter); default 4000")
+        "cached venv of .ci/setup_aiperf.sh (${SPECMON_CACHE:-~/.cache/specmon}/aiperf-venv).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--concurrency",
+        default=None,
+        help="comma-separated concurrencies (default 1,16,64,256; --clients: 64)",
+    )
+    parser.add_argument(
+        "--request-count",
+        type=int,
+        default=4000,
+        help="requests in the large run (the small run sends a quarter); default 4000",
+    )
     parser.add_argument("--workers", type=int, default=1, help="specmon --workers (default 1)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run the large count this many times and keep the fastest (default 1)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the large count this many times and keep the fastest (default 1)",
+    )
     parser.add_argument("--no-aiperf", action="store_true", help="leave AIPerf out")
-    parser.add_argument("--clients", action="store_true",
-                        help="bare-client microbenchmark instead of the tool comparison")
-    parser.add_argument("--client-kinds", default=",".join(CLIENT_KINDS),
-                        help=f"clients for --clients (default {','.join(CLIENT_KINDS)})")
-    parser.add_argument("--target", type=float, default=3000.0,
-                        help="req/s specmon must reach at --target-concurrency (default 3000)")
+    parser.add_argument(
+        "--clients",
+        action="store_true",
+        help="bare-client microbenchmark instead of the tool comparison",
+    )
+    parser.add_argument(
+        "--client-kinds",
+        default=",".join(CLIENT_KINDS),
+        help=f"clients for --clients (default {','.join(CLIENT_KINDS)})",
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=3000.0,
+        help="req/s specmon must reach at --target-concurrency (default 3000)",
+    )
     parser.add_argument("--target-concurrency", type=int, default=64)
-    parser.add_argument("--nginx", default=None, help="nginx binary (default: from PATH or /usr/sbin)")
-    parser.add_argument("--serve", type=float, default=None, metavar="SECONDS",
-                        help="only serve the reply for SECONDS, printing the URL (to profile by hand)")
+    parser.add_argument(
+        "--nginx", default=None, help="nginx binary (default: from PATH or /usr/sbin)"
+    )
+    parser.add_argument(
+        "--serve",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="only serve the reply for SECONDS, printing the URL (to profile by hand)",
+    )
     parser.add_argument("--_client", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -540,7 +769,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.client_kinds = [k.strip() for k in args.client_kinds.split(",") if k.strip()]
     unknown = sorted(set(args.client_kinds) - set(CLIENT_KINDS))
     if unknown:
-        parser.error(f"unknown client kind(s) {', '.join(unknown)}; choose from {', '.join(CLIENT_KINDS)}")
+        parser.error(
+            f"unknown client kind(s) {', '.join(unknown)}; choose from {', '.join(CLIENT_KINDS)}"
+        )
     if args.repeat < 1 or args.workers < 1:
         parser.error("--repeat and --workers must be at least 1")
     if args.request_count < 4:
@@ -570,8 +801,10 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"bench_load: error: {exc}", file=sys.stderr)
         return 2
-    print(f"\nmachine: {os.cpu_count()} CPUs; reply: {EVENTS_PER_REPLY} SSE events + [DONE], "
-          f"{len(sse_reply()):,} bytes; specmon workers: {args.workers}")
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs; reply: {EVENTS_PER_REPLY} SSE events + [DONE], "
+        f"{len(sse_reply()):,} bytes; specmon workers: {args.workers}"
+    )
     for note in notes:
         print(f"note: {note}")
     return 0

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from typing import Callable
+from collections.abc import Callable
 
 from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
@@ -45,13 +45,17 @@ KINDS = ("stream-detailed", "stream-summary", "nonstream")
 def spec_payload(detailed: bool) -> dict:
     accepted_per_step = [i % (K + 1) for i in range(STEPS)]
     accepted, drafted = sum(accepted_per_step), STEPS * K
-    return {"mean_acceptance_length": 1 + accepted / STEPS,
-            "draft_acceptance_rate": accepted / drafted,
-            "acceptance_histogram": [accepted_per_step.count(j) for j in range(K + 1)],
-            "num_spec_steps": STEPS, "num_accepted_draft_tokens": accepted,
-            "num_draft_tokens": drafted, "num_spec_tokens": K,
-            "per_step_accepted": accepted_per_step if detailed else None,
-            "per_step_drafted": [K] * STEPS if detailed else None}
+    return {
+        "mean_acceptance_length": 1 + accepted / STEPS,
+        "draft_acceptance_rate": accepted / drafted,
+        "acceptance_histogram": [accepted_per_step.count(j) for j in range(K + 1)],
+        "num_spec_steps": STEPS,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": K,
+        "per_step_accepted": accepted_per_step if detailed else None,
+        "per_step_drafted": [K] * STEPS if detailed else None,
+    }
 
 
 def _usage() -> dict:
@@ -60,13 +64,20 @@ def _usage() -> dict:
 
 
 def _chunk(i: int, choices: list, **extra) -> dict:
-    return {"id": f"chatcmpl-{i}", "object": "chat.completion.chunk", "created": 1764489600,
-            "model": MODEL, "choices": choices, **extra}
+    return {
+        "id": f"chatcmpl-{i}",
+        "object": "chat.completion.chunk",
+        "created": 1764489600,
+        "model": MODEL,
+        "choices": choices,
+        **extra,
+    }
 
 
 def _delta(delta: dict, finish: str | None = None) -> list:
-    return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-             "token_ids": None}]
+    return [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "token_ids": None}
+    ]
 
 
 def stream_capture(i: int, detailed: bool) -> RawCapture:
@@ -79,29 +90,59 @@ def stream_capture(i: int, detailed: bool) -> RawCapture:
     start = 1_000_000_000 + i * 1_000_000
     stamps = [start + 100_000 + 10_000 * j for j in range(len(responses))]
     return RawCapture(
-        endpoint="chat", streaming=True, status=200,
-        request={"model": MODEL, "messages": [{"role": "user", "content": f"prompt {i}"}],
-                 "max_tokens": 71, "stream": True, "stream_options": {"include_usage": True}},
-        responses=responses, start_ns=start, response_ns=stamps, end_ns=stamps[-1] + 5_000,
-        x_request_id=f"{i:032x}", wall_start_ns=1_764_489_600_000_000_000 + i * 1_000_000)
+        endpoint="chat",
+        streaming=True,
+        status=200,
+        request={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": f"prompt {i}"}],
+            "max_tokens": 71,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        responses=responses,
+        start_ns=start,
+        response_ns=stamps,
+        end_ns=stamps[-1] + 5_000,
+        x_request_id=f"{i:032x}",
+        wall_start_ns=1_764_489_600_000_000_000 + i * 1_000_000,
+    )
 
 
 def nonstream_capture(i: int) -> RawCapture:
-    body = {"id": f"chatcmpl-{i}", "object": "chat.completion", "created": 1764489600,
-            "model": MODEL,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello " * 70},
-                         "logprobs": None, "finish_reason": "length"}],
-            "usage": _usage(),
-            "metrics": {"time_to_first_token_ms": 1.5,
-                        "speculative_decoding": spec_payload(True)}}
+    body = {
+        "id": f"chatcmpl-{i}",
+        "object": "chat.completion",
+        "created": 1764489600,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello " * 70},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
+        ],
+        "usage": _usage(),
+        "metrics": {"time_to_first_token_ms": 1.5, "speculative_decoding": spec_payload(True)},
+    }
     start = 1_000_000_000 + i * 1_000_000
     return RawCapture(
-        endpoint="chat", streaming=False, status=200,
-        request={"model": MODEL, "messages": [{"role": "user", "content": f"prompt {i}"}],
-                 "max_tokens": 71},
-        responses=[body], start_ns=start, response_ns=[start + 400_000],
-        end_ns=start + 410_000, x_request_id=f"{i:032x}",
-        wall_start_ns=1_764_489_600_000_000_000 + i * 1_000_000)
+        endpoint="chat",
+        streaming=False,
+        status=200,
+        request={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": f"prompt {i}"}],
+            "max_tokens": 71,
+        },
+        responses=[body],
+        start_ns=start,
+        response_ns=[start + 400_000],
+        end_ns=start + 410_000,
+        x_request_id=f"{i:032x}",
+        wall_start_ns=1_764_489_600_000_000_000 + i * 1_000_000,
+    )
 
 
 def build(kind: str, count: int) -> list[RawCapture]:
@@ -142,6 +183,7 @@ def measure(kind: str, count: int, repeats: int) -> dict[str, float]:
     out["accumulator.add"] = median_us(accumulate_pass, repeats)
 
     with tempfile.TemporaryDirectory(prefix="specmon-bench-") as tmp:
+
         def session_pass() -> int:
             captures = build(kind, count)  # session.add drops responses: fresh captures
             session = RunSession(tmp, "records")
@@ -194,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     bad = [k for k in kinds if k not in KINDS]
     if bad or args.count < 1 or args.repeats < 1:
-        print(f"bench_pipeline: bad arguments ({', '.join(bad) or 'count/repeats < 1'})",
-              file=sys.stderr)
+        print(
+            f"bench_pipeline: bad arguments ({', '.join(bad) or 'count/repeats < 1'})",
+            file=sys.stderr,
+        )
         return 2
     cols = ("process_capture", "accumulator.add", "session.add", "bytes/request kept")
     print(f"| kind | {' | '.join(c + (' µs' if 'bytes' not in c else '') for c in cols)} |")

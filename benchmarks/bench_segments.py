@@ -19,8 +19,8 @@ import argparse
 import random
 import time
 
+from specmon.analysis.segments import SegmentTable, segment_table
 from specmon.pipeline import RequestResult
-from specmon.segments import SegmentTable, segment_table
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 NS = 1_000_000_000
@@ -33,15 +33,30 @@ def make_result(rng: random.Random, server: str, k: int, index: int, total: int)
     steps = sum(hist.values())
     accepted = sum(j * n for j, n in hist.items())
     spec = SpecDecodeAcceptanceRecord(
-        engine="vllm", mean_acceptance_length=1 + accepted / steps,
-        draft_acceptance_rate=accepted / (k * steps), acceptance_histogram=hist,
-        num_accepted_draft_tokens=accepted, num_draft_tokens=k * steps, num_spec_steps=steps,
-        num_spec_tokens=k)
+        engine="vllm",
+        mean_acceptance_length=1 + accepted / steps,
+        draft_acceptance_rate=accepted / (k * steps),
+        acceptance_histogram=hist,
+        num_accepted_draft_tokens=accepted,
+        num_draft_tokens=k * steps,
+        num_spec_steps=steps,
+        num_spec_tokens=k,
+    )
     start = index * 0.01
-    return RequestResult(capture=None, spec=spec, metrics={
-        "inter_token_latency": rng.uniform(5, 20), "output_sequence_length": steps + accepted},
-        error=None, phase="profiling", segment=4 * index // total, server=server,
-        start_ns=int(start * NS), end_ns=int((start + rng.uniform(0.1, 2)) * NS))
+    return RequestResult(
+        capture=None,
+        spec=spec,
+        metrics={
+            "inter_token_latency": rng.uniform(5, 20),
+            "output_sequence_length": steps + accepted,
+        },
+        error=None,
+        phase="profiling",
+        segment=4 * index // total,
+        server=server,
+        start_ns=int(start * NS),
+        end_ns=int((start + rng.uniform(0.1, 2)) * NS),
+    )
 
 
 def best_ms(fn, repeat: int) -> float:
@@ -67,8 +82,10 @@ def main() -> None:
         copies = {label: list(rs) for label, rs in full.items()}
         return segment_table(copies, settings=settings, draft_cost=None, across_servers=True)
 
-    print(f"{len(KS)} servers x {n:,} results, {len(old_rows())} segment rows; ms per call "
-          f"(best of {args.repeat})")
+    print(
+        f"{len(KS)} servers x {n:,} results, {len(old_rows())} segment rows; ms per call "
+        f"(best of {args.repeat})"
+    )
     print(f"  full segment_table():         {best_ms(old_rows, args.repeat):8.2f}")
 
     def cold() -> SegmentTable:

@@ -34,9 +34,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import BenchError, markdown_table, run_measured, specmon_cmd  # noqa: E402
+from _harness import BenchError, markdown_table, run_measured, specmon_cmd
 
-ZERO_LATENCY = ["--ttft-ms", "0", "--step-ms", "0", "--draft-ms-per-token", "0", "--batch-slope", "0"]
+ZERO_LATENCY = [
+    "--ttft-ms",
+    "0",
+    "--step-ms",
+    "0",
+    "--draft-ms-per-token",
+    "0",
+    "--batch-slope",
+    "0",
+]
 PANE = (100, 30)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -53,26 +62,58 @@ class TuiRun:
 
     def cells(self) -> list:
         per_request_ms = self.cpu_s / self.requests * 1000 if self.requests else None
-        return [self.mode, self.requests, self.req_per_s, self.cpu_s, self.wall_s,
-                100 * self.cpu_s / self.wall_s, per_request_ms, self.maxrss_mb, self.server_cpu_s]
+        return [
+            self.mode,
+            self.requests,
+            self.req_per_s,
+            self.cpu_s,
+            self.wall_s,
+            100 * self.cpu_s / self.wall_s,
+            per_request_ms,
+            self.maxrss_mb,
+            self.server_cpu_s,
+        ]
 
 
-HEADERS = ["mode", "requests", "req/s", "specmon CPU s", "wall s", "CPU % of a core",
-           "CPU ms/request", "peak RSS MB", "sim CPU s"]
+HEADERS = [
+    "mode",
+    "requests",
+    "req/s",
+    "specmon CPU s",
+    "wall s",
+    "CPU % of a core",
+    "CPU ms/request",
+    "peak RSS MB",
+    "sim CPU s",
+]
 
 
 def proc_cpu_s(pid: int) -> float:
     """utime + stime of a live process, from /proc/<pid>/stat (psutil is not a dependency)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces
+    fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of proc(5)
 
 
 def run_args(url: str, args: argparse.Namespace, artifact_dir: Path) -> list[str]:
-    return ["run", "--url", url, "--endpoint-type", "chat", "--streaming",
-            "--concurrency", str(args.concurrency), "--benchmark-duration", str(args.duration),
-            "--export-level", "records", "--artifact-dir", str(artifact_dir),
-            "--refresh-hz", str(args.refresh_hz)]
+    return [
+        "run",
+        "--url",
+        url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(args.concurrency),
+        "--benchmark-duration",
+        str(args.duration),
+        "--export-level",
+        "records",
+        "--artifact-dir",
+        str(artifact_dir),
+        "--refresh-hz",
+        str(args.refresh_hz),
+    ]
 
 
 def export_figures(artifact_dir: Path) -> tuple[int, float]:
@@ -88,8 +129,10 @@ def export_figures(artifact_dir: Path) -> tuple[int, float]:
 def run_headless(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> TuiRun:
     artifact_dir = work / "headless"
     sim_cpu0 = proc_cpu_s(sim_pid)
-    usage = run_measured([*specmon_cmd(), *run_args(url, args, artifact_dir), "--headless"],
-                         timeout_s=args.duration + 120)
+    usage = run_measured(
+        [*specmon_cmd(), *run_args(url, args, artifact_dir), "--headless"],
+        timeout_s=args.duration + 120,
+    )
     sim_cpu = proc_cpu_s(sim_pid) - sim_cpu0
     if usage.returncode != 0:
         raise BenchError(f"headless run exited with status {usage.returncode}: {usage.tail(4)}")
@@ -106,8 +149,9 @@ class Tmux:
         self.socket = f"specmon-bench-{os.getpid()}"
 
     def __call__(self, *argv: str, check: bool = True) -> str:
-        result = subprocess.run(["tmux", "-L", self.socket, *argv], capture_output=True, text=True,
-                                timeout=10)
+        result = subprocess.run(
+            ["tmux", "-L", self.socket, *argv], capture_output=True, text=True, timeout=10
+        )
         if check and result.returncode != 0:
             raise BenchError(f"tmux {argv[0]} failed: {result.stderr.strip()}")
         return result.stdout
@@ -119,14 +163,32 @@ class Tmux:
 def run_tui(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> tuple[TuiRun, str]:
     """The monitor in a 100x30 tmux pane; returns the run and the last screen it showed."""
     artifact_dir, usage_file = work / "tui", work / "tui-usage.json"
-    wrapper = [sys.executable, str(Path(__file__).resolve()), "--_measure", str(usage_file), "--",
-               *specmon_cmd(), *run_args(url, args, artifact_dir), "--no-headless"]
+    wrapper = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--_measure",
+        str(usage_file),
+        "--",
+        *specmon_cmd(),
+        *run_args(url, args, artifact_dir),
+        "--no-headless",
+    ]
     tmux = Tmux()
     sim_cpu0 = proc_cpu_s(sim_pid)
     env = ["-e", f"PATH={os.environ.get('PATH', '')}"]
     try:
-        tmux("new-session", "-d", "-s", "bench", "-x", str(PANE[0]), "-y", str(PANE[1]), *env,
-             subprocess.list2cmdline(wrapper))
+        tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "bench",
+            "-x",
+            str(PANE[0]),
+            "-y",
+            str(PANE[1]),
+            *env,
+            subprocess.list2cmdline(wrapper),
+        )
         screen = _press_q_when_done(tmux, usage_file, args)
     finally:
         tmux.kill()
@@ -135,10 +197,13 @@ def run_tui(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> tup
         raise BenchError(f"the TUI run left no usage file; last screen:\n{screen}")
     usage = json.loads(usage_file.read_text())
     if usage["returncode"] != 0:
-        raise BenchError(f"TUI run exited with status {usage['returncode']}; last screen:\n{screen}")
+        raise BenchError(
+            f"TUI run exited with status {usage['returncode']}; last screen:\n{screen}"
+        )
     count, rate = export_figures(artifact_dir)
-    return TuiRun("tui 100x30", count, rate, usage["cpu_s"], usage["wall_s"], usage["maxrss_mb"],
-                  sim_cpu), screen
+    return TuiRun(
+        "tui 100x30", count, rate, usage["cpu_s"], usage["wall_s"], usage["maxrss_mb"], sim_cpu
+    ), screen
 
 
 def _press_q_when_done(tmux: Tmux, usage_file: Path, args: argparse.Namespace) -> str:
@@ -171,8 +236,12 @@ def measure_wrapper(usage_file: str, cmd: list[str]) -> int:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd)
     _, status, usage = os.wait4(proc.pid, 0)
-    figures = {"returncode": os.waitstatus_to_exitcode(status), "wall_s": time.perf_counter() - start,
-               "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_mb": usage.ru_maxrss / 1024.0}
+    figures = {
+        "returncode": os.waitstatus_to_exitcode(status),
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "maxrss_mb": usage.ru_maxrss / 1024.0,
+    }
     tmp = usage_file + ".tmp"
     Path(tmp).write_text(json.dumps(figures))
     os.replace(tmp, usage_file)  # the parent polls for the file: it appears complete or not at all
@@ -186,21 +255,34 @@ def ratios(headless: TuiRun, tui: TuiRun) -> list[str]:
     if headless.requests and tui.requests and headless.cpu_s > 0:
         per_request = (tui.cpu_s / tui.requests) / (headless.cpu_s / headless.requests)
         lines.append(f"CPU per request, tui/headless: {per_request:.2f}")
-    lines.append(f"CPU share of a core, tui/headless: "
-                 f"{(tui.cpu_s / tui.wall_s) / (headless.cpu_s / headless.wall_s):.2f}")
+    lines.append(
+        f"CPU share of a core, tui/headless: "
+        f"{(tui.cpu_s / tui.wall_s) / (headless.cpu_s / headless.wall_s):.2f}"
+    )
     return lines
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="Needs tmux (apt-get install -y tmux).")
-    parser.add_argument("--duration", type=float, default=15.0,
-                        help="seconds of load per run (default 15)")
-    parser.add_argument("--concurrency", type=int, default=16, help="closed-loop concurrency (default 16)")
-    parser.add_argument("--refresh-hz", type=float, default=4.0, help="TUI refresh rate (default 4)")
-    parser.add_argument("--grace", type=float, default=5.0,
-                        help="seconds allowed for start-up before q is pressed (default 5)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Needs tmux (apt-get install -y tmux).",
+    )
+    parser.add_argument(
+        "--duration", type=float, default=15.0, help="seconds of load per run (default 15)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="closed-loop concurrency (default 16)"
+    )
+    parser.add_argument(
+        "--refresh-hz", type=float, default=4.0, help="TUI refresh rate (default 4)"
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        help="seconds allowed for start-up before q is pressed (default 5)",
+    )
     parser.add_argument("--show-screen", action="store_true", help="print the TUI's last screen")
     parser.add_argument("--_measure", default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
@@ -221,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     from specmon.sim.process import start_sim
 
     try:
-        with start_sim([*ZERO_LATENCY, "--level", "summary"]) as sim, \
-                tempfile.TemporaryDirectory(prefix="specmon-bench-tui-") as work:
+        with (
+            start_sim([*ZERO_LATENCY, "--level", "summary"]) as sim,
+            tempfile.TemporaryDirectory(prefix="specmon-bench-tui-") as work,
+        ):
             print(f"[bench] specmon sim (zero latency) at {sim.url}", file=sys.stderr, flush=True)
             headless = run_headless(sim.url, args, Path(work), sim.pid)
             tui, screen = run_tui(sim.url, args, Path(work), sim.pid)
@@ -230,9 +314,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_tui: error: {exc}", file=sys.stderr)
         return 2
     print(markdown_table(HEADERS, [headless.cells(), tui.cells()]))
-    print(f"\nmachine: {os.cpu_count()} CPUs; load: {args.duration:g} s per run, concurrency "
-          f"{args.concurrency}, streaming chat, sim with zero latencies; TUI {PANE[0]}x{PANE[1]} "
-          f"at {args.refresh_hz:g} Hz")
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs; load: {args.duration:g} s per run, concurrency "
+        f"{args.concurrency}, streaming chat, sim with zero latencies; TUI {PANE[0]}x{PANE[1]} "
+        f"at {args.refresh_hz:g} Hz"
+    )
     for line in ratios(headless, tui):
         print(line)
     if args.show_screen:

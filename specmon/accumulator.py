@@ -10,14 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_right, insort
-from itertools import accumulate
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from specmon.pipeline import MS_PER_NS, NS_PER_S, S_PER_NS, RequestResult
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
-
 
 # Time metrics are accumulated in ns and their statistics converted, as AIPerf does.
 BASE_SCALE: dict[str, float] = {
@@ -27,8 +26,22 @@ BASE_SCALE: dict[str, float] = {
     "decode_duration": MS_PER_NS,
     "inter_token_latency": MS_PER_NS,
 }
-_SCALED_KEYS = ("avg", "min", "max", "sum", "std", "p1", "p5", "p10", "p25", "p50", "p75",
-                "p90", "p95", "p99")
+_SCALED_KEYS = (
+    "avg",
+    "min",
+    "max",
+    "sum",
+    "std",
+    "p1",
+    "p5",
+    "p10",
+    "p25",
+    "p50",
+    "p75",
+    "p90",
+    "p95",
+    "p99",
+)
 
 
 class SortedValues:
@@ -41,7 +54,7 @@ class SortedValues:
     the batch, one sort of everything is cheaper and is used instead.
     """
 
-    __slots__ = ("_blocks", "_maxes", "_len", "_starts")
+    __slots__ = ("_blocks", "_len", "_maxes", "_starts")
 
     LOAD = 512
     RESORT_RATIO = 32  # re-sort all when n <= RESORT_RATIO * k
@@ -73,14 +86,14 @@ class SortedValues:
                 insort(blocks[i], value)
             if len(blocks[i]) > load2:
                 block = blocks[i]
-                blocks[i:i + 1] = [block[:self.LOAD], block[self.LOAD:]]
-                maxes[i:i + 1] = [block[self.LOAD - 1], block[-1]]
+                blocks[i : i + 1] = [block[: self.LOAD], block[self.LOAD :]]
+                maxes[i : i + 1] = [block[self.LOAD - 1], block[-1]]
         self._len += len(values)
         self._starts = None
 
     def _rebuild(self, ordered: list[float]) -> None:
         load = self.LOAD
-        self._blocks = [ordered[i:i + load] for i in range(0, len(ordered), load)]
+        self._blocks = [ordered[i : i + load] for i in range(0, len(ordered), load)]
         self._maxes = [block[-1] for block in self._blocks]
         self._len = len(ordered)
         self._starts = None
@@ -110,8 +123,17 @@ class MetricColumn:
     near-linear time.
     """
 
-    __slots__ = ("values", "total", "scale", "_shift", "_s1", "_s2", "_sorted", "_cache",
-                 "_cache_key")
+    __slots__ = (
+        "_cache",
+        "_cache_key",
+        "_s1",
+        "_s2",
+        "_shift",
+        "_sorted",
+        "scale",
+        "total",
+        "values",
+    )
 
     def __init__(self, scale: float = 1.0) -> None:
         self.values: list[float] = []
@@ -141,7 +163,7 @@ class MetricColumn:
         """(n, running total, running std) of the current prefix. Call under the lock."""
         n = len(self.values)
         var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
-        return n, self.total, var ** 0.5 if var > 0 else 0.0
+        return n, self.total, var**0.5 if var > 0 else 0.0
 
     def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> dict:
         """Statistics of the frozen prefix. exact=False (live view) takes the running std
@@ -152,11 +174,10 @@ class MetricColumn:
         if self._cache is not None and self._cache_key == key:
             return self._cache
         if len(self._sorted) != n:
-            self._sorted.update(self.values[len(self._sorted):n])  # slicing is atomic
+            self._sorted.update(self.values[len(self._sorted) : n])  # slicing is atomic
         # The exact (two-pass) std walks every value: a plain list is faster to index.
         xs = self._sorted.to_list() if exact else self._sorted
-        stats = compute_stats(xs, total=total, presorted=True,
-                              std=None if exact else running_std)
+        stats = compute_stats(xs, total=total, presorted=True, std=None if exact else running_std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
                 stats[k] = stats[k] * self.scale
@@ -346,8 +367,9 @@ class RunAccumulator:
         if isl is not None:
             out["total_isl"] = isl.total
         if self.request_count or self.error_count:
-            out["request_error_rate"] = 100.0 * self.error_count / (
-                self.request_count + self.error_count)
+            out["request_error_rate"] = (
+                100.0 * self.error_count / (self.request_count + self.error_count)
+            )
         if duration:
             if self.request_count:
                 out["request_throughput"] = self.request_count / duration
@@ -367,8 +389,11 @@ class RunAccumulator:
         if not self.spec_request_count:
             return out
         # Sums of the per-request values, as AIPerf's derived sums (floats).
-        steps, acc, drafted = (float(self.total_steps), float(self.total_accepted),
-                               float(self.total_drafted))
+        steps, acc, drafted = (
+            float(self.total_steps),
+            float(self.total_accepted),
+            float(self.total_drafted),
+        )
         out["total_spec_decode_steps"] = steps
         out["total_accepted_draft_tokens"] = acc
         out["total_draft_tokens"] = drafted

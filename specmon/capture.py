@@ -19,8 +19,14 @@ from specmon.errors import UserError
 
 ENDPOINTS = ("chat", "completions")
 PHASES = ("profiling", "warmup")
-ERROR_TYPES = ("http_error", "timeout", "connection_error", "broken_stream",
-               "invalid_json", "cancelled")
+ERROR_TYPES = (
+    "http_error",
+    "timeout",
+    "connection_error",
+    "broken_stream",
+    "invalid_json",
+    "cancelled",
+)
 
 
 class CaptureError(ValueError):
@@ -47,13 +53,14 @@ class RawCapture:
     wall_start_ns: int | None = None
 
     @classmethod
-    def from_dict(cls, d: Any) -> "RawCapture":
+    def from_dict(cls, d: Any) -> RawCapture:
         """Validate a decoded JSON object; raise CaptureError naming the first bad field."""
         if not isinstance(d, dict):
             raise CaptureError(f"expected a JSON object, got {type(d).__name__}")
         if "endpoint" not in d and "metadata" in d and "metrics" in d:
-            raise CaptureError("a profile_export.jsonl record, not a raw capture "
-                               "(open it with `specmon replay`)")
+            raise CaptureError(
+                "a profile_export.jsonl record, not a raw capture (open it with `specmon replay`)"
+            )
         endpoint = d.get("endpoint")
         if endpoint not in ENDPOINTS:
             raise CaptureError(f"'endpoint' must be 'chat' or 'completions', got {endpoint!r}")
@@ -72,34 +79,51 @@ class RawCapture:
         if not isinstance(responses, list):
             raise CaptureError("'responses' must be a list")
         error = d.get("error")
-        if error is not None and not (isinstance(error, dict) and isinstance(error.get("type"), str)):
-            raise CaptureError("'error' must be null or {\"type\": str, \"message\": str}")
+        if error is not None and not (
+            isinstance(error, dict) and isinstance(error.get("type"), str)
+        ):
+            raise CaptureError('\'error\' must be null or {"type": str, "message": str}')
         phase = d.get("benchmark_phase") or "profiling"
         if phase not in PHASES:
             raise CaptureError(f"'benchmark_phase' must be 'profiling' or 'warmup', got {phase!r}")
         response_ns = d.get("response_ns")
         if response_ns is not None and not (
-                isinstance(response_ns, list) and all(_is_int(t) for t in response_ns)):
+            isinstance(response_ns, list) and all(_is_int(t) for t in response_ns)
+        ):
             raise CaptureError("'response_ns' must be a list of integers")
         return cls(
-            endpoint=endpoint, streaming=streaming, request=request, status=status,
-            responses=responses, start_ns=_opt_int(d, "start_ns"), response_ns=response_ns,
-            end_ns=_opt_int(d, "end_ns"), error=error,
-            x_request_id=_opt_str(d, "x_request_id"), category=_opt_str(d, "category"),
-            benchmark_phase=phase, server=_opt_str(d, "server"),
-            segment=_opt_int(d, "segment"), worker_id=_opt_str(d, "worker_id"),
+            endpoint=endpoint,
+            streaming=streaming,
+            request=request,
+            status=status,
+            responses=responses,
+            start_ns=_opt_int(d, "start_ns"),
+            response_ns=response_ns,
+            end_ns=_opt_int(d, "end_ns"),
+            error=error,
+            x_request_id=_opt_str(d, "x_request_id"),
+            category=_opt_str(d, "category"),
+            benchmark_phase=phase,
+            server=_opt_str(d, "server"),
+            segment=_opt_int(d, "segment"),
+            worker_id=_opt_str(d, "worker_id"),
             wall_start_ns=_opt_int(d, "wall_start_ns"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The raw-capture JSON object (optional extras omitted when unset)."""
         d: dict[str, Any] = {
-            "endpoint": self.endpoint, "streaming": self.streaming, "request": self.request,
-            "status": self.status, "responses": self.responses, "start_ns": self.start_ns,
-            "response_ns": self.response_ns, "end_ns": self.end_ns, "error": self.error,
+            "endpoint": self.endpoint,
+            "streaming": self.streaming,
+            "request": self.request,
+            "status": self.status,
+            "responses": self.responses,
+            "start_ns": self.start_ns,
+            "response_ns": self.response_ns,
+            "end_ns": self.end_ns,
+            "error": self.error,
         }
-        for key in ("x_request_id", "category", "server", "segment", "worker_id",
-                    "wall_start_ns"):
+        for key in ("x_request_id", "category", "server", "segment", "worker_id", "wall_start_ns"):
             value = getattr(self, key)
             if value is not None:
                 d[key] = value

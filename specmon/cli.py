@@ -26,8 +26,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _top_help() -> str:
-    lines = [f"specmon {__version__}: live speculative-decoding monitor", "",
-             "usage: specmon [COMMAND] [options]   (default command: run)", "", "commands:"]
+    lines = [
+        f"specmon {__version__}: live speculative-decoding monitor",
+        "",
+        "usage: specmon [COMMAND] [options]   (default command: run)",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<9} {desc}" for name, (_, desc) in COMMANDS.items()]
     lines += ["", "`specmon COMMAND --help` lists a command's options."]
     return "\n".join(lines)
@@ -47,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:  # a command not built yet
         if exc.name == module_name:
-            print(f"specmon: error: command '{name}' is not available in this build", file=sys.stderr)
+            print(
+                f"specmon: error: command '{name}' is not available in this build", file=sys.stderr
+            )
             return 2
         raise
     parser = argparse.ArgumentParser(prog=f"specmon {name}", description=desc)

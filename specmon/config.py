@@ -86,7 +86,7 @@ class RunConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RunConfig":
+    def _consistent(self) -> RunConfig:
         if self.prompt_source == "file" and not self.input_file:
             raise ValueError("prompt_source 'file' needs --input-file")
         if self.split and self.mirror:
@@ -98,15 +98,17 @@ class RunConfig(BaseModel):
         return self
 
     def _check_segments(self) -> None:
-        from specmon.segments import parse_segments  # validates the spec itself
+        from specmon.analysis.segments import parse_segments  # validates the spec itself
 
         parse_segments(self.segments or "")
         if (self.segment_duration is None) == (self.segment_requests is None):
-            raise ValueError("--segments needs exactly one of --segment-duration S "
-                             "or --segment-requests N")
+            raise ValueError(
+                "--segments needs exactly one of --segment-duration S or --segment-requests N"
+            )
         if self.request_count is not None or self.benchmark_duration is not None:
-            raise ValueError("--segments sets the run length: drop --request-count / "
-                             "--benchmark-duration")
+            raise ValueError(
+                "--segments sets the run length: drop --request-count / --benchmark-duration"
+            )
         if self.workers > 1:
             raise ValueError("--segments runs in one process: drop --workers")
 
@@ -144,7 +146,9 @@ class RunConfig(BaseModel):
 
     def default_artifact_dir(self, model: str) -> str:
         safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_") or "model"
-        return str(Path("artifacts") / f"{safe_model}-openai-{self.endpoint_type}-{self.load_name()}")
+        return str(
+            Path("artifacts") / f"{safe_model}-openai-{self.endpoint_type}-{self.load_name()}"
+        )
 
 
 def split_url_label(entry: str) -> tuple[str | None, str]:
@@ -211,48 +215,91 @@ class FlagDef:
 
 
 FLAGS: tuple[FlagDef, ...] = (
-    FlagDef("url", "server base URL, optionally LABEL=URL; repeatable", kind="append", metavar="URL"),
-    FlagDef("endpoint_type", "OpenAI endpoint to drive (default chat)", choices=("chat", "completions")),
+    FlagDef(
+        "url", "server base URL, optionally LABEL=URL; repeatable", kind="append", metavar="URL"
+    ),
+    FlagDef(
+        "endpoint_type", "OpenAI endpoint to drive (default chat)", choices=("chat", "completions")
+    ),
     FlagDef("streaming", "stream responses over SSE (--no-streaming to turn off)", kind="bool"),
     FlagDef("model", "model name (default: the first id /v1/models lists)"),
     FlagDef("api_key", "bearer token (default: $OPENAI_API_KEY)", env_alias="OPENAI_API_KEY"),
-    FlagDef("extra_inputs", "JSON object or key:value merged into every request body; repeatable",
-            kind="append", metavar="JSON|KEY:VALUE"),
-    FlagDef("request_timeout", "seconds before a request counts as a timeout (default 600)", type=float),
-    FlagDef("concurrency", "closed loop: requests in flight (default 1); caps --request-rate", type=int),
+    FlagDef(
+        "extra_inputs",
+        "JSON object or key:value merged into every request body; repeatable",
+        kind="append",
+        metavar="JSON|KEY:VALUE",
+    ),
+    FlagDef(
+        "request_timeout", "seconds before a request counts as a timeout (default 600)", type=float
+    ),
+    FlagDef(
+        "concurrency", "closed loop: requests in flight (default 1); caps --request-rate", type=int
+    ),
     FlagDef("request_rate", "open loop: requests per second", type=float),
-    FlagDef("request_rate_mode", "arrival process of --request-rate (default poisson)",
-            choices=("constant", "poisson")),
+    FlagDef(
+        "request_rate_mode",
+        "arrival process of --request-rate (default poisson)",
+        choices=("constant", "poisson"),
+    ),
     FlagDef("request_count", "stop after this many profiling requests", type=int),
     FlagDef("benchmark_duration", "stop after this many seconds of profiling", type=float),
     FlagDef("warmup_request_count", "requests sent first and left out of the metrics", type=int),
-    FlagDef("synthetic_input_tokens_mean", "synthetic prompt length in tokens (default 550)", type=int),
+    FlagDef(
+        "synthetic_input_tokens_mean", "synthetic prompt length in tokens (default 550)", type=int
+    ),
     FlagDef("synthetic_input_tokens_stddev", "stddev of the synthetic prompt length", type=float),
     FlagDef("output_tokens_mean", "max_tokens sent with ignore_eos (default 128)", type=int),
     FlagDef("output_tokens_stddev", "stddev of max_tokens", type=float),
-    FlagDef("prompt_source", "prompts: synthetic, builtin (categories) or file (default builtin)",
-            choices=("synthetic", "builtin", "file")),
-    FlagDef("input_file", "JSONL prompts, one {\"text\", \"category\", \"max_tokens\"} a line"),
+    FlagDef(
+        "prompt_source",
+        "prompts: synthetic, builtin (categories) or file (default builtin)",
+        choices=("synthetic", "builtin", "file"),
+    ),
+    FlagDef("input_file", 'JSONL prompts, one {"text", "category", "max_tokens"} a line'),
     FlagDef("random_seed", "seed for prompts, lengths and arrivals", type=int),
     FlagDef("artifact_dir", "where exports go (default artifacts/<model>-<endpoint>-<load>/)"),
-    FlagDef("export_level", "summary, records (default) or raw (adds the raw capture)",
-            choices=("summary", "records", "raw")),
+    FlagDef(
+        "export_level",
+        "summary, records (default) or raw (adds the raw capture)",
+        choices=("summary", "records", "raw"),
+    ),
     FlagDef("headless", "no TUI: progress lines, then the console tables", kind="bool"),
     FlagDef("refresh_hz", "TUI refresh rate (default 4)", type=float),
     FlagDef("theme", "TUI theme name"),
     FlagDef("workers", "spread the load over N processes (default 1)", type=int),
-    FlagDef("engine", "payload shape to expect (default auto-detect; sglang also asks every "
-            "request for return_spec_tokens_details)", choices=("auto", "vllm", "sglang", "trtllm")),
-    FlagDef("split", "several --url: divide concurrency, rate and request count among them "
-            "(default: each server gets the full load)", kind="bool"),
-    FlagDef("mirror", "several --url: send the same prompts in the same order to each", kind="bool"),
-    FlagDef("segments", "scripted load segments, e.g. \"concurrency=1,4,16\" (also request_rate=, "
-            "output_tokens=; several keys joined by ';')", metavar="KEY=V1,V2,..."),
+    FlagDef(
+        "engine",
+        "payload shape to expect (default auto-detect; sglang also asks every "
+        "request for return_spec_tokens_details)",
+        choices=("auto", "vllm", "sglang", "trtllm"),
+    ),
+    FlagDef(
+        "split",
+        "several --url: divide concurrency, rate and request count among them "
+        "(default: each server gets the full load)",
+        kind="bool",
+    ),
+    FlagDef(
+        "mirror", "several --url: send the same prompts in the same order to each", kind="bool"
+    ),
+    FlagDef(
+        "segments",
+        'scripted load segments, e.g. "concurrency=1,4,16" (also request_rate=, '
+        "output_tokens=; several keys joined by ';')",
+        metavar="KEY=V1,V2,...",
+    ),
     FlagDef("segment_duration", "seconds per scripted segment", type=float),
     FlagDef("segment_requests", "requests per scripted segment (per server)", type=int),
-    FlagDef("draft_cost", "draft cost ratio c for the per-segment recommended k "
-            "(default: fitted when servers run at several k)", type=float),
-    FlagDef("server_metrics", "poll each server's /metrics during the run (default on)", kind="bool"),
+    FlagDef(
+        "draft_cost",
+        "draft cost ratio c for the per-segment recommended k "
+        "(default: fitted when servers run at several k)",
+        type=float,
+    ),
+    FlagDef(
+        "server_metrics", "poll each server's /metrics during the run (default on)", kind="bool"
+    ),
 )
 FLAG_BY_FIELD = {flag.field: flag for flag in FLAGS}
 assert set(FLAG_BY_FIELD) == set(RunConfig.model_fields), "flag table and RunConfig disagree"
@@ -263,7 +310,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.error = _one_line_error  # type: ignore[method-assign]
     group = parser.add_argument_group("run options")
     for flag in FLAGS:
-        kwargs: dict[str, Any] = {"dest": flag.field, "default": argparse.SUPPRESS, "help": flag.help}
+        kwargs: dict[str, Any] = {
+            "dest": flag.field,
+            "default": argparse.SUPPRESS,
+            "help": flag.help,
+        }
         if flag.kind == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         elif flag.kind == "append":
@@ -271,10 +322,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         else:  # strings: RunConfig validates, so a bad value is one line, not argparse's usage
             kwargs["metavar"] = flag.metavar or _metavar(flag)
         group.add_argument(flag.flag, **kwargs)
-    group.add_argument("--config", dest="config_file", default=None, metavar="FILE",
-                       help="read options from a TOML file (flags and SPECMON_* env win)")
-    group.add_argument("--save-config", dest="save_config", default=None, metavar="FILE",
-                       help="write the effective configuration as TOML")
+    group.add_argument(
+        "--config",
+        dest="config_file",
+        default=None,
+        metavar="FILE",
+        help="read options from a TOML file (flags and SPECMON_* env win)",
+    )
+    group.add_argument(
+        "--save-config",
+        dest="save_config",
+        default=None,
+        metavar="FILE",
+        help="write the effective configuration as TOML",
+    )
 
 
 def _one_line_error(message: str) -> None:
@@ -341,9 +402,12 @@ def _layer_errors(exc: ValidationError, sources: dict[str, str]) -> UserError:
     return UserError(f"{where}: bad value{shown} for '{field}': {message}")
 
 
-def build_config(args: argparse.Namespace | None = None, environ: dict[str, str] | None = None,
-                 overrides: dict[str, Any] | None = None,
-                 defaults: dict[str, Any] | None = None) -> RunConfig:
+def build_config(
+    args: argparse.Namespace | None = None,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> RunConfig:
     """Merge defaults < file < env < flags (< overrides from code) into a validated RunConfig.
 
     `defaults` replaces RunConfig's own defaults (a command such as demo has its own)."""
@@ -378,8 +442,11 @@ def save_config(config: RunConfig, path: str) -> None:
     """Write the effective configuration as TOML (None values are left out: TOML has no null)."""
     import tomli_w
 
-    data = {FLAG_BY_FIELD[k].flag[2:]: v for k, v in config.model_dump().items()
-            if v is not None and k != "api_key"}
+    data = {
+        FLAG_BY_FIELD[k].flag[2:]: v
+        for k, v in config.model_dump().items()
+        if v is not None and k != "api_key"
+    }
     try:
         Path(path).write_text(tomli_w.dumps(data))
     except OSError as exc:

@@ -66,17 +66,25 @@ def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
     """Wrap each JSON object of the capture; non-objects (bad payloads) are skipped."""
     times, responses, request = capture.response_ns, capture.responses, capture.request
     if times is not None and len(times) == len(responses):
-        return [ParsedResponse(data, ns, request)
-                for data, ns in zip(responses, times) if isinstance(data, dict)]
+        return [
+            ParsedResponse(data, ns, request)
+            for data, ns in zip(responses, times)
+            if isinstance(data, dict)
+        ]
     return [ParsedResponse(data, None, request) for data in responses if isinstance(data, dict)]
 
 
 def process_capture(capture: RawCapture) -> RequestResult:
     """Turn one raw capture into its RequestResult. Never raises on payload content."""
     result = RequestResult(
-        capture=capture, phase=capture.benchmark_phase, category=capture.category,
-        server=capture.server, segment=capture.segment, start_ns=capture.start_ns,
-        x_request_id=capture.x_request_id, worker_id=capture.worker_id,
+        capture=capture,
+        phase=capture.benchmark_phase,
+        category=capture.category,
+        server=capture.server,
+        segment=capture.segment,
+        start_ns=capture.start_ns,
+        x_request_id=capture.x_request_id,
+        worker_id=capture.worker_id,
         wall_start_ns=capture.wall_start_ns,
     )
     result.end_ns = _last_ns(capture)
@@ -96,8 +104,10 @@ def process_capture(capture: RawCapture) -> RequestResult:
 
 def _error_of(capture: RawCapture) -> dict[str, Any] | None:
     if capture.error is not None:
-        err = {"type": str(capture.error.get("type")),
-               "message": str(capture.error.get("message", ""))}
+        err = {
+            "type": str(capture.error.get("type")),
+            "message": str(capture.error.get("message", "")),
+        }
         if capture.status >= 400:
             err["code"] = capture.status
         return err
@@ -112,8 +122,9 @@ def _last_ns(capture: RawCapture) -> int | None:
     return capture.end_ns
 
 
-def _attach_spec(result: RequestResult, parsed: list[ParsedResponse],
-                 request: dict[str, Any]) -> None:
+def _attach_spec(
+    result: RequestResult, parsed: list[ParsedResponse], request: dict[str, Any]
+) -> None:
     from specmon.specdecode.adapters import detect  # the registry loads adapters lazily
 
     try:
@@ -166,7 +177,8 @@ def has_content(data: dict[str, Any]) -> bool:
         for key in ("delta", "message"):
             msg = choice.get(key)
             if isinstance(msg, dict) and (
-                    msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")):
+                msg.get("content") or msg.get("reasoning_content") or msg.get("reasoning")
+            ):
                 return True
     return False
 
@@ -193,8 +205,11 @@ def content_times(parsed: list[ParsedResponse]) -> tuple[int | None, int | None,
     second = first + 1
     while second <= last and not _timed_content(parsed[second]):
         second += 1
-    return (parsed[first].perf_ns, parsed[second].perf_ns if second <= last else None,
-            parsed[last].perf_ns)
+    return (
+        parsed[first].perf_ns,
+        parsed[second].perf_ns if second <= last else None,
+        parsed[last].perf_ns,
+    )
 
 
 def last_usage(parsed: list[ParsedResponse]) -> dict[str, Any] | None:
@@ -214,8 +229,9 @@ def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[
     return request_timing(capture, parsed)[0]
 
 
-def request_timing(capture: RawCapture, parsed: list[ParsedResponse]
-                   ) -> tuple[dict[str, int | float], dict[str, int | float], int | None]:
+def request_timing(
+    capture: RawCapture, parsed: list[ParsedResponse]
+) -> tuple[dict[str, int | float], dict[str, int | float], int | None]:
     """(display metrics, base-unit ns metrics, final content response ns) of one request.
 
     Streaming: TTFT and latency from the first / last response with content (the usage
@@ -243,15 +259,22 @@ def request_timing(capture: RawCapture, parsed: list[ParsedResponse]
     return display, base, final_ns
 
 
-def derive_request_metrics(ttft_ns: int | None, ttst_ns: int | None, latency_ns: int | None,
-                           osl: int | None, isl: int | None
-                           ) -> tuple[dict[str, int | float], dict[str, int | float]]:
+def derive_request_metrics(
+    ttft_ns: int | None,
+    ttst_ns: int | None,
+    latency_ns: int | None,
+    osl: int | None,
+    isl: int | None,
+) -> tuple[dict[str, int | float], dict[str, int | float]]:
     """AIPerf's arithmetic: times in ns, converted to ms by `* 1e-06` (1000 / 1e9) as
     AIPerf's unit conversion does, so values agree to the last digit (§5)."""
     base: dict[str, int | float] = {}
     display: dict[str, int | float] = {}
-    for tag, ns in (("time_to_first_token", ttft_ns), ("time_to_second_token", ttst_ns),
-                    ("request_latency", latency_ns)):
+    for tag, ns in (
+        ("time_to_first_token", ttft_ns),
+        ("time_to_second_token", ttst_ns),
+        ("request_latency", latency_ns),
+    ):
         if ns is not None:
             base[tag] = ns
             display[tag] = ns * MS_PER_NS

@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO
 
 from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
@@ -26,8 +27,8 @@ from specmon.pipeline import RequestResult, process_capture
 EXPORT_LEVELS = ("summary", "records", "raw")
 
 
-
 PAYLOAD_WINDOW = 2_000  # newest results whose raw spec-decode payload is kept
+
 
 class RunSession:
     def __init__(
@@ -40,8 +41,9 @@ class RunSession:
         keep_responses: bool = False,
     ) -> None:
         if export_level not in EXPORT_LEVELS:
-            raise UserError(f"--export-level must be one of {', '.join(EXPORT_LEVELS)}, "
-                            f"got {export_level!r}")
+            raise UserError(
+                f"--export-level must be one of {', '.join(EXPORT_LEVELS)}, got {export_level!r}"
+            )
         self.artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self.export_level = export_level
         self.input_config = dict(input_config or {})
@@ -65,8 +67,9 @@ class RunSession:
             self._open_streams()
 
     @classmethod
-    def from_results(cls, results: Iterable[RequestResult],
-                     input_config: dict[str, Any] | None = None) -> "RunSession":
+    def from_results(
+        cls, results: Iterable[RequestResult], input_config: dict[str, Any] | None = None
+    ) -> RunSession:
         """A read-only session over finished results (for replay); writes nothing."""
         session = cls(None, "summary", input_config, live=False)
         for result in results:
@@ -84,8 +87,9 @@ class RunSession:
                 self.paths["raw"] = self.artifact_dir / RAW_NAME
                 self._raw = open(self.paths["raw"], "wb")
         except OSError as exc:
-            raise UserError(f"cannot write to artifact dir {self.artifact_dir}: "
-                            f"{exc.strerror or exc}") from None
+            raise UserError(
+                f"cannot write to artifact dir {self.artifact_dir}: {exc.strerror or exc}"
+            ) from None
 
     # ----------------------------------------------------------------- adding
 
@@ -94,7 +98,8 @@ class RunSession:
         result = process_capture(capture)  # pure; runs outside the lock
         with self._lock:
             if capture.wall_start_ns is not None and (
-                    self._wall_start_ns is None or capture.wall_start_ns < self._wall_start_ns):
+                self._wall_start_ns is None or capture.wall_start_ns < self._wall_start_ns
+            ):
                 self._wall_start_ns = capture.wall_start_ns
             if self._raw is not None:
                 self._raw.write(capture.to_json_line())

@@ -144,10 +144,22 @@ METRICS: dict[str, MetricDef] = _defs(
     ("request_latency", "Request Latency", "ms", RECORD, LLM, 300),
     ("decode_duration", "Decode Duration", "ms", RECORD, HIDDEN, 350),
     ("inter_token_latency", "Inter Token Latency", "ms", RECORD, LLM, 400),
-    ("output_token_throughput_per_user", "Output Token Throughput Per User",
-     "tokens/sec/user", RECORD, LLM, 500),
-    ("e2e_output_token_throughput", "E2E Output Token Throughput", "tokens/sec/user",
-     RECORD, HIDDEN, 510),
+    (
+        "output_token_throughput_per_user",
+        "Output Token Throughput Per User",
+        "tokens/sec/user",
+        RECORD,
+        LLM,
+        500,
+    ),
+    (
+        "e2e_output_token_throughput",
+        "E2E Output Token Throughput",
+        "tokens/sec/user",
+        RECORD,
+        HIDDEN,
+        510,
+    ),
     ("output_sequence_length", "Output Sequence Length", "tokens", RECORD, LLM, 600),
     ("input_sequence_length", "Input Sequence Length", "tokens", RECORD, LLM, 700),
     ("output_token_throughput", "Output Token Throughput", "tokens/sec", DERIVED, LLM, 800),
@@ -162,11 +174,23 @@ METRICS: dict[str, MetricDef] = _defs(
     ("total_osl", "Total Output Sequence Length", "tokens", DERIVED, HIDDEN, 1310),
     ("total_isl", "Total Input Sequence Length", "tokens", DERIVED, HIDDEN, 1320),
     ("spec_decode_acceptance_length", "Acceptance Length", "ratio", RECORD, SPEC, 5000),
-    ("spec_decode_token_weighted_acceptance_length", "Token-Weighted Acceptance Length",
-     "ratio", DERIVED, SPEC, 5010),
+    (
+        "spec_decode_token_weighted_acceptance_length",
+        "Token-Weighted Acceptance Length",
+        "ratio",
+        DERIVED,
+        SPEC,
+        5010,
+    ),
     ("spec_decode_draft_acceptance_rate", "Draft Acceptance Rate", "%", RECORD, SPEC, 5020),
-    ("spec_decode_overall_draft_acceptance_rate", "Overall Draft Acceptance Rate", "%",
-     DERIVED, SPEC, 5025),
+    (
+        "spec_decode_overall_draft_acceptance_rate",
+        "Overall Draft Acceptance Rate",
+        "%",
+        DERIVED,
+        SPEC,
+        5025,
+    ),
     ("spec_decode_accepted_per_verified", "Accepted per Verified", "ratio", RECORD, SPEC, 5030),
     ("spec_decode_steps", "Spec Decode Steps", "count", RECORD, SPEC, 5040),
     ("spec_decode_zero_step_requests", "Zero-Step Requests", "requests", DERIVED, SPEC, 5045),
@@ -192,11 +216,15 @@ STD_RECORD_TAGS: tuple[str, ...] = tuple(
 
 def is_spec_tag(tag: str) -> bool:
     return tag.startswith("spec_decode") or tag in (
-        "total_spec_decode_steps", "total_accepted_draft_tokens", "total_draft_tokens")
+        "total_spec_decode_steps",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+    )
 
 
-def metric_block(tag: str, stats: dict[str, float | int] | None = None, *,
-                 value: float | int | None = None) -> dict:
+def metric_block(
+    tag: str, stats: dict[str, float | int] | None = None, *, value: float | int | None = None
+) -> dict:
     """A JSON export block: {unit, avg, p1.., min, max, std, count, sum} or {unit, avg}."""
     block: dict = {"unit": METRICS[tag].unit}
     if stats is not None:

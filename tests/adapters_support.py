@@ -17,7 +17,9 @@ def load_capture(name: str) -> dict[str, Any]:
 
 
 def parsed(capture: dict[str, Any]) -> list[ParsedResponse]:
-    return [ParsedResponse(r, i, capture.get("request")) for i, r in enumerate(capture["responses"])]
+    return [
+        ParsedResponse(r, i, capture.get("request")) for i, r in enumerate(capture["responses"])
+    ]
 
 
 def responses_of(name: str) -> tuple[list[ParsedResponse], dict[str, Any] | None]:

@@ -10,8 +10,9 @@ from specmon.capture import RawCapture
 MS = 1_000_000
 
 
-def vllm_payload(per_step_accepted: list[int], k: int, drafted: list[int] | None = None,
-                 dense: bool = True) -> dict[str, Any]:
+def vllm_payload(
+    per_step_accepted: list[int], k: int, drafted: list[int] | None = None, dense: bool = True
+) -> dict[str, Any]:
     """A consistent payload from per-step accepted counts (each step drafts k unless given)."""
     drafted = drafted if drafted is not None else [k] * len(per_step_accepted)
     s, a, d = len(per_step_accepted), sum(per_step_accepted), sum(drafted)
@@ -30,17 +31,27 @@ def vllm_payload(per_step_accepted: list[int], k: int, drafted: list[int] | None
     }
 
 
-def nonstream_capture(payload: dict | None, *, start_ns: int = 0, latency_ms: int = 50,
-                      completion_tokens: int = 20, prompt_tokens: int = 10,
-                      endpoint: str = "chat", legacy: bool = False, **extra: Any) -> RawCapture:
+def nonstream_capture(
+    payload: dict | None,
+    *,
+    start_ns: int = 0,
+    latency_ms: int = 50,
+    completion_tokens: int = 20,
+    prompt_tokens: int = 10,
+    endpoint: str = "chat",
+    legacy: bool = False,
+    **extra: Any,
+) -> RawCapture:
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
     if endpoint == "chat":
         choice["message"] = {"role": "assistant", "content": "hello"}
     else:
         choice["text"] = "hello"
-    body: dict[str, Any] = {"id": "x", "choices": [choice],
-                            "usage": {"prompt_tokens": prompt_tokens,
-                                      "completion_tokens": completion_tokens}}
+    body: dict[str, Any] = {
+        "id": "x",
+        "choices": [choice],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
     if payload is not None:
         if legacy:
             choice["speculative_decoding_stats"] = payload
@@ -49,40 +60,76 @@ def nonstream_capture(payload: dict | None, *, start_ns: int = 0, latency_ms: in
     end = start_ns + latency_ms * MS
     request = {"model": "m", "max_tokens": completion_tokens}
     request.update({"messages": []} if endpoint == "chat" else {"prompt": "p"})
-    return RawCapture(endpoint=endpoint, streaming=False, request=request,
-                      status=200, responses=[body], start_ns=start_ns, response_ns=[end],
-                      end_ns=end, **extra)
+    return RawCapture(
+        endpoint=endpoint,
+        streaming=False,
+        request=request,
+        status=200,
+        responses=[body],
+        start_ns=start_ns,
+        response_ns=[end],
+        end_ns=end,
+        **extra,
+    )
 
 
-def stream_capture(payload: dict | None, chunk_times_ms: list[int], *, start_ns: int = 0,
-                   completion_tokens: int = 20, prompt_tokens: int = 10,
-                   usage_ms: int | None = None, role_ms: int | None = None,
-                   **extra: Any) -> RawCapture:
+def stream_capture(
+    payload: dict | None,
+    chunk_times_ms: list[int],
+    *,
+    start_ns: int = 0,
+    completion_tokens: int = 20,
+    prompt_tokens: int = 10,
+    usage_ms: int | None = None,
+    role_ms: int | None = None,
+    **extra: Any,
+) -> RawCapture:
     """Role chunk (empty content) at the first time, one content chunk per time, then the
     usage chunk (choices: []) carrying the payload, as vLLM 0.32 streams chat."""
-    responses: list[dict] = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    responses: list[dict] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    ]
     times = [start_ns + (role_ms if role_ms is not None else chunk_times_ms[0]) * MS]
     for t in chunk_times_ms:
         responses.append({"choices": [{"index": 0, "delta": {"content": "ab"}}]})
         times.append(start_ns + t * MS)
-    usage_chunk: dict[str, Any] = {"choices": [], "usage": {"prompt_tokens": prompt_tokens,
-                                                          "completion_tokens": completion_tokens}}
+    usage_chunk: dict[str, Any] = {
+        "choices": [],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
     if payload is not None:
         usage_chunk["metrics"] = {"speculative_decoding": payload}
     responses.append(usage_chunk)
     last = usage_ms if usage_ms is not None else chunk_times_ms[-1] + 1
     times.append(start_ns + last * MS)
-    return RawCapture(endpoint="chat", streaming=True,
-                      request={"model": "m", "messages": [], "stream": True,
-                               "stream_options": {"include_usage": True}},
-                      status=200, responses=responses, start_ns=start_ns, response_ns=times,
-                      end_ns=times[-1], **extra)
+    return RawCapture(
+        endpoint="chat",
+        streaming=True,
+        request={
+            "model": "m",
+            "messages": [],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        status=200,
+        responses=responses,
+        start_ns=start_ns,
+        response_ns=times,
+        end_ns=times[-1],
+        **extra,
+    )
 
 
 def error_capture(kind: str = "timeout", status: int = 0, start_ns: int = 0) -> RawCapture:
-    return RawCapture(endpoint="chat", streaming=True, request={"model": "m", "messages": []},
-                      status=status, responses=[], start_ns=start_ns,
-                      error={"type": kind, "message": f"{kind} happened"})
+    return RawCapture(
+        endpoint="chat",
+        streaming=True,
+        request={"model": "m", "messages": []},
+        status=status,
+        responses=[],
+        start_ns=start_ns,
+        error={"type": kind, "message": f"{kind} happened"},
+    )
 
 
 WORKED = [2, 3, 1, 4, 2, 0, 3, 3]  # aiperf-semantics.md §6 worked example, k = 4

@@ -6,10 +6,16 @@ from pathlib import Path
 
 import orjson
 import pytest
-
 from metrics_helpers import (
-    MS, SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload,
+    MS,
+    SECOND,
+    WORKED,
+    error_capture,
+    nonstream_capture,
+    stream_capture,
+    vllm_payload,
 )
+
 from specmon.accumulator import RunAccumulator
 from specmon.export.jsonl_export import result_from_record
 from specmon.pipeline import process_capture
@@ -25,8 +31,10 @@ def _acc(*captures):
 
 
 def _worked_pair(**kw):
-    return (nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, **kw),
-            nonstream_capture(vllm_payload(SECOND, k=4), start_ns=1 * S, **kw))
+    return (
+        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, **kw),
+        nonstream_capture(vllm_payload(SECOND, k=4), start_ns=1 * S, **kw),
+    )
 
 
 def test_worked_example_pooled_and_derived():
@@ -84,8 +92,9 @@ def test_only_zero_step_requests_give_no_spec_distribution():
 
 
 def test_warmup_is_counted_separately_and_excluded():
-    warm = nonstream_capture(vllm_payload([3, 3], k=4), start_ns=0, benchmark_phase="warmup",
-                             latency_ms=5000)
+    warm = nonstream_capture(
+        vllm_payload([3, 3], k=4), start_ns=0, benchmark_phase="warmup", latency_ms=5000
+    )
     acc = _acc(warm, *_worked_pair())
     assert acc.warmup_count == 1 and acc.request_count == 2
     assert acc.pooled_histogram_sorted() == {0: 2, 1: 3, 2: 2, 3: 3, 4: 1}  # no extra {3: 2}
@@ -96,15 +105,21 @@ def test_warmup_is_counted_separately_and_excluded():
 
 
 def test_errors_are_summarised_by_kind():
-    acc = _acc(error_capture("timeout"), error_capture("timeout"),
-               error_capture("http_error", status=429), *_worked_pair())
+    acc = _acc(
+        error_capture("timeout"),
+        error_capture("timeout"),
+        error_capture("http_error", status=429),
+        *_worked_pair(),
+    )
     assert acc.error_count == 3 and dict(acc.error_summary) == {"timeout": 2, "http_error": 1}
     s = acc.summary()
     assert s["error_request_count"] == {"unit": "requests", "avg": 3}
     assert s["request_count"]["avg"] == 2
     listed = acc.error_summary_list()
-    assert listed[0] == {"error_details": {"type": "timeout", "message": "timeout happened"},
-                         "count": 2}
+    assert listed[0] == {
+        "error_details": {"type": "timeout", "message": "timeout happened"},
+        "count": 2,
+    }
     assert listed[1]["error_details"]["code"] == 429 and listed[1]["count"] == 1
     assert len(acc.results) == 5  # errors stay in the request log
 
@@ -112,15 +127,16 @@ def test_errors_are_summarised_by_kind():
 def test_no_records_means_no_spec_keys_and_no_error_key():
     acc = _acc(nonstream_capture(None), nonstream_capture(None, start_ns=S))
     s = acc.summary()
-    assert not [t for t in s if "spec" in t or t.startswith("total_") and "draft" in t]
+    assert not [t for t in s if "spec" in t or (t.startswith("total_") and "draft" in t)]
     assert "error_request_count" not in s
     assert acc.snapshot().spec_stats == {} and acc.snapshot().pooled_histogram == {}
 
 
 def test_throughput_and_totals_by_hand():
     a = nonstream_capture(None, start_ns=0, latency_ms=50, completion_tokens=20, prompt_tokens=7)
-    b = nonstream_capture(None, start_ns=1 * S, latency_ms=50, completion_tokens=30,
-                          prompt_tokens=9)
+    b = nonstream_capture(
+        None, start_ns=1 * S, latency_ms=50, completion_tokens=30, prompt_tokens=9
+    )
     s = _acc(a, b).summary()
     # duration = (1.05 s last response) - (0 first request) = 1.05 s
     assert s["benchmark_duration"] == {"unit": "sec", "avg": 1.05}
@@ -130,12 +146,20 @@ def test_throughput_and_totals_by_hand():
     assert s["total_isl"]["avg"] == 16.0
     assert s["request_count"] == {"unit": "requests", "avg": 2}
     osl = s["output_sequence_length"]
-    assert (osl["min"], osl["max"], osl["avg"], osl["p50"], osl["std"]) == (20.0, 30.0, 25.0, 25.0, 5.0)
+    assert (osl["min"], osl["max"], osl["avg"], osl["p50"], osl["std"]) == (
+        20.0,
+        30.0,
+        25.0,
+        25.0,
+        5.0,
+    )
 
 
 def test_streaming_ttft_distribution():
-    caps = [stream_capture(None, [t, t + 10], start_ns=i * S, completion_tokens=5)
-            for i, t in enumerate([10, 20, 30, 40])]
+    caps = [
+        stream_capture(None, [t, t + 10], start_ns=i * S, completion_tokens=5)
+        for i, t in enumerate([10, 20, 30, 40])
+    ]
     s = _acc(*caps).summary()
     ttft = s["time_to_first_token"]
     assert (ttft["avg"], ttft["min"], ttft["max"], ttft["p50"]) == (25.0, 10.0, 40.0, 25.0)
@@ -181,8 +205,7 @@ def test_timeline_in_arrival_order():
 def test_many_requests_keep_exact_totals():
     acc = RunAccumulator(live=True)
     for i in range(2000):
-        acc.add(process_capture(nonstream_capture(vllm_payload([i % 5, 1], k=4),
-                                                  start_ns=i * MS)))
+        acc.add(process_capture(nonstream_capture(vllm_payload([i % 5, 1], k=4), start_ns=i * MS)))
         if i % 500 == 0:
             acc.snapshot()
     s = acc.summary()
@@ -207,14 +230,28 @@ def test_aiperf_013_records_give_aiperf_013_aggregates():
     # Run-level throughputs and the duration are left out: AIPerf 0.13 divides by its
     # phase window and takes the duration from its wall clock, neither of which is in the
     # per-request records (specmon uses max response - min request, §5).
-    window = {"benchmark_duration", "request_throughput", "output_token_throughput",
-              "input_token_throughput", "total_token_throughput"}
-    ingest_order = {"inter_token_latency", "output_token_throughput_per_user",
-                    "e2e_output_token_throughput"}
+    window = {
+        "benchmark_duration",
+        "request_throughput",
+        "output_token_throughput",
+        "input_token_throughput",
+        "total_token_throughput",
+    }
+    ingest_order = {
+        "inter_token_latency",
+        "output_token_throughput_per_user",
+        "e2e_output_token_throughput",
+    }
     exact_tags = [t for t in mine if t not in window | ingest_order]
     assert len([t for t in exact_tags if t.startswith("spec_decode")]) == 8
-    assert {"time_to_first_token", "request_latency", "decode_duration", "request_count",
-            "request_error_rate", "total_osl"} <= set(exact_tags)
+    assert {
+        "time_to_first_token",
+        "request_latency",
+        "decode_duration",
+        "request_count",
+        "request_error_rate",
+        "total_osl",
+    } <= set(exact_tags)
     for tag in exact_tags:
         assert mine[tag] == peer[tag], tag  # every statistic, to the last digit
     # ITL and per-user throughput: identical values, percentiles and std; the running sum
@@ -226,8 +263,9 @@ def test_aiperf_013_records_give_aiperf_013_aggregates():
                 assert mine[tag][key] == pytest.approx(value, rel=1e-14), (tag, key)
             else:
                 assert mine[tag][key] == value, (tag, key)
-    assert {str(k): v for k, v in acc.pooled_histogram_sorted().items()} == \
-        peer["pooled_spec_decode_acceptance_histogram"]
+    assert {str(k): v for k, v in acc.pooled_histogram_sorted().items()} == peer[
+        "pooled_spec_decode_acceptance_histogram"
+    ]
 
 
 def test_snapshots_while_another_thread_adds():
@@ -253,8 +291,10 @@ def test_snapshots_while_another_thread_adds():
         seen.append(snap.request_count)
         if snap.spec_stats:
             # a snapshot is internally consistent: the histogram sums to the step total
-            assert sum(snap.pooled_histogram.values()) == \
-                snap.spec_stats["total_spec_decode_steps"]["avg"]
+            assert (
+                sum(snap.pooled_histogram.values())
+                == snap.spec_stats["total_spec_decode_steps"]["avg"]
+            )
             assert snap.spec_stats["spec_decode_steps"]["count"] == snap.request_count
     thread.join()
     assert not errors

@@ -19,8 +19,10 @@ def _values(rng: random.Random, kind: str, n: int) -> list:
         return [rng.randrange(0, 50) for _ in range(n)]  # many duplicates
     if kind == "float":
         return [rng.uniform(0, 1e6) for _ in range(n)]
-    return [rng.choice([rng.randrange(0, 100), float(rng.randrange(0, 100)), rng.random()])
-            for _ in range(n)]  # ints and equal floats mixed
+    return [
+        rng.choice([rng.randrange(0, 100), float(rng.randrange(0, 100)), rng.random()])
+        for _ in range(n)
+    ]  # ints and equal floats mixed
 
 
 @pytest.mark.parametrize("kind", ["int", "float", "mixed"])
@@ -65,6 +67,7 @@ def test_column_statistics_equal_a_full_sort_after_each_refresh(exact):
         frozen = column.freeze()
         got = column.stats(frozen, exact=exact)
         n, total, running_std = frozen
-        want = compute_stats(sorted(seen), total=total, presorted=True,
-                             std=None if exact else running_std)
+        want = compute_stats(
+            sorted(seen), total=total, presorted=True, std=None if exact else running_std
+        )
         assert got == want

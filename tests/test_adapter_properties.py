@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 import math
 
+from adapters_support import PAYLOADS, load_capture, parsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters_support import PAYLOADS, load_capture, parsed
 from specmon.specdecode.adapters import ParsedResponse, detect
 from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
 from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
@@ -18,31 +18,59 @@ from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
 
 ADAPTERS = (VLLMSpecDecodeAdapter, TensorRTLLMSpecDecodeAdapter, SGLangSpecDecodeAdapter)
 ENGINES = {"vllm", "tensorrt_llm", "sglang"}
-SETTINGS = settings(max_examples=300, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 KEYS = [
-    "acceptance_histogram", "num_spec_steps", "mean_acceptance_length", "draft_acceptance_rate",
-    "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens", "per_step_accepted",
-    "per_step_drafted", "acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens",
-    "spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts",
-    "spec_correct_drafts_histogram", "spec_accept_rate", "spec_accept_token_num",
-    "spec_draft_token_num", "spec_accept_histogram", "other",
+    "acceptance_histogram",
+    "num_spec_steps",
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+    "num_accepted_draft_tokens",
+    "num_draft_tokens",
+    "num_spec_tokens",
+    "per_step_accepted",
+    "per_step_drafted",
+    "acceptance_rate",
+    "total_accepted_draft_tokens",
+    "total_draft_tokens",
+    "spec_verify_ct",
+    "spec_num_correct_drafts",
+    "spec_num_proposed_drafts",
+    "spec_correct_drafts_histogram",
+    "spec_accept_rate",
+    "spec_accept_token_num",
+    "spec_draft_token_num",
+    "spec_accept_histogram",
+    "other",
 ]
 
 small_ints = st.integers(min_value=-3, max_value=12)
 scalars = st.one_of(
-    st.none(), st.booleans(), small_ints, st.integers(), st.floats(allow_nan=True),
+    st.none(),
+    st.booleans(),
+    small_ints,
+    st.integers(),
+    st.floats(allow_nan=True),
     st.sampled_from([0.0, 1.0, 0.5, 10**400, -1, "0", "3", "x", ""]),
 )
 json_values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=5),
-                            st.dictionaries(st.sampled_from(["0", "1", "3", "a"]), inner, max_size=4)),
-    max_leaves=10)
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(st.sampled_from(["0", "1", "3", "a"]), inner, max_size=4),
+    ),
+    max_leaves=10,
+)
 int_lists = st.lists(small_ints, max_size=6)
-field_values = st.one_of(json_values, int_lists, st.dictionaries(
-    st.sampled_from(["0", "1", "2", "3", "-1", "x", "01"]), small_ints, max_size=4))
+field_values = st.one_of(
+    json_values,
+    int_lists,
+    st.dictionaries(st.sampled_from(["0", "1", "2", "3", "-1", "x", "01"]), small_ints, max_size=4),
+)
 payloads = st.dictionaries(st.sampled_from(KEYS), field_values, max_size=len(KEYS))
 
 
@@ -145,13 +173,32 @@ def payload_slot(body):
     return None
 
 
-mutations = st.lists(st.tuples(
-    st.sampled_from(["delete", "set", "bump", "negate", "stringify", "floatify", "null", "percent",
-                     "grow_list", "shrink_list", "listify", "dup_response"]),
-    # mostly a key the payload has (an index into its keys), sometimes any known key
-    st.one_of(st.integers(min_value=0, max_value=20), st.sampled_from(KEYS)),
-    field_values,
-    st.integers(min_value=-2, max_value=2)), min_size=1, max_size=4)
+mutations = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "delete",
+                "set",
+                "bump",
+                "negate",
+                "stringify",
+                "floatify",
+                "null",
+                "percent",
+                "grow_list",
+                "shrink_list",
+                "listify",
+                "dup_response",
+            ]
+        ),
+        # mostly a key the payload has (an index into its keys), sometimes any known key
+        st.one_of(st.integers(min_value=0, max_value=20), st.sampled_from(KEYS)),
+        field_values,
+        st.integers(min_value=-2, max_value=2),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
 def mutate(stats, op, key, value, delta):
@@ -207,8 +254,11 @@ def test_mutated_valid_payloads_never_raise_and_stay_valid(name, ops):
 
 
 @SETTINGS
-@given(hist=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=8),
-       extra_drafts=st.integers(min_value=0, max_value=40), tokens=st.integers(0, 500))
+@given(
+    hist=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=8),
+    extra_drafts=st.integers(min_value=0, max_value=40),
+    tokens=st.integers(0, 500),
+)
 def test_consistent_vllm_payloads_round_trip_exactly(hist, extra_drafts, tokens):
     # Build a consistent merged payload from a random dense histogram: s = sum(H),
     # a = sum(j*H[j]), d = a + extra; the record must carry exactly these numbers.
@@ -216,15 +266,26 @@ def test_consistent_vllm_payloads_round_trip_exactly(hist, extra_drafts, tokens)
     accepted = sum(j * n for j, n in enumerate(hist))
     drafted = accepted + extra_drafts
     rate = accepted / drafted if drafted else 0.0
-    stats = {"mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
-             "draft_acceptance_rate": rate, "acceptance_histogram": hist,
-             "num_spec_steps": steps, "num_accepted_draft_tokens": accepted,
-             "num_draft_tokens": drafted, "num_spec_tokens": len(hist) - 1}
-    body = {"choices": [], "usage": {"completion_tokens": tokens},
-            "metrics": {"speculative_decoding": stats}}
+    stats = {
+        "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": rate,
+        "acceptance_histogram": hist,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": len(hist) - 1,
+    }
+    body = {
+        "choices": [],
+        "usage": {"completion_tokens": tokens},
+        "metrics": {"speculative_decoding": stats},
+    }
     outcome = check_everything([ParsedResponse(body)])
     record = outcome.record or outcome.zero_step_record
     assert record.acceptance_histogram == {j: n for j, n in enumerate(hist) if n}
     assert (record.num_spec_steps, record.num_accepted_draft_tokens, record.num_draft_tokens) == (
-        steps, accepted, drafted)
+        steps,
+        accepted,
+        drafted,
+    )
     assert record.completion_tokens == tokens and outcome.zero_step == (steps == 0)

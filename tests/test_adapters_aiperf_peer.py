@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 AIPERF_PY = Path.home() / ".cache" / "specmon" / "aiperf-venv" / "bin" / "python"
 STATUS = Path.home() / ".cache" / "specmon" / "aiperf.status"
 
-PEER_SCRIPT = r'''
+PEER_SCRIPT = r"""
 import json, logging, sys
 logging.disable(logging.CRITICAL)
 from aiperf.common.models.record_models import ParsedResponse
@@ -44,11 +44,33 @@ for case in json.load(sys.stdin):
         rec = VLLMSpecDecodeAdapter.adapt(responses)
     out[case["name"]] = None if rec is None else rec.model_dump(mode="json")
 json.dump(out, sys.stdout)
-'''
+"""
 
 COUNT_KEYS = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens")
-VALUES = [None, True, False, 0, 1, -1, 2, 3, 3.0, 0.5, 1.5, 7.75, "3", "0.5", "x", [], [1, 2],
-          [0, 0, 0, 0], {}, {"0": 1}, float("nan"), 10**400]
+VALUES = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2,
+    3,
+    3.0,
+    0.5,
+    1.5,
+    7.75,
+    "3",
+    "0.5",
+    "x",
+    [],
+    [1, 2],
+    [0, 0, 0, 0],
+    {},
+    {"0": 1},
+    float("nan"),
+    10**400,
+]
 
 
 def merged_stats(body):
@@ -100,28 +122,38 @@ def mutate(rng, stats):
 
 
 VALID_FIXTURES = sorted((HERE / "fixtures" / "payloads").glob("vllm_merged_*.json"))
-MALFORMED_FIXTURES = sorted((HERE / "fixtures" / "payloads" / "malformed").glob("vllm_merged_*.json"))
+MALFORMED_FIXTURES = sorted(
+    (HERE / "fixtures" / "payloads" / "malformed").glob("vllm_merged_*.json")
+)
 
 
 def cases():
     out = []
     for path in VALID_FIXTURES + MALFORMED_FIXTURES:
-        out.append({"name": path.name, "kind": "valid" if path in VALID_FIXTURES else "malformed",
-                    "bodies": json.loads(path.read_text())["responses"]})
+        out.append(
+            {
+                "name": path.name,
+                "kind": "valid" if path in VALID_FIXTURES else "malformed",
+                "bodies": json.loads(path.read_text())["responses"],
+            }
+        )
     for path in sorted((HERE / "fixtures" / "vllm032").glob("*.jsonl")):
         for i, line in enumerate(path.read_text().splitlines()):
             capture = json.loads(line)
             request = capture["request"]
             if request.get("n", 1) == 1 and not isinstance(request.get("prompt"), list):
-                out.append({"name": f"{path.name}:{i}", "kind": "real", "bodies": capture["responses"]})
+                out.append(
+                    {"name": f"{path.name}:{i}", "kind": "real", "bodies": capture["responses"]}
+                )
     rng = random.Random(20261130)
     seeds = [c for c in out if any(merged_stats(b) for b in c["bodies"])]
     for n in range(600):
         case = copy.deepcopy(rng.choice(seeds))
         stats = next(merged_stats(b) for b in case["bodies"] if merged_stats(b))
         mutate(rng, stats)
-        out.append({"name": f"mutation:{n}:{case['name']}", "kind": "mutation",
-                    "bodies": case["bodies"]})
+        out.append(
+            {"name": f"mutation:{n}:{case['name']}", "kind": "mutation", "bodies": case["bodies"]}
+        )
     return out
 
 
@@ -141,8 +173,13 @@ def peer_results():
     if not ready or not AIPERF_PY.exists():
         pytest.skip(f"AIPerf 0.13 venv not available: {why}")
     all_cases = cases()
-    proc = subprocess.run([str(AIPERF_PY), "-c", PEER_SCRIPT], input=json.dumps(all_cases),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(AIPERF_PY), "-c", PEER_SCRIPT],
+        input=json.dumps(all_cases),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return all_cases, json.loads(proc.stdout)
 
@@ -162,7 +199,10 @@ def test_records_equal_aiperf_013(peer_results):
         # the only allowed difference: AIPerf's lax coercion accepted what we reject
         assert ours is None and peer is not None, (case["name"], ours, peer)
         assert outcome.reason == "malformed:bad_value" and lax_coercible(stats), (
-            case["name"], outcome.reason, stats)
+            case["name"],
+            outcome.reason,
+            stats,
+        )
         stricter += 1
     print(f"agreed {agreed}, specmon stricter {stricter}")
     assert agreed + stricter == len(all_cases) and agreed > 500

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from adapters_support import PAYLOADS, load_capture, parsed, responses_of, wrap
+
 from specmon.specdecode import adapters as registry
 from specmon.specdecode.adapters import (
     ParsedResponse,
@@ -33,10 +33,16 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 LOGGER = "specmon.specdecode.adapters"
 MALFORMED = sorted((PAYLOADS / "malformed").glob("*.json"))
-BUILTINS = {"vllm": VLLMSpecDecodeAdapter, "tensorrt_llm": TensorRTLLMSpecDecodeAdapter,
-            "sglang": SGLangSpecDecodeAdapter}
+BUILTINS = {
+    "vllm": VLLMSpecDecodeAdapter,
+    "tensorrt_llm": TensorRTLLMSpecDecodeAdapter,
+    "sglang": SGLangSpecDecodeAdapter,
+}
 VALID = {  # fixture prefix -> engine that must be the only claimant
-    "vllm_merged": "vllm", "vllm_legacy": "vllm", "trtllm": "tensorrt_llm", "sglang": "sglang",
+    "vllm_merged": "vllm",
+    "vllm_legacy": "vllm",
+    "trtllm": "tensorrt_llm",
+    "sglang": "sglang",
 }
 
 
@@ -63,9 +69,14 @@ def temporary():
 
 def record(engine="greedy"):
     return SpecDecodeAcceptanceRecord(
-        engine=engine, mean_acceptance_length=2.0, draft_acceptance_rate=0.5,
-        acceptance_histogram={1: 2}, num_accepted_draft_tokens=2, num_draft_tokens=4,
-        num_spec_steps=2)
+        engine=engine,
+        mean_acceptance_length=2.0,
+        draft_acceptance_rate=0.5,
+        acceptance_histogram={1: 2},
+        num_accepted_draft_tokens=2,
+        num_draft_tokens=4,
+        num_spec_steps=2,
+    )
 
 
 class Greedy:
@@ -119,8 +130,11 @@ def test_malformed_inventory_covers_each_engine():
 
 
 def valid_fixtures():
-    return sorted(p.stem for p in PAYLOADS.glob("*.json")
-                  if any(p.stem.startswith(prefix) for prefix in VALID) and "n2" not in p.stem)
+    return sorted(
+        p.stem
+        for p in PAYLOADS.glob("*.json")
+        if any(p.stem.startswith(prefix) for prefix in VALID) and "n2" not in p.stem
+    )
 
 
 @pytest.mark.parametrize("name", valid_fixtures())
@@ -134,8 +148,12 @@ def test_only_the_own_adapter_claims_each_payload(name):
 def test_signature_key_sets_disjoint():
     from specmon.specdecode.adapters import sglang, trtllm, vllm
 
-    sigs = [set(vllm.SIGNATURE), set(trtllm.SIGNATURE), set(sglang.SIGNATURE["sglext"]),
-            set(sglang.SIGNATURE["meta_info"])]
+    sigs = [
+        set(vllm.SIGNATURE),
+        set(trtllm.SIGNATURE),
+        set(sglang.SIGNATURE["sglext"]),
+        set(sglang.SIGNATURE["meta_info"]),
+    ]
     assert not (sigs[0] & sigs[1]) and not (sigs[0] & sigs[2]) and not (sigs[1] & sigs[2])
     assert not (sigs[0] & sigs[3]) and not (sigs[1] & sigs[3])
 
@@ -175,38 +193,58 @@ def test_raising_can_adapt_is_isolated_and_logged_once(temporary, caplog):
     assert sum("can_adapt raised RuntimeError" in m for m in caplog.messages) == 1
 
 
-@pytest.mark.parametrize("adapt, reason", [
-    (lambda cls, r: (_ for _ in ()).throw(ValueError("bad")), "malformed:adapter_error"),
-    (lambda cls, r: None, "malformed:rejected"),
-    (lambda cls, r: {"not": "a record"}, "malformed:adapter_error"),
-])
+@pytest.mark.parametrize(
+    "adapt, reason",
+    [
+        (lambda cls, r: (_ for _ in ()).throw(ValueError("bad")), "malformed:adapter_error"),
+        (lambda cls, r: None, "malformed:rejected"),
+        (lambda cls, r: {"not": "a record"}, "malformed:adapter_error"),
+    ],
+)
 def test_foreign_adapt_failures_become_reasons(temporary, adapt, reason):
-    cls = type("Foreign", (), {"can_adapt": classmethod(lambda c, r: True),
-                               "adapt": classmethod(adapt)})
+    cls = type(
+        "Foreign", (), {"can_adapt": classmethod(lambda c, r: True), "adapt": classmethod(adapt)}
+    )
     temporary(cls, "foreign", 1000)
     outcome = detect(wrap({"choices": []}))
     assert outcome.record is None and outcome.reason == reason and outcome.engine == "foreign"
 
 
-@pytest.mark.parametrize("responses", [
-    None, "text", [None, 3, "x"], [ParsedResponse(["a", "list", "body"])],
-    [ParsedResponse({"choices": [None, 3, {"speculative_decoding_stats": [1]}]})],
-    [ParsedResponse({"metrics": {"speculative_decoding": [39, 1]}, "sglext": [1]})],
-])
+@pytest.mark.parametrize(
+    "responses",
+    [
+        None,
+        "text",
+        [None, 3, "x"],
+        [ParsedResponse(["a", "list", "body"])],
+        [ParsedResponse({"choices": [None, 3, {"speculative_decoding_stats": [1]}]})],
+        [ParsedResponse({"metrics": {"speculative_decoding": [39, 1]}, "sglext": [1]})],
+    ],
+)
 def test_junk_never_raises(responses):
     outcome = detect(responses, {"n": "many"})
     assert outcome.record is None and outcome.reason == "absent"
 
 
-@pytest.mark.parametrize("request_body, many", [
-    ({"n": 2}, True), ({"n": 1}, False), ({"n": None}, False), ({"n": "2"}, False),
-    ({"n": True}, False),
-    ({"prompt": ["a", "b"]}, True), ({"prompt": ["a"]}, False), ({"prompt": "a b"}, False),
-    ({"prompt": [1, 2, 3]}, False),           # one tokenized prompt
-    ({"prompt": [[1, 2], [3]]}, True),        # two tokenized prompts
-    ({"text": ["a", "b"]}, True), ({"sampling_params": {"n": 3}}, True),
-    (None, False), ([1, 2], False),
-])
+@pytest.mark.parametrize(
+    "request_body, many",
+    [
+        ({"n": 2}, True),
+        ({"n": 1}, False),
+        ({"n": None}, False),
+        ({"n": "2"}, False),
+        ({"n": True}, False),
+        ({"prompt": ["a", "b"]}, True),
+        ({"prompt": ["a"]}, False),
+        ({"prompt": "a b"}, False),
+        ({"prompt": [1, 2, 3]}, False),  # one tokenized prompt
+        ({"prompt": [[1, 2], [3]]}, True),  # two tokenized prompts
+        ({"text": ["a", "b"]}, True),
+        ({"sampling_params": {"n": 3}}, True),
+        (None, False),
+        ([1, 2], False),
+    ],
+)
 def test_many_sequences(request_body, many):
     assert many_sequences(request_body) is many
 
@@ -224,14 +262,20 @@ def test_reasons_counted_and_logged_once_per_kind(caplog):
             detect(*responses_of("vllm_spec_flag_off_stream"))
             detect(*responses_of("vllm_merged_zero_step"))
             detect(*responses_of("vllm_merged_summary_chat"))
-        capture = json.loads((PAYLOADS / "malformed" / "trtllm_histogram_not_a_list.json").read_text())
+        capture = json.loads(
+            (PAYLOADS / "malformed" / "trtllm_histogram_not_a_list.json").read_text()
+        )
         detect(parsed(capture))
     assert reason_counts() == {"n_gt_1": 2, "absent": 2, "zero_step": 2, "malformed:histogram": 1}
     messages = [r for r in caplog.records if "spec-decode: no record" in r.getMessage()]
     assert len(messages) == 4  # one per kind
     levels = {r.getMessage().split("(")[1].split(")")[0]: r.levelno for r in messages}
-    assert levels == {"n_gt_1": logging.WARNING, "absent": logging.INFO,
-                      "zero_step": logging.INFO, "malformed:histogram": logging.WARNING}
+    assert levels == {
+        "n_gt_1": logging.WARNING,
+        "absent": logging.INFO,
+        "zero_step": logging.INFO,
+        "malformed:histogram": logging.WARNING,
+    }
     reset_reason_counts()
     assert reason_counts() == {}
 
@@ -270,14 +314,18 @@ def write_dist(root: Path, entry_points: str) -> None:
     (root / "fake_engine_adapter.py").write_text(PLUGIN)
     dist = root / "specmon_fake_engine-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: specmon-fake-engine\nVersion: 0.1\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: specmon-fake-engine\nVersion: 0.1\n"
+    )
     (dist / "entry_points.txt").write_text(f"[specmon.spec_decode_adapters]\n{entry_points}\n")
 
 
 @pytest.fixture
 def plugin_path(tmp_path, monkeypatch):
-    write_dist(tmp_path, "llamacpp = fake_engine_adapter:TimingsAdapter\n"
-                         "broken = no_such_module_anywhere:Adapter\n")
+    write_dist(
+        tmp_path,
+        "llamacpp = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     unregister_adapter("llamacpp")
@@ -300,8 +348,10 @@ def test_entry_point_adapter_picked_up_in_process(plugin_path, caplog):
 
 
 def test_entry_point_adapter_picked_up_by_a_fresh_process(tmp_path):
-    write_dist(tmp_path, "llamacpp = fake_engine_adapter:TimingsAdapter\n"
-                         "broken = no_such_module_anywhere:Adapter\n")
+    write_dist(
+        tmp_path,
+        "llamacpp = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
+    )
     script = (
         "import json, sys\n"
         "from specmon.specdecode.adapters import detect, ParsedResponse\n"
@@ -309,8 +359,9 @@ def test_entry_point_adapter_picked_up_by_a_fresh_process(tmp_path):
         "print(json.dumps([o.engine, o.record.num_spec_steps]))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["llamacpp", 6]
     assert "broken" in out.stderr  # logged, skipped, detection still worked
@@ -329,7 +380,13 @@ def test_entry_point_never_replaces_a_builtin(tmp_path, monkeypatch):
 
 
 def test_registry_module_exposes_the_contract():
-    for name in ("detect", "register_adapter", "reason_counts", "reset_reason_counts",
-                 "AdaptOutcome", "ENTRY_POINT_GROUP"):
+    for name in (
+        "detect",
+        "register_adapter",
+        "reason_counts",
+        "reset_reason_counts",
+        "AdaptOutcome",
+        "ENTRY_POINT_GROUP",
+    ):
         assert hasattr(registry, name)
     assert registry.ENTRY_POINT_GROUP == "specmon.spec_decode_adapters"

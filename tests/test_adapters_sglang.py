@@ -4,15 +4,21 @@ native /generate meta_info keys (aiperf-semantics.md §1.4)."""
 from __future__ import annotations
 
 import pytest
-
 from adapters_support import load_capture, parsed, responses_of, wrap
+
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter as S
 
 
-@pytest.mark.parametrize("fixture", [
-    "sglang_chat", "sglang_chat_stream", "sglang_generate", "sglang_generate_stream",
-])
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "sglang_chat",
+        "sglang_chat_stream",
+        "sglang_generate",
+        "sglang_generate_stream",
+    ],
+)
 def test_counts_mapped_and_length_derived(fixture):
     # histogram [1,2,1,2] -> {0:1, 1:2, 2:1, 3:2}; verify_ct s = 6;
     # correct drafts a = 1*2 + 2*1 + 3*2 = 10; proposed d = 18 (= 6 steps * block 3);
@@ -60,21 +66,30 @@ def test_rate_derived_when_missing():
 
 def test_defaults_all_zero_is_zero_step():
     # spec_tokens_details with its defaults (0 / []) -> s 0: a zero-step request
-    details = {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_num_correct_drafts": 0,
-               "spec_num_proposed_drafts": 0, "spec_verify_ct": 0,
-               "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": []}
+    details = {
+        "spec_accept_rate": 0.0,
+        "spec_accept_length": 0.0,
+        "spec_num_correct_drafts": 0,
+        "spec_num_proposed_drafts": 0,
+        "spec_verify_ct": 0,
+        "spec_correct_drafts_histogram": [],
+        "spec_cap_lens_histogram": [],
+    }
     outcome = detect(wrap({"choices": [], "sglext": {"spec_tokens_details": details}}))
     assert outcome.zero_step and outcome.reason == "zero_step"
     assert outcome.zero_step_record.acceptance_histogram == {}
     assert outcome.zero_step_record.mean_acceptance_length == 1.0
 
 
-@pytest.mark.parametrize("body", [
-    {"choices": [], "sglext": {"cached_tokens_details": {"device": 3}}},
-    {"choices": [], "sglext": {"spec_tokens_details": {}}},
-    {"choices": [], "sglext": None},
-    {"text": "x", "meta_info": {"prompt_tokens": 3, "spec_verify_ct": 4}},  # verify count only
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [], "sglext": {"cached_tokens_details": {"device": 3}}},
+        {"choices": [], "sglext": {"spec_tokens_details": {}}},
+        {"choices": [], "sglext": None},
+        {"text": "x", "meta_info": {"prompt_tokens": 3, "spec_verify_ct": 4}},  # verify count only
+    ],
+)
 def test_absent(body):
     assert S.can_adapt(wrap(body)) is False
     assert detect(wrap(body)).reason == "absent"

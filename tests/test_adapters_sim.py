@@ -19,8 +19,22 @@ PROMPTS = ["def foo(self): return self.foo(self)", "import os\nimport sys\n", "h
 @pytest.fixture(scope="module", params=sorted(ENGINE))
 def sim(request, tmp_path_factory):
     log = tmp_path_factory.mktemp("sim") / f"{request.param}.jsonl"
-    proc = start_sim(["--shape", request.param, "--seed", "7", "--num-spec-tokens", "3",
-                      "--acceptance", "0.6", "--default-max-tokens", "24", "--log", str(log)])
+    proc = start_sim(
+        [
+            "--shape",
+            request.param,
+            "--seed",
+            "7",
+            "--num-spec-tokens",
+            "3",
+            "--acceptance",
+            "0.6",
+            "--default-max-tokens",
+            "24",
+            "--log",
+            str(log),
+        ]
+    )
     with proc:
         yield request.param, proc.url, log
 
@@ -41,7 +55,7 @@ def send(url, endpoint, streaming, prompt, shape):
     assert reply.status_code == 200, reply.text
     if not streaming:
         return body, [reply.json()]
-    events = [line[len("data: "):] for line in reply.text.split("\n") if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in reply.text.split("\n") if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     return body, [json.loads(e) for e in events[:-1]]
 
@@ -70,7 +84,10 @@ def test_shape_round_trip(sim, endpoint, streaming):
         r = outcome.record
         assert outcome.reason is None and r.engine == ENGINE[shape]
         assert (r.num_spec_steps, r.num_accepted_draft_tokens, r.num_draft_tokens) == (
-            stats["steps"], stats["accepted"], stats["drafted"])
+            stats["steps"],
+            stats["accepted"],
+            stats["drafted"],
+        )
         assert r.acceptance_histogram == {j: n for j, n in enumerate(stats["histogram"]) if n}
         assert r.completion_tokens == truth["usage"]["completion_tokens"]
         # the length every engine's record carries is 1 + a/s (server value or derived)
@@ -82,8 +99,14 @@ def test_shape_round_trip(sim, endpoint, streaming):
 
 def test_n2_is_suppressed_for_every_shape(sim):
     shape, url, _ = sim
-    body = {"model": "specmon-sim", "max_tokens": 8, "n": 2, "temperature": 0.8,
-            "messages": [{"role": "user", "content": "hi"}], "return_spec_tokens_details": True}
+    body = {
+        "model": "specmon-sim",
+        "max_tokens": 8,
+        "n": 2,
+        "temperature": 0.8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "return_spec_tokens_details": True,
+    }
     reply = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
     assert reply.status_code == 200
     outcome = detect([ParsedResponse(reply.json(), None, body)], body)

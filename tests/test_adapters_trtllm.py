@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import pytest
-
 from adapters_support import load_capture, parsed, responses_of, wrap
+
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter as T
 
 
-@pytest.mark.parametrize("fixture, completion_tokens", [
-    ("trtllm_summary", 7),         # non-streaming chat
-    ("trtllm_summary_stream", 7),  # streaming completions: payload and usage on different chunks
-])
+@pytest.mark.parametrize(
+    "fixture, completion_tokens",
+    [
+        ("trtllm_summary", 7),  # non-streaming chat
+        (
+            "trtllm_summary_stream",
+            7,
+        ),  # streaming completions: payload and usage on different chunks
+    ],
+)
 def test_summary(fixture, completion_tokens):
     # [8,0,6,6] -> {0:8, 2:6, 3:6}; s = 20; a = 2*6 + 3*6 = 30; d 60;
     # AL derived = 1 + 30/20 = 2.5; rate 0.5 verbatim;
@@ -23,7 +29,9 @@ def test_summary(fixture, completion_tokens):
     assert r.acceptance_histogram == {0: 8, 2: 6, 3: 6}
     assert (r.num_spec_steps, r.num_accepted_draft_tokens, r.num_draft_tokens) == (20, 30, 60)
     assert r.mean_acceptance_length == 2.5 and r.draft_acceptance_rate == 0.5
-    assert (r.num_accepted_draft_tokens + r.num_spec_steps) / (r.num_draft_tokens + r.num_spec_steps) == 0.625
+    assert (r.num_accepted_draft_tokens + r.num_spec_steps) / (
+        r.num_draft_tokens + r.num_spec_steps
+    ) == 0.625
     assert r.num_spec_tokens == 3 and r.completion_tokens == completion_tokens
     assert r.per_step_accepted is None and r.per_step_drafted is None
 

@@ -8,41 +8,63 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from adapters_support import load_capture, parsed, responses_of, wrap
+
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter as V
 
 # Summary example: H [39,1,0,3] -> {0:39, 1:1, 3:3}; s = 39+1+0+3 = 43;
 # a = 0*39 + 1*1 + 2*0 + 3*3 = 10; d = 129 (given); completion_tokens 50 from usage.
-SUMMARY = dict(engine="vllm", acceptance_histogram={0: 39, 1: 1, 3: 3}, num_spec_steps=43,
-               num_accepted_draft_tokens=10, num_draft_tokens=129, num_spec_tokens=3,
-               mean_acceptance_length=1.2325581395348837,
-               draft_acceptance_rate=0.07751937984496124, completion_tokens=50,
-               per_step_accepted=None, per_step_drafted=None)
+SUMMARY = dict(
+    engine="vllm",
+    acceptance_histogram={0: 39, 1: 1, 3: 3},
+    num_spec_steps=43,
+    num_accepted_draft_tokens=10,
+    num_draft_tokens=129,
+    num_spec_tokens=3,
+    mean_acceptance_length=1.2325581395348837,
+    draft_acceptance_rate=0.07751937984496124,
+    completion_tokens=50,
+    per_step_accepted=None,
+    per_step_drafted=None,
+)
 # Detailed example: H [2,1,0,1] -> {0:2, 1:1, 3:1}; s = 4; a = 1 + 3 = 4; d = 4*3 = 12;
 # per-step accepted [0,1,3,0] sums to 4, drafted [3,3,3,3] sums to 12; usage 9 tokens.
-DETAILED = dict(engine="vllm", acceptance_histogram={0: 2, 1: 1, 3: 1}, num_spec_steps=4,
-                num_accepted_draft_tokens=4, num_draft_tokens=12, num_spec_tokens=3,
-                mean_acceptance_length=2.0, draft_acceptance_rate=0.3333333333333333,
-                completion_tokens=9, per_step_accepted=[0, 1, 3, 0],
-                per_step_drafted=[3, 3, 3, 3])
+DETAILED = dict(
+    engine="vllm",
+    acceptance_histogram={0: 2, 1: 1, 3: 1},
+    num_spec_steps=4,
+    num_accepted_draft_tokens=4,
+    num_draft_tokens=12,
+    num_spec_tokens=3,
+    mean_acceptance_length=2.0,
+    draft_acceptance_rate=0.3333333333333333,
+    completion_tokens=9,
+    per_step_accepted=[0, 1, 3, 0],
+    per_step_drafted=[3, 3, 3, 3],
+)
 
 
 def fields(record):
     return {k: getattr(record, k) for k in SUMMARY}
 
 
-@pytest.mark.parametrize("fixture, expected", [
-    ("vllm_merged_summary_chat", SUMMARY),             # merged, non-streaming, chat
-    ("vllm_merged_summary_chat_stream", SUMMARY),      # merged, streaming, chat
-    ("vllm_merged_detailed_completions", DETAILED),    # merged, non-streaming, completions
-    ("vllm_merged_detailed_completions_stream", DETAILED),  # merged, streaming, completions
-    ("vllm_legacy_chat", SUMMARY),                     # legacy, non-streaming, chat
-    ("vllm_legacy_chat_stream", SUMMARY),              # legacy, streaming, chat
-    ("vllm_legacy_completions", DETAILED),             # legacy, non-streaming, completions
-    ("vllm_legacy_completions_stream", dict(DETAILED, completion_tokens=None)),  # no usage chunk
-])
+@pytest.mark.parametrize(
+    "fixture, expected",
+    [
+        ("vllm_merged_summary_chat", SUMMARY),  # merged, non-streaming, chat
+        ("vllm_merged_summary_chat_stream", SUMMARY),  # merged, streaming, chat
+        ("vllm_merged_detailed_completions", DETAILED),  # merged, non-streaming, completions
+        ("vllm_merged_detailed_completions_stream", DETAILED),  # merged, streaming, completions
+        ("vllm_legacy_chat", SUMMARY),  # legacy, non-streaming, chat
+        ("vllm_legacy_chat_stream", SUMMARY),  # legacy, streaming, chat
+        ("vllm_legacy_completions", DETAILED),  # legacy, non-streaming, completions
+        (
+            "vllm_legacy_completions_stream",
+            dict(DETAILED, completion_tokens=None),
+        ),  # no usage chunk
+    ],
+)
 def test_both_shapes_streaming_and_not(fixture, expected):
     responses, request = responses_of(fixture)
     assert V.can_adapt(responses)
@@ -57,8 +79,14 @@ def test_real_vllm_032_body():
     # per_step_drafted sums to 16*3 + 2*1 = 50; completion_tokens 64.
     record = detect(*responses_of("vllm_merged_real_detailed")).record
     assert record.acceptance_histogram == {0: 6, 1: 3, 3: 9}
-    assert (record.num_spec_steps, record.num_accepted_draft_tokens, record.num_draft_tokens) == (18, 30, 50)
-    assert record.mean_acceptance_length == 2.666666666666667 and record.draft_acceptance_rate == 0.6
+    assert (record.num_spec_steps, record.num_accepted_draft_tokens, record.num_draft_tokens) == (
+        18,
+        30,
+        50,
+    )
+    assert (
+        record.mean_acceptance_length == 2.666666666666667 and record.draft_acceptance_rate == 0.6
+    )
     assert record.completion_tokens == 64 and sum(record.per_step_drafted) == 50
 
 
@@ -95,11 +123,14 @@ def test_null_k_is_absent_too():
     assert detect(parsed(capture)).record.num_spec_tokens is None
 
 
-@pytest.mark.parametrize("fixture, reason", [
-    ("vllm_n2_metrics_null", "n_gt_1"),           # request n = 2, "metrics": null
-    ("vllm_multi_prompt_completions", "n_gt_1"),  # prompt list of two strings
-    ("vllm_spec_flag_off_stream", "absent"),      # usage chunk without a metrics key
-])
+@pytest.mark.parametrize(
+    "fixture, reason",
+    [
+        ("vllm_n2_metrics_null", "n_gt_1"),  # request n = 2, "metrics": null
+        ("vllm_multi_prompt_completions", "n_gt_1"),  # prompt list of two strings
+        ("vllm_spec_flag_off_stream", "absent"),  # usage chunk without a metrics key
+    ],
+)
 def test_suppressed_and_absent(fixture, reason):
     outcome = detect(*responses_of(fixture))
     assert outcome.record is None and outcome.reason == reason and not outcome.zero_step
@@ -118,19 +149,39 @@ def test_tokenized_prompt_is_one_prompt():
     assert detect(responses, request).record is not None
 
 
-@pytest.mark.parametrize("bodies", [
-    [],                                                             # no responses
-    [{"choices": [{"index": 0, "message": {"content": "x"}}]}],     # response without stats
-    [{"choices": [], "usage": {"completion_tokens": 5}}],           # usage only
-    [{"metrics": {"speculative_decoding": {}}}],                    # empty stats dict
-    [{"metrics": {"speculative_decoding": None, "time_to_first_token_ms": None}}],
-    [{"metrics": {"speculative_decoding": {"num_spec_steps": 3, "acceptance_histogram": [3, 0]}}}],
-    # a TensorRT-LLM-shaped object at vLLM's location: no mean_acceptance_length key
-    [{"metrics": {"speculative_decoding": {"acceptance_rate": 0.5, "total_accepted_draft_tokens": 30,
-        "total_draft_tokens": 60, "num_spec_steps": 20, "acceptance_histogram": [8, 0, 6, 6]}}}],
-    [{"choices": [{"speculative_decoding_stats": None}]}],
-    [{"metrics": [1, 2]}, {"choices": "x"}],
-])
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        [],  # no responses
+        [{"choices": [{"index": 0, "message": {"content": "x"}}]}],  # response without stats
+        [{"choices": [], "usage": {"completion_tokens": 5}}],  # usage only
+        [{"metrics": {"speculative_decoding": {}}}],  # empty stats dict
+        [{"metrics": {"speculative_decoding": None, "time_to_first_token_ms": None}}],
+        [
+            {
+                "metrics": {
+                    "speculative_decoding": {"num_spec_steps": 3, "acceptance_histogram": [3, 0]}
+                }
+            }
+        ],
+        # a TensorRT-LLM-shaped object at vLLM's location: no mean_acceptance_length key
+        [
+            {
+                "metrics": {
+                    "speculative_decoding": {
+                        "acceptance_rate": 0.5,
+                        "total_accepted_draft_tokens": 30,
+                        "total_draft_tokens": 60,
+                        "num_spec_steps": 20,
+                        "acceptance_histogram": [8, 0, 6, 6],
+                    }
+                }
+            }
+        ],
+        [{"choices": [{"speculative_decoding_stats": None}]}],
+        [{"metrics": [1, 2]}, {"choices": "x"}],
+    ],
+)
 def test_absent_or_unrecognized_is_not_claimed(bodies):
     responses = wrap(*bodies)
     assert V.can_adapt(responses) is False

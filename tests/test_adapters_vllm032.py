@@ -12,20 +12,30 @@ import pytest
 from specmon.specdecode.adapters import ParsedResponse, detect
 
 CAPTURES = Path(__file__).parent / "fixtures" / "vllm032"
-LINES = [(path.name, i, json.loads(line))
-         for path in sorted(CAPTURES.glob("*.jsonl"))
-         for i, line in enumerate(path.read_text().splitlines()) if line.strip()]
+LINES = [
+    (path.name, i, json.loads(line))
+    for path in sorted(CAPTURES.glob("*.jsonl"))
+    for i, line in enumerate(path.read_text().splitlines())
+    if line.strip()
+]
 
 # README's table, checked by hand: [3,1,1,2] s 7, a 1+2+6 = 9; [1,4,2,2] s 9, a 4+4+6 = 14;
 # [0,0,2,5] s 7, a 4+15 = 19; [1,6,0,4] s 11, a 6+12 = 18.
-HAND = {(3, 1, 1, 2): (7, 9, 21), (1, 4, 2, 2): (9, 14, 19),
-        (0, 0, 2, 5): (7, 19, 19), (1, 6, 0, 4): (11, 18, 21)}
+HAND = {
+    (3, 1, 1, 2): (7, 9, 21),
+    (1, 4, 2, 2): (9, 14, 19),
+    (0, 0, 2, 5): (7, 19, 19),
+    (1, 6, 0, 4): (11, 18, 21),
+}
 
 
 def server_payload(capture):
     """The server's own object, found without the adapter: root metrics.speculative_decoding."""
-    found = [r["metrics"]["speculative_decoding"] for r in capture["responses"]
-             if isinstance(r.get("metrics"), dict) and r["metrics"].get("speculative_decoding")]
+    found = [
+        r["metrics"]["speculative_decoding"]
+        for r in capture["responses"]
+        if isinstance(r.get("metrics"), dict) and r["metrics"].get("speculative_decoding")
+    ]
     assert len(found) <= 1  # vLLM sends it once per request
     return found[0] if found else None
 
@@ -61,9 +71,17 @@ def test_capture_adapts_to_the_server_payload(name, index, capture):
     assert record is not None, outcome
     dense = payload["acceptance_histogram"]
     assert record.acceptance_histogram == {j: n for j, n in enumerate(dense) if n}
-    for key in ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens",
-                "num_spec_tokens", "mean_acceptance_length", "draft_acceptance_rate"):
-        assert getattr(record, key) == payload[key] and type(getattr(record, key)) is type(payload[key]), key
+    for key in (
+        "num_spec_steps",
+        "num_accepted_draft_tokens",
+        "num_draft_tokens",
+        "num_spec_tokens",
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+    ):
+        assert getattr(record, key) == payload[key] and type(getattr(record, key)) is type(
+            payload[key]
+        ), key
     assert record.per_step_accepted == payload.get("per_step_accepted")
     assert record.per_step_drafted == payload.get("per_step_drafted")
     assert record.completion_tokens == last_usage_tokens(capture)
@@ -72,7 +90,11 @@ def test_capture_adapts_to_the_server_payload(name, index, capture):
     else:
         assert outcome.reason is None and outcome.engine == "vllm"
         s, a, d = HAND[tuple(dense)]
-        assert (record.num_spec_steps, record.num_accepted_draft_tokens, record.num_draft_tokens) == (s, a, d)
+        assert (
+            record.num_spec_steps,
+            record.num_accepted_draft_tokens,
+            record.num_draft_tokens,
+        ) == (s, a, d)
         # real-vllm.md §4: completion_tokens = 1 + steps + accepted + non-spec decode steps
         assert record.completion_tokens >= 1 + s + a
     if name.startswith("summary_"):

@@ -9,15 +9,23 @@ specmon raw capture by specmon.interop.aiperf and run through `specmon report`.
 - recorded: the same comparison on AIPerf runs committed under tests/peer/fixtures/
   (tests/peer/capture_aiperf.py), so it runs on every machine.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from peer.aiperf_peer import (
+    HISTOGRAM_LINE,
+    SPEC_SECTION_TITLE,
+    aiperf_ready,  # noqa: F401
+    assert_same_numbers,
+    report_on,
+    run_aiperf,
+    server_payloads,
+    spec_section,
+)
 
-from peer.aiperf_peer import (HISTOGRAM_LINE, SPEC_SECTION_TITLE, assert_same_numbers,
-                              aiperf_ready, report_on, run_aiperf, server_payloads,  # noqa: F401
-                              spec_section)
 from specmon.interop.aiperf import read_records_export, read_summary_export, spec_decode_summary
 from specmon.sim.process import start_sim
 
@@ -25,10 +33,20 @@ pytestmark = pytest.mark.xdist_group("aiperf")
 
 FIXTURES = Path(__file__).parent / "peer" / "fixtures"
 MODEL = "peer-specdec"
-SIM_ARGS = ["--model", MODEL, "--seed", "23", "--num-spec-tokens", "3",
-            "--acceptance", "0.8,0.6,0.4", "--ttft-ms", "5", "--step-ms", "2"]
-
-
+SIM_ARGS = [
+    "--model",
+    MODEL,
+    "--seed",
+    "23",
+    "--num-spec-tokens",
+    "3",
+    "--acceptance",
+    "0.8,0.6,0.4",
+    "--ttft-ms",
+    "5",
+    "--step-ms",
+    "2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +59,15 @@ def assert_totals_match_payloads(aiperf_dir: Path, requests: int) -> None:
     """Hand check: run totals are plain sums of the server's per-request payloads."""
     payloads = server_payloads(aiperf_dir)
     assert len(payloads) == requests
-    assert all(p["num_spec_steps"] > 0 for p in payloads)   # no zero-step: see last test
+    assert all(p["num_spec_steps"] > 0 for p in payloads)  # no zero-step: see last test
     summary = read_summary_export(aiperf_dir)
     steps = sum(p["num_spec_steps"] for p in payloads)
     assert summary["total_spec_decode_steps"]["avg"] == steps
     assert summary["total_draft_tokens"]["avg"] == sum(p["num_draft_tokens"] for p in payloads)
     pooled = [sum(p["acceptance_histogram"][j] for p in payloads) for j in range(4)]
     assert summary["pooled_spec_decode_acceptance_histogram"] == {
-        str(j): n for j, n in enumerate(pooled) if n}
+        str(j): n for j, n in enumerate(pooled) if n
+    }
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream", "nonstream"])

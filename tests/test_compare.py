@@ -52,17 +52,26 @@ def _write(path: Path, summary: dict, k: int | None = None) -> Path:
     path.mkdir(parents=True)
     (path / "profile_export_aiperf.json").write_text(json.dumps(summary))
     if k is not None:
-        rec = {"metadata": {"benchmark_phase": "profiling"}, "metrics": {},
-               "spec_decode_acceptance": {"acceptance_histogram": {"0": 1}, "num_spec_steps": 1,
-                                          "num_spec_tokens": k}}
+        rec = {
+            "metadata": {"benchmark_phase": "profiling"},
+            "metrics": {},
+            "spec_decode_acceptance": {
+                "acceptance_histogram": {"0": 1},
+                "num_spec_steps": 1,
+                "num_spec_tokens": k,
+            },
+        }
         (path / "profile_export.jsonl").write_text(json.dumps(rec) + "\n")
     return path
 
 
 @pytest.fixture
 def runs(tmp_path):
-    return (_write(tmp_path / "k2", SUMMARY_A, k=2), _write(tmp_path / "k3", SUMMARY_B, k=3),
-            _write(tmp_path / "plain", SUMMARY_PLAIN))
+    return (
+        _write(tmp_path / "k2", SUMMARY_A, k=2),
+        _write(tmp_path / "k3", SUMMARY_B, k=3),
+        _write(tmp_path / "plain", SUMMARY_PLAIN),
+    )
 
 
 def _metric(report: dict, tag: str, stat: str) -> dict:
@@ -118,18 +127,23 @@ def test_parent_dir_expands_to_per_server_subfolders(tmp_path, capsys):
 def test_duplicate_names_get_distinct_labels(tmp_path, capsys):
     _write(tmp_path / "x" / "run", SUMMARY_A)
     _write(tmp_path / "y" / "run", SUMMARY_B)
-    assert main(["compare", str(tmp_path / "x" / "run"), str(tmp_path / "y" / "run"), "--json"]) == 0
+    assert (
+        main(["compare", str(tmp_path / "x" / "run"), str(tmp_path / "y" / "run"), "--json"]) == 0
+    )
     labels = [r["label"] for r in json.loads(capsys.readouterr().out)["runs"]]
     assert len(set(labels)) == 2
 
 
-@pytest.mark.parametrize("case, message", [
-    ("one", "at least two runs"),
-    ("missing", "no such file or directory"),
-    ("nosummary", "no profile_export_aiperf.json here"),
-    ("badjson", "not a readable JSON file"),
-    ("mixedk", "records mix num_spec_tokens 2, 5"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("one", "at least two runs"),
+        ("missing", "no such file or directory"),
+        ("nosummary", "no profile_export_aiperf.json here"),
+        ("badjson", "not a readable JSON file"),
+        ("mixedk", "records mix num_spec_tokens 2, 5"),
+    ],
+)
 def test_user_errors(tmp_path, capsys, case, message):
     good = _write(tmp_path / "good", SUMMARY_A)
     other = tmp_path / "other"

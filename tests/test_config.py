@@ -9,7 +9,13 @@ import tomllib
 
 import pytest
 
-from specmon.config import RunConfig, add_run_arguments, build_config, parse_extra_inputs, save_config
+from specmon.config import (
+    RunConfig,
+    add_run_arguments,
+    build_config,
+    parse_extra_inputs,
+    save_config,
+)
 from specmon.errors import UserError
 
 
@@ -31,22 +37,26 @@ def test_defaults_without_any_layer():
 
 def test_precedence_flags_over_env_over_file_over_defaults(tmp_path):
     cfg = tmp_path / "run.toml"
-    cfg.write_text('concurrency = 3\nrequest-rate = 5.0\nendpoint_type = "completions"\n'
-                   'warmup-request-count = 7\n')
+    cfg.write_text(
+        'concurrency = 3\nrequest-rate = 5.0\nendpoint_type = "completions"\n'
+        "warmup-request-count = 7\n"
+    )
     env = {"SPECMON_CONCURRENCY": "8", "SPECMON_REQUEST_RATE": "9.5"}
     config = build_config(parse(["--config", str(cfg), "--concurrency", "16"]), environ=env)
-    assert config.concurrency == 16          # flag beats env (8) and file (3)
-    assert config.request_rate == 9.5        # env beats file (5.0)
+    assert config.concurrency == 16  # flag beats env (8) and file (3)
+    assert config.request_rate == 9.5  # env beats file (5.0)
     assert config.endpoint_type == "completions"  # file beats default (chat)
     assert config.warmup_request_count == 7
-    assert config.refresh_hz == 4.0          # default
+    assert config.refresh_hz == 4.0  # default
 
 
 def test_bool_flag_can_override_file_true(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text("streaming = true\n")
     assert build_config(parse(["--config", str(cfg)]), environ={}).streaming is True
-    assert build_config(parse(["--config", str(cfg), "--no-streaming"]), environ={}).streaming is False
+    assert (
+        build_config(parse(["--config", str(cfg), "--no-streaming"]), environ={}).streaming is False
+    )
 
 
 def test_unknown_key_in_file_is_one_line_error(tmp_path):
@@ -106,11 +116,27 @@ def test_urls_repeatable_with_labels_and_env_comma_list():
 
 
 def test_extra_inputs_json_and_aiperf_key_value_forms():
-    config = build_config(parse(["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0.5",
-                                 "--extra-inputs", '{"stream_options": {"include_usage": false}}',
-                                 "--extra-inputs", "user:alice"]), environ={})
-    assert config.extra_inputs == {"ignore_eos": True, "temperature": 0.5,
-                                   "stream_options": {"include_usage": False}, "user": "alice"}
+    config = build_config(
+        parse(
+            [
+                "--extra-inputs",
+                "ignore_eos:true",
+                "--extra-inputs",
+                "temperature:0.5",
+                "--extra-inputs",
+                '{"stream_options": {"include_usage": false}}',
+                "--extra-inputs",
+                "user:alice",
+            ]
+        ),
+        environ={},
+    )
+    assert config.extra_inputs == {
+        "ignore_eos": True,
+        "temperature": 0.5,
+        "stream_options": {"include_usage": False},
+        "user": "alice",
+    }
     with pytest.raises(ValueError, match="JSON object or key:value"):
         parse_extra_inputs(["nonsense"])
     with pytest.raises(UserError, match="extra_inputs"):
@@ -119,14 +145,33 @@ def test_extra_inputs_json_and_aiperf_key_value_forms():
 
 def test_artifact_dir_names_like_aiperf():
     closed = RunConfig(concurrency=16)
-    assert closed.default_artifact_dir("specmon-sim") == "artifacts/specmon-sim-openai-chat-concurrency16"
+    assert (
+        closed.default_artifact_dir("specmon-sim")
+        == "artifacts/specmon-sim-openai-chat-concurrency16"
+    )
     opened = RunConfig(request_rate=10, endpoint_type="completions")
-    assert opened.default_artifact_dir("org/model") == "artifacts/org_model-openai-completions-request_rate10"
+    assert (
+        opened.default_artifact_dir("org/model")
+        == "artifacts/org_model-openai-completions-request_rate10"
+    )
 
 
 def test_save_config_round_trips_and_omits_secrets(tmp_path):
-    config = build_config(parse(["--url", "http://a:1", "--concurrency", "4", "--api-key", "sk-x",
-                                 "--extra-inputs", "ignore_eos:true"]), environ={})
+    config = build_config(
+        parse(
+            [
+                "--url",
+                "http://a:1",
+                "--concurrency",
+                "4",
+                "--api-key",
+                "sk-x",
+                "--extra-inputs",
+                "ignore_eos:true",
+            ]
+        ),
+        environ={},
+    )
     path = tmp_path / "saved.toml"
     save_config(config, str(path))
     data = tomllib.loads(path.read_text())
@@ -143,24 +188,38 @@ def test_prompt_source_file_needs_input_file():
 def test_cli_reports_unknown_config_key_as_one_line(tmp_path):
     cfg = tmp_path / "x.toml"
     cfg.write_text("concurency = 4\n")
-    proc = subprocess.run([sys.executable, "-m", "specmon", "run", "--config", str(cfg)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "run", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"specmon: error: config file {cfg}: unknown key 'concurency'"
 
 
 def test_bad_flag_type_is_one_line_not_argparse_usage():
-    proc = subprocess.run([sys.executable, "-m", "specmon", "run", "--concurrency", "lots"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "run", "--concurrency", "lots"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: option --concurrency: bad value 'lots' for 'concurrency': "
-        "Input should be a valid integer, unable to parse string as an integer"]
+        "Input should be a valid integer, unable to parse string as an integer"
+    ]
 
 
 def test_unknown_flag_is_one_line():
-    proc = subprocess.run([sys.executable, "-m", "specmon", "--concurency", "4"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "--concurency", "4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "specmon: error: unrecognized arguments: --concurency 4 (see --help)"]
+        "specmon: error: unrecognized arguments: --concurency 4 (see --help)"
+    ]

@@ -3,6 +3,7 @@
 import io
 
 from metrics_helpers import SECOND, WORKED, nonstream_capture, vllm_payload
+
 from specmon.accumulator import RunAccumulator
 from specmon.export.console import histogram_line, print_console, render_console, row_label
 from specmon.pipeline import process_capture
@@ -11,11 +12,15 @@ PREFIX = "  Accepted drafts per step (% of steps):  "
 
 
 def test_histogram_line_examples_from_the_reference():
-    assert histogram_line({0: 6100, 1: 300, 2: 1800, 3: 1800}) == \
-        PREFIX + "0: 61%   1: 3%   2: 18%   3: 18%"
+    assert (
+        histogram_line({0: 6100, 1: 300, 2: 1800, 3: 1800})
+        == PREFIX + "0: 61%   1: 3%   2: 18%   3: 18%"
+    )
     # 2/16 = 12.5 -> "12" and 6/16 = 37.5 -> "38": round half to even
-    assert histogram_line({0: 2, 1: 2, 2: 4, 3: 6, 4: 2}) == \
-        PREFIX + "0: 12%   1: 12%   2: 25%   3: 38%   4: 12%"
+    assert (
+        histogram_line({0: 2, 1: 2, 2: 4, 3: 6, 4: 2})
+        == PREFIX + "0: 12%   1: 12%   2: 25%   3: 38%   4: 12%"
+    )
 
 
 def test_histogram_line_folds_buckets_from_eight():
@@ -34,8 +39,10 @@ def test_histogram_line_shows_gaps_and_exactly_eight():
 def test_histogram_line_peer_run():
     # aiperf-peer.md: {"0":1060,"1":512,"2":292,"3":460} printed as 46/22/13/20
     # 1060/2324 = 45.6, 512/2324 = 22.03, 292/2324 = 12.56, 460/2324 = 19.79
-    assert histogram_line({0: 1060, 1: 512, 2: 292, 3: 460}) == \
-        PREFIX + "0: 46%   1: 22%   2: 13%   3: 20%"
+    assert (
+        histogram_line({0: 1060, 1: 512, 2: 292, 3: 460})
+        == PREFIX + "0: 46%   1: 22%   2: 13%   3: 20%"
+    )
 
 
 def test_histogram_line_empty_or_all_zero():
@@ -47,11 +54,15 @@ def test_histogram_line_empty_or_all_zero():
 def test_row_labels_wrap_after_thirty_characters():
     assert row_label("spec_decode_acceptance_length") == "Acceptance Length (ratio)"
     # "Token-Weighted Acceptance Length" is 32 characters
-    assert row_label("spec_decode_token_weighted_acceptance_length") == \
-        "Token-Weighted Acceptance Length\n(ratio)"
+    assert (
+        row_label("spec_decode_token_weighted_acceptance_length")
+        == "Token-Weighted Acceptance Length\n(ratio)"
+    )
     # "Overall Draft Acceptance Rate" is 29: no wrap
-    assert row_label("spec_decode_overall_draft_acceptance_rate") == \
-        "Overall Draft Acceptance Rate (%)"
+    assert (
+        row_label("spec_decode_overall_draft_acceptance_rate")
+        == "Overall Draft Acceptance Rate (%)"
+    )
 
 
 def _summary(*captures):
@@ -62,16 +73,25 @@ def _summary(*captures):
 
 
 def test_spec_table_rows_values_and_na():
-    blocks, hist = _summary(nonstream_capture(vllm_payload(WORKED, k=4)),
-                            nonstream_capture(vllm_payload(SECOND, k=4), start_ns=10**9))
+    blocks, hist = _summary(
+        nonstream_capture(vllm_payload(WORKED, k=4)),
+        nonstream_capture(vllm_payload(SECOND, k=4), start_ns=10**9),
+    )
     text = render_console(blocks, hist)
     lines = text.splitlines()
     assert any("LLM Metrics: Spec Decode" in ln for ln in lines)
     assert any("LLM Metrics" in ln and "Spec" not in ln for ln in lines)
     row = next(ln for ln in lines if "Spec Decode Steps (count)" in ln)
     # steps 8 and 3: avg 5.50 min 3.00 max 8.00 p99 7.95 p90 7.50 p50 5.50 std 2.50
-    assert [c.strip() for c in row.split("│")[2:-1]] == \
-        ["5.50", "3.00", "8.00", "7.95", "7.50", "5.50", "2.50"]
+    assert [c.strip() for c in row.split("│")[2:-1]] == [
+        "5.50",
+        "3.00",
+        "8.00",
+        "7.95",
+        "7.50",
+        "5.50",
+        "2.50",
+    ]
     twal = next(ln for ln in lines if "Token-Weighted Acceptance Length" in ln)
     assert [c.strip() for c in twal.split("│")[2:-1]] == ["2.82"] + ["N/A"] * 6
     wrapped = lines[lines.index(twal) + 1]  # the unit wraps onto its own line
@@ -96,8 +116,18 @@ def test_no_spec_table_or_line_without_a_record():
 
 
 def test_thousands_separator_and_error_line():
-    blocks = {"request_latency": {"unit": "ms", "avg": 12345.678, "min": 1.0, "max": 99999.0,
-                                  "p99": 1.0, "p90": 1.0, "p50": 1.0, "std": 0.0}}
+    blocks = {
+        "request_latency": {
+            "unit": "ms",
+            "avg": 12345.678,
+            "min": 1.0,
+            "max": 99999.0,
+            "p99": 1.0,
+            "p90": 1.0,
+            "p50": 1.0,
+            "std": 0.0,
+        }
+    }
     text = render_console(blocks, None, error_summary={"timeout": 2, "http_error": 1})
     assert "12,345.68" in text and "99,999.00" in text
     assert "Errors: 3 (timeout: 2, http_error: 1)" in text

@@ -38,8 +38,9 @@ class Pane:
         self._tmux("new-session", "-d", "-s", "e2e", "-x", str(width), "-y", str(height), command)
 
     def _tmux(self, *args: str) -> str:
-        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                             timeout=20)
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20
+        )
         return out.stdout
 
     def text(self) -> str:
@@ -72,16 +73,19 @@ def bucket_counts(text: str) -> dict[str, int]:
 
 def test_demo_in_tmux(tmp_path: Path):
     art = tmp_path / "art"
-    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --request-count {REQUESTS} "
-           f"--concurrency 4 --step-ms 4 --artifact-dir {shlex.quote(str(art))} --refresh-hz 4; "
-           f"echo SPECMON-EXITED $?; sleep 60")
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon demo --request-count {REQUESTS} "
+        f"--concurrency 4 --step-ms 4 --artifact-dir {shlex.quote(str(art))} --refresh-hz 4; "
+        f"echo SPECMON-EXITED $?; sleep 60"
+    )
     pane = Pane(cmd)
     try:
         first = pane.wait_for(lambda t: sum(bucket_counts(t).values()) > 0, "histogram bars")
         steps_first = sum(bucket_counts(first).values())
         assert re.search(AL_LABEL, first) and "request id" in first
-        grown = pane.wait_for(lambda t: sum(bucket_counts(t).values()) > steps_first,
-                              "a growing histogram")
+        grown = pane.wait_for(
+            lambda t: sum(bucket_counts(t).values()) > steps_first, "a growing histogram"
+        )
         assert sum(bucket_counts(grown).values()) > steps_first
 
         pane.keys("p")
@@ -102,8 +106,11 @@ def test_demo_in_tmux(tmp_path: Path):
         pane.wait_for(lambda t: "What the numbers mean" not in t, "explain closed", 10)
         pane.keys("Enter")
         # a live run drops response bodies but keeps the spec-decode payload the server sent
-        pane.wait_for(lambda t: "(esc back)" in t and "spec-decode payload as sent" in t,
-                      "the request detail", 10)
+        pane.wait_for(
+            lambda t: "(esc back)" in t and "spec-decode payload as sent" in t,
+            "the request detail",
+            10,
+        )
         pane.keys("Escape")
         pane.wait_for(lambda t: "(esc back)" not in t, "detail closed", 10)
 
@@ -135,12 +142,16 @@ def test_demo_in_tmux(tmp_path: Path):
 def test_sigterm_writes_the_exports(tmp_path: Path):
     """An unbounded demo run killed with SIGTERM still closes the screen and writes exports."""
     art = tmp_path / "art"
-    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
-           f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60")
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
+        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
+    )
     pane = Pane(cmd)
     try:
-        pane.wait_for(lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
-                      "an unbounded run with histogram bars")
+        pane.wait_for(
+            lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
+            "an unbounded run with histogram bars",
+        )
         shell_pid = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
         children = subprocess.run(["pgrep", "-P", shell_pid], capture_output=True, text=True)
         pids = children.stdout.split()
@@ -154,8 +165,9 @@ def test_sigterm_writes_the_exports(tmp_path: Path):
     assert doc["was_cancelled"] is True  # stopped before its (absent) bound
     records = (art / "profile_export.jsonl").read_text().splitlines()
     # every line is a completed request, a failed one, or one cut short by the stop
-    assert doc["request_count"]["avg"] + doc.get("error_request_count", {}).get("avg", 0) \
-        + doc.get("cancelled_request_count", 0) == len(records)
+    assert doc["request_count"]["avg"] + doc.get("error_request_count", {}).get("avg", 0) + doc.get(
+        "cancelled_request_count", 0
+    ) == len(records)
     assert "error_request_count" not in doc  # the stop's cancellations are not server errors
 
 
@@ -164,9 +176,11 @@ SEGMENT_1_ROW = re.compile(r"│\s+1\s+(k[246])\s+conc=4\b")
 
 def test_demo_three_servers_side_by_side(tmp_path: Path):
     art = tmp_path / "art"
-    cmd = (f"{shlex.quote(sys.executable)} -m specmon demo --num-spec-tokens 2,4,6 "
-           f"--concurrency 2 --step-ms 4 --artifact-dir {shlex.quote(str(art))}; "
-           f"echo SPECMON-EXITED $?; sleep 60")
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon demo --num-spec-tokens 2,4,6 "
+        f"--concurrency 2 --step-ms 4 --artifact-dir {shlex.quote(str(art))}; "
+        f"echo SPECMON-EXITED $?; sleep 60"
+    )
     pane = Pane(cmd, width=160, height=48)
     try:
         columns = pane.wait_for(lambda t: t.count("what-if: best k=") == 3, "three what-if answers")
@@ -175,7 +189,9 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
         assert "6 What if k were different" in columns and "k=2 measured over" in columns
         assert "k=2,4,6 · showing k2" in columns
         pane.keys("]")
-        pane.wait_for(lambda t: "showing k4" in t and "k=4 measured over" in t, "server k4 selected", 10)
+        pane.wait_for(
+            lambda t: "showing k4" in t and "k=4 measured over" in t, "server k4 selected", 10
+        )
         pane.keys(">")  # concurrency 2 -> 4 on every (mirrored) server: segment 1
         seg = pane.wait_for(lambda t: len(set(SEGMENT_1_ROW.findall(t))) == 3, "segment 1 rows", 60)
         assert "conc=2" in seg  # segment 0 still listed
@@ -191,5 +207,6 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
         assert segments[0]["settings"]["concurrency"] == 2
         assert segments[1]["settings"]["concurrency"] == 4 and segments[1]["num_spec_tokens"] == k
         records = (art / f"k{k}" / "profile_export.jsonl").read_text().splitlines()
-        assert len(records) == doc["request_count"]["avg"] \
-            + doc.get("error_request_count", {}).get("avg", 0) + doc.get("cancelled_request_count", 0)
+        assert len(records) == doc["request_count"]["avg"] + doc.get("error_request_count", {}).get(
+            "avg", 0
+        ) + doc.get("cancelled_request_count", 0)

@@ -27,14 +27,45 @@ def _jsonl(path: Path) -> list[dict]:
 @pytest.mark.parametrize("shape", list(ENGINES))
 def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming):
     log, out = tmp_path / "sim.jsonl", tmp_path / "run"
-    with start_sim(["--shape", shape, "--num-spec-tokens", "4", "--seed", "9",
-                    "--acceptance", "0.8,0.7,0.6,0.5", "--log", str(log)]) as sim:
+    with start_sim(
+        [
+            "--shape",
+            shape,
+            "--num-spec-tokens",
+            "4",
+            "--seed",
+            "9",
+            "--acceptance",
+            "0.8,0.7,0.6,0.5",
+            "--log",
+            str(log),
+        ]
+    ) as sim:
         # SGLang is detected from the server (its /server_info), not named by a flag
-        cmd = [sys.executable, "-m", "specmon", "--url", sim.url, "--headless",
-               "--request-count", "12", "--concurrency", "3", "--output-tokens-mean", "24",
-               "--random-seed", "2", "--artifact-dir", str(out)]
-        proc = subprocess.run(cmd + (["--streaming"] if streaming else ["--no-streaming"]),
-                              capture_output=True, text=True, timeout=120)
+        cmd = [
+            sys.executable,
+            "-m",
+            "specmon",
+            "--url",
+            sim.url,
+            "--headless",
+            "--request-count",
+            "12",
+            "--concurrency",
+            "3",
+            "--output-tokens-mean",
+            "24",
+            "--random-seed",
+            "2",
+            "--artifact-dir",
+            str(out),
+        ]
+        proc = subprocess.run(
+            cmd + (["--streaming"] if streaming else ["--no-streaming"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "LLM Metrics: Spec Decode" in proc.stdout
     assert "Accepted drafts per step (% of steps):" in proc.stdout
@@ -48,13 +79,22 @@ def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming):
         truth = sent[rec["metadata"]["x_request_id"]]
         spec = rec["spec_decode_acceptance"]
         assert spec["engine"] == ENGINES[shape]
-        assert (spec["num_spec_steps"], spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]) \
-            == (truth["steps"], truth["accepted"], truth["drafted"])
-        assert spec["acceptance_histogram"] == {str(j): n for j, n in enumerate(truth["histogram"]) if n}
+        assert (
+            spec["num_spec_steps"],
+            spec["num_accepted_draft_tokens"],
+            spec["num_draft_tokens"],
+        ) == (truth["steps"], truth["accepted"], truth["drafted"])
+        assert spec["acceptance_histogram"] == {
+            str(j): n for j, n in enumerate(truth["histogram"]) if n
+        }
         if shape != "vllm-legacy":  # TRT-LLM and SGLang: derived from the counts, 1 + a/s
             assert spec["mean_acceptance_length"] == 1 + truth["accepted"] / truth["steps"]
         assert truth["steps"] > 0  # 24 tokens always leave verify steps, so nothing is dropped
-        steps, accepted, drafted = steps + truth["steps"], accepted + truth["accepted"], drafted + truth["drafted"]
+        steps, accepted, drafted = (
+            steps + truth["steps"],
+            accepted + truth["accepted"],
+            drafted + truth["drafted"],
+        )
         for j, n in enumerate(truth["histogram"]):
             if n:
                 pooled[str(j)] = pooled.get(str(j), 0) + n
@@ -64,5 +104,9 @@ def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming):
     assert doc["total_accepted_draft_tokens"]["avg"] == accepted
     assert doc["total_draft_tokens"]["avg"] == drafted
     assert doc["pooled_spec_decode_acceptance_histogram"] == pooled
-    assert doc["spec_decode_token_weighted_acceptance_length"]["avg"] == pytest.approx(1 + accepted / steps, rel=1e-12)
-    assert doc["spec_decode_overall_draft_acceptance_rate"]["avg"] == pytest.approx(100 * accepted / drafted, rel=1e-12)
+    assert doc["spec_decode_token_weighted_acceptance_length"]["avg"] == pytest.approx(
+        1 + accepted / steps, rel=1e-12
+    )
+    assert doc["spec_decode_overall_draft_acceptance_rate"]["avg"] == pytest.approx(
+        100 * accepted / drafted, rel=1e-12
+    )

@@ -5,10 +5,15 @@ import threading
 
 import orjson
 import pytest
-
 from metrics_helpers import (
-    SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload,
+    SECOND,
+    WORKED,
+    error_capture,
+    nonstream_capture,
+    stream_capture,
+    vllm_payload,
 )
+
 from specmon import __version__
 from specmon.capture import parse_capture_line
 from specmon.errors import UserError
@@ -28,8 +33,10 @@ def _session(tmp_path, level="records", captures=(), **kw):
 
 
 def _worked():
-    return [nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, x_request_id="a"),
-            nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S, x_request_id="b")]
+    return [
+        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, x_request_id="a"),
+        nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S, x_request_id="b"),
+    ]
 
 
 def _read_json(paths):
@@ -38,6 +45,7 @@ def _read_json(paths):
 
 # ---------------------------------------------------------------------------- JSON
 
+
 def test_json_layout_with_records(tmp_path):
     paths = _session(tmp_path, captures=_worked()).finish()
     doc = _read_json(paths)
@@ -45,32 +53,76 @@ def test_json_layout_with_records(tmp_path):
     assert keys[:4] == ["schema_version", "aiperf_version", "specmon_version", "benchmark_id"]
     assert doc["schema_version"] == "1.4" and doc["specmon_version"] == __version__
     # AIPerf's declared order for the standard metrics, then the run metadata
-    assert keys.index("request_throughput") < keys.index("request_latency") < \
-        keys.index("request_count") < keys.index("input_config")
-    meta = ["input_config", "was_cancelled", "is_complete", "error_summary", "start_time",
-            "end_time", "pooled_spec_decode_acceptance_histogram"]
-    assert keys[keys.index("input_config"):keys.index("input_config") + len(meta)] == meta
-    after = keys[keys.index(meta[-1]) + 1:]  # AIPerf's undeclared metrics come last
+    assert (
+        keys.index("request_throughput")
+        < keys.index("request_latency")
+        < keys.index("request_count")
+        < keys.index("input_config")
+    )
+    meta = [
+        "input_config",
+        "was_cancelled",
+        "is_complete",
+        "error_summary",
+        "start_time",
+        "end_time",
+        "pooled_spec_decode_acceptance_histogram",
+    ]
+    assert keys[keys.index("input_config") : keys.index("input_config") + len(meta)] == meta
+    after = keys[keys.index(meta[-1]) + 1 :]  # AIPerf's undeclared metrics come last
     assert {k for k in keys if k.startswith("spec_decode")} <= set(after)
     assert len(doc["benchmark_id"]) == 12 and doc["is_complete"] is True
     # naive local time with microseconds, as AIPerf writes it: 2026-11-30T07:18:00.003862
     assert len(doc["start_time"]) == 26 and doc["start_time"][10] == "T"
     assert doc["input_config"] == {"endpoint_type": "chat"} and doc["was_cancelled"] is False
     assert doc["error_summary"] == []
-    for tag in ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
-                "spec_decode_accepted_per_verified", "spec_decode_steps",
-                "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens"):
-        assert list(doc[tag]) == ["unit", "avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90",
-                                  "p95", "p99", "min", "max", "std", "count", "sum"], tag
-    for tag in ("spec_decode_token_weighted_acceptance_length",
-                "spec_decode_overall_draft_acceptance_rate", "total_spec_decode_steps",
-                "total_accepted_draft_tokens", "total_draft_tokens"):
+    for tag in (
+        "spec_decode_acceptance_length",
+        "spec_decode_draft_acceptance_rate",
+        "spec_decode_accepted_per_verified",
+        "spec_decode_steps",
+        "spec_decode_accepted_draft_tokens",
+        "spec_decode_draft_tokens",
+    ):
+        assert list(doc[tag]) == [
+            "unit",
+            "avg",
+            "p1",
+            "p5",
+            "p10",
+            "p25",
+            "p50",
+            "p75",
+            "p90",
+            "p95",
+            "p99",
+            "min",
+            "max",
+            "std",
+            "count",
+            "sum",
+        ], tag
+    for tag in (
+        "spec_decode_token_weighted_acceptance_length",
+        "spec_decode_overall_draft_acceptance_rate",
+        "total_spec_decode_steps",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+    ):
         assert list(doc[tag]) == ["unit", "avg"], tag
     assert "spec_decode_zero_step_requests" not in doc  # only when > 0
     assert doc["spec_decode_draft_acceptance_rate"]["max"] == 56.25  # percent, 0..100
-    assert doc["pooled_spec_decode_acceptance_histogram"] == {"0": 2, "1": 3, "2": 2, "3": 3, "4": 1}
-    assert sum(doc["pooled_spec_decode_acceptance_histogram"].values()) == \
-        doc["total_spec_decode_steps"]["avg"]
+    assert doc["pooled_spec_decode_acceptance_histogram"] == {
+        "0": 2,
+        "1": 3,
+        "2": 2,
+        "3": 3,
+        "4": 1,
+    }
+    assert (
+        sum(doc["pooled_spec_decode_acceptance_histogram"].values())
+        == doc["total_spec_decode_steps"]["avg"]
+    )
 
 
 def test_json_omits_every_spec_key_without_a_record(tmp_path):
@@ -79,9 +131,9 @@ def test_json_omits_every_spec_key_without_a_record(tmp_path):
     assert not [k for k in doc if "spec_decode" in k or k.endswith("draft_tokens")]
     assert doc["request_count"] == {"unit": "requests", "avg": 1}
     assert doc["error_request_count"] == {"unit": "requests", "avg": 1}
-    assert doc["error_summary"] == [{"error_details": {"type": "timeout",
-                                                       "message": "timeout happened"},
-                                     "count": 1}]
+    assert doc["error_summary"] == [
+        {"error_details": {"type": "timeout", "message": "timeout happened"}, "count": 1}
+    ]
 
 
 def test_json_was_cancelled_and_finish_twice(tmp_path):
@@ -91,10 +143,14 @@ def test_json_was_cancelled_and_finish_twice(tmp_path):
     doc = _read_json(paths)
     assert doc["was_cancelled"] is True and doc["is_complete"] is False
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "profile_export.jsonl", "profile_export_aiperf.csv", "profile_export_aiperf.json"]
+        "profile_export.jsonl",
+        "profile_export_aiperf.csv",
+        "profile_export_aiperf.json",
+    ]
 
 
 # ---------------------------------------------------------------------------- CSV
+
 
 def test_csv_layout_by_hand(tmp_path):
     paths = _session(tmp_path, captures=_worked()).finish()
@@ -106,13 +162,23 @@ def test_csv_layout_by_hand(tmp_path):
     assert rows1[0] == "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
     labels1 = [r.split(",")[0] for r in rows1[1:]]
     # sorted by tag, not by label: input_sequence_length < ... < spec_decode_steps
-    assert labels1 == ["E2E Output Token Throughput (tokens/sec/user)",
-                       "Input Sequence Length (tokens)", "Output Sequence Length (tokens)",
-                       "Request Latency (ms)", "Acceptance Length (ratio)",
-                       "Accepted Draft Tokens (tokens)", "Accepted per Verified (ratio)",
-                       "Draft Acceptance Rate (%)", "Draft Tokens (tokens)", "Spec Decode Steps"]
+    assert labels1 == [
+        "E2E Output Token Throughput (tokens/sec/user)",
+        "Input Sequence Length (tokens)",
+        "Output Sequence Length (tokens)",
+        "Request Latency (ms)",
+        "Acceptance Length (ratio)",
+        "Accepted Draft Tokens (tokens)",
+        "Accepted per Verified (ratio)",
+        "Draft Acceptance Rate (%)",
+        "Draft Tokens (tokens)",
+        "Spec Decode Steps",
+    ]
     # steps 8 and 3: avg 5.5, sum 11, p1 = 3 + 0.01*5, p25 = 3 + 0.25*5, std = 2.5
-    assert rows1[-1] == "Spec Decode Steps,5.50,3.00,8.00,11.00,3.05,3.25,3.50,4.25,5.50,6.75,7.50,7.75,7.95,2.50"
+    assert (
+        rows1[-1]
+        == "Spec Decode Steps,5.50,3.00,8.00,11.00,3.05,3.25,3.50,4.25,5.50,6.75,7.50,7.75,7.95,2.50"
+    )
     rows2 = second.rstrip("\r\n").split("\r\n")
     assert rows2[0] == "Metric,Value"
     assert rows2[1:] == [
@@ -134,19 +200,23 @@ def test_csv_layout_by_hand(tmp_path):
     ]
     # per request: 20 tokens in 50 ms = 400 tokens/sec/user, for both
     assert rows1[1] == "E2E Output Token Throughput (tokens/sec/user)," + ",".join(
-        ["400.00"] * 3 + ["800.00"] + ["400.00"] * 9 + ["0.00"])
+        ["400.00"] * 3 + ["800.00"] + ["400.00"] * 9 + ["0.00"]
+    )
     assert "histogram" not in text.lower()
 
 
 def test_csv_zero_step_row_and_missing_cells():
-    blocks = {"spec_decode_zero_step_requests": {"unit": "requests", "avg": 3},
-              "request_latency": {"unit": "ms", "avg": 1.0, "p50": 1.0}}
+    blocks = {
+        "spec_decode_zero_step_requests": {"unit": "requests", "avg": 3},
+        "request_latency": {"unit": "ms", "avg": 1.0, "p50": 1.0},
+    }
     rows = build_csv(blocks).split("\r\n")
     assert rows[1] == "Request Latency (ms),1.00,,,,,,,,1.00,,,,,"
     assert "Zero-Step Requests,3" in rows  # an int stays plain
 
 
 # ---------------------------------------------------------------------------- JSONL
+
 
 def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
     zero = nonstream_capture(vllm_payload([], k=4), start_ns=2 * S, completion_tokens=1)
@@ -166,7 +236,9 @@ def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
     sda = first["spec_decode_acceptance"]
     assert sda["draft_acceptance_rate"] == 0.5625  # a fraction here
     assert sda["acceptance_histogram"] == {"0": 1, "1": 1, "2": 2, "3": 3, "4": 1}
-    assert sda["engine"] == "vllm" and sda["num_spec_tokens"] == 4 and sda["completion_tokens"] == 20
+    assert (
+        sda["engine"] == "vllm" and sda["num_spec_tokens"] == 4 and sda["completion_tokens"] == 20
+    )
     assert "spec_decode_acceptance" not in lines[2]  # absent, not null
     zero_line = lines[3]
     assert zero_line["spec_decode_acceptance"]["num_spec_steps"] == 0  # verbatim
@@ -179,8 +251,12 @@ def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
 
 
 def test_jsonl_round_trip_gives_the_same_summary(tmp_path):
-    caps = [*_worked(), stream_capture(vllm_payload([1, 2, 0], k=4), [5, 9, 12], start_ns=2 * S),
-            nonstream_capture(vllm_payload([], k=4), start_ns=3 * S), error_capture()]
+    caps = [
+        *_worked(),
+        stream_capture(vllm_payload([1, 2, 0], k=4), [5, 9, 12], start_ns=2 * S),
+        nonstream_capture(vllm_payload([], k=4), start_ns=3 * S),
+        error_capture(),
+    ]
     session = _session(tmp_path, captures=caps)
     session.finish()
     lines = session.paths["jsonl"].read_bytes().splitlines()
@@ -194,6 +270,7 @@ def test_jsonl_round_trip_gives_the_same_summary(tmp_path):
 
 
 # ---------------------------------------------------------------------------- levels
+
 
 def test_export_levels(tmp_path):
     warm = nonstream_capture(vllm_payload([1], k=4), benchmark_phase="warmup")

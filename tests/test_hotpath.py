@@ -23,16 +23,25 @@ from specmon.specdecode.adapters.base import ParsedResponse
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord as Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bench_pipeline  # noqa: E402
+import bench_pipeline
 
 
 def valid_fields() -> dict:
     # 4 steps with accepted drafts 2, 0, 3, 1 (k = 3): histogram {0: 1, 1: 1, 2: 1, 3: 1},
     # accepted = 0 + 1 + 2 + 3 = 6, drafted = 4 * 3 = 12, mean = 1 + 6 / 4 = 2.5, rate 0.5.
-    return dict(engine="vllm", mean_acceptance_length=2.5, draft_acceptance_rate=0.5,
-                acceptance_histogram={0: 1, 1: 1, 2: 1, 3: 1}, num_accepted_draft_tokens=6,
-                num_draft_tokens=12, num_spec_steps=4, num_spec_tokens=3, completion_tokens=11,
-                per_step_accepted=[2, 0, 3, 1], per_step_drafted=[3, 3, 3, 3])
+    return dict(
+        engine="vllm",
+        mean_acceptance_length=2.5,
+        draft_acceptance_rate=0.5,
+        acceptance_histogram={0: 1, 1: 1, 2: 1, 3: 1},
+        num_accepted_draft_tokens=6,
+        num_draft_tokens=12,
+        num_spec_steps=4,
+        num_spec_tokens=3,
+        completion_tokens=11,
+        per_step_accepted=[2, 0, 3, 1],
+        per_step_drafted=[3, 3, 3, 3],
+    )
 
 
 def mutate(key: str, value) -> dict:
@@ -56,36 +65,56 @@ DELETE = _Delete()
 
 # Each changes one thing the validators look at; some stay valid, most do not.
 MUTATIONS = [
-    ("engine", 3), ("engine", DELETE),
-    ("mean_acceptance_length", 2), ("mean_acceptance_length", True),
-    ("mean_acceptance_length", math.nan), ("mean_acceptance_length", math.inf),
-    ("mean_acceptance_length", -1.0), ("mean_acceptance_length", "2.5"),
+    ("engine", 3),
+    ("engine", DELETE),
+    ("mean_acceptance_length", 2),
+    ("mean_acceptance_length", True),
+    ("mean_acceptance_length", math.nan),
+    ("mean_acceptance_length", math.inf),
+    ("mean_acceptance_length", -1.0),
+    ("mean_acceptance_length", "2.5"),
     ("mean_acceptance_length", 10**400),
-    ("draft_acceptance_rate", 1), ("draft_acceptance_rate", 0), ("draft_acceptance_rate", 50.0),
-    ("draft_acceptance_rate", 1.0000001), ("draft_acceptance_rate", None),
-    ("draft_acceptance_rate", math.nan), ("draft_acceptance_rate", -0.0),
+    ("draft_acceptance_rate", 1),
+    ("draft_acceptance_rate", 0),
+    ("draft_acceptance_rate", 50.0),
+    ("draft_acceptance_rate", 1.0000001),
+    ("draft_acceptance_rate", None),
+    ("draft_acceptance_rate", math.nan),
+    ("draft_acceptance_rate", -0.0),
     ("draft_acceptance_rate", -1e-9),
     ("acceptance_histogram", {3: 1, 0: 1, 2: 1, 1: 1}),  # unsorted: valid, gets sorted
     ("acceptance_histogram", {0: 1, 1: 1, 2: 1, 3: 1, 5: 0}),  # zero bucket: dropped
-    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, True: 1}),
+    ("acceptance_histogram", {0: 1, 1: 1, 2: 1, True: 1}),  # noqa: F601 (a bool key on purpose)
     ("acceptance_histogram", {0: 1, 1: 1, 2: 1, 3: 1.0}),
     ("acceptance_histogram", {0: 2, 1: 1, 2: 1, 3: 1}),  # sums to 5 steps, not 4
     ("acceptance_histogram", {0: 1, 1: 2, 3: 1}),  # 4 steps but 1*2 + 3 = 5 accepted, not 6
     ("acceptance_histogram", {0: 1, 1: 1, 2: 1, -3: 1}),
-    ("acceptance_histogram", [1, 1, 1, 1]), ("acceptance_histogram", {}),
-    ("num_accepted_draft_tokens", 7), ("num_accepted_draft_tokens", 6.0),
-    ("num_accepted_draft_tokens", True), ("num_draft_tokens", 5), ("num_draft_tokens", -12),
-    ("num_spec_steps", 5), ("num_spec_steps", "4"), ("num_spec_tokens", None),
-    ("num_spec_tokens", False), ("num_spec_tokens", -1), ("completion_tokens", 11.0),
+    ("acceptance_histogram", [1, 1, 1, 1]),
+    ("acceptance_histogram", {}),
+    ("num_accepted_draft_tokens", 7),
+    ("num_accepted_draft_tokens", 6.0),
+    ("num_accepted_draft_tokens", True),
+    ("num_draft_tokens", 5),
+    ("num_draft_tokens", -12),
+    ("num_spec_steps", 5),
+    ("num_spec_steps", "4"),
+    ("num_spec_tokens", None),
+    ("num_spec_tokens", False),
+    ("num_spec_tokens", -1),
+    ("completion_tokens", 11.0),
     ("completion_tokens", None),
-    ("per_step_accepted", None), ("per_step_accepted", [2, 0, 3]),
-    ("per_step_accepted", [2, 0, 3, 2]), ("per_step_accepted", [2, 0, 3, True]),
-    ("per_step_accepted", (2, 0, 3, 1)), ("per_step_accepted", [2, 0, 3.0, 1]),
+    ("per_step_accepted", None),
+    ("per_step_accepted", [2, 0, 3]),
+    ("per_step_accepted", [2, 0, 3, 2]),
+    ("per_step_accepted", [2, 0, 3, True]),
+    ("per_step_accepted", (2, 0, 3, 1)),
+    ("per_step_accepted", [2, 0, 3.0, 1]),
     ("per_step_accepted", [4, -1, 3, 0]),  # sums to 6 but holds a negative
     ("per_step_accepted", [3, 0, 3, 0]),  # valid: sums to 6, each <= 3 drafted
     ("per_step_drafted", [4, 2, 3, 3]),  # step 2 accepted 0 <= 2 drafted: valid
     ("per_step_drafted", [1, 5, 3, 3]),  # step 1 accepted 2 > 1 drafted: rejected
-    ("per_step_drafted", None), ("per_step_drafted", "3333"),
+    ("per_step_drafted", None),
+    ("per_step_drafted", "3333"),
     ("unknown_field", 1),
 ]
 
@@ -143,8 +172,14 @@ def _resp(ns, content=None, *, text=None, choices=True) -> ParsedResponse:
 def test_content_times_picks_first_second_and_last_content():
     # role chunk (empty) at 10, content at 20, 30, 40, empty finish at 50, usage at 60:
     # first 20, second 30, last 40.
-    parsed = [_resp(10, ""), _resp(20, "a"), _resp(30, "b"), _resp(40, "c"),
-              _resp(50, ""), _resp(60, choices=False)]
+    parsed = [
+        _resp(10, ""),
+        _resp(20, "a"),
+        _resp(30, "b"),
+        _resp(40, "c"),
+        _resp(50, ""),
+        _resp(60, choices=False),
+    ]
     assert content_times(parsed) == (20, 30, 40)
 
 
@@ -168,8 +203,10 @@ def _dump_reference(rec: Record) -> dict:
     return d
 
 
-@pytest.mark.parametrize("drop", [(), ("num_spec_tokens", "completion_tokens"),
-                                  ("per_step_accepted", "per_step_drafted")])
+@pytest.mark.parametrize(
+    "drop",
+    [(), ("num_spec_tokens", "completion_tokens"), ("per_step_accepted", "per_step_drafted")],
+)
 def test_export_dict_keeps_model_dump_keys_and_order(drop):
     fields = {k: v for k, v in valid_fields().items() if k not in drop}
     for rec in (Record(**fields), Record.checked(**fields)):
@@ -206,7 +243,11 @@ def test_benchmark_captures_take_the_real_record_path(kind):
     assert result.error is None and result.spec_reason is None
     spec = result.spec
     assert spec.acceptance_histogram == {0: 7, 1: 7, 2: 7, 3: 7}
-    assert (spec.num_spec_steps, spec.num_accepted_draft_tokens, spec.num_draft_tokens) == (28, 42, 84)
+    assert (spec.num_spec_steps, spec.num_accepted_draft_tokens, spec.num_draft_tokens) == (
+        28,
+        42,
+        84,
+    )
     assert spec.mean_acceptance_length == 2.5 and spec.draft_acceptance_rate == 0.5
     assert spec.completion_tokens == 71
     assert (spec.per_step_accepted is None) == (kind == "stream-summary")

@@ -12,17 +12,33 @@ import threading
 import time
 import urllib.request
 
+from tui_screen import screen_text
+from tui_tuning_fixtures import (
+    H4,
+    StubMulti,
+    StubPoller,
+    capture_k,
+    delta_of,
+    run_config,
+    session_of,
+)
+
 from specmon.commands.run import make_runner, make_session
 from specmon.config import RunConfig
-from specmon.load.multi import MultiRun
-from specmon.load.scrape import (ClientMark, ClientProbe, CounterDelta, RunTotals,
-                                 ServerCounterPoller, ServerCounterView, SteadyScrape)
-from specmon.load.server_view import live_verdict
+from specmon.server.scrape import (
+    ClientMark,
+    ClientProbe,
+    CounterDelta,
+    RunTotals,
+    ServerCounterPoller,
+    ServerCounterView,
+    SteadyScrape,
+)
+from specmon.server.server_view import live_verdict
 from specmon.sim.process import start_sim
+from specmon.sources.load.multi import MultiRun
 from specmon.tui.app import SpecmonApp
 from specmon.tui.tuning_view import counter_status
-from tui_screen import screen_text
-from tui_tuning_fixtures import H4, StubMulti, StubPoller, capture_k, delta_of, run_config, session_of
 
 
 def verdict_line(multi: MultiRun, label: str) -> str | None:
@@ -48,8 +64,9 @@ def watch_lines(multi: MultiRun, label: str, seconds: float, until: str | None =
 
 def post_completion(url: str, model: str) -> None:
     body = json.dumps({"model": model, "prompt": "other client", "max_tokens": 8}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         resp.read()
 
@@ -58,9 +75,17 @@ def test_live_verdict_never_differs_alone_and_differs_with_another_client(tmp_pa
     with start_sim(["--num-spec-tokens", "3", "--seed", "3", "--step-ms", "2"]) as sim:
         # Open loop at 8 req/s of ~12-token answers: idle most of the time, so many scrapes
         # are steady with nothing in flight, and some land while requests are in flight.
-        config = RunConfig(url=[sim.url], request_rate=8, request_rate_mode="constant",
-                           output_tokens_mean=12, benchmark_duration=60, warmup_request_count=2,
-                           random_seed=1, headless=True, artifact_dir=str(tmp_path / "run"))
+        config = RunConfig(
+            url=[sim.url],
+            request_rate=8,
+            request_rate_mode="constant",
+            output_tokens_mean=12,
+            benchmark_duration=60,
+            warmup_request_count=2,
+            random_seed=1,
+            headless=True,
+            artifact_dir=str(tmp_path / "run"),
+        )
         multi = MultiRun(config, make_session, make_runner)
         assert multi.watch is not None
         multi.watch.interval_s = 0.2  # more scrapes per second than the default 1 s
@@ -105,10 +130,18 @@ def test_live_verdict_with_workers_reaches_equal(tmp_path):
         # --workers 2: the load in two processes whose progress reaches the parent late; the
         # probe counts what the parent has received, so a scrape nothing landed across is
         # steady. Open loop at 8 req/s (4/s per worker) of ~12-token answers: idle gaps.
-        config = RunConfig(url=[sim.url], request_rate=8, request_rate_mode="constant",
-                           output_tokens_mean=12, benchmark_duration=60, warmup_request_count=2,
-                           workers=2, random_seed=1, headless=True,
-                           artifact_dir=str(tmp_path / "run"))
+        config = RunConfig(
+            url=[sim.url],
+            request_rate=8,
+            request_rate_mode="constant",
+            output_tokens_mean=12,
+            benchmark_duration=60,
+            warmup_request_count=2,
+            workers=2,
+            random_seed=1,
+            headless=True,
+            artifact_dir=str(tmp_path / "run"),
+        )
         multi = MultiRun(config, make_session, make_runner)
         assert multi.watch is not None
         multi.watch.interval_s = 0.2
@@ -134,12 +167,18 @@ def test_live_verdict_with_workers_reaches_equal(tmp_path):
 RUN_H4 = RunTotals(steps=16, accepted=36, drafted=64, histogram=dict(enumerate(H4)))
 
 
-def probed_view(delta: CounterDelta, totals: RunTotals, in_flight: int, phase: str = "profiling",
-                taken_s: float = 100.0) -> ServerCounterView:
+def probed_view(
+    delta: CounterDelta,
+    totals: RunTotals,
+    in_flight: int,
+    phase: str = "profiling",
+    taken_s: float = 100.0,
+) -> ServerCounterView:
     client = ClientMark(landed=1, unlanded=in_flight, phase=phase, totals=totals)
     steady = SteadyScrape(delta, client, in_flight, taken_s, 0)
-    return ServerCounterView("http://127.0.0.1:1/metrics", None, None, delta, 5, None,
-                             probed=True, steady=steady)
+    return ServerCounterView(
+        "http://127.0.0.1:1/metrics", None, None, delta, 5, None, probed=True, steady=steady
+    )
 
 
 def test_verdict_states_by_hand():
@@ -171,8 +210,8 @@ def test_verdict_states_by_hand():
 def counters_text(app: SpecmonApp) -> str:
     """The counters widget's rendered lines, joined (long reasons wrap in the panel)."""
     region = app.query_one("#counters").region
-    rows = screen_text(app).splitlines()[region.y:region.bottom]
-    return " ".join(" ".join(row[region.x:region.right].split()) for row in rows)
+    rows = screen_text(app).splitlines()[region.y : region.bottom]
+    return " ".join(" ".join(row[region.x : region.right].split()) for row in rows)
 
 
 class ProbedPoller:
@@ -197,9 +236,11 @@ async def test_rendered_line_settling_then_differs():
         app.refresh_data()
         await pilot.pause()
         differs = counters_text(app)
-    assert ("reconciliation: settling (server − run: steps +1, accepted +4, drafted +4); "
-            "3 request(s) in flight at the scrape: the server counts their steps before they "
-            "land") in settling
+    assert (
+        "reconciliation: settling (server − run: steps +1, accepted +4, drafted +4); "
+        "3 request(s) in flight at the scrape: the server counts their steps before they "
+        "land"
+    ) in settling
     assert "differs" not in settling
     assert "reconciliation: differs at the scrape 0 s ago (server − run: steps +1" in differs
 

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from specmon.load.client import LoadClient, new_capture
+from specmon.sources.load.client import LoadClient, new_capture
 
-APP = textwrap.dedent('''
+APP = textwrap.dedent("""
     from starlette.applications import Starlette
     from starlette.responses import Response, StreamingResponse
     from starlette.routing import Route
@@ -37,7 +37,7 @@ APP = textwrap.dedent('''
         return StreamingResponse(events(), media_type="text/event-stream")
 
     app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +47,21 @@ def fault_server(tmp_path_factory):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "fault_app:app", "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"], cwd=folder)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "fault_app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=folder,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

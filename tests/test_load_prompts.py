@@ -8,14 +8,23 @@ import pytest
 
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.load.client import SSEParser, error_message
-from specmon.load.datasets import PromptSource, load_jsonl_prompts, sample_length
-from specmon.load.generator import ArrivalSchedule, RequestFactory
-from specmon.load.prompts import BUILTIN_PROMPTS
+from specmon.sources.load.client import SSEParser, error_message
+from specmon.sources.load.datasets import PromptSource, load_jsonl_prompts, sample_length
+from specmon.sources.load.generator import ArrivalSchedule, RequestFactory
+from specmon.sources.load.prompts import BUILTIN_PROMPTS
 
 
 def test_builtin_set_has_eight_categories_of_six_distinct_prompts():
-    required = {"code", "math", "qa", "summarization", "translation", "chat", "reasoning", "writing"}
+    required = {
+        "code",
+        "math",
+        "qa",
+        "summarization",
+        "translation",
+        "chat",
+        "reasoning",
+        "writing",
+    }
     assert required <= set(BUILTIN_PROMPTS)
     for category, prompts in BUILTIN_PROMPTS.items():
         assert len(prompts) >= 6, category
@@ -42,13 +51,16 @@ def test_jsonl_file_prompts_and_line_numbered_errors(tmp_path):
     good = tmp_path / "p.jsonl"
     good.write_text('{"text": "hello", "category": "chat", "max_tokens": 9}\n\n{"text": "x"}\n')
     prompts = load_jsonl_prompts(str(good))
-    assert [(p.text, p.category, p.max_tokens) for p in prompts] == [("hello", "chat", 9), ("x", None, None)]
+    assert [(p.text, p.category, p.max_tokens) for p in prompts] == [
+        ("hello", "chat", 9),
+        ("x", None, None),
+    ]
     cases = {
         '{"text": "a"}\n{"txt": "b"}\n': "line 2: unknown key 'txt'",
         '{"text": "a"}\nnot json\n': "line 2: invalid JSON",
         '{"text": ""}\n': "line 1: 'text' must be a non-empty string",
         '{"text": "a", "max_tokens": 0}\n': "line 1: 'max_tokens' must be a positive integer",
-        '[1, 2]\n': "line 1: expected a JSON object",
+        "[1, 2]\n": "line 1: expected a JSON object",
     }
     for content, expected in cases.items():
         bad = tmp_path / "bad.jsonl"
@@ -62,15 +74,19 @@ def test_jsonl_file_prompts_and_line_numbered_errors(tmp_path):
 def test_chat_streaming_body_asks_for_usage_and_ignore_eos():
     config = RunConfig(streaming=True, output_tokens_mean=64)
     body = RequestFactory(config, "m", random.Random(0)).body(
-        PromptSource("builtin", random.Random(0)).next())
+        PromptSource("builtin", random.Random(0)).next()
+    )
     assert body["model"] == "m" and body["messages"][0]["role"] == "user"
     assert body["max_tokens"] == 64 and body["ignore_eos"] is True
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
 def test_extra_inputs_override_stream_options_and_add_keys():
-    config = RunConfig(streaming=True, endpoint_type="completions",
-                       extra_inputs={"stream_options": {"include_usage": False}, "temperature": 0})
+    config = RunConfig(
+        streaming=True,
+        endpoint_type="completions",
+        extra_inputs={"stream_options": {"include_usage": False}, "temperature": 0},
+    )
     factory = RequestFactory(config, "m", random.Random(0))
     body, _ = factory.next_request()
     assert "prompt" in body and "messages" not in body
@@ -99,7 +115,7 @@ def test_sse_parser_splits_events_across_chunks_and_stops_at_done():
     parser = SSEParser()
     assert parser.feed(b'data: {"a": 1}\n\nda') == [b'{"a": 1}']
     assert parser.feed(b'ta: {"b": 2}\r\n\r\n: keep-alive comment\n\n') == [b'{"b": 2}']
-    assert parser.feed(b"event: x\ndata: [DONE]\n\ndata: {\"late\": 1}\n\n") == []
+    assert parser.feed(b'event: x\ndata: [DONE]\n\ndata: {"late": 1}\n\n') == []
     assert parser.done
 
 

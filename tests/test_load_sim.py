@@ -16,10 +16,10 @@ import pytest
 
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
-from specmon.load.client import LoadClient, new_capture
-from specmon.load.runner import LoadRunner
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
+from specmon.sources.load.client import LoadClient, new_capture
+from specmon.sources.load.runner import LoadRunner
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +29,9 @@ def read_log(path: Path) -> dict[str, dict]:
     return {entry["x_request_id"]: entry for entry in entries}
 
 
-def run_load(url: str, artifact_dir: Path, export_level: str = "raw", **options) -> tuple[RunSession, list[dict], LoadRunner]:
+def run_load(
+    url: str, artifact_dir: Path, export_level: str = "raw", **options
+) -> tuple[RunSession, list[dict], LoadRunner]:
     """Drive the sim with a LoadRunner feeding a real RunSession; keep every capture dict."""
     options.setdefault("random_seed", 5)
     config = RunConfig(url=[url], model="specmon-sim", **options)
@@ -51,8 +53,20 @@ def run_load(url: str, artifact_dir: Path, export_level: str = "raw", **options)
 @pytest.fixture(scope="module", params=["vllm", "vllm-legacy"])
 def shaped_sim(request, tmp_path_factory):
     log = tmp_path_factory.mktemp("sim") / f"{request.param}.log"
-    with start_sim(["--seed", "11", "--shape", request.param, "--num-spec-tokens", "3",
-                    "--acceptance", "0.8,0.6,0.4", "--log", str(log)]) as sim:
+    with start_sim(
+        [
+            "--seed",
+            "11",
+            "--shape",
+            request.param,
+            "--num-spec-tokens",
+            "3",
+            "--acceptance",
+            "0.8,0.6,0.4",
+            "--log",
+            str(log),
+        ]
+    ) as sim:
         yield sim, log
 
 
@@ -60,8 +74,15 @@ def shaped_sim(request, tmp_path_factory):
 @pytest.mark.parametrize("streaming", [True, False])
 def test_records_equal_sim_ground_truth(shaped_sim, tmp_path, endpoint, streaming):
     sim, log = shaped_sim
-    session, captures, _ = run_load(sim.url, tmp_path, endpoint_type=endpoint, streaming=streaming,
-                                    concurrency=3, request_count=9, output_tokens_mean=24)
+    session, captures, _ = run_load(
+        sim.url,
+        tmp_path,
+        endpoint_type=endpoint,
+        streaming=streaming,
+        concurrency=3,
+        request_count=9,
+        output_tokens_mean=24,
+    )
     truth = read_log(log)
     results = session.accumulator.results
     assert len(captures) == 9 and len(results) == 9
@@ -82,7 +103,11 @@ def test_records_equal_sim_ground_truth(shaped_sim, tmp_path, endpoint, streamin
         assert result.metrics["input_sequence_length"] == entry["usage"]["prompt_tokens"]
         stamps = capture["response_ns"]
         assert len(stamps) == len(capture["responses"])
-        assert capture["start_ns"] <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= capture["end_ns"]
+        assert (
+            capture["start_ns"] <= stamps[0]
+            and stamps == sorted(stamps)
+            and stamps[-1] <= capture["end_ns"]
+        )
         if streaming:
             # one content chunk per round (prefill + each verify step); the usage chunk last
             assert sum(1 for r in capture["responses"] if _content(r)) == entry["rounds_sent"]
@@ -99,12 +124,20 @@ def _content(response: dict) -> str:
 
 def test_warmup_first_and_only_in_raw_capture(tmp_path):
     with start_sim(["--seed", "3", "--step-ms", "1"]) as sim:
-        session, captures, runner = run_load(sim.url, tmp_path, concurrency=2, request_count=10,
-                                             warmup_request_count=4, output_tokens_mean=8)
+        session, captures, runner = run_load(
+            sim.url,
+            tmp_path,
+            concurrency=2,
+            request_count=10,
+            warmup_request_count=4,
+            output_tokens_mean=8,
+        )
     phases = [c["benchmark_phase"] for c in captures]
     assert phases.count("warmup") == 4 and phases.count("profiling") == 10
     last_warmup_end = max(c["end_ns"] for c in captures if c["benchmark_phase"] == "warmup")
-    first_profiling_start = min(c["start_ns"] for c in captures if c["benchmark_phase"] == "profiling")
+    first_profiling_start = min(
+        c["start_ns"] for c in captures if c["benchmark_phase"] == "profiling"
+    )
     assert last_warmup_end <= first_profiling_start  # warmup drained before profiling
     raw = (tmp_path / "profile_export_raw.jsonl").read_text().splitlines()
     assert sum('"warmup"' in line for line in raw) == 4 and len(raw) == 14
@@ -116,8 +149,10 @@ def test_warmup_first_and_only_in_raw_capture(tmp_path):
 
 
 def _max_overlap(captures: list[dict]) -> int:
-    events = sorted([(c["start_ns"], 1) for c in captures] + [(c["end_ns"], -1) for c in captures],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(c["start_ns"], 1) for c in captures] + [(c["end_ns"], -1) for c in captures],
+        key=lambda e: (e[0], e[1]),
+    )
     level = peak = 0
     for _, delta in events:
         level += delta
@@ -129,8 +164,15 @@ def _max_overlap(captures: list[dict]) -> int:
 def test_request_rate_modes(tmp_path, mode):
     rate = 40.0  # 25 ms mean gap; the sim answers in about 2 ms, so no concurrency cap binds
     with start_sim(["--seed", "2"]) as sim:
-        _, captures, _ = run_load(sim.url, tmp_path, request_rate=rate, request_rate_mode=mode,
-                                  request_count=120, output_tokens_mean=4, random_seed=8)
+        _, captures, _ = run_load(
+            sim.url,
+            tmp_path,
+            request_rate=rate,
+            request_rate_mode=mode,
+            request_count=120,
+            output_tokens_mean=4,
+            random_seed=8,
+        )
     starts = sorted(c["start_ns"] for c in captures)
     gaps = [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
     mean_gap = statistics.fmean(gaps)
@@ -148,8 +190,14 @@ def test_request_rate_modes(tmp_path, mode):
 
 def test_request_rate_capped_by_concurrency(tmp_path):
     with start_sim(["--seed", "4", "--ttft-ms", "30"]) as sim:
-        _, captures, _ = run_load(sim.url, tmp_path, request_rate=500.0, concurrency=2,
-                                  request_count=12, output_tokens_mean=2)
+        _, captures, _ = run_load(
+            sim.url,
+            tmp_path,
+            request_rate=500.0,
+            concurrency=2,
+            request_count=12,
+            output_tokens_mean=2,
+        )
     assert len(captures) == 12
     assert _max_overlap(captures) == 2  # 500/s wants more in flight; the cap holds it at 2
 
@@ -178,8 +226,14 @@ def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(
 def test_errors_counted_by_kind_and_run_goes_on(tmp_path):
     log = tmp_path / "sim.log"
     with start_sim(["--seed", "9", "--error-rate", "0.3", "--log", str(log)]) as sim:
-        session, captures, _ = run_load(sim.url, tmp_path / "run", concurrency=4, request_count=40,
-                                        output_tokens_mean=4, streaming=True)
+        session, captures, _ = run_load(
+            sim.url,
+            tmp_path / "run",
+            concurrency=4,
+            request_count=40,
+            output_tokens_mean=4,
+            streaming=True,
+        )
     truth = read_log(log)
     failed = [c for c in captures if c["error"]]
     expected = sum(1 for c in captures if truth[c["x_request_id"]]["status"] == 500)
@@ -193,15 +247,22 @@ def test_errors_counted_by_kind_and_run_goes_on(tmp_path):
 
 def test_disconnects_are_broken_streams(tmp_path):
     with start_sim(["--seed", "9", "--disconnect-rate", "1.0"]) as sim:
-        _, captures, _ = run_load(sim.url, tmp_path, concurrency=2, request_count=4,
-                                  output_tokens_mean=16, streaming=True)
+        _, captures, _ = run_load(
+            sim.url, tmp_path, concurrency=2, request_count=4, output_tokens_mean=16, streaming=True
+        )
     assert [c["error"]["type"] for c in captures] == ["broken_stream"] * 4
 
 
 def test_timeout_is_counted(tmp_path):
     with start_sim(["--seed", "9", "--ttft-ms", "3000"]) as sim:
-        _, captures, _ = run_load(sim.url, tmp_path, concurrency=2, request_count=2,
-                                  output_tokens_mean=2, request_timeout=0.3)
+        _, captures, _ = run_load(
+            sim.url,
+            tmp_path,
+            concurrency=2,
+            request_count=2,
+            output_tokens_mean=2,
+            request_timeout=0.3,
+        )
     assert [c["error"]["type"] for c in captures] == ["timeout", "timeout"]
 
 
@@ -209,7 +270,9 @@ async def test_connection_refused_is_connection_error():
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    async with LoadClient(f"http://127.0.0.1:{port}", max_connections=1, request_timeout=5) as client:
+    async with LoadClient(
+        f"http://127.0.0.1:{port}", max_connections=1, request_timeout=5
+    ) as client:
         capture = await client.send(new_capture("chat", False, {"model": "m"}))
     assert capture["error"]["type"] == "connection_error"
     assert capture["status"] == 0 and capture["responses"] == []
@@ -219,8 +282,13 @@ def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
     with start_sim(["--seed", "1"]) as sim:
         # Four in flight: answers queue up while the sink blocks, so the loop stays busy even
         # when the simulator itself is slowed by a loaded machine.
-        config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=4, request_count=24,
-                           output_tokens_mean=2)
+        config = RunConfig(
+            url=[sim.url],
+            model="specmon-sim",
+            concurrency=4,
+            request_count=24,
+            output_tokens_mean=2,
+        )
         worst = []
 
         def slow_sink(capture: dict) -> None:
@@ -236,15 +304,30 @@ def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
 
 def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text('{"text": "alpha beta", "category": "code", "max_tokens": 3}\n'
-                       '{"text": "gamma", "max_tokens": 5}\n')
+    prompts.write_text(
+        '{"text": "alpha beta", "category": "code", "max_tokens": 3}\n'
+        '{"text": "gamma", "max_tokens": 5}\n'
+    )
     log = tmp_path / "sim.log"
     with start_sim(["--seed", "1", "--log", str(log)]) as sim:
-        _, from_file, _ = run_load(sim.url, tmp_path / "a", "summary", concurrency=1, request_count=4,
-                                   input_file=str(prompts))
-        _, synthetic, _ = run_load(sim.url, tmp_path / "b", "summary", concurrency=2, request_count=3,
-                                   prompt_source="synthetic", synthetic_input_tokens_mean=40,
-                                   output_tokens_mean=6)
+        _, from_file, _ = run_load(
+            sim.url,
+            tmp_path / "a",
+            "summary",
+            concurrency=1,
+            request_count=4,
+            input_file=str(prompts),
+        )
+        _, synthetic, _ = run_load(
+            sim.url,
+            tmp_path / "b",
+            "summary",
+            concurrency=2,
+            request_count=3,
+            prompt_source="synthetic",
+            synthetic_input_tokens_mean=40,
+            output_tokens_mean=6,
+        )
     truth = read_log(log)
     sent = [truth[c["x_request_id"]] for c in from_file]
     # the file is replayed in order, its max_tokens win, its category goes in the header
@@ -259,8 +342,9 @@ def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
 
 def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
     with start_sim(["--seed", "1", "--ttft-ms", "5"]) as sim:
-        _, captures, runner = run_load(sim.url, tmp_path, concurrency=2, benchmark_duration=0.8,
-                                       output_tokens_mean=2)
+        _, captures, runner = run_load(
+            sim.url, tmp_path, concurrency=2, benchmark_duration=0.8, output_tokens_mean=2
+        )
     assert len(captures) > 4 and all(c["error"] is None for c in captures)
     # nothing was dispatched after the deadline, 0.8 s from the start of profiling, and the
     # requests in flight at the deadline were allowed to finish (no cancelled errors above)
@@ -272,9 +356,15 @@ def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
 def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path):
     log = tmp_path / "sim.log"
     with start_sim(["--seed", "1", "--log", str(log)]) as sim:
-        session, captures, _ = run_load(sim.url, tmp_path / "r", "summary", concurrency=1, request_count=2,
-                                        output_tokens_mean=4, extra_inputs={
-                                            "stream": True, "stream_options": {"include_usage": False}})
+        session, captures, _ = run_load(
+            sim.url,
+            tmp_path / "r",
+            "summary",
+            concurrency=1,
+            request_count=2,
+            output_tokens_mean=4,
+            extra_inputs={"stream": True, "stream_options": {"include_usage": False}},
+        )
     truth = read_log(log)
     for capture, result in zip(captures, session.accumulator.results):
         assert capture["streaming"] is True and capture["error"] is None  # parsed as SSE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specmon.config import RunConfig
-from specmon.load.workers import effective_workers, split_int, worker_configs
+from specmon.sources.load.workers import effective_workers, split_int, worker_configs
 
 
 def test_split_int_is_even_and_sums_to_total():
@@ -13,8 +13,14 @@ def test_split_int_is_even_and_sums_to_total():
 
 
 def test_closed_loop_shares():
-    config = RunConfig(url=["http://h:1"], concurrency=10, request_count=101, warmup_request_count=5,
-                       workers=3, random_seed=7)
+    config = RunConfig(
+        url=["http://h:1"],
+        concurrency=10,
+        request_count=101,
+        warmup_request_count=5,
+        workers=3,
+        random_seed=7,
+    )
     shares = worker_configs(config)
     assert [s["concurrency"] for s, _ in shares] == [4, 3, 3]
     assert [s["request_count"] for s, _ in shares] == [34, 34, 33]  # 101 = 34 + 34 + 33

@@ -43,8 +43,21 @@ def three_sims(tmp_path: Path, extra: list[str] = ()):
         sims = {}
         for k in KS:
             log = tmp_path / f"sim{k}.log"
-            sim = stack.enter_context(start_sim(["--num-spec-tokens", str(k), "--seed", "5",
-                                                 "--acceptance", "0.7", "--log", str(log), *extra]))
+            sim = stack.enter_context(
+                start_sim(
+                    [
+                        "--num-spec-tokens",
+                        str(k),
+                        "--seed",
+                        "5",
+                        "--acceptance",
+                        "0.7",
+                        "--log",
+                        str(log),
+                        *extra,
+                    ]
+                )
+            )
             sims[k] = (sim, log)
         yield sims
 
@@ -56,8 +69,11 @@ def assert_records_equal_log(records: list[dict], log_entries: list[dict], k: in
     for rec in records:
         truth = by_id[rec["metadata"]["x_request_id"]]["stats"][0]
         spec = rec["spec_decode_acceptance"]
-        assert (spec["num_spec_steps"], spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]) \
-            == (truth["steps"], truth["accepted"], truth["drafted"])
+        assert (
+            spec["num_spec_steps"],
+            spec["num_accepted_draft_tokens"],
+            spec["num_draft_tokens"],
+        ) == (truth["steps"], truth["accepted"], truth["drafted"])
         if k is not None:
             assert spec["num_spec_tokens"] == k
 
@@ -66,9 +82,23 @@ def test_split_across_three_servers_each_records_its_own_log(tmp_path):
     out = tmp_path / "run"
     with three_sims(tmp_path) as sims:
         urls = [arg for k in KS for arg in ("--url", f"k{k}={sims[k][0].url}")]
-        proc = run_specmon([*urls, "--split", "--headless", "--request-count", "30",
-                            "--concurrency", "6", "--output-tokens-mean", "16",
-                            "--random-seed", "11", "--artifact-dir", str(out)])
+        proc = run_specmon(
+            [
+                *urls,
+                "--split",
+                "--headless",
+                "--request-count",
+                "30",
+                "--concurrency",
+                "6",
+                "--output-tokens-mean",
+                "16",
+                "--random-seed",
+                "11",
+                "--artifact-dir",
+                str(out),
+            ]
+        )
     assert "3 servers (split)" in proc.stdout
     prompts = []
     for k in KS:
@@ -91,9 +121,23 @@ def test_mirror_sends_identical_prompts_in_the_same_order(tmp_path):
     out = tmp_path / "run"
     with three_sims(tmp_path) as sims:
         urls = [arg for k in KS for arg in ("--url", f"k{k}={sims[k][0].url}")]
-        proc = run_specmon([*urls, "--mirror", "--headless", "--request-count", "8",
-                            "--concurrency", "1", "--output-tokens-stddev", "4",
-                            "--output-tokens-mean", "16", "--artifact-dir", str(out)])
+        proc = run_specmon(
+            [
+                *urls,
+                "--mirror",
+                "--headless",
+                "--request-count",
+                "8",
+                "--concurrency",
+                "1",
+                "--output-tokens-stddev",
+                "4",
+                "--output-tokens-mean",
+                "16",
+                "--artifact-dir",
+                str(out),
+            ]
+        )
     assert "3 servers (mirrored)" in proc.stdout
     sent = {}
     for k in KS:
@@ -110,9 +154,24 @@ def test_mirror_sends_identical_prompts_in_the_same_order(tmp_path):
 
 def test_demo_three_k_side_by_side(tmp_path):
     out = tmp_path / "demo"
-    proc = run_specmon(["demo", "--num-spec-tokens", "2,4,6", "--headless", "--request-count", "12",
-                        "--ttft-ms", "0", "--step-ms", "0", "--output-tokens-mean", "16",
-                        "--artifact-dir", str(out)])
+    proc = run_specmon(
+        [
+            "demo",
+            "--num-spec-tokens",
+            "2,4,6",
+            "--headless",
+            "--request-count",
+            "12",
+            "--ttft-ms",
+            "0",
+            "--step-ms",
+            "0",
+            "--output-tokens-mean",
+            "16",
+            "--artifact-dir",
+            str(out),
+        ]
+    )
     assert "3 servers (mirrored)" in proc.stdout
     for k in KS:
         assert f"=== server k{k} (" in proc.stdout
@@ -132,11 +191,34 @@ def test_scripted_segments_recommended_k_falls_with_concurrency(tmp_path):
       B=16: c = (10*0.1*15 + 0.5) / (10*2.5) = 0.62 -> k=1
     (E(k) = (1 - 0.8^(k+1)) / 0.2). So the best k must fall as concurrency rises."""
     out = tmp_path / "seg"
-    proc = run_specmon(["demo", "--num-spec-tokens", "2,4,6", "--headless",
-                        "--segments", "concurrency=1,4,16", "--segment-requests", "16",
-                        "--output-tokens-mean", "24", "--ttft-ms", "0", "--step-ms", "10",
-                        "--draft-ms-per-token", "0.5", "--batch-slope", "0.1",
-                        "--acceptance", "0.8", "--random-seed", "3", "--artifact-dir", str(out)])
+    proc = run_specmon(
+        [
+            "demo",
+            "--num-spec-tokens",
+            "2,4,6",
+            "--headless",
+            "--segments",
+            "concurrency=1,4,16",
+            "--segment-requests",
+            "16",
+            "--output-tokens-mean",
+            "24",
+            "--ttft-ms",
+            "0",
+            "--step-ms",
+            "10",
+            "--draft-ms-per-token",
+            "0.5",
+            "--batch-slope",
+            "0.1",
+            "--acceptance",
+            "0.8",
+            "--random-seed",
+            "3",
+            "--artifact-dir",
+            str(out),
+        ]
+    )
     doc = json.loads((out / "k6" / "profile_export_aiperf.json").read_text())
     rows = doc["segments"]
     assert [r["settings"]["concurrency"] for r in rows] == [1, 4, 16]
@@ -148,7 +230,11 @@ def test_scripted_segments_recommended_k_falls_with_concurrency(tmp_path):
     # the per-segment spec counts are the simulator's, summed over that segment's requests
     records = read_jsonl(out / "k6" / "profile_export.jsonl")
     for row in rows:
-        mine = [r["spec_decode_acceptance"] for r in records if r["metadata"]["segment"] == row["segment"]]
+        mine = [
+            r["spec_decode_acceptance"]
+            for r in records
+            if r["metadata"]["segment"] == row["segment"]
+        ]
         steps = sum(s["num_spec_steps"] for s in mine)
         accepted = sum(s["num_accepted_draft_tokens"] for s in mine)
         assert (row["steps"], row["accepted"]) == (steps, accepted)
@@ -160,18 +246,35 @@ def test_scripted_segments_recommended_k_falls_with_concurrency(tmp_path):
 
 
 def post_json(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
 
 def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]) as sim:
-        run_specmon(["--url", sim.url, "--headless", "--request-count", "20", "--concurrency", "4",
-                     "--warmup-request-count", "3", "--output-tokens-mean", "16",
-                     "--artifact-dir", str(tmp_path / "alone")])
+    with start_sim(
+        ["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]
+    ) as sim:
+        run_specmon(
+            [
+                "--url",
+                sim.url,
+                "--headless",
+                "--request-count",
+                "20",
+                "--concurrency",
+                "4",
+                "--warmup-request-count",
+                "3",
+                "--output-tokens-mean",
+                "16",
+                "--artifact-dir",
+                str(tmp_path / "alone"),
+            ]
+        )
         alone = json.loads((tmp_path / "alone" / "profile_export_aiperf.json").read_text())
         entries = served(log)
         assert len(entries) == 23
@@ -180,8 +283,12 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
         truth_steps = sum(e["stats"][0]["steps"] for e in entries[3:])
         # the run was alone: server delta == per-request totals == the simulator's log
         sm = alone["server_metrics"]
-        assert sm["reconciliation"] == {"equal": True, "diffs": {}, "reasons": [],
-                                        "text": "server counters match the per-request totals"}
+        assert sm["reconciliation"] == {
+            "equal": True,
+            "diffs": {},
+            "reasons": [],
+            "text": "server counters match the per-request totals",
+        }
         assert sm["drafts"] == alone["total_spec_decode_steps"]["avg"] == truth_steps
         assert sum(int(n) for n in sm["histogram"].values()) == truth_steps
 
@@ -190,16 +297,30 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
 
         def other_client() -> None:  # a second client on the same server during the run
             while not stop.is_set():
-                post_json(sim.url + "/v1/completions",
-                          {"model": sim.model, "prompt": "other", "max_tokens": 8})
+                post_json(
+                    sim.url + "/v1/completions",
+                    {"model": sim.model, "prompt": "other", "max_tokens": 8},
+                )
                 other.append(1)
 
         thread = threading.Thread(target=other_client, daemon=True)
         thread.start()
         try:
-            proc = run_specmon(["--url", sim.url, "--headless", "--request-count", "40",
-                                "--concurrency", "2", "--output-tokens-mean", "16",
-                                "--artifact-dir", str(tmp_path / "shared")])
+            proc = run_specmon(
+                [
+                    "--url",
+                    sim.url,
+                    "--headless",
+                    "--request-count",
+                    "40",
+                    "--concurrency",
+                    "2",
+                    "--output-tokens-mean",
+                    "16",
+                    "--artifact-dir",
+                    str(tmp_path / "shared"),
+                ]
+            )
         finally:
             stop.set()
             thread.join(30)
@@ -213,9 +334,22 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
 
 def test_counters_alone_when_responses_carry_no_stats(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "3", "--seed", "4", "--shape", "none", "--log", str(log)]) as sim:
-        proc = run_specmon(["--url", sim.url, "--headless", "--request-count", "10",
-                            "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "r")])
+    with start_sim(
+        ["--num-spec-tokens", "3", "--seed", "4", "--shape", "none", "--log", str(log)]
+    ) as sim:
+        proc = run_specmon(
+            [
+                "--url",
+                sim.url,
+                "--headless",
+                "--request-count",
+                "10",
+                "--output-tokens-mean",
+                "16",
+                "--artifact-dir",
+                str(tmp_path / "r"),
+            ]
+        )
     entries = served(log)
     steps = sum(e["stats"][0]["steps"] for e in entries)
     accepted = sum(e["stats"][0]["accepted"] for e in entries)
@@ -228,7 +362,7 @@ def test_counters_alone_when_responses_carry_no_stats(tmp_path):
 
 
 def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path):
-    from specmon.load.server_view import CounterWatch
+    from specmon.server.server_view import CounterWatch
 
     with socket.socket() as sock:  # a port nobody listens on: /metrics unreachable
         sock.bind(("127.0.0.1", 0))
@@ -245,14 +379,27 @@ def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path):
     (truth,) = [e["stats"][0] for e in served(log)]
     delta = views["up"].delta
     assert truth["steps"] > 0
-    assert (delta.drafts, delta.accepted, delta.draft_tokens) == \
-        (truth["steps"], truth["accepted"], truth["drafted"])
+    assert (delta.drafts, delta.accepted, delta.draft_tokens) == (
+        truth["steps"],
+        truth["accepted"],
+        truth["drafted"],
+    )
 
 
 def test_no_server_metrics_flag_leaves_them_out(tmp_path):
     with start_sim(["--num-spec-tokens", "2", "--seed", "4"]) as sim:
-        proc = run_specmon(["--url", sim.url, "--headless", "--request-count", "4",
-                            "--no-server-metrics", "--artifact-dir", str(tmp_path / "r")])
+        proc = run_specmon(
+            [
+                "--url",
+                sim.url,
+                "--headless",
+                "--request-count",
+                "4",
+                "--no-server-metrics",
+                "--artifact-dir",
+                str(tmp_path / "r"),
+            ]
+        )
     doc = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())
     assert doc["server_metrics"] == {"available": False, "reason": "not polled"}
     assert "server /metrics" not in proc.stdout
@@ -261,9 +408,23 @@ def test_no_server_metrics_flag_leaves_them_out(tmp_path):
 @pytest.mark.parametrize("engine_flag", [["--engine", "sglang"], []])
 def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "3", "--seed", "6", "--shape", "sglang", "--log", str(log)]) as sim:
-        run_specmon(["--url", sim.url, "--headless", "--request-count", "6", *engine_flag,
-                     "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "r")])
+    with start_sim(
+        ["--num-spec-tokens", "3", "--seed", "6", "--shape", "sglang", "--log", str(log)]
+    ) as sim:
+        run_specmon(
+            [
+                "--url",
+                sim.url,
+                "--headless",
+                "--request-count",
+                "6",
+                *engine_flag,
+                "--output-tokens-mean",
+                "16",
+                "--artifact-dir",
+                str(tmp_path / "r"),
+            ]
+        )
     entries = served(log)
     assert len(entries) == 6
     assert all(e["received"]["return_spec_tokens_details"] is True for e in entries)
@@ -276,11 +437,18 @@ def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
     """The TUI's path: a knob on the (multi) runner; later requests carry the new segment."""
     from specmon.commands.run import make_runner, make_session
     from specmon.config import RunConfig
-    from specmon.load.multi import MultiRun
+    from specmon.sources.load.multi import MultiRun
 
     with start_sim(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"]) as sim:
-        config = RunConfig(url=[sim.url], model=sim.model, concurrency=1, request_count=60,
-                           output_tokens_mean=8, random_seed=1, artifact_dir=str(tmp_path / "r"))
+        config = RunConfig(
+            url=[sim.url],
+            model=sim.model,
+            concurrency=1,
+            request_count=60,
+            output_tokens_mean=8,
+            random_seed=1,
+            artifact_dir=str(tmp_path / "r"),
+        )
         multi = MultiRun(config, make_session, make_runner)
         multi.start()
         session = multi.primary.session
@@ -301,18 +469,36 @@ def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
 
 def test_duration_segments_with_two_keys(tmp_path):
     out = tmp_path / "dur"
-    proc = run_specmon(["demo", "--headless", "--segments", "concurrency=1,2;output_tokens=8,16",
-                        "--segment-duration", "0.3", "--ttft-ms", "0", "--step-ms", "2",
-                        "--draft-cost", "0.1", "--artifact-dir", str(out)])
+    proc = run_specmon(
+        [
+            "demo",
+            "--headless",
+            "--segments",
+            "concurrency=1,2;output_tokens=8,16",
+            "--segment-duration",
+            "0.3",
+            "--ttft-ms",
+            "0",
+            "--step-ms",
+            "2",
+            "--draft-cost",
+            "0.1",
+            "--artifact-dir",
+            str(out),
+        ]
+    )
     rows = json.loads((out / "profile_export_aiperf.json").read_text())["segments"]
-    assert [(r["settings"]["concurrency"], r["settings"]["output_tokens"]) for r in rows] == \
-        [(1, 8), (2, 16)]
+    assert [(r["settings"]["concurrency"], r["settings"]["output_tokens"]) for r in rows] == [
+        (1, 8),
+        (2, 16),
+    ]
     records = read_jsonl(out / "profile_export.jsonl")
     for row in rows:
         mine = [r for r in records if r["metadata"]["segment"] == row["segment"]]
         assert row["request_count"] == len(mine) > 0
         # every request of a segment asked for that segment's output length
-        assert {r["metrics"]["output_sequence_length"]["value"] for r in mine} == \
-            {row["settings"]["output_tokens"]}
+        assert {r["metrics"]["output_sequence_length"]["value"] for r in mine} == {
+            row["settings"]["output_tokens"]
+        }
         assert row["recommended_from"] == "histogram" and row["recommended_k"] is not None
     assert "Segments" in proc.stdout

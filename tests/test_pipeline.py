@@ -1,18 +1,29 @@
 """specmon.capture + specmon.pipeline: raw captures in, per-request AIPerf metrics out."""
 
 import pytest
-
 from metrics_helpers import (
-    MS, SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload,
+    MS,
+    SECOND,
+    WORKED,
+    error_capture,
+    nonstream_capture,
+    stream_capture,
+    vllm_payload,
 )
+
 from specmon.capture import CaptureError, RawCapture, parse_capture_line, read_raw_capture
 from specmon.errors import UserError
 from specmon.pipeline import process_capture, spec_record_metrics
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
-SPEC_TAGS = {"spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
-             "spec_decode_accepted_per_verified", "spec_decode_steps",
-             "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens"}
+SPEC_TAGS = {
+    "spec_decode_acceptance_length",
+    "spec_decode_draft_acceptance_rate",
+    "spec_decode_accepted_per_verified",
+    "spec_decode_steps",
+    "spec_decode_accepted_draft_tokens",
+    "spec_decode_draft_tokens",
+}
 
 
 def test_worked_example_non_streaming_record_metrics():
@@ -42,8 +53,9 @@ def test_acceptance_length_is_taken_verbatim_not_recomputed():
 
 def test_streaming_timing_metrics_by_hand():
     # role chunk (empty content) at 5 ms, content at 20, 30, 45, 60 ms, usage chunk at 61 ms
-    cap = stream_capture(vllm_payload(SECOND, k=4), [20, 30, 45, 60], role_ms=5,
-                         usage_ms=61, completion_tokens=20)
+    cap = stream_capture(
+        vllm_payload(SECOND, k=4), [20, 30, 45, 60], role_ms=5, usage_ms=61, completion_tokens=20
+    )
     m = process_capture(cap).metrics
     assert m["time_to_first_token"] == 20.0  # first non-empty content, not the role chunk
     assert m["time_to_second_token"] == 10.0  # 30 - 20
@@ -64,11 +76,20 @@ def test_itl_needs_two_output_tokens():
 
 
 def test_completions_streaming_text_content():
-    cap = RawCapture(endpoint="completions", streaming=True, request={"prompt": "p"}, status=200,
-                     responses=[{"choices": [{"text": ""}]}, {"choices": [{"text": "a"}]},
-                                {"choices": [{"text": "b"}]},
-                                {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 2}}],
-                     start_ns=1000, response_ns=[1000 + 2 * MS, 1000 + 4 * MS, 1000 + 7 * MS, 1000 + 8 * MS])
+    cap = RawCapture(
+        endpoint="completions",
+        streaming=True,
+        request={"prompt": "p"},
+        status=200,
+        responses=[
+            {"choices": [{"text": ""}]},
+            {"choices": [{"text": "a"}]},
+            {"choices": [{"text": "b"}]},
+            {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 2}},
+        ],
+        start_ns=1000,
+        response_ns=[1000 + 2 * MS, 1000 + 4 * MS, 1000 + 7 * MS, 1000 + 8 * MS],
+    )
     m = process_capture(cap).metrics
     assert m["time_to_first_token"] == 4.0 and m["request_latency"] == 7.0
     assert m["inter_token_latency"] == 1.5  # (7 - 4) / (3 - 1)
@@ -106,9 +127,15 @@ def test_malformed_payload_is_a_reason_not_an_exception():
 
 
 def test_garbage_responses_never_raise():
-    cap = RawCapture(endpoint="chat", streaming=True, request={}, status=200,
-                     responses=[None, 3, "x", [], {"choices": "no"}, {"metrics": []}],
-                     start_ns=0, response_ns=[1, 2, 3])  # misaligned times
+    cap = RawCapture(
+        endpoint="chat",
+        streaming=True,
+        request={},
+        status=200,
+        responses=[None, 3, "x", [], {"choices": "no"}, {"metrics": []}],
+        start_ns=0,
+        response_ns=[1, 2, 3],
+    )  # misaligned times
     r = process_capture(cap)
     assert r.error is None and r.spec is None
 
@@ -125,25 +152,44 @@ def test_error_requests_carry_kind_and_no_metrics():
 
 
 def test_apv_omitted_without_drafts_and_steps():
-    rec = SpecDecodeAcceptanceRecord(engine="vllm", mean_acceptance_length=1.0,
-                                     draft_acceptance_rate=0.0, acceptance_histogram={},
-                                     num_accepted_draft_tokens=0, num_draft_tokens=0,
-                                     num_spec_steps=0)
+    rec = SpecDecodeAcceptanceRecord(
+        engine="vllm",
+        mean_acceptance_length=1.0,
+        draft_acceptance_rate=0.0,
+        acceptance_histogram={},
+        num_accepted_draft_tokens=0,
+        num_draft_tokens=0,
+        num_spec_steps=0,
+    )
     m = spec_record_metrics(rec)
     assert "spec_decode_accepted_per_verified" not in m
     assert m["spec_decode_steps"] == 0
 
 
 def test_result_carries_capture_extras():
-    cap = nonstream_capture(None, category="code", server="a", segment=2, x_request_id="r1",
-                            worker_id="w0", benchmark_phase="warmup")
+    cap = nonstream_capture(
+        None,
+        category="code",
+        server="a",
+        segment=2,
+        x_request_id="r1",
+        worker_id="w0",
+        benchmark_phase="warmup",
+    )
     r = process_capture(cap)
-    assert (r.category, r.server, r.segment, r.x_request_id, r.worker_id, r.phase) == \
-        ("code", "a", 2, "r1", "w0", "warmup")
+    assert (r.category, r.server, r.segment, r.x_request_id, r.worker_id, r.phase) == (
+        "code",
+        "a",
+        2,
+        "r1",
+        "w0",
+        "warmup",
+    )
     assert r.end_ns == 50 * MS and r.start_ns == 0
 
 
 # ------------------------------------------------------------------ raw capture parsing
+
 
 def test_capture_round_trip():
     cap = stream_capture(vllm_payload(WORKED, k=4), [10, 20], category="math")
@@ -151,29 +197,43 @@ def test_capture_round_trip():
     assert again == cap
 
 
-@pytest.mark.parametrize("line, needle", [
-    (b"{not json", "not valid JSON"),
-    (b"[1, 2]", "expected a JSON object"),
-    (b'{"metadata": {}, "metrics": {}}', "not a raw capture"),
-    (b'{"endpoint": "embeddings", "streaming": false, "request": {}, "status": 200}', "endpoint"),
-    (b'{"endpoint": "chat", "streaming": "yes", "request": {}, "status": 200}', "streaming"),
-    (b'{"endpoint": "chat", "streaming": true, "request": [], "status": 200}', "request"),
-    (b'{"endpoint": "chat", "streaming": true, "request": {}, "status": "200"}', "status"),
-    (b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "responses": {}}',
-     "responses"),
-    (b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "error": "boom"}',
-     "error"),
-    (b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "start_ns": 1.5}',
-     "start_ns"),
-])
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"metadata": {}, "metrics": {}}', "not a raw capture"),
+        (
+            b'{"endpoint": "embeddings", "streaming": false, "request": {}, "status": 200}',
+            "endpoint",
+        ),
+        (b'{"endpoint": "chat", "streaming": "yes", "request": {}, "status": 200}', "streaming"),
+        (b'{"endpoint": "chat", "streaming": true, "request": [], "status": 200}', "request"),
+        (b'{"endpoint": "chat", "streaming": true, "request": {}, "status": "200"}', "status"),
+        (
+            b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "responses": {}}',
+            "responses",
+        ),
+        (
+            b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "error": "boom"}',
+            "error",
+        ),
+        (
+            b'{"endpoint": "chat", "streaming": true, "request": {}, "status": 200, "start_ns": 1.5}',
+            "start_ns",
+        ),
+    ],
+)
 def test_bad_capture_lines_name_the_problem(line, needle):
     with pytest.raises(CaptureError, match=needle):
         parse_capture_line(line)
 
 
 def test_minimal_capture_fields_are_optional():
-    cap = parse_capture_line(b'{"endpoint": "chat", "streaming": false, "request": {}, '
-                             b'"status": 200, "responses": [{"choices": []}]}')
+    cap = parse_capture_line(
+        b'{"endpoint": "chat", "streaming": false, "request": {}, '
+        b'"status": 200, "responses": [{"choices": []}]}'
+    )
     assert cap.start_ns is None and cap.response_ns is None and cap.error is None
     r = process_capture(cap)
     assert r.error is None and "request_latency" not in r.metrics
@@ -197,11 +257,19 @@ def test_read_raw_capture_missing_file(tmp_path):
 def test_time_units_follow_aiperfs_conversion_arithmetic():
     # AIPerf converts ns to ms as value * (1000 / 1e9) = value * 1e-06, which for
     # 1_000_007 ns gives 1.0000069999999999, not 1.000007 (= 1_000_007 / 1e6).
-    cap = RawCapture(endpoint="chat", streaming=True, request={}, status=200,
-                     responses=[{"choices": [{"delta": {"content": "a"}}]},
-                                {"choices": [{"delta": {"content": "b"}}]},
-                                {"choices": [], "usage": {"completion_tokens": 2}}],
-                     start_ns=0, response_ns=[1_000_007, 3_000_007, 3_000_100])
+    cap = RawCapture(
+        endpoint="chat",
+        streaming=True,
+        request={},
+        status=200,
+        responses=[
+            {"choices": [{"delta": {"content": "a"}}]},
+            {"choices": [{"delta": {"content": "b"}}]},
+            {"choices": [], "usage": {"completion_tokens": 2}},
+        ],
+        start_ns=0,
+        response_ns=[1_000_007, 3_000_007, 3_000_100],
+    )
     r = process_capture(cap)
     assert r.metrics["time_to_first_token"] == 1.0000069999999999
     assert r.base_metrics["time_to_first_token"] == 1_000_007  # integer ns kept
@@ -220,13 +288,36 @@ from hypothesis import strategies as st  # noqa: E402
 from specmon.accumulator import RunAccumulator  # noqa: E402
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 10**6)
+    | st.floats(allow_nan=True)
     | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["choices", "usage", "metrics", "speculative_decoding", "delta",
-                         "content", "text", "completion_tokens", "prompt_tokens",
-                         "acceptance_histogram", "num_spec_steps", "x"]), inner, max_size=4),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "choices",
+                    "usage",
+                    "metrics",
+                    "speculative_decoding",
+                    "delta",
+                    "content",
+                    "text",
+                    "completion_tokens",
+                    "prompt_tokens",
+                    "acceptance_histogram",
+                    "num_spec_steps",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
 
 
 def _mutated_payload(data):
@@ -243,18 +334,26 @@ def test_random_and_mutated_captures_never_raise(data):
     for i in range(3):
         if data.draw(st.booleans()):
             responses = data.draw(st.lists(_json, max_size=5))
-            cap = RawCapture(endpoint="chat", streaming=data.draw(st.booleans()), request={},
-                             status=data.draw(st.sampled_from([200, 200, 400, 500])),
-                             responses=responses, start_ns=0,
-                             response_ns=list(range(1, len(responses) + 1)))
+            cap = RawCapture(
+                endpoint="chat",
+                streaming=data.draw(st.booleans()),
+                request={},
+                status=data.draw(st.sampled_from([200, 200, 400, 500])),
+                responses=responses,
+                start_ns=0,
+                response_ns=list(range(1, len(responses) + 1)),
+            )
         else:
             cap = stream_capture(_mutated_payload(data), [5, 9], start_ns=i)
         r = process_capture(cap)
         if r.spec is not None:
             rec = r.spec
             assert sum(rec.acceptance_histogram.values()) == rec.num_spec_steps > 0
-            assert sum(j * n for j, n in rec.acceptance_histogram.items()) == \
-                rec.num_accepted_draft_tokens <= rec.num_draft_tokens
+            assert (
+                sum(j * n for j, n in rec.acceptance_histogram.items())
+                == rec.num_accepted_draft_tokens
+                <= rec.num_draft_tokens
+            )
         acc.add(r)
     s = acc.summary()
     if "total_spec_decode_steps" in s:

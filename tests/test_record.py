@@ -15,10 +15,16 @@ def make(**over):
     # H {0:1, 1:1, 2:2, 3:3, 4:1}; s = 8; a = 0+1+4+9+4 = 18; d = 8*4 = 32;
     # AL = 1 + 18/8 = 3.25; rate = 18/32 = 0.5625.
     base = dict(
-        engine="vllm", mean_acceptance_length=3.25, draft_acceptance_rate=0.5625,
-        acceptance_histogram={0: 1, 1: 1, 2: 2, 3: 3, 4: 1}, num_accepted_draft_tokens=18,
-        num_draft_tokens=32, num_spec_steps=8, num_spec_tokens=4,
-        per_step_accepted=[2, 3, 1, 4, 2, 0, 3, 3], per_step_drafted=[4] * 8,
+        engine="vllm",
+        mean_acceptance_length=3.25,
+        draft_acceptance_rate=0.5625,
+        acceptance_histogram={0: 1, 1: 1, 2: 2, 3: 3, 4: 1},
+        num_accepted_draft_tokens=18,
+        num_draft_tokens=32,
+        num_spec_steps=8,
+        num_spec_tokens=4,
+        per_step_accepted=[2, 3, 1, 4, 2, 0, 3, 3],
+        per_step_drafted=[4] * 8,
     )
     base.update(over)
     return SpecDecodeAcceptanceRecord(**base)
@@ -34,46 +40,61 @@ def test_worked_example_is_valid_and_keeps_values():
 
 def test_zero_buckets_dropped_and_keys_sorted():
     # {3:1, 0:2, 1:0}: bucket 1 is empty -> omitted; s = 3, a = 3*1 = 3
-    r = make(acceptance_histogram={3: 1, 0: 2, 1: 0}, num_spec_steps=3,
-             num_accepted_draft_tokens=3, num_draft_tokens=9, per_step_accepted=None,
-             per_step_drafted=None)
+    r = make(
+        acceptance_histogram={3: 1, 0: 2, 1: 0},
+        num_spec_steps=3,
+        num_accepted_draft_tokens=3,
+        num_draft_tokens=9,
+        per_step_accepted=None,
+        per_step_drafted=None,
+    )
     assert list(r.acceptance_histogram.items()) == [(0, 2), (3, 1)]
 
 
 def test_zero_step_record_is_valid():
-    r = make(acceptance_histogram={}, num_spec_steps=0, num_accepted_draft_tokens=0,
-             num_draft_tokens=0, mean_acceptance_length=1.0, draft_acceptance_rate=0.0,
-             per_step_accepted=[], per_step_drafted=[])
+    r = make(
+        acceptance_histogram={},
+        num_spec_steps=0,
+        num_accepted_draft_tokens=0,
+        num_draft_tokens=0,
+        mean_acceptance_length=1.0,
+        draft_acceptance_rate=0.0,
+        per_step_accepted=[],
+        per_step_drafted=[],
+    )
     assert r.num_spec_steps == 0 and r.acceptance_histogram == {}
 
 
-@pytest.mark.parametrize("over, why", [
-    (dict(num_spec_steps=9), "histogram sums to 8, not 9"),
-    (dict(num_accepted_draft_tokens=17), "sum j*H[j] is 18"),
-    (dict(num_draft_tokens=17, per_step_drafted=None), "18 accepted > 17 drafted"),
-    (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 6]), "length 7 != 8 steps"),
-    (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 3, 4]), "sum 19 != 18"),
-    (dict(per_step_drafted=[4] * 7 + [3]), "sum 31 != 32"),
-    (dict(per_step_drafted=[4] * 7), "length 7 != 8"),
-    (dict(per_step_drafted=[1, 4, 4, 4, 4, 7, 4, 4]), "step 0 accepted 2 > drafted 1"),
-    (dict(num_spec_steps=-8), "negative scalar"),
-    (dict(acceptance_histogram={0: 1, 1: 1, 2: 2, 3: 3, 4: 1, 5: -1}), "negative count"),
-    (dict(acceptance_histogram={-1: 1, 1: 1, 2: 2, 3: 3, 4: 1}), "negative key"),
-    (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 3, -3]), "negative per-step"),
-    (dict(num_spec_steps=True), "bool is not a count"),
-    (dict(num_spec_steps=8.0), "float is not a count"),
-    (dict(num_spec_steps="8"), "string is not a count"),
-    (dict(acceptance_histogram={"0": 1, 1: 1, 2: 2, 3: 3, 4: 1}), "string key"),
-    (dict(acceptance_histogram=[1, 1, 2, 3, 1]), "list is not a mapping"),
-    (dict(mean_acceptance_length=math.nan), "NaN"),
-    (dict(mean_acceptance_length=math.inf), "infinite"),
-    (dict(draft_acceptance_rate=-math.inf), "negative infinite"),
-    (dict(mean_acceptance_length=10**400), "too large for a float"),
-    (dict(draft_acceptance_rate=56.25), "a percentage, not a fraction"),
-    (dict(draft_acceptance_rate=True), "bool is not a number"),
-    (dict(draft_acceptance_rate="0.5"), "string is not a number"),
-    (dict(unknown_field=1), "extra field"),
-])
+@pytest.mark.parametrize(
+    "over, why",
+    [
+        (dict(num_spec_steps=9), "histogram sums to 8, not 9"),
+        (dict(num_accepted_draft_tokens=17), "sum j*H[j] is 18"),
+        (dict(num_draft_tokens=17, per_step_drafted=None), "18 accepted > 17 drafted"),
+        (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 6]), "length 7 != 8 steps"),
+        (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 3, 4]), "sum 19 != 18"),
+        (dict(per_step_drafted=[4] * 7 + [3]), "sum 31 != 32"),
+        (dict(per_step_drafted=[4] * 7), "length 7 != 8"),
+        (dict(per_step_drafted=[1, 4, 4, 4, 4, 7, 4, 4]), "step 0 accepted 2 > drafted 1"),
+        (dict(num_spec_steps=-8), "negative scalar"),
+        (dict(acceptance_histogram={0: 1, 1: 1, 2: 2, 3: 3, 4: 1, 5: -1}), "negative count"),
+        (dict(acceptance_histogram={-1: 1, 1: 1, 2: 2, 3: 3, 4: 1}), "negative key"),
+        (dict(per_step_accepted=[2, 3, 1, 4, 2, 0, 3, -3]), "negative per-step"),
+        (dict(num_spec_steps=True), "bool is not a count"),
+        (dict(num_spec_steps=8.0), "float is not a count"),
+        (dict(num_spec_steps="8"), "string is not a count"),
+        (dict(acceptance_histogram={"0": 1, 1: 1, 2: 2, 3: 3, 4: 1}), "string key"),
+        (dict(acceptance_histogram=[1, 1, 2, 3, 1]), "list is not a mapping"),
+        (dict(mean_acceptance_length=math.nan), "NaN"),
+        (dict(mean_acceptance_length=math.inf), "infinite"),
+        (dict(draft_acceptance_rate=-math.inf), "negative infinite"),
+        (dict(mean_acceptance_length=10**400), "too large for a float"),
+        (dict(draft_acceptance_rate=56.25), "a percentage, not a fraction"),
+        (dict(draft_acceptance_rate=True), "bool is not a number"),
+        (dict(draft_acceptance_rate="0.5"), "string is not a number"),
+        (dict(unknown_field=1), "extra field"),
+    ],
+)
 def test_invariant_violations_rejected(over, why):
     with pytest.raises(ValidationError):
         make(**over)
@@ -96,7 +117,9 @@ def test_export_dict_round_trip_and_string_keys():
 def test_export_dict_omits_none_and_reader_accepts_nulls():
     r = make(num_spec_tokens=None, per_step_accepted=None, per_step_drafted=None)
     d = r.to_export_dict()
-    assert "num_spec_tokens" not in d and "per_step_accepted" not in d and "completion_tokens" not in d
+    assert (
+        "num_spec_tokens" not in d and "per_step_accepted" not in d and "completion_tokens" not in d
+    )
     # an older AIPerf writer emitted explicit nulls
     d_with_nulls = dict(d, num_spec_tokens=None, completion_tokens=None, per_step_drafted=None)
     assert record_from_export_dict(d_with_nulls) == r

@@ -7,15 +7,28 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, stream_capture, vllm_payload
+from metrics_helpers import (
+    SECOND,
+    WORKED,
+    error_capture,
+    nonstream_capture,
+    stream_capture,
+    vllm_payload,
+)
+
 from specmon.session import RunSession
 
 S = 1_000_000_000
 
 
 def _specmon(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "specmon", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specmon", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
@@ -26,7 +39,8 @@ def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
         + b'{"endpoint": "chat", "streaming": true}\n'
         + b"\n"
         + nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S).to_json_line()
-        + error_capture("timeout").to_json_line())
+        + error_capture("timeout").to_json_line()
+    )
     out_dir = tmp_path / "out"
     proc = _specmon("report", "--input", str(raw), "--artifact-dir", str(out_dir))
     assert proc.returncode == 0, proc.stderr
@@ -37,10 +51,18 @@ def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
     assert doc["request_count"]["avg"] == 2 and doc["error_request_count"]["avg"] == 1
     assert doc["spec_decode_token_weighted_acceptance_length"]["avg"] == 2.8181818181818183
     assert doc["spec_decode_overall_draft_acceptance_rate"]["avg"] == 45.45454545454545
-    assert doc["pooled_spec_decode_acceptance_histogram"] == {"0": 2, "1": 3, "2": 2, "3": 3, "4": 1}
+    assert doc["pooled_spec_decode_acceptance_histogram"] == {
+        "0": 2,
+        "1": 3,
+        "2": 2,
+        "3": 3,
+        "4": 1,
+    }
     assert len((out_dir / "profile_export.jsonl").read_bytes().splitlines()) == 3
-    assert "Accepted drafts per step (% of steps):  0: 18%   1: 27%   2: 18%   3: 27%   4: 9%" \
+    assert (
+        "Accepted drafts per step (% of steps):  0: 18%   1: 27%   2: 18%   3: 27%   4: 9%"
         in proc.stdout
+    )
     assert "3 captures read, 2 bad lines skipped" in proc.stdout
 
 
@@ -48,7 +70,8 @@ def test_missing_file_is_one_line_and_exit_2(tmp_path):
     proc = _specmon("report", "--input", str(tmp_path / "nope.jsonl"))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"specmon: error: raw capture file not found: {tmp_path / 'nope.jsonl'}"]
+        f"specmon: error: raw capture file not found: {tmp_path / 'nope.jsonl'}"
+    ]
 
 
 def test_file_without_any_capture_is_a_user_error(tmp_path):
@@ -83,7 +106,9 @@ def _payload_of(body):
 def test_shipped_sample_capture(tmp_path):
     sample = resources.files("specmon") / "data" / "sample_capture.jsonl"
     lines = [json.loads(x) for x in sample.read_text().splitlines()]
-    shapes = {("metrics" in json.dumps(c["responses"]), c["streaming"], c["endpoint"]) for c in lines}
+    shapes = {
+        ("metrics" in json.dumps(c["responses"]), c["streaming"], c["endpoint"]) for c in lines
+    }
     assert len(shapes) == 8  # both shapes x streaming or not x chat and completions
     # independent recomputation of the totals from the raw payloads
     steps = accepted = drafted = records = 0
@@ -114,23 +139,32 @@ def test_shipped_sample_capture(tmp_path):
 
 
 def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
-    caps = [nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, wall_start_ns=1_700_000_000 * S),
-            stream_capture(vllm_payload([1, 3, 0, 2], k=4), [15, 22, 30, 41], start_ns=S,
-                           completion_tokens=12),
-            nonstream_capture(vllm_payload([], k=4), start_ns=2 * S),
-            nonstream_capture(vllm_payload([1], k=4), start_ns=0, benchmark_phase="warmup"),
-            error_capture("broken_stream", start_ns=3 * S)]
+    caps = [
+        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, wall_start_ns=1_700_000_000 * S),
+        stream_capture(
+            vllm_payload([1, 3, 0, 2], k=4), [15, 22, 30, 41], start_ns=S, completion_tokens=12
+        ),
+        nonstream_capture(vllm_payload([], k=4), start_ns=2 * S),
+        nonstream_capture(vllm_payload([1], k=4), start_ns=0, benchmark_phase="warmup"),
+        error_capture("broken_stream", start_ns=3 * S),
+    ]
     session = RunSession(tmp_path / "run", "raw", {})
     for cap in caps:
         session.add(cap)
     live = json.loads(session.finish()["json"].read_text())
-    proc = _specmon("report", "--input", str(tmp_path / "run" / "profile_export_raw.jsonl"),
-                    "--artifact-dir", str(tmp_path / "rep"))
+    proc = _specmon(
+        "report",
+        "--input",
+        str(tmp_path / "run" / "profile_export_raw.jsonl"),
+        "--artifact-dir",
+        str(tmp_path / "rep"),
+    )
     assert proc.returncode == 0, proc.stderr
     again = json.loads((tmp_path / "rep" / "profile_export_aiperf.json").read_text())
     skip = {"benchmark_id", "input_config", "start_time", "end_time"}
-    assert {k: v for k, v in again.items() if k not in skip} == \
-        {k: v for k, v in live.items() if k not in skip}
+    assert {k: v for k, v in again.items() if k not in skip} == {
+        k: v for k, v in live.items() if k not in skip
+    }
     assert "0 warmup" not in proc.stdout and "1 warmup" in proc.stdout
 
 
@@ -156,5 +190,7 @@ def test_report_on_real_vllm_032_captures(tmp_path):
     assert doc["request_count"]["avg"] == 15.0 and "error_request_count" not in doc
     # steps per request: 7, 9, 7, 11 twice each -> sorted [7,7,7,7,9,9,11,11]; median 8
     assert doc["spec_decode_steps"]["p50"] == 8.0 and doc["spec_decode_steps"]["avg"] == 8.5
-    lines = [json.loads(x) for x in (tmp_path / "o" / "profile_export.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (tmp_path / "o" / "profile_export.jsonl").read_text().splitlines()
+    ]
     assert sum("spec_decode_acceptance" in x for x in lines) == 11  # 8 records + 3 zero-step

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -40,8 +39,12 @@ def free_port() -> int:
 
 def test_unreachable_server_is_one_line_exit_2(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.run([*SPECMON, "--url", url, "--headless", "--artifact-dir", str(tmp_path / "a")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*SPECMON, "--url", url, "--headless", "--artifact-dir", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"specmon: error: cannot reach server {url}")
@@ -50,12 +53,32 @@ def test_unreachable_server_is_one_line_exit_2(tmp_path):
 
 def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
     out = tmp_path / "run"
-    with start_sim(["--seed", "21", "--num-spec-tokens", "4", "--acceptance", "0.8,0.7,0.6,0.5"]) as sim:
+    with start_sim(
+        ["--seed", "21", "--num-spec-tokens", "4", "--acceptance", "0.8,0.7,0.6,0.5"]
+    ) as sim:
         before = spec_counters(sim.url)
-        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--request-count", "500",
-                               "--concurrency", "16", "--streaming", "--export-level", "raw",
-                               "--output-tokens-mean", "32", "--artifact-dir", str(out)],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                *SPECMON,
+                "--url",
+                sim.url,
+                "--headless",
+                "--request-count",
+                "500",
+                "--concurrency",
+                "16",
+                "--streaming",
+                "--export-level",
+                "raw",
+                "--output-tokens-mean",
+                "32",
+                "--artifact-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         after = spec_counters(sim.url)
     assert proc.returncode == 0, proc.stderr
     assert "done 500/500" in proc.stdout and "LLM Metrics: Spec Decode" in proc.stdout
@@ -65,31 +88,66 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
     delta = {name: after[name] - before.get(name, 0.0) for name in after}
     assert delta["vllm:spec_decode_num_drafts_total"] == doc["total_spec_decode_steps"]["avg"]
     assert delta["vllm:spec_decode_num_draft_tokens_total"] == doc["total_draft_tokens"]["avg"]
-    assert delta["vllm:spec_decode_num_accepted_tokens_total"] == doc["total_accepted_draft_tokens"]["avg"]
+    assert (
+        delta["vllm:spec_decode_num_accepted_tokens_total"]
+        == doc["total_accepted_draft_tokens"]["avg"]
+    )
     # `specmon report` on the raw capture recomputes every number exactly.
     report = tmp_path / "report"
-    proc = subprocess.run([*SPECMON, "report", "--input", str(out / "profile_export_raw.jsonl"),
-                           "--artifact-dir", str(report)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            *SPECMON,
+            "report",
+            "--input",
+            str(out / "profile_export_raw.jsonl"),
+            "--artifact-dir",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     again = json.loads((report / "profile_export_aiperf.json").read_text())
     metric_keys = [k for k, v in doc.items() if isinstance(v, dict) and "unit" in v]
     assert len(metric_keys) > 20
     for key in metric_keys:
         assert again[key] == doc[key], key
-    assert again["pooled_spec_decode_acceptance_histogram"] == doc["pooled_spec_decode_acceptance_histogram"]
+    assert (
+        again["pooled_spec_decode_acceptance_histogram"]
+        == doc["pooled_spec_decode_acceptance_histogram"]
+    )
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
     out = tmp_path / "run"
     with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        proc = subprocess.Popen([*SPECMON, "run", "--url", sim.url, "--headless", "--concurrency", "4",
-                                 "--export-level", "raw", "--output-tokens-mean", "8",
-                                 "--artifact-dir", str(out)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                *SPECMON,
+                "run",
+                "--url",
+                sim.url,
+                "--headless",
+                "--concurrency",
+                "4",
+                "--export-level",
+                "raw",
+                "--output-tokens-mean",
+                "8",
+                "--artifact-dir",
+                str(out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         raw = out / "profile_export_raw.jsonl"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not raw.exists() or len(raw.read_bytes().splitlines()) < 20):
+        while time.monotonic() < deadline and (
+            not raw.exists() or len(raw.read_bytes().splitlines()) < 20
+        ):
             time.sleep(0.1)
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
@@ -110,14 +168,33 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
 def test_demo_headless_runs_sim_and_stops_it(tmp_path):
     out = tmp_path / "demo"
     log = tmp_path / "sim.log"
-    proc = subprocess.run([*SPECMON, "demo", "--headless", "--request-count", "24", "--artifact-dir", str(out),
-                           "--num-spec-tokens", "2", "--acceptance", "0.9", "--sim-log", str(log)],
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            *SPECMON,
+            "demo",
+            "--headless",
+            "--request-count",
+            "24",
+            "--artifact-dir",
+            str(out),
+            "--num-spec-tokens",
+            "2",
+            "--acceptance",
+            "0.9",
+            "--sim-log",
+            str(log),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["request_count"]["avg"] == 24
     entries = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(entries) == 24 and {e["k"] for e in entries} == {2}  # --num-spec-tokens reached the sim
+    assert len(entries) == 24 and {e["k"] for e in entries} == {
+        2
+    }  # --num-spec-tokens reached the sim
     url = re.search(r"specmon: (http://127\.0\.0\.1:\d+) ", proc.stdout).group(1)
     with pytest.raises(OSError):  # the simulator is gone
         urllib.request.urlopen(url + "/health", timeout=2)
@@ -125,8 +202,21 @@ def test_demo_headless_runs_sim_and_stops_it(tmp_path):
 
 def test_demo_without_tty_falls_back_to_headless_and_save_config(tmp_path):
     saved = tmp_path / "eff.toml"
-    proc = subprocess.run([*SPECMON, "demo", "--request-count", "5", "--artifact-dir", str(tmp_path / "d"),
-                           "--save-config", str(saved)], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            *SPECMON,
+            "demo",
+            "--request-count",
+            "5",
+            "--artifact-dir",
+            str(tmp_path / "d"),
+            "--save-config",
+            str(saved),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     text = saved.read_text()
     assert "request-count = 5" in text and "headless = true" in text and "concurrency = 16" in text
@@ -136,10 +226,31 @@ def test_workers_merge_into_one_run(tmp_path):
     out = tmp_path / "run"
     log = tmp_path / "sim.log"
     with start_sim(["--seed", "6", "--log", str(log)]) as sim:
-        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--workers", "2", "--concurrency", "4",
-                               "--request-count", "40", "--warmup-request-count", "4",
-                               "--output-tokens-mean", "8", "--export-level", "raw", "--artifact-dir", str(out)],
-                              capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(
+            [
+                *SPECMON,
+                "--url",
+                sim.url,
+                "--headless",
+                "--workers",
+                "2",
+                "--concurrency",
+                "4",
+                "--request-count",
+                "40",
+                "--warmup-request-count",
+                "4",
+                "--output-tokens-mean",
+                "8",
+                "--export-level",
+                "raw",
+                "--artifact-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert proc.returncode == 0, proc.stderr
     raw = [json.loads(line) for line in (out / "profile_export_raw.jsonl").read_text().splitlines()]
     profiling = [c for c in raw if c["benchmark_phase"] == "profiling"]
@@ -153,14 +264,33 @@ def test_workers_merge_into_one_run(tmp_path):
 
 def test_api_key_from_openai_env(tmp_path):
     with start_sim(["--seed", "1", "--api-key", "sk-test"]) as sim:
-        base = [*SPECMON, "--url", sim.url, "--headless", "--request-count", "3",
-                "--output-tokens-mean", "4", "--artifact-dir", str(tmp_path / "a")]
-        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SPECMON_API_KEY")}
+        base = [
+            *SPECMON,
+            "--url",
+            sim.url,
+            "--headless",
+            "--request-count",
+            "3",
+            "--output-tokens-mean",
+            "4",
+            "--artifact-dir",
+            str(tmp_path / "a"),
+        ]
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SPECMON_API_KEY")
+        }
         denied = subprocess.run(base, capture_output=True, text=True, timeout=60, env=env)
-        allowed = subprocess.run(base, capture_output=True, text=True, timeout=60,
-                                 env=dict(env, OPENAI_API_KEY="sk-test"))
+        allowed = subprocess.run(
+            base,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(env, OPENAI_API_KEY="sk-test"),
+        )
     assert denied.returncode == 2
-    assert denied.stderr.strip() == (f"specmon: error: server {sim.url} answered HTTP 401 on /v1/models "
-                                     f"(check --url and --api-key)")
+    assert denied.stderr.strip() == (
+        f"specmon: error: server {sim.url} answered HTTP 401 on /v1/models "
+        f"(check --url and --api-key)"
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert "done 3/3  errors 0" in allowed.stdout

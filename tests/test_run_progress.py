@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from specmon.commands.run import describe_run, progress_line
 from specmon.config import RunConfig
-from specmon.load.generator import LoadProgress
+from specmon.sources.load.generator import LoadProgress
 
 
 class FakeSession:
@@ -16,12 +16,15 @@ class FakeSession:
 
 
 def test_progress_line_reads_well_when_piped():
-    progress = LoadProgress(sent=60, completed=50, total=200, in_flight=10, errors=2,
-                            loop_lag_ms=1.25, elapsed_s=10.0)
+    progress = LoadProgress(
+        sent=60, completed=50, total=200, in_flight=10, errors=2, loop_lag_ms=1.25, elapsed_s=10.0
+    )
     line = progress_line(progress, FakeSession({"spec_decode_acceptance_length": {"avg": 2.456}}))
     # 50 completed in 10 s -> 5.0 req/s
-    assert line == ("[   10.0s] done 50/200  errors 2  5.0 req/s  in-flight 10  "
-                    "accept-len 2.46  loop-lag 1.2 ms")
+    assert line == (
+        "[   10.0s] done 50/200  errors 2  5.0 req/s  in-flight 10  "
+        "accept-len 2.46  loop-lag 1.2 ms"
+    )
     assert "\r" not in line and "\x1b" not in line
 
 
@@ -32,7 +35,16 @@ def test_progress_line_without_total_or_spec_and_in_warmup():
 
 
 def test_describe_run_names_the_load():
-    config = RunConfig(url=["http://h:1"], model="m", request_rate=5, concurrency=8,
-                       request_rate_mode="constant", benchmark_duration=30, warmup_request_count=3)
-    assert describe_run(config) == ("specmon: http://h:1 model m, chat non-streaming, "
-                                    "request-rate 5/s constant, concurrency cap 8, 30 s, 3 warmup")
+    config = RunConfig(
+        url=["http://h:1"],
+        model="m",
+        request_rate=5,
+        concurrency=8,
+        request_rate_mode="constant",
+        benchmark_duration=30,
+        warmup_request_count=3,
+    )
+    assert describe_run(config) == (
+        "specmon: http://h:1 model m, chat non-streaming, "
+        "request-rate 5/s constant, concurrency cap 8, 30 s, 3 warmup"
+    )

@@ -27,15 +27,33 @@ def test_monitor_over_live_load_then_sigterm_writes_exports(tmp_path):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     env = dict(os.environ, TERM="xterm-256color")
-    proc = subprocess.Popen([sys.executable, "-m", "specmon", "demo", "--artifact-dir", str(out),
-                             "--concurrency", "2", "--output-tokens-mean", "16"],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specmon",
+            "demo",
+            "--artifact-dir",
+            str(out),
+            "--concurrency",
+            "2",
+            "--output-tokens-mean",
+            "16",
+        ],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
     os.close(slave)
     screen = b""
     try:
         jsonl = out / "profile_export.jsonl"
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and (not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 10):
+        while time.monotonic() < deadline and (
+            not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 10
+        ):
             screen += _read_available(master, 0.2)
         proc.send_signal(signal.SIGTERM)
         end = time.monotonic() + 60
@@ -51,7 +69,7 @@ def test_monitor_over_live_load_then_sigterm_writes_exports(tmp_path):
     assert proc.returncode == 0, text[-2000:]
     assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # full-screen app entered and left
     assert f"exports written to {out}" in text
-    assert "Traceback" not in text, text[text.find("Traceback") - 300:]
+    assert "Traceback" not in text, text[text.find("Traceback") - 300 :]
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["was_cancelled"] is True  # unbounded run stopped by the signal
     assert doc["request_count"]["avg"] >= 10

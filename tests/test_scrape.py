@@ -10,32 +10,51 @@ import httpx
 import pytest
 
 from specmon.errors import UserError
-from specmon.load.scrape import (
-    RunTotals, ServerCounterPoller, counter_delta, describe_reconciliation, describe_window,
-    fetch_counters, metrics_url, parse_counters, reconcile, run_totals_from,
+from specmon.server.scrape import (
+    RunTotals,
+    ServerCounterPoller,
+    counter_delta,
+    describe_reconciliation,
+    describe_window,
+    fetch_counters,
+    metrics_url,
+    parse_counters,
+    reconcile,
+    run_totals_from,
 )
 from specmon.sim.process import start_sim
 
 
 def _exposition(engines: dict[str, tuple[int, int, int, list[int]]]) -> str:
     """vLLM-style text: HELP/TYPE lines, `_total` samples, `_created` gauges, other metrics."""
-    lines = ["# HELP vllm:num_requests_running Number of requests running.",
-             "# TYPE vllm:num_requests_running gauge"]
+    lines = [
+        "# HELP vllm:num_requests_running Number of requests running.",
+        "# TYPE vllm:num_requests_running gauge",
+    ]
     lines += [f'vllm:num_requests_running{{engine="{e}",model_name="tiny"}} 3.0' for e in engines]
     names = ["num_drafts", "num_draft_tokens", "num_accepted_tokens"]
     for idx, name in enumerate(names):
-        lines += [f"# HELP vllm:spec_decode_{name} counter", f"# TYPE vllm:spec_decode_{name} counter"]
+        lines += [
+            f"# HELP vllm:spec_decode_{name} counter",
+            f"# TYPE vllm:spec_decode_{name} counter",
+        ]
         for e, values in engines.items():
             labels = f'engine="{e}",model_name="tiny"'
             lines.append(f"vllm:spec_decode_{name}_total{{{labels}}} {float(values[idx])}")
             lines.append(f"vllm:spec_decode_{name}_created{{{labels}}} 1.7648e+09")
-    lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos per pos",
-              "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]
+    lines += [
+        "# HELP vllm:spec_decode_num_accepted_tokens_per_pos per pos",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+    ]
     for e, values in engines.items():
         for pos, count in enumerate(values[3]):
             labels = f'engine="{e}",model_name="tiny",position="{pos}"'
-            lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels}}} {float(count)}")
-            lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{labels}}} 1.7648e+09")
+            lines.append(
+                f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels}}} {float(count)}"
+            )
+            lines.append(
+                f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{labels}}} 1.7648e+09"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -49,16 +68,22 @@ HIST = {0: 16, 1: 7, 2: 5, 3: 12}
 
 
 def _window():
-    return counter_delta(parse_counters(_exposition(BEFORE), taken_s=100.0),
-                         parse_counters(_exposition(AFTER), taken_s=112.5))
+    return counter_delta(
+        parse_counters(_exposition(BEFORE), taken_s=100.0),
+        parse_counters(_exposition(AFTER), taken_s=112.5),
+    )
 
 
 def test_parse_sums_engines_and_ignores_created():
     sample = parse_counters(_exposition(AFTER))
     assert sample.present and sample.label_sets == 2
     # 30 + 25 drafts; the 1.76e9 `_created` values must not leak in
-    assert sample.totals() == {"drafts": 55, "draft_tokens": 165, "accepted": 68,
-                               "per_pos": {0: 32, 1: 22, 2: 14}}
+    assert sample.totals() == {
+        "drafts": 55,
+        "draft_tokens": 165,
+        "accepted": 68,
+        "per_pos": {0: 32, 1: 22, 2: 14},
+    }
 
 
 def test_delta_over_window_and_derived_quantities():
@@ -74,10 +99,12 @@ def test_delta_over_window_and_derived_quantities():
 
 
 def test_untyped_exposition_without_help_lines_parses():
-    text = ('vllm:spec_decode_num_drafts_total{engine="0"} 4\n'
-            'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 6\n'
-            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4\n'
-            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 2\n')
+    text = (
+        'vllm:spec_decode_num_drafts_total{engine="0"} 4\n'
+        'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 6\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 2\n'
+    )
     totals = parse_counters(text).totals()
     assert totals["drafts"] == 4 and totals["accepted"] == 6 and totals["per_pos"] == {0: 4, 1: 2}
 
@@ -100,10 +127,12 @@ def test_reconcile_equal_with_matching_run_totals():
     rec = reconcile(_window(), RunTotals(steps=40, accepted=53, drafted=120, histogram=HIST))
     assert rec.equal and rec.diffs == {} and rec.reasons == []
     # the same totals as an AIPerf export summary (derived metrics carry only avg)
-    summary = {"total_spec_decode_steps": {"unit": "count", "avg": 40},
-               "total_accepted_draft_tokens": {"unit": "tokens", "avg": 53},
-               "total_draft_tokens": {"unit": "tokens", "avg": 120},
-               "pooled_spec_decode_acceptance_histogram": {"0": 16, "1": 7, "2": 5, "3": 12}}
+    summary = {
+        "total_spec_decode_steps": {"unit": "count", "avg": 40},
+        "total_accepted_draft_tokens": {"unit": "tokens", "avg": 53},
+        "total_draft_tokens": {"unit": "tokens", "avg": 120},
+        "pooled_spec_decode_acceptance_histogram": {"0": 16, "1": 7, "2": 5, "3": 12},
+    }
     assert run_totals_from(summary) == RunTotals(40, 53, 120, HIST)
     assert reconcile(_window(), summary).equal
 
@@ -139,12 +168,15 @@ def test_counter_reset_counts_from_zero_and_is_flagged():
     assert not rec.equal and "went backwards" in rec.reasons[0]
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("http://127.0.0.1:8000", "http://127.0.0.1:8000/metrics"),
-    ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/metrics"),
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/metrics"),
-    ("https://gpu/metrics", "https://gpu/metrics"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000/metrics"),
+        ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/metrics"),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/metrics"),
+        ("https://gpu/metrics", "https://gpu/metrics"),
+    ],
+)
 def test_metrics_url(url, expected):
     assert metrics_url(url) == expected
 
@@ -175,8 +207,9 @@ def test_real_vllm_032_exposition():
 
 @pytest.fixture(scope="module")
 def sim():
-    with start_sim(["--engines", "2", "--num-spec-tokens", "3", "--seed", "7",
-                    "--acceptance", "0.8,0.7,0.6"]) as proc:
+    with start_sim(
+        ["--engines", "2", "--num-spec-tokens", "3", "--seed", "7", "--acceptance", "0.8,0.7,0.6"]
+    ) as proc:
         yield proc
 
 
@@ -185,8 +218,12 @@ async def _chat(client: httpx.AsyncClient, model: str, count: int, n: int = 1) -
     steps = accepted = drafted = 0
     hist: dict[int, int] = {}
     for i in range(count):
-        body = {"model": model, "messages": [{"role": "user", "content": f"q{i}"}],
-                "max_tokens": 24, "n": n}
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": f"q{i}"}],
+            "max_tokens": 24,
+            "n": n,
+        }
         resp = await client.post("/v1/chat/completions", json=body)
         assert resp.status_code == 200
         spec = (resp.json().get("metrics") or {}).get("speculative_decoding")
@@ -215,8 +252,14 @@ async def test_poller_window_reconciles_with_the_run(sim):
     assert view.error is None and view.samples >= 2
     d = view.delta
     assert run.steps > 0 and d.label_sets == 2
-    per_engine = {e: sum(v for (f, labels), v in view.last.series.items()
-                         if f == "drafts" and ("engine", e) in labels) for e in ("0", "1")}
+    per_engine = {
+        e: sum(
+            v
+            for (f, labels), v in view.last.series.items()
+            if f == "drafts" and ("engine", e) in labels
+        )
+        for e in ("0", "1")
+    }
     assert per_engine["0"] > 0 and per_engine["1"] > 0  # both label sets carry steps
     rec = reconcile(d, run)
     assert rec.equal, rec
@@ -225,8 +268,10 @@ async def test_poller_window_reconciles_with_the_run(sim):
 
 
 async def test_other_clients_and_n_gt_1_make_it_unequal(sim):
-    async with httpx.AsyncClient(base_url=sim.url, timeout=10) as mine, \
-            httpx.AsyncClient(base_url=sim.url, timeout=10) as other:
+    async with (
+        httpx.AsyncClient(base_url=sim.url, timeout=10) as mine,
+        httpx.AsyncClient(base_url=sim.url, timeout=10) as other,
+    ):
         poller = ServerCounterPoller(sim.url, interval_s=0.05, timeout_s=5)
         await poller.start()
         run = await _chat(mine, sim.model, 5)
@@ -291,5 +336,7 @@ def test_one_line_descriptions():
     rec = reconcile(_window(), RunTotals(30, 40, 90))
     text = describe_reconciliation(rec)
     assert "steps +10" in text and "accepted +13" in text and "other clients" in text
-    assert describe_reconciliation(reconcile(_window(), RunTotals(40, 53, 120))) == \
-        "server counters match the per-request totals"
+    assert (
+        describe_reconciliation(reconcile(_window(), RunTotals(40, 53, 120)))
+        == "server counters match the per-request totals"
+    )

@@ -1,4 +1,4 @@
-"""Load segments (specmon/segments.py) on hand-built results, and the config / MultiRun rules
+"""Load segments (specmon/analysis/segments.py) on hand-built results, and the config / MultiRun rules
 for several servers and scripted segments. Expected numbers are worked by hand below."""
 
 from __future__ import annotations
@@ -7,12 +7,19 @@ import argparse
 
 import pytest
 
+from specmon.analysis.segments import (
+    SegmentLog,
+    format_segments,
+    parse_segments,
+    recommended_by_segment,
+    render_segment_table,
+    segment_table,
+    split_plan,
+)
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
-from specmon.load.multi import MultiRun, folder_name
 from specmon.pipeline import RequestResult
-from specmon.segments import (SegmentLog, format_segments, parse_segments, recommended_by_segment,
-                              render_segment_table, segment_table, split_plan)
+from specmon.sources.load.multi import MultiRun, folder_name
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 S = 1_000_000_000
@@ -22,42 +29,74 @@ def record(hist: dict[int, int], k: int) -> SpecDecodeAcceptanceRecord:
     steps = sum(hist.values())
     accepted = sum(j * n for j, n in hist.items())
     return SpecDecodeAcceptanceRecord(
-        engine="vllm", mean_acceptance_length=1 + accepted / steps,
-        draft_acceptance_rate=accepted / (steps * k), acceptance_histogram=hist,
-        num_accepted_draft_tokens=accepted, num_draft_tokens=steps * k, num_spec_steps=steps,
-        num_spec_tokens=k)
+        engine="vllm",
+        mean_acceptance_length=1 + accepted / steps,
+        draft_acceptance_rate=accepted / (steps * k),
+        acceptance_histogram=hist,
+        num_accepted_draft_tokens=accepted,
+        num_draft_tokens=steps * k,
+        num_spec_steps=steps,
+        num_spec_tokens=k,
+    )
 
 
-def result(segment, start_s, end_s, *, hist=None, k=2, itl=None, osl=10, error=None,
-           phase="profiling", server=None):
+def result(
+    segment,
+    start_s,
+    end_s,
+    *,
+    hist=None,
+    k=2,
+    itl=None,
+    osl=10,
+    error=None,
+    phase="profiling",
+    server=None,
+):
     metrics = {"output_sequence_length": osl}
     if itl is not None:
         metrics["inter_token_latency"] = itl
-    return RequestResult(capture=None, spec=record(hist, k) if hist else None, metrics=metrics,
-                         error=error, phase=phase, segment=segment, server=server,
-                         start_ns=int(start_s * S), end_ns=int(end_s * S))
+    return RequestResult(
+        capture=None,
+        spec=record(hist, k) if hist else None,
+        metrics=metrics,
+        error=error,
+        phase=phase,
+        segment=segment,
+        server=server,
+        start_ns=int(start_s * S),
+        end_ns=int(end_s * S),
+    )
 
 
 # ------------------------------------------------------------------ parsing the script
 
 
 def test_parse_segments_single_key_and_paired_keys():
-    assert parse_segments("concurrency=1,4,16") == [{"concurrency": 1}, {"concurrency": 4},
-                                                    {"concurrency": 16}]
+    assert parse_segments("concurrency=1,4,16") == [
+        {"concurrency": 1},
+        {"concurrency": 4},
+        {"concurrency": 16},
+    ]
     plan = parse_segments("concurrency=2,8; output-tokens=64; request_rate=0.5,2")
-    assert plan == [{"concurrency": 2, "output_tokens": 64, "request_rate": 0.5},
-                    {"concurrency": 8, "output_tokens": 64, "request_rate": 2.0}]
+    assert plan == [
+        {"concurrency": 2, "output_tokens": 64, "request_rate": 0.5},
+        {"concurrency": 8, "output_tokens": 64, "request_rate": 2.0},
+    ]
     assert parse_segments(format_segments(plan)) == plan
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("", "empty"),
-    ("speed=1,2", "is not KEY=V1,V2"),
-    ("concurrency=1,x", "'x' is not a whole number"),
-    ("concurrency=0,4", "must be positive"),
-    ("concurrency=1,2;output_tokens=8,16,32", "different numbers of values"),
-    ("concurrency=", "lists no values"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("", "empty"),
+        ("speed=1,2", "is not KEY=V1,V2"),
+        ("concurrency=1,x", "'x' is not a whole number"),
+        ("concurrency=0,4", "must be positive"),
+        ("concurrency=1,2;output_tokens=8,16,32", "different numbers of values"),
+        ("concurrency=", "lists no values"),
+    ],
+)
 def test_parse_segments_rejects_bad_specs_in_one_line(text, fragment):
     with pytest.raises(ValueError) as exc:
         parse_segments(text)
@@ -77,9 +116,11 @@ def test_segment_log_starts_a_segment_only_on_a_real_change():
     assert log.change(concurrency=4) is None  # same value: no new segment
     assert log.change(concurrency=16) == 1
     assert log.change(output_tokens=64) == 2
-    assert log.settings() == {0: {"concurrency": 4, "request_rate": None, "output_tokens": 128},
-                              1: {"concurrency": 16, "request_rate": None, "output_tokens": 128},
-                              2: {"concurrency": 16, "request_rate": None, "output_tokens": 64}}
+    assert log.settings() == {
+        0: {"concurrency": 4, "request_rate": None, "output_tokens": 128},
+        1: {"concurrency": 16, "request_rate": None, "output_tokens": 128},
+        2: {"concurrency": 16, "request_rate": None, "output_tokens": 64},
+    }
 
 
 # ------------------------------------------------------------------ the table
@@ -121,8 +162,9 @@ def test_recommended_k_from_a_given_draft_cost():
     # k=4, h = 40/30/20/10/0 of 100 steps: S = .6 .3 .1 0 -> E(1..4) = 1.6 1.9 2.0 2.0,
     # a_4 = 0 so E stays 2.0 beyond. c = 0.2: speedups 1.6/1.2 = 1.333, 1.9/1.4 = 1.357,
     # 2.0/1.6 = 1.25, 2.0/1.8 = 1.11 -> k = 2.
-    rows = segment_table([result(0, 0, 1, hist={0: 40, 1: 30, 2: 20, 3: 10}, k=4, itl=9.0)],
-                         draft_cost=0.2)
+    rows = segment_table(
+        [result(0, 0, 1, hist={0: 40, 1: 30, 2: 20, 3: 10}, k=4, itl=9.0)], draft_cost=0.2
+    )
     assert rows[0]["recommended_k"] == 2
     assert rows[0]["recommended_from"] == "histogram"
 
@@ -156,15 +198,23 @@ def config_from(argv: list[str]) -> RunConfig:
     return build_config(parser.parse_args(argv), environ={})
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--split", "--mirror"], "exclude each other"),
-    (["--segments", "concurrency=1,4"], "exactly one of --segment-duration"),
-    (["--segments", "concurrency=1,4", "--segment-requests", "5", "--request-count", "9"],
-     "drop --request-count"),
-    (["--segments", "speed=1", "--segment-requests", "5"], "is not KEY=V1,V2"),
-    (["--segment-requests", "5"], "need --segments"),
-    (["--segments", "concurrency=1", "--segment-requests", "5", "--workers", "2"], "drop --workers"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--split", "--mirror"], "exclude each other"),
+        (["--segments", "concurrency=1,4"], "exactly one of --segment-duration"),
+        (
+            ["--segments", "concurrency=1,4", "--segment-requests", "5", "--request-count", "9"],
+            "drop --request-count",
+        ),
+        (["--segments", "speed=1", "--segment-requests", "5"], "is not KEY=V1,V2"),
+        (["--segment-requests", "5"], "need --segments"),
+        (
+            ["--segments", "concurrency=1", "--segment-requests", "5", "--workers", "2"],
+            "drop --workers",
+        ),
+    ],
+)
 def test_config_rejects_inconsistent_multi_and_segment_flags(argv, fragment):
     with pytest.raises(UserError) as exc:
         config_from(["--url", "http://127.0.0.1:1", *argv])
@@ -172,8 +222,9 @@ def test_config_rejects_inconsistent_multi_and_segment_flags(argv, fragment):
 
 
 def build_multi(argv: list[str], tmp_path) -> MultiRun:
-    config = config_from([*argv, "--artifact-dir", str(tmp_path), "--random-seed", "7",
-                          "--no-server-metrics"])
+    config = config_from(
+        [*argv, "--artifact-dir", str(tmp_path), "--random-seed", "7", "--no-server-metrics"]
+    )
     config.model = "m"
     return MultiRun(config, lambda cfg: cfg, lambda cfg, session: cfg, detect=lambda *a: None)
 
@@ -195,13 +246,40 @@ def test_multirun_shares_labels_folders_and_seeds(tmp_path):
     assert folder_name("gpu 0/b") == "gpu_0_b"
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:1"], "share the label"),
-    (["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--url", "http://127.0.0.1:3",
-      "--split", "--concurrency", "2"], "concurrency 2 is less than the 3 servers"),
-    (["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--split",
-      "--concurrency", "2", "--request-count", "1"], "1 requests cannot be shared"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:1"], "share the label"),
+        (
+            [
+                "--url",
+                "http://127.0.0.1:1",
+                "--url",
+                "http://127.0.0.1:2",
+                "--url",
+                "http://127.0.0.1:3",
+                "--split",
+                "--concurrency",
+                "2",
+            ],
+            "concurrency 2 is less than the 3 servers",
+        ),
+        (
+            [
+                "--url",
+                "http://127.0.0.1:1",
+                "--url",
+                "http://127.0.0.1:2",
+                "--split",
+                "--concurrency",
+                "2",
+                "--request-count",
+                "1",
+            ],
+            "1 requests cannot be shared",
+        ),
+    ],
+)
 def test_multirun_user_errors(argv, fragment, tmp_path):
     with pytest.raises(UserError) as exc:
         build_multi(argv, tmp_path)

@@ -7,11 +7,11 @@ import random
 from types import SimpleNamespace
 
 import pytest
-
-from specmon.config import RunConfig
-from specmon.load.multi import MultiRun
-from specmon.segments import SegmentLog, SegmentTable, segment_table
 from test_segments import result
+
+from specmon.analysis.segments import SegmentLog, SegmentTable, segment_table
+from specmon.config import RunConfig
+from specmon.sources.load.multi import MultiRun
 
 KS = {"a": 2, "b": 4, "c": 6}
 
@@ -23,11 +23,18 @@ def random_result(rng: random.Random, server: str | None, k: int):
         hist = {j: rng.randint(0, 5) for j in range(k + 1)}
         hist[rng.randint(0, k)] += 1  # at least one step
     start = rng.uniform(0, 100)
-    return result(rng.choice([None, 0, 1, 2, 3]), start, start + rng.uniform(0.01, 5), hist=hist,
-                  k=k, itl=rng.uniform(1, 30) if rng.random() > 0.2 else None,
-                  osl=rng.randint(1, 300), server=server,
-                  error={"type": "timeout"} if rng.random() < 0.1 else None,
-                  phase="warmup" if rng.random() < 0.05 else "profiling")
+    return result(
+        rng.choice([None, 0, 1, 2, 3]),
+        start,
+        start + rng.uniform(0.01, 5),
+        hist=hist,
+        k=k,
+        itl=rng.uniform(1, 30) if rng.random() > 0.2 else None,
+        osl=rng.randint(1, 300),
+        server=server,
+        error={"type": "timeout"} if rng.random() < 0.1 else None,
+        phase="warmup" if rng.random() < 0.05 else "profiling",
+    )
 
 
 def batches(rng: random.Random, items: list) -> list[list]:
@@ -41,9 +48,11 @@ def batches(rng: random.Random, items: list) -> list[list]:
 @pytest.mark.parametrize("draft_cost, across", [(None, True), (0.1, True), (None, False)])
 def test_servers_in_random_batches_equal_segment_table(seed, draft_cost, across):
     rng = random.Random(seed)
-    full = {label: [random_result(rng, label, k) for _ in range(rng.randint(0, 120))]
-            for label, k in KS.items()}
-    settings = {label: {i: {"concurrency": 2 ** i} for i in range(3)} for label in KS}
+    full = {
+        label: [random_result(rng, label, k) for _ in range(rng.randint(0, 120))]
+        for label, k in KS.items()
+    }
+    settings = {label: {i: {"concurrency": 2**i} for i in range(3)} for label in KS}
     table = SegmentTable(draft_cost=draft_cost, across_servers=across)
     seen = {label: [] for label in KS}
     steps = list(zip(*(batches(rng, full[label]) for label in KS)))  # unequal numbers per server
@@ -51,8 +60,9 @@ def test_servers_in_random_batches_equal_segment_table(seed, draft_cost, across)
         for label, batch in zip(KS, batch_per_server):
             seen[label].extend(batch)  # the live list grows; update() reads its new tail
             table.update(label, seen[label])
-        expected = segment_table(seen, settings=settings, draft_cost=draft_cost,
-                                 across_servers=across)
+        expected = segment_table(
+            seen, settings=settings, draft_cost=draft_cost, across_servers=across
+        )
         assert table.rows(settings) == expected
 
 
@@ -82,8 +92,9 @@ def fake_multi(urls: list[str], **kw) -> MultiRun:
     return MultiRun(config, make_session, make_runner, detect=lambda *a: None)
 
 
-@pytest.mark.parametrize("urls", [["http://127.0.0.1:1"],
-                                  ["a=http://127.0.0.1:1", "b=http://127.0.0.1:2"]])
+@pytest.mark.parametrize(
+    "urls", [["http://127.0.0.1:1"], ["a=http://127.0.0.1:1", "b=http://127.0.0.1:2"]]
+)
 def test_multirun_segment_rows_is_incremental_and_exact(urls):
     rng = random.Random(7)
     multi = fake_multi(urls, draft_cost=0.1)
@@ -92,7 +103,8 @@ def test_multirun_segment_rows_is_incremental_and_exact(urls):
         for run in multi.runs:
             label = run.label if several else None
             run.session.accumulator.results.extend(
-                random_result(rng, label, 3) for _ in range(rng.randint(0, 40)))
+                random_result(rng, label, 3) for _ in range(rng.randint(0, 40))
+            )
             if step == 5:
                 run.runner.segment_log.change(concurrency=8)  # a knob: segment 1's settings
         results = {r.label: r.session.accumulator.results for r in multi.runs}
@@ -100,8 +112,10 @@ def test_multirun_segment_rows_is_incremental_and_exact(urls):
         if several:
             expected = segment_table(results, settings=settings, draft_cost=0.1)
         else:
-            (label, rs), = results.items()
+            ((label, rs),) = results.items()
             expected = segment_table(rs, settings=settings[label], draft_cost=0.1)
         assert multi.segment_rows() == expected
-    assert any(row["settings"] == {"concurrency": 8, "request_rate": None, "output_tokens": 128}
-               for row in expected)
+    assert any(
+        row["settings"] == {"concurrency": 8, "request_rate": None, "output_tokens": 128}
+        for row in expected
+    )

@@ -22,19 +22,49 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("aiperf")]
 def test_aiperf_sees_every_payload_once(tmp_path, aiperf_ready):
     log = tmp_path / "sim.jsonl"
     with start_sim(["--seed", "4", "--log", str(log), "--model", "peer-specdec"]) as sim:
-        command = [str(AIPERF), "profile", "--model", "peer-specdec", "--tokenizer", TOKENIZER,
-                   "--url", sim.url, "--endpoint-type", "chat", "--streaming",
-                   "--concurrency", "2", "--request-count", "12", "--isl", "32", "--osl", "24",
-                   "--extra-inputs", "ignore_eos:true", "--random-seed", "1",
-                   "--export-level", "records", "--artifact-dir", str(tmp_path / "aiperf"),
-                   "--ui-type", "none", "--no-gpu-telemetry"]
+        command = [
+            str(AIPERF),
+            "profile",
+            "--model",
+            "peer-specdec",
+            "--tokenizer",
+            TOKENIZER,
+            "--url",
+            sim.url,
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+            "--concurrency",
+            "2",
+            "--request-count",
+            "12",
+            "--isl",
+            "32",
+            "--osl",
+            "24",
+            "--extra-inputs",
+            "ignore_eos:true",
+            "--random-seed",
+            "1",
+            "--export-level",
+            "records",
+            "--artifact-dir",
+            str(tmp_path / "aiperf"),
+            "--ui-type",
+            "none",
+            "--no-gpu-telemetry",
+        ]
         env = dict(os.environ, HF_HOME=str(HF_HOME), HF_HUB_OFFLINE="1")
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "LLM Metrics: Spec Decode" in result.stdout
     truth = {e["x_request_id"]: e for e in map(orjson.loads, log.read_bytes().splitlines())}
-    records = [orjson.loads(line) for line in
-               next((tmp_path / "aiperf").rglob("profile_export.jsonl")).read_bytes().splitlines()]
+    records = [
+        orjson.loads(line)
+        for line in next((tmp_path / "aiperf").rglob("profile_export.jsonl"))
+        .read_bytes()
+        .splitlines()
+    ]
     assert len(records) == len(truth) == 12
     for record in records:
         sent = truth[record["metadata"]["x_request_id"]]["payload"]

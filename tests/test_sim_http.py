@@ -20,7 +20,7 @@ def sse_events(text: str) -> list:
         if not block:
             continue
         assert block.startswith("data: "), block
-        data = block[len("data: "):]
+        data = block[len("data: ") :]
         events.append(data if data == "[DONE]" else orjson.loads(data))
     return events
 
@@ -43,15 +43,18 @@ def check_vllm_invariants(spec: dict, completion_tokens: int, nonspec: int) -> N
         assert len(spec["per_step_accepted"]) == steps == len(spec["per_step_drafted"])
         assert sum(spec["per_step_accepted"]) == accepted
         assert sum(spec["per_step_drafted"]) == drafted
-        assert all(0 <= a <= d <= spec["num_spec_tokens"]
-                   for a, d in zip(spec["per_step_accepted"], spec["per_step_drafted"]))
+        assert all(
+            0 <= a <= d <= spec["num_spec_tokens"]
+            for a, d in zip(spec["per_step_accepted"], spec["per_step_drafted"])
+        )
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     log = tmp_path_factory.mktemp("sim") / "sim.jsonl"
-    with start_sim(["--seed", "7", "--log", str(log), "--num-spec-tokens", "3",
-                    "--acceptance", "0.8,0.6,0.4"]) as proc:
+    with start_sim(
+        ["--seed", "7", "--log", str(log), "--num-spec-tokens", "3", "--acceptance", "0.8,0.6,0.4"]
+    ) as proc:
         proc.log = log
         with httpx.Client(base_url=proc.url, timeout=30) as client:
             proc.client = client
@@ -59,13 +62,23 @@ def sim(tmp_path_factory):
 
 
 def chat_body(**extra) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": "Write a haiku about tests."}],
-            "max_tokens": 40, "ignore_eos": True, **extra}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Write a haiku about tests."}],
+        "max_tokens": 40,
+        "ignore_eos": True,
+        **extra,
+    }
 
 
 def completion_body(**extra) -> dict:
-    return {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 40, "ignore_eos": True,
-            **extra}
+    return {
+        "model": MODEL,
+        "prompt": "Once upon a time",
+        "max_tokens": 40,
+        "ignore_eos": True,
+        **extra,
+    }
 
 
 def last_log(sim) -> dict:
@@ -80,10 +93,13 @@ def test_routes(sim):
     assert sim.client.get("/version").json() == {"version": "0.32.0"}
     metrics = sim.client.get("/metrics")
     assert metrics.status_code == 200
-    for family in ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-                   "vllm:spec_decode_num_accepted_tokens_total",
-                   "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-                   "vllm:spec_decode_num_drafts_created"):
+    for family in (
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        "vllm:spec_decode_num_drafts_created",
+    ):
         assert family + '{engine="0",model_name="specmon-sim"' in metrics.text
     for position in range(3):
         assert f'position="{position}"' in metrics.text
@@ -91,13 +107,18 @@ def test_routes(sim):
     missing = sim.client.get("/server_info")  # only the sglang shape has it
     assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
     wrong_method = sim.client.get("/v1/chat/completions")
-    assert wrong_method.status_code == 405 and wrong_method.json() == {"detail": "Method Not Allowed"}
+    assert wrong_method.status_code == 405 and wrong_method.json() == {
+        "detail": "Method Not Allowed"
+    }
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_non_streaming_body(sim, endpoint):
-    path, body = (("/v1/chat/completions", chat_body()) if endpoint == "chat"
-                  else ("/v1/completions", completion_body()))
+    path, body = (
+        ("/v1/chat/completions", chat_body())
+        if endpoint == "chat"
+        else ("/v1/completions", completion_body())
+    )
     response = sim.client.post(path, json=body)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
@@ -114,8 +135,14 @@ def test_non_streaming_body(sim, endpoint):
     assert list(data)[-1] == "metrics"
     metrics = data["metrics"]
     assert {k: v for k, v in metrics.items() if k != "speculative_decoding"} == dict.fromkeys(
-        ["time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms",
-         "tokens_per_second"])
+        [
+            "time_to_first_token_ms",
+            "generation_time_ms",
+            "queue_time_ms",
+            "mean_itl_ms",
+            "tokens_per_second",
+        ]
+    )
     spec = metrics["speculative_decoding"]
     log = last_log(sim)
     assert log["payload"] == spec and log["status"] == 200 and log["received"] == body
@@ -136,8 +163,11 @@ def test_floats_keep_a_decimal_point(sim):
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_streaming_one_chunk_per_step_and_payload_once(sim, endpoint):
-    path, body = (("/v1/chat/completions", chat_body()) if endpoint == "chat"
-                  else ("/v1/completions", completion_body()))
+    path, body = (
+        ("/v1/chat/completions", chat_body())
+        if endpoint == "chat"
+        else ("/v1/completions", completion_body())
+    )
     body.update(stream=True, stream_options={"include_usage": True})
     response = sim.client.post(path, json=body)
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
@@ -152,10 +182,12 @@ def test_streaming_one_chunk_per_step_and_payload_once(sim, endpoint):
     content = events[:-1]
     log = last_log(sim)
     stats = log["stats"][0]
+
     # token counts per chunk: 1 (prefill), then j+1 per spec step, then 1 per non-spec step
     def tokens(event):
         choice = event["choices"][0]
         return len((choice["delta"]["content"] if endpoint == "chat" else choice["text"]).split())
+
     expected = [1] + [j + 1 for j in stats["per_step_accepted"]] + [1] * stats["nonspec_steps"]
     assert [tokens(e) for e in content] == expected
     assert sum(expected) == 40
@@ -172,7 +204,10 @@ def test_streaming_one_chunk_per_step_and_payload_once(sim, endpoint):
 
 
 def test_stream_without_include_usage_has_no_payload(sim):
-    for body in (chat_body(stream=True), chat_body(stream=True, stream_options={"include_usage": False})):
+    for body in (
+        chat_body(stream=True),
+        chat_body(stream=True, stream_options={"include_usage": False}),
+    ):
         events = sse_events(sim.client.post("/v1/chat/completions", json=body).text)
         assert events[-1] == "[DONE]"
         assert not any("usage" in e or "metrics" in e for e in events[:-1])
@@ -187,13 +222,20 @@ def test_n2_metrics_null(sim):
     assert data["usage"]["completion_tokens"] == 80
     log = last_log(sim)
     assert log["payload"] is None and len(log["stats"]) == 2
-    events = sse_events(sim.client.post("/v1/chat/completions", json=chat_body(
-        n=2, stream=True, stream_options={"include_usage": True})).text)
+    events = sse_events(
+        sim.client.post(
+            "/v1/chat/completions",
+            json=chat_body(n=2, stream=True, stream_options={"include_usage": True}),
+        ).text
+    )
     usage = [e for e in events[:-1] if e["choices"] == []]
     assert len(usage) == 1 and "metrics" not in usage[0]
     assert usage[0]["usage"]["completion_tokens"] == 80
-    finishes = sorted(e["choices"][0]["index"] for e in events[:-1]
-                      if e["choices"] and e["choices"][0]["finish_reason"])
+    finishes = sorted(
+        e["choices"][0]["index"]
+        for e in events[:-1]
+        if e["choices"] and e["choices"][0]["finish_reason"]
+    )
     assert finishes == [0, 1]
 
 
@@ -206,17 +248,24 @@ def test_completions_prompt_lists(sim):
     assert ids["usage"]["prompt_tokens"] == 5 and ids["metrics"] is not None
 
 
-@pytest.mark.parametrize("path, body, status, param", [
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}, 400, "model"),
-    ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
-    ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
-    ("/v1/completions", {"model": MODEL}, 400, "prompt"),
-    ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
-    ("/v1/completions", {"model": MODEL, "prompt": "x", "n": 0}, 400, "n"),
-    ("/v1/completions", {"model": MODEL, "prompt": "x", "stream_options": {"include_usage": True}},
-     400, "stream_options"),
-    ("/v1/completions", {"model": "other", "prompt": "x"}, 404, "model"),
-])
+@pytest.mark.parametrize(
+    "path, body, status, param",
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}, 400, "model"),
+        ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
+        ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),
+        ("/v1/completions", {"model": MODEL}, 400, "prompt"),
+        ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+        ("/v1/completions", {"model": MODEL, "prompt": "x", "n": 0}, 400, "n"),
+        (
+            "/v1/completions",
+            {"model": MODEL, "prompt": "x", "stream_options": {"include_usage": True}},
+            400,
+            "stream_options",
+        ),
+        ("/v1/completions", {"model": "other", "prompt": "x"}, 404, "model"),
+    ],
+)
 def test_error_bodies(sim, path, body, status, param):
     response = sim.client.post(path, json=body)
     assert response.status_code == status
@@ -227,8 +276,9 @@ def test_error_bodies(sim, path, body, status, param):
 
 
 def test_invalid_json_is_400(sim):
-    response = sim.client.post("/v1/chat/completions", content=b"{not json",
-                               headers={"content-type": "application/json"})
+    response = sim.client.post(
+        "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "BadRequestError"
 
@@ -237,10 +287,12 @@ def test_api_key(tmp_path):
     with start_sim(["--api-key", "sekret"]) as proc, httpx.Client(base_url=proc.url) as client:
         body = chat_body(max_tokens=3)
         missing = client.post("/v1/chat/completions", json=body)
-        wrong = client.post("/v1/chat/completions", json=body,
-                            headers={"Authorization": "Bearer nope"})
-        right = client.post("/v1/chat/completions", json=body,
-                            headers={"Authorization": "Bearer sekret"})
+        wrong = client.post(
+            "/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"}
+        )
+        right = client.post(
+            "/v1/chat/completions", json=body, headers={"Authorization": "Bearer sekret"}
+        )
         assert missing.status_code == wrong.status_code == 401
         assert missing.json()["error"]["code"] == 401
         assert right.status_code == 200
@@ -252,11 +304,16 @@ def test_api_key(tmp_path):
 def test_summary_level(tmp_path):
     with start_sim(["--level", "summary"]) as proc, httpx.Client(base_url=proc.url) as client:
         spec = client.post("/v1/chat/completions", json=chat_body()).json()["metrics"][
-            "speculative_decoding"]
+            "speculative_decoding"
+        ]
         assert spec["per_step_accepted"] is None and spec["per_step_drafted"] is None
         assert sum(spec["acceptance_histogram"]) == spec["num_spec_steps"] > 0
-        events = sse_events(client.post("/v1/chat/completions", json=chat_body(
-            stream=True, stream_options={"include_usage": True})).text)
+        events = sse_events(
+            client.post(
+                "/v1/chat/completions",
+                json=chat_body(stream=True, stream_options={"include_usage": True}),
+            ).text
+        )
         spec = events[-2]["metrics"]["speculative_decoding"]
         assert "per_step_accepted" not in spec and "per_step_drafted" not in spec
         assert len(spec) == 7
@@ -272,8 +329,16 @@ def test_log_is_written_before_the_response_ends(sim):
 
 def test_force_include_usage_and_per_request_timing(tmp_path):
     log = tmp_path / "sim.jsonl"
-    args = ["--enable-force-include-usage", "--enable-per-request-metrics", "--ttft-ms", "20",
-            "--step-ms", "1", "--log", str(log)]
+    args = [
+        "--enable-force-include-usage",
+        "--enable-per-request-metrics",
+        "--ttft-ms",
+        "20",
+        "--step-ms",
+        "1",
+        "--log",
+        str(log),
+    ]
     with start_sim(args) as proc, httpx.Client(base_url=proc.url, timeout=30) as client:
         # no stream_options at all: the forced usage chunk still carries the stats
         events = sse_events(client.post("/v1/chat/completions", json=chat_body(stream=True)).text)
@@ -286,7 +351,8 @@ def test_force_include_usage_and_per_request_timing(tmp_path):
         # mean ITL = generation / (40 - 1); tokens/s = 40 / (ttft + generation)
         assert metrics["mean_itl_ms"] == pytest.approx(metrics["generation_time_ms"] / 39)
         assert metrics["tokens_per_second"] == pytest.approx(
-            40 / ((metrics["time_to_first_token_ms"] + metrics["generation_time_ms"]) / 1000))
+            40 / ((metrics["time_to_first_token_ms"] + metrics["generation_time_ms"]) / 1000)
+        )
         body = client.post("/v1/chat/completions", json=chat_body()).json()
         assert isinstance(body["metrics"]["generation_time_ms"], float)
         assert body["metrics"]["generation_time_ms"] > 0

@@ -8,8 +8,13 @@ import pytest
 
 from specmon.errors import UserError
 from specmon.sim.config import parse_acceptance, parse_category_acceptance
-from specmon.sim.model import (draw_accepted, expected_tokens_per_second,
-                               expected_tokens_per_step, plan_sequence, step_time_ms)
+from specmon.sim.model import (
+    draw_accepted,
+    expected_tokens_per_second,
+    expected_tokens_per_step,
+    plan_sequence,
+    step_time_ms,
+)
 
 
 class FixedDraws:
@@ -75,8 +80,10 @@ def test_plan_invariants(max_tokens, seed):
 
 
 def test_plan_without_ignore_eos_may_stop_early():
-    lengths = {plan_sequence(random.Random(s), 3, [0.5] * 3, 40, ignore_eos=False).completion_tokens
-               for s in range(40)}
+    lengths = {
+        plan_sequence(random.Random(s), 3, [0.5] * 3, 40, ignore_eos=False).completion_tokens
+        for s in range(40)
+    }
     assert min(lengths) >= 20 and max(lengths) <= 40  # EOS drawn in [max//2, max]
     assert len(lengths) > 1
 
@@ -104,14 +111,16 @@ def test_step_time_formula():
 
 
 def _best_k(in_flight: int) -> int:
-    rates = {k: expected_tokens_per_second([0.8] * k, k, in_flight, 20, 1, 0.02) for k in range(1, 9)}
+    rates = {
+        k: expected_tokens_per_second([0.8] * k, k, in_flight, 20, 1, 0.02) for k in range(1, 9)
+    }
     return max(rates, key=rates.get)
 
 
 def test_larger_k_wins_at_concurrency_1_and_smaller_at_64():
     # flat a = 0.8: E(k) = (1 - 0.8^(k+1)) / 0.2 -> E(1)=1.8, E(3)=2.952, E(6)=3.951424
     # B=1:  k=1 1.8/21 = 85.71/s, k=3 2.952/23 = 128.35/s, k=6 3.951424/26 = 151.98/s
-    tps = lambda k, b: expected_tokens_per_second([0.8] * k, k, b, 20, 1, 0.02)  # noqa: E731
+    tps = lambda k, b: expected_tokens_per_second([0.8] * k, k, b, 20, 1, 0.02)
     assert tps(1, 1) == pytest.approx(1000 * 1.8 / 21)
     assert tps(3, 1) == pytest.approx(1000 * 2.952 / 23)
     assert tps(6, 1) == pytest.approx(1000 * 3.951424 / 26)
@@ -132,7 +141,9 @@ def test_acceptance_flag_parsing():
     assert parse_acceptance("0.8", 3) == [0.8, 0.8, 0.8]
     assert parse_acceptance("0.8,0.7,0.6", 3) == [0.8, 0.7, 0.6]
     assert parse_category_acceptance("code=0.9,chat=0.5:0.4:0.3", 3) == {
-        "code": [0.9, 0.9, 0.9], "chat": [0.5, 0.4, 0.3]}
+        "code": [0.9, 0.9, 0.9],
+        "chat": [0.5, 0.4, 0.3],
+    }
     for bad in ("1.5", "0.8,0.7", "x", ""):
         with pytest.raises(UserError):
             parse_acceptance(bad, 3)

@@ -23,8 +23,13 @@ def last_log(path) -> dict:
 
 
 def body(stream: bool = False, **extra) -> dict:
-    out = {"model": MODEL, "messages": [{"role": "user", "content": "shape test"}],
-           "max_tokens": 30, "ignore_eos": True, **extra}
+    out = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "shape test"}],
+        "max_tokens": 30,
+        "ignore_eos": True,
+        **extra,
+    }
     if stream:
         out.update(stream=True, stream_options={"include_usage": True})
     return out
@@ -84,28 +89,47 @@ def test_legacy_per_choice_sparse(shape_sim):
 
 def test_legacy_zero_step_histogram_is_empty_object(shape_sim):
     _, client, _ = shape_sim("vllm-legacy")
-    stats = client.post("/v1/chat/completions", json=body(max_tokens=1)).json()[
-        "choices"][0]["speculative_decoding_stats"]
+    stats = client.post("/v1/chat/completions", json=body(max_tokens=1)).json()["choices"][0][
+        "speculative_decoding_stats"
+    ]
     assert stats["acceptance_histogram"] == {} and stats["num_spec_steps"] == 0
 
 
 def test_trtllm_terminal_choice_dense(shape_sim):
     _, client, log = shape_sim("trtllm", "--num-spec-tokens", "4")
-    data = client.post("/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 30,
-                                                "ignore_eos": True}).json()
+    data = client.post(
+        "/v1/completions",
+        json={"model": MODEL, "prompt": "x", "max_tokens": 30, "ignore_eos": True},
+    ).json()
     spec = data["choices"][0]["speculative_decoding"]
     truth = last_log(log)["stats"][0]
-    assert set(spec) == {"acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens",
-                         "num_spec_steps", "acceptance_histogram", "num_spec_tokens"}
+    assert set(spec) == {
+        "acceptance_rate",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+        "num_spec_steps",
+        "acceptance_histogram",
+        "num_spec_tokens",
+    }
     assert spec["acceptance_histogram"] == truth["histogram"] and len(truth["histogram"]) == 5
     assert spec["total_accepted_draft_tokens"] == truth["accepted"]
     assert spec["total_draft_tokens"] == truth["drafted"]
     assert spec["acceptance_rate"] == truth["accepted"] / truth["drafted"]
     assert spec["num_spec_tokens"] == 4
     assert paths_with(data, "metrics") == [] and paths_with(data, "mean_acceptance_length") == []
-    events = sse_events(client.post("/v1/completions", json={
-        "model": MODEL, "prompt": "x", "max_tokens": 30, "ignore_eos": True, "stream": True,
-        "stream_options": {"include_usage": True}}).text)
+    events = sse_events(
+        client.post(
+            "/v1/completions",
+            json={
+                "model": MODEL,
+                "prompt": "x",
+                "max_tokens": 30,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ).text
+    )
     carrying = [e for e in events[:-1] if paths_with(e, "speculative_decoding")]
     assert len(carrying) == 1 and carrying[0]["choices"][0]["finish_reason"] == "length"
     assert carrying[0]["choices"][0]["speculative_decoding"] == last_log(log)["payload"]
@@ -134,17 +158,26 @@ def test_sglang_on_request_only(shape_sim):
     assert details["spec_num_proposed_drafts"] == truth["drafted"]
     assert details["spec_correct_drafts_histogram"] == truth["histogram"]
     assert details["spec_accept_length"] == 30 / truth["steps"]  # SGLang counts the prefill token
-    two = client.post("/v1/chat/completions", json=body(n=2, return_spec_tokens_details=True)).json()
+    two = client.post(
+        "/v1/chat/completions", json=body(n=2, return_spec_tokens_details=True)
+    ).json()
     listed = two["sglext"]["spec_tokens_details"]
     assert isinstance(listed, list) and [d["index"] for d in listed] == [0, 1]
-    events = sse_events(client.post("/v1/chat/completions", json=body(
-        stream=True, return_spec_tokens_details=True)).text)
+    events = sse_events(
+        client.post(
+            "/v1/chat/completions", json=body(stream=True, return_spec_tokens_details=True)
+        ).text
+    )
     carrying = [e for e in events[:-1] if "sglext" in e]
     assert len(carrying) == 1 and carrying[0]["choices"] == []
     assert carrying[0]["sglext"]["spec_tokens_details"] == last_log(log)["payload"]
     # without include_usage the details still come, on their own choices-less chunk
-    events = sse_events(client.post("/v1/chat/completions", json={
-        **body(), "stream": True, "return_spec_tokens_details": True}).text)
+    events = sse_events(
+        client.post(
+            "/v1/chat/completions",
+            json={**body(), "stream": True, "return_spec_tokens_details": True},
+        ).text
+    )
     carrying = [e for e in events[:-1] if "sglext" in e]
     assert len(carrying) == 1 and "usage" not in carrying[0]
 

@@ -26,8 +26,13 @@ def read_log(path) -> list[dict]:
 
 
 def chat(content: str, **extra) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": content}],
-            "max_tokens": 48, "ignore_eos": True, **extra}
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 48,
+        "ignore_eos": True,
+        **extra,
+    }
 
 
 def spec_counters(text: str) -> dict[str, dict[str, float]]:
@@ -58,7 +63,7 @@ def test_same_seed_same_answers_in_any_order(tmp_path):
 
     def collect(url, order, parallel):
         with httpx.Client(base_url=url, timeout=30) as client:
-            send = lambda name: client.post("/v1/chat/completions", json=bodies[name]).json()  # noqa: E731
+            send = lambda name: client.post("/v1/chat/completions", json=bodies[name]).json()
             if parallel:
                 with concurrent.futures.ThreadPoolExecutor(4) as pool:
                     results = list(pool.map(send, order))
@@ -66,13 +71,22 @@ def test_same_seed_same_answers_in_any_order(tmp_path):
                 results = [send(name) for name in order]
         seen: dict[str, list] = {}
         for name, data in zip(order, results):
-            seen.setdefault(name, []).append(orjson.dumps(
-                [data["choices"][0]["message"]["content"], data["metrics"]["speculative_decoding"]]))
+            seen.setdefault(name, []).append(
+                orjson.dumps(
+                    [
+                        data["choices"][0]["message"]["content"],
+                        data["metrics"]["speculative_decoding"],
+                    ]
+                )
+            )
         # identical bodies in flight together may swap occurrence numbers: compare as multisets
         return {name: sorted(answers) for name, answers in seen.items()}
 
-    with start_sim(["--seed", "11"]) as one, start_sim(["--seed", "11"]) as two, \
-            start_sim(["--seed", "12"]) as other:
+    with (
+        start_sim(["--seed", "11"]) as one,
+        start_sim(["--seed", "11"]) as two,
+        start_sim(["--seed", "12"]) as other,
+    ):
         first = collect(one.url, order1, parallel=False)
         second = collect(two.url, order2, parallel=True)
         third = collect(other.url, order1, parallel=False)
@@ -83,9 +97,23 @@ def test_same_seed_same_answers_in_any_order(tmp_path):
 
 def test_metrics_counters_equal_logged_payloads(tmp_path):
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--seed", "5", "--engines", "2", "--num-spec-tokens", "4",
-                    "--acceptance", "0.9,0.7,0.5,0.3", "--log", str(log)]) as proc, \
-            httpx.Client(base_url=proc.url, timeout=30) as client:
+    with (
+        start_sim(
+            [
+                "--seed",
+                "5",
+                "--engines",
+                "2",
+                "--num-spec-tokens",
+                "4",
+                "--acceptance",
+                "0.9,0.7,0.5,0.3",
+                "--log",
+                str(log),
+            ]
+        ) as proc,
+        httpx.Client(base_url=proc.url, timeout=30) as client,
+    ):
         before = spec_counters(client.get("/metrics").text)
         assert set(before["vllm:spec_decode_num_drafts_total"]) == {"0", "1"}
         assert all(v == 0 for v in before["vllm:spec_decode_num_drafts_total"].values())
@@ -93,8 +121,16 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
         for i in range(24):
             stream = i % 2 == 1
             path = "/v1/chat/completions" if i % 3 else "/v1/completions"
-            body = chat(f"request {i}", max_tokens=10 + i) if i % 3 else {
-                "model": MODEL, "prompt": f"request {i}", "max_tokens": 10 + i, "ignore_eos": True}
+            body = (
+                chat(f"request {i}", max_tokens=10 + i)
+                if i % 3
+                else {
+                    "model": MODEL,
+                    "prompt": f"request {i}",
+                    "max_tokens": 10 + i,
+                    "ignore_eos": True,
+                }
+            )
             if stream:
                 body.update(stream=True, stream_options={"include_usage": True})
             payloads.append(payload_of(client.post(path, json=body), stream))
@@ -102,7 +138,11 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
         entries = read_log(log)
     assert [e["payload"] for e in entries] == payloads and None not in payloads
     for entry, p in zip(entries, payloads):  # invariants on every payload sent
-        hist, steps, accepted = p["acceptance_histogram"], p["num_spec_steps"], p["num_accepted_draft_tokens"]
+        hist, steps, accepted = (
+            p["acceptance_histogram"],
+            p["num_spec_steps"],
+            p["num_accepted_draft_tokens"],
+        )
         assert len(hist) == 5 and sum(hist) == steps == len(p["per_step_accepted"])
         assert sum(j * h for j, h in enumerate(hist)) == accepted == sum(p["per_step_accepted"])
         assert accepted <= p["num_draft_tokens"] == sum(p["per_step_drafted"])
@@ -112,18 +152,26 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
     for engine in ("0", "1"):
         mine = [e["payload"] for e in entries if str(e["engine"]) == engine]
         assert len(mine) == 12  # round robin over the two engines
-        assert after["vllm:spec_decode_num_drafts_total"][engine] == sum(p["num_spec_steps"] for p in mine)
+        assert after["vllm:spec_decode_num_drafts_total"][engine] == sum(
+            p["num_spec_steps"] for p in mine
+        )
         assert after["vllm:spec_decode_num_draft_tokens_total"][engine] == sum(
-            p["num_draft_tokens"] for p in mine)
+            p["num_draft_tokens"] for p in mine
+        )
         assert after["vllm:spec_decode_num_accepted_tokens_total"][engine] == sum(
-            p["num_accepted_draft_tokens"] for p in mine)
+            p["num_accepted_draft_tokens"] for p in mine
+        )
         for position in range(4):
             # per step +1 at positions 0..j-1: position i counts steps with j > i
-            hits = sum(h for p in mine for j, h in enumerate(p["acceptance_histogram"]) if j > position)
+            hits = sum(
+                h for p in mine for j, h in enumerate(p["acceptance_histogram"]) if j > position
+            )
             per_step = sum(1 for p in mine for j in p["per_step_accepted"] if j > position)
             assert hits == per_step
-            assert after["vllm:spec_decode_num_accepted_tokens_per_pos_total"][
-                f"{engine}/{position}"] == hits
+            assert (
+                after["vllm:spec_decode_num_accepted_tokens_per_pos_total"][f"{engine}/{position}"]
+                == hits
+            )
     # summed over engines (what a scraper must do) = the run's totals
     total_steps = sum(after["vllm:spec_decode_num_drafts_total"].values())
     assert total_steps == sum(p["num_spec_steps"] for p in payloads) > 0
@@ -132,15 +180,28 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
 def test_category_acceptance_differs(tmp_path):
     log = tmp_path / "sim.jsonl"
     rates = {}
-    with start_sim(["--seed", "2", "--acceptance", "0.6", "--category-acceptance",
-                    "code=0.95,chat=0.2", "--log", str(log)]) as proc, \
-            httpx.Client(base_url=proc.url, timeout=30) as client:
+    with (
+        start_sim(
+            [
+                "--seed",
+                "2",
+                "--acceptance",
+                "0.6",
+                "--category-acceptance",
+                "code=0.95,chat=0.2",
+                "--log",
+                str(log),
+            ]
+        ) as proc,
+        httpx.Client(base_url=proc.url, timeout=30) as client,
+    ):
         for category in ("code", "chat", None):
             headers = {"X-Specmon-Category": category} if category else {}
             accepted = drafted = 0
             for i in range(15):
-                spec = client.post("/v1/chat/completions", json=chat(f"q{i}", max_tokens=64),
-                                   headers=headers).json()["metrics"]["speculative_decoding"]
+                spec = client.post(
+                    "/v1/chat/completions", json=chat(f"q{i}", max_tokens=64), headers=headers
+                ).json()["metrics"]["speculative_decoding"]
                 accepted += spec["num_accepted_draft_tokens"]
                 drafted += spec["num_draft_tokens"]
             rates[category] = accepted / drafted
@@ -164,10 +225,13 @@ def test_error_rate_answers_500(tmp_path):
 
 def test_malformed_rate_breaks_the_histogram(tmp_path):
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--malformed-rate", "1", "--log", str(log)]) as proc, \
-            httpx.Client(base_url=proc.url) as client:
+    with (
+        start_sim(["--malformed-rate", "1", "--log", str(log)]) as proc,
+        httpx.Client(base_url=proc.url) as client,
+    ):
         spec = client.post("/v1/chat/completions", json=chat("x")).json()["metrics"][
-            "speculative_decoding"]
+            "speculative_decoding"
+        ]
     truth = read_log(log)[-1]
     assert truth["fault"] == "malformed"
     assert spec["num_spec_steps"] == truth["stats"][0]["steps"]
@@ -176,12 +240,17 @@ def test_malformed_rate_breaks_the_histogram(tmp_path):
 
 def test_disconnect_rate_cuts_the_stream(tmp_path):
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--disconnect-rate", "1", "--log", str(log)]) as proc, \
-            httpx.Client(base_url=proc.url, timeout=30) as client:
+    with (
+        start_sim(["--disconnect-rate", "1", "--log", str(log)]) as proc,
+        httpx.Client(base_url=proc.url, timeout=30) as client,
+    ):
         received = b""
         with pytest.raises(httpx.TransportError):
-            with client.stream("POST", "/v1/chat/completions", json=chat(
-                    "x", stream=True, stream_options={"include_usage": True})) as response:
+            with client.stream(
+                "POST",
+                "/v1/chat/completions",
+                json=chat("x", stream=True, stream_options={"include_usage": True}),
+            ) as response:
                 for part in response.iter_bytes():
                     received += part
         assert b"data: " in received and b"[DONE]" not in received
@@ -200,15 +269,26 @@ def test_disconnect_rate_cuts_the_stream(tmp_path):
 def test_step_times_follow_the_latency_model(tmp_path):
     log = tmp_path / "sim.jsonl"
     # step_time = 0.5 * (1 + 0.5 * (B-1) * 4) + 0.1 * 3: B=1 0.8, B=2 1.8, B=3 2.8, B=4 3.8 ms
-    args = ["--step-ms", "0.5", "--draft-ms-per-token", "0.1", "--batch-slope", "0.5",
-            "--ttft-ms", "300", "--log", str(log)]
+    args = [
+        "--step-ms",
+        "0.5",
+        "--draft-ms-per-token",
+        "0.1",
+        "--batch-slope",
+        "0.5",
+        "--ttft-ms",
+        "300",
+        "--log",
+        str(log),
+    ]
     with start_sim(args) as proc, httpx.Client(base_url=proc.url, timeout=30) as client:
         client.post("/v1/chat/completions", json=chat("alone", max_tokens=12))
         alone = read_log(log)[-1]
         assert alone["ttft_ms"] == 300.0
         assert alone["step_ms"] and all(s == pytest.approx(0.8) for s in alone["step_ms"])
-        send = lambda i: client.post("/v1/chat/completions", json=chat(f"c{i}", max_tokens=12,  # noqa: E731
-                                                                         stream=True))
+        send = lambda i: client.post(
+            "/v1/chat/completions", json=chat(f"c{i}", max_tokens=12, stream=True)
+        )
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(send, range(4)))
         together = [s for e in read_log(log)[-4:] for s in e["step_ms"]]
@@ -218,18 +298,22 @@ def test_step_times_follow_the_latency_model(tmp_path):
 
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specmon", "sim", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "specmon", "sim", *args], capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--acceptance", "1.5"], "outside 0..1"),
-    (["--acceptance", "0.5,0.5"], "--acceptance"),
-    (["--num-spec-tokens", "0"], "--num-spec-tokens"),
-    (["--error-rate", "2"], "--error-rate"),
-    (["--category-acceptance", "code"], "CATEGORY=P"),
-    (["--log", "/nonexistent-dir/x.jsonl"], "--log"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--acceptance", "1.5"], "outside 0..1"),
+        (["--acceptance", "0.5,0.5"], "--acceptance"),
+        (["--num-spec-tokens", "0"], "--num-spec-tokens"),
+        (["--error-rate", "2"], "--error-rate"),
+        (["--category-acceptance", "code"], "CATEGORY=P"),
+        (["--log", "/nonexistent-dir/x.jsonl"], "--log"),
+    ],
+)
 def test_bad_flags_are_one_line_errors(args, words):
     result = _run_cli("--port", "0", *args)
     assert result.returncode == 2
@@ -249,8 +333,9 @@ def test_busy_port_is_a_one_line_error():
 
 
 def test_listening_line_comes_first_and_start_sim_reports_failure():
-    proc = subprocess.Popen([sys.executable, "-m", "specmon", "sim", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specmon", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("specmon sim listening on http://127.0.0.1:")
@@ -268,10 +353,13 @@ def test_client_that_leaves_stops_the_stream(tmp_path):
     import time
 
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--step-ms", "40", "--log", str(log)]) as proc, \
-            httpx.Client(base_url=proc.url, timeout=30) as client:
-        with client.stream("POST", "/v1/chat/completions", json=chat(
-                "long", max_tokens=400, stream=True)) as response:
+    with (
+        start_sim(["--step-ms", "40", "--log", str(log)]) as proc,
+        httpx.Client(base_url=proc.url, timeout=30) as client,
+    ):
+        with client.stream(
+            "POST", "/v1/chat/completions", json=chat("long", max_tokens=400, stream=True)
+        ) as response:
             lines = response.iter_lines()
             next(lines)  # headers and the first event arrived; now hang up
         deadline = time.monotonic() + 20

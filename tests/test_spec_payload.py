@@ -14,12 +14,18 @@ from specmon.specdecode.adapters import detect
 from specmon.tui.requests import payload_title, raw_payload
 
 
-@pytest.mark.parametrize("name,where", [
-    ("vllm_merged_summary_chat_stream", lambda rs: rs[-1].data["metrics"]["speculative_decoding"]),
-    ("vllm_legacy_chat", lambda rs: rs[-1].data["choices"][0]["speculative_decoding_stats"]),
-    ("trtllm_summary", lambda rs: rs[-1].data["choices"][0]["speculative_decoding"]),
-    ("sglang_chat", lambda rs: rs[-1].data["sglext"]["spec_tokens_details"]),
-])
+@pytest.mark.parametrize(
+    "name,where",
+    [
+        (
+            "vllm_merged_summary_chat_stream",
+            lambda rs: rs[-1].data["metrics"]["speculative_decoding"],
+        ),
+        ("vllm_legacy_chat", lambda rs: rs[-1].data["choices"][0]["speculative_decoding_stats"]),
+        ("trtllm_summary", lambda rs: rs[-1].data["choices"][0]["speculative_decoding"]),
+        ("sglang_chat", lambda rs: rs[-1].data["sglext"]["spec_tokens_details"]),
+    ],
+)
 def test_detect_returns_the_wire_object_it_read(name, where):
     responses, request = responses_of(name)
     outcome = detect(responses, request)
@@ -29,10 +35,17 @@ def test_detect_returns_the_wire_object_it_read(name, where):
 
 def test_a_rejected_payload_is_still_returned():
     # merged shape whose histogram sums to 3 steps while the payload says 4
-    stats = {"mean_acceptance_length": 2.0, "draft_acceptance_rate": 0.5,
-             "acceptance_histogram": [1, 1, 1], "num_spec_steps": 4,
-             "num_accepted_draft_tokens": 3, "num_draft_tokens": 8, "num_spec_tokens": 2}
+    stats = {
+        "mean_acceptance_length": 2.0,
+        "draft_acceptance_rate": 0.5,
+        "acceptance_histogram": [1, 1, 1],
+        "num_spec_steps": 4,
+        "num_accepted_draft_tokens": 3,
+        "num_draft_tokens": 8,
+        "num_spec_tokens": 2,
+    }
     from specmon.specdecode.adapters.base import ParsedResponse
+
     outcome = detect([ParsedResponse({"choices": [], "metrics": {"speculative_decoding": stats}})])
     assert outcome.record is None and outcome.reason.startswith("malformed:")
     assert outcome.payload is stats
@@ -41,22 +54,38 @@ def test_a_rejected_payload_is_still_returned():
 def _capture(i: int, steps_hist: list[int]) -> RawCapture:
     accepted = sum(j * n for j, n in enumerate(steps_hist))
     steps = sum(steps_hist)
-    stats = {"mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
-             "draft_acceptance_rate": accepted / (2 * steps) if steps else 0.0,
-             "acceptance_histogram": steps_hist, "num_spec_steps": steps,
-             "num_accepted_draft_tokens": accepted, "num_draft_tokens": 2 * steps,
-             "num_spec_tokens": 2}
-    body = {"choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1 + steps + accepted},
-            "metrics": {"speculative_decoding": stats}}
-    return RawCapture.from_dict({"endpoint": "chat", "streaming": False,
-                                 "request": {"model": "m", "messages": []}, "status": 200,
-                                 "responses": [body], "start_ns": i * 1000,
-                                 "response_ns": [i * 1000 + 500], "end_ns": i * 1000 + 500,
-                                 "x_request_id": f"r{i}"})
+    stats = {
+        "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / (2 * steps) if steps else 0.0,
+        "acceptance_histogram": steps_hist,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": 2 * steps,
+        "num_spec_tokens": 2,
+    }
+    body = {
+        "choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1 + steps + accepted},
+        "metrics": {"speculative_decoding": stats},
+    }
+    return RawCapture.from_dict(
+        {
+            "endpoint": "chat",
+            "streaming": False,
+            "request": {"model": "m", "messages": []},
+            "status": 200,
+            "responses": [body],
+            "start_ns": i * 1000,
+            "response_ns": [i * 1000 + 500],
+            "end_ns": i * 1000 + 500,
+            "x_request_id": f"r{i}",
+        }
+    )
 
 
-def test_session_keeps_payloads_of_the_newest_results_and_of_every_zero_step_one(monkeypatch, tmp_path):
+def test_session_keeps_payloads_of_the_newest_results_and_of_every_zero_step_one(
+    monkeypatch, tmp_path
+):
     monkeypatch.setattr(session_mod, "PAYLOAD_WINDOW", 3)
     session = RunSession(tmp_path, "records")
     results = [session.add(_capture(i, [1, 1, 1])) for i in range(5)]

@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tui_fixtures import accumulate, make_capture, run_captures, small_captures, write_jsonl
+from tui_screen import screen_text
+
 from specmon.capture import RawCapture
 from specmon.commands.replay import ReplayFeeder, build, load_source
 from specmon.pipeline import process_capture
@@ -17,20 +20,20 @@ from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.widgets.request_log import RequestLog
-from tui_fixtures import accumulate, make_capture, run_captures, small_captures, write_jsonl
-from tui_screen import screen_text
 
 WIDE = (160, 48)
 
 
 def small_app(**kw) -> SpecmonApp:
-    return SpecmonApp(accumulate(small_captures()), None, None, source="replay",
-                      freeze_elapsed=1.0, **kw)
+    return SpecmonApp(
+        accumulate(small_captures()), None, None, source="replay", freeze_elapsed=1.0, **kw
+    )
 
 
 def big_app(n: int = 60, **kw) -> SpecmonApp:
-    return SpecmonApp(accumulate(run_captures(n)), None, None, source="replay",
-                      freeze_elapsed=15.0, **kw)
+    return SpecmonApp(
+        accumulate(run_captures(n)), None, None, source="replay", freeze_elapsed=15.0, **kw
+    )
 
 
 async def test_main_screen_shows_the_small_run():
@@ -72,8 +75,11 @@ async def test_pause_freezes_display_but_counts_arrivals():
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("p")
         for i in range(4, 6):  # two requests land while paused
-            acc.add(process_capture(RawCapture.from_dict(
-                make_capture(i, [1, 1, 1, 1], start_ms=100.0 * i))))
+            acc.add(
+                process_capture(
+                    RawCapture.from_dict(make_capture(i, [1, 1, 1, 1], start_ms=100.0 * i))
+                )
+            )
         app.refresh_data()
         await pilot.pause()
         text = screen_text(app)
@@ -106,8 +112,9 @@ async def test_help_and_explain_screens():
 async def test_maximize_each_panel_and_restore():
     app = small_app()
     async with app.run_test(size=WIDE) as pilot:
-        for key, panel_id in zip("12345", ("panel-spec", "panel-hist", "panel-plot",
-                                            "panel-latency", "panel-log")):
+        for key, panel_id in zip(
+            "12345", ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log")
+        ):
             await pilot.press(key)
             assert app.screen.maximized is not None and app.screen.maximized.id == panel_id
             await pilot.press("escape")
@@ -230,8 +237,11 @@ async def test_log_follows_tail_then_counts_pending():
         assert log.scroll_y == log.max_scroll_y > 0  # following the tail
         await pilot.press("home")  # the user looks at the oldest rows
         for i in range(61, 64):
-            acc.add(process_capture(RawCapture.from_dict(
-                make_capture(i, [1, 1, 1, 1], start_ms=250.0 * i))))
+            acc.add(
+                process_capture(
+                    RawCapture.from_dict(make_capture(i, [1, 1, 1, 1], start_ms=250.0 * i))
+                )
+            )
         app.refresh_data()
         await pilot.pause()
         assert log.pending == 3 and log.scroll_y == 0
@@ -244,9 +254,13 @@ async def test_log_follows_tail_then_counts_pending():
 async def test_log_renders_only_visible_rows_for_50k_requests():
     result = accumulate(small_captures()).results[0]
     rows = [result] * 50_000
-    session = argparse.Namespace(accumulator=argparse.Namespace(
-        results=rows, snapshot=accumulate(small_captures()).snapshot,
-        timeline=lambda: ([], [], [])))
+    session = argparse.Namespace(
+        accumulator=argparse.Namespace(
+            results=rows,
+            snapshot=accumulate(small_captures()).snapshot,
+            timeline=lambda: ([], [], []),
+        )
+    )
     app = SpecmonApp(session, None, None, freeze_elapsed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
@@ -315,17 +329,20 @@ async def test_full_speed_replay_shows_every_record(tmp_path):
 
 def test_replay_cli_errors_are_one_line(tmp_path):
     exe = [sys.executable, "-m", "specmon", "replay"]
-    proc = subprocess.run(exe + [str(tmp_path / "nope.jsonl")], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        exe + [str(tmp_path / "nope.jsonl")], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("specmon: error: replay file not found")
     assert len(proc.stderr.strip().splitlines()) == 1
     good = write_jsonl(tmp_path / "raw.jsonl", small_captures())
-    proc = subprocess.run(exe + [str(good), "--theme", "neon"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        exe + [str(good), "--theme", "neon"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "unknown theme 'neon'" in proc.stderr
-    proc = subprocess.run(exe + [str(good), "--speed", "-1"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        exe + [str(good), "--speed", "-1"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "--speed must be >= 0" in proc.stderr
 
 
@@ -352,8 +369,9 @@ async def test_replay_of_a_real_aiperf_export(tmp_path):
     """AIPerf 0.13's own profile_export.jsonl: the monitor shows AIPerf's own aggregates."""
     fixture = Path(__file__).parent / "fixtures" / "aiperf013_peer"
     truth = json.loads((fixture / "profile_export_aiperf.json").read_text())
-    args = argparse.Namespace(file=str(fixture / "profile_export.jsonl"), speed=0.0, theme=None,
-                              refresh_hz=4.0)
+    args = argparse.Namespace(
+        file=str(fixture / "profile_export.jsonl"), speed=0.0, theme=None, refresh_hz=4.0
+    )
     config, feeder, session = build(args)
     app = SpecmonApp(session, feeder, config, source="replay")
     async with app.run_test(size=WIDE) as pilot:
@@ -385,8 +403,10 @@ async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
         assert isinstance(app.screen, RequestDetail)
         text = screen_text(app)
         spec = result.spec
-        assert (f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens} / "
-                f"drafted {spec.num_draft_tokens}") in text
+        assert (
+            f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens} / "
+            f"drafted {spec.num_draft_tokens}"
+        ) in text
         assert len(app.screen.query("Sparkline")) == 2
         raw = str(app.screen.query_one("#detail-raw-text").content)  # scrolls; read it whole
         assert '"last_response"' in raw and '"per_step_accepted": [' in raw
@@ -394,6 +414,7 @@ async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
 
 async def test_load_failure_is_announced():
     """A runner that ended with an error: the screen says so instead of just 'done'."""
+
     class FailedRunner:  # the LoadRunner surface the app reads
         finished = True
         error = RuntimeError("connection refused by 127.0.0.1:9")
@@ -432,8 +453,11 @@ async def test_header_lists_every_k_of_a_mixed_run():
     captures = small_captures()
     k5 = make_capture(7, [1, 1, 1, 1], start_ms=700.0)
     k5["responses"][0]["metrics"]["speculative_decoding"].update(
-        num_spec_tokens=5, acceptance_histogram=[1, 1, 1, 1, 0, 0], num_draft_tokens=20,
-        draft_acceptance_rate=6 / 20)  # 4 steps x 5 drafts; accepted 0+1+2+3 = 6
+        num_spec_tokens=5,
+        acceptance_histogram=[1, 1, 1, 1, 0, 0],
+        num_draft_tokens=20,
+        draft_acceptance_rate=6 / 20,
+    )  # 4 steps x 5 drafts; accepted 0+1+2+3 = 6
     app = SpecmonApp(accumulate(captures + [k5]), None, None, freeze_elapsed=1.0)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -452,8 +476,11 @@ async def test_mouse_wheel_up_stops_following():
         log.post_message(events.MouseScrollUp(log, 2, 2, 0, 0, 0, False, False, False))
         await pilot.pause(0.2)
         assert log.scroll_y < bottom
-        acc.add(process_capture(RawCapture.from_dict(
-            make_capture(61, [1, 1, 1, 1], start_ms=250.0 * 61))))
+        acc.add(
+            process_capture(
+                RawCapture.from_dict(make_capture(61, [1, 1, 1, 1], start_ms=250.0 * 61))
+            )
+        )
         app.refresh_data()
         await pilot.pause()
         assert log.pending == 1 and "1 new (end follows)" in screen_text(app)

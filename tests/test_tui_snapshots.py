@@ -8,10 +8,10 @@ after checking the new SVGs by eye.
 from __future__ import annotations
 
 import pytest
-
-from specmon.tui.app import SpecmonApp
 from tui_fixtures import accumulate, run_captures
 from tui_tuning_fixtures import one_server_app, three_server_app
+
+from specmon.tui.app import SpecmonApp
 
 
 @pytest.fixture(autouse=True)
@@ -20,8 +20,9 @@ def _colour(monkeypatch):
 
 
 def recorded_app() -> SpecmonApp:
-    return SpecmonApp(accumulate(run_captures(60)), None, None, source="replay",
-                      freeze_elapsed=15.0)
+    return SpecmonApp(
+        accumulate(run_captures(60)), None, None, source="replay", freeze_elapsed=15.0
+    )
 
 
 def test_main_80x24(snap_compare):

@@ -12,6 +12,19 @@ import socket
 import subprocess
 import sys
 
+from tui_screen import screen_text
+from tui_tuning_fixtures import (
+    H4,
+    StubMulti,
+    StubPoller,
+    capture_k,
+    delta_of,
+    one_server_app,
+    run_config,
+    session_of,
+    three_server_app,
+)
+
 from specmon.capture import RawCapture
 from specmon.session import RunSession
 from specmon.tui.app import SpecmonApp
@@ -19,11 +32,6 @@ from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.tuning_view import DraftCost, next_setting
-from tui_screen import screen_text
-from tui_tuning_fixtures import (
-    H4, StubMulti, StubPoller, capture_k, delta_of, one_server_app, run_config, session_of,
-    three_server_app,
-)
 
 WIDE = (160, 48)
 config = run_config
@@ -34,8 +42,8 @@ three_servers = three_server_app
 def whatif_text(app: SpecmonApp) -> str:
     """The what-if panel's lines only (the screen's other panels cut away)."""
     panel = app.query_one("#panel-whatif").region
-    lines = screen_text(app).splitlines()[panel.y:panel.bottom]
-    return "\n".join(line[panel.x:panel.right] for line in lines)
+    lines = screen_text(app).splitlines()[panel.y : panel.bottom]
+    return "\n".join(line[panel.x : panel.right] for line in lines)
 
 
 async def test_whatif_panel_by_hand():
@@ -53,11 +61,19 @@ async def test_whatif_panel_by_hand():
         text = screen_text(app)
     assert "6 What if k were different" in text
     assert "c=0.10 (assumed; +/- 0.01)" in text
-    for row in ("1  0.875  0.875  [0.64-0.97]", "2  0.750  0.857", "3  0.500  0.667",
-                "4  0.125  0.250  [0.07-0.59]"):
+    for row in (
+        "1  0.875  0.875  [0.64-0.97]",
+        "2  0.750  0.857",
+        "3  0.500  0.667",
+        "4  0.125  0.250  [0.07-0.59]",
+    ):
         assert row in text, row
-    for row in ("1   1.88                1.70", "3   3.12                2.40",
-                "4   3.25                2.32", "5*   3.28  3.26-3.32     2.19"):
+    for row in (
+        "1   1.88                1.70",
+        "3   3.12                2.40",
+        "4   3.25                2.32",
+        "5*   3.28  3.26-3.32     2.19",
+    ):
         assert row in text, row
     assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
     assert "what-if best k=3 (2.40x) at c=0.10 (6)" in text  # panel 2's title carries it
@@ -159,8 +175,12 @@ async def test_segment_keys_call_the_runner_and_the_table_grows():
         await pilot.press("less_than_sign", "O", "o", "r")
         await pilot.pause()
     # r on a concurrency-driven run only explains itself: no call
-    assert runner.calls == [("concurrency", 8), ("concurrency", 4), ("output_tokens", 256),
-                            ("output_tokens", 128)]
+    assert runner.calls == [
+        ("concurrency", 8),
+        ("concurrency", 4),
+        ("output_tokens", 256),
+        ("output_tokens", 128),
+    ]
 
 
 async def test_request_rate_keys_on_a_rate_run():
@@ -219,8 +239,14 @@ async def test_maximize_the_new_panels_and_help_explain_name_them():
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = screen_text(app)
-        for line in ("maximize the what-if panel", "raise the draft cost c", "next server",
-                     "double the concurrency", "raise request rate", "raise output length"):
+        for line in (
+            "maximize the what-if panel",
+            "raise the draft cost c",
+            "next server",
+            "double the concurrency",
+            "raise request rate",
+            "raise output length",
+        ):
             assert line in text, line
         await pilot.press("escape", "e")
         await pilot.pause()
@@ -250,12 +276,17 @@ def test_bad_theme_fails_before_any_request():
     with socket.socket() as sock:  # a port nobody listens on: preflight would fail differently
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    out = subprocess.run([sys.executable, "-m", "specmon", "--url", f"http://127.0.0.1:{port}",
-                          "--theme", "nosuch"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "specmon", "--url", f"http://127.0.0.1:{port}", "--theme", "nosuch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "specmon: error: unknown theme 'nosuch' (available: specmon-dark, specmon-light, "
-        "specmon-monochrome)"]
+        "specmon-monochrome)"
+    ]
 
 
 def _result(capture: dict):
@@ -286,7 +317,7 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
     counts; `]` moves both to the next server (not a sum over all servers)."""
     from types import SimpleNamespace
 
-    from specmon.load.generator import LoadProgress
+    from specmon.sources.load.generator import LoadProgress
 
     app, runner = three_servers()
 
@@ -295,8 +326,11 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
         return SimpleNamespace(progress=lambda: progress, finished=False)
 
     own = {"k2": stub_runner(3), "k4": stub_runner(5), "k6": stub_runner(7)}
-    monkeypatch.setattr(type(runner), "servers", property(
-        lambda self: {label: (own[label], s) for label, s in self.sessions.items()}))
+    monkeypatch.setattr(
+        type(runner),
+        "servers",
+        property(lambda self: {label: (own[label], s) for label, s in self.sessions.items()}),
+    )
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         first = screen_text(app).splitlines()[1]

@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 import pytest
+from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
 from specmon.commands.replay import RAW, RECORDS, load_source
 from specmon.errors import UserError
 from specmon.tui.requests import log_row, raw_payload
-from specmon.tui.themes import MONOCHROME_THEME, THEME_DIR, load_themes, resolve_theme, theme_from_toml
-from specmon.tui.view import (
-    SPEC_COLUMNS, SPEC_ROWS, acceptance_series, fmt_number, fold_histogram, per_position,
-    run_progress, stat_rows,
+from specmon.tui.themes import (
+    MONOCHROME_THEME,
+    THEME_DIR,
+    load_themes,
+    resolve_theme,
+    theme_from_toml,
 )
-from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
+from specmon.tui.view import (
+    SPEC_COLUMNS,
+    SPEC_ROWS,
+    acceptance_series,
+    fmt_number,
+    fold_histogram,
+    per_position,
+    run_progress,
+    stat_rows,
+)
 
 
 def test_fold_histogram_matches_aiperf_console_examples():
     # aiperf-semantics.md §3.2: {0:6100,1:300,2:1800,3:1800} -> 61% 3% 18% 18% of 10000 steps
     buckets = fold_histogram({0: 6100, 1: 300, 2: 1800, 3: 1800})
     assert [(b.label, b.count, round(b.pct, 1)) for b in buckets] == [
-        ("0", 6100, 61.0), ("1", 300, 3.0), ("2", 1800, 18.0), ("3", 1800, 18.0)]
+        ("0", 6100, 61.0),
+        ("1", 300, 3.0),
+        ("2", 1800, 18.0),
+        ("3", 1800, 18.0),
+    ]
 
 
 def test_fold_histogram_folds_8_and_above_and_shows_gaps():
@@ -30,19 +46,33 @@ def test_fold_histogram_folds_8_and_above_and_shows_gaps():
     assert round(buckets[0].pct, 2) == 8.33
     # gaps between observed keys are shown as empty buckets
     assert [(b.label, b.count) for b in fold_histogram({0: 2, 3: 1})] == [
-        ("0", 2), ("1", 0), ("2", 0), ("3", 1)]
+        ("0", 2),
+        ("1", 0),
+        ("2", 0),
+        ("3", 1),
+    ]
     assert fold_histogram({}) == [] and fold_histogram({0: 0}) == []
 
 
 def test_stat_rows_format_like_console_table():
     stats = {
-        "spec_decode_acceptance_length": {"unit": "ratio", "avg": 1234.5, "min": 1.0, "max": 2.0,
-                                          "p99": 2.0, "p90": 1.5, "p50": 1.25, "std": 0.125},
+        "spec_decode_acceptance_length": {
+            "unit": "ratio",
+            "avg": 1234.5,
+            "min": 1.0,
+            "max": 2.0,
+            "p99": 2.0,
+            "p90": 1.5,
+            "p50": 1.25,
+            "std": 0.125,
+        },
         "spec_decode_token_weighted_acceptance_length": {"unit": "ratio", "avg": 2.5},
     }
     rows = stat_rows(stats, SPEC_ROWS, SPEC_COLUMNS)
-    assert rows[0] == ("Acceptance Length (ratio)",
-                       ["1,234.50", "1.00", "2.00", "2.00", "1.50", "1.25", "0.12"])
+    assert rows[0] == (
+        "Acceptance Length (ratio)",
+        ["1,234.50", "1.00", "2.00", "2.00", "1.50", "1.25", "0.12"],
+    )
     # a derived row shows its avg only; rows without data are left out
     assert rows[1] == ("Token-Weighted Acceptance Length (ratio)", ["2.50"] + ["N/A"] * 6)
     assert len(rows) == 2
@@ -52,9 +82,14 @@ def test_stat_rows_format_like_console_table():
 def test_spec_rows_are_the_console_rows_in_display_order():
     # aiperf-semantics.md §3: the visible SPEC_DECODE metrics, by display order 5000..5045
     assert [r[0] for r in SPEC_ROWS] == [
-        "spec_decode_acceptance_length", "spec_decode_token_weighted_acceptance_length",
-        "spec_decode_draft_acceptance_rate", "spec_decode_overall_draft_acceptance_rate",
-        "spec_decode_accepted_per_verified", "spec_decode_steps", "spec_decode_zero_step_requests"]
+        "spec_decode_acceptance_length",
+        "spec_decode_token_weighted_acceptance_length",
+        "spec_decode_draft_acceptance_rate",
+        "spec_decode_overall_draft_acceptance_rate",
+        "spec_decode_accepted_per_verified",
+        "spec_decode_steps",
+        "spec_decode_zero_step_requests",
+    ]
 
 
 def test_per_position_from_the_small_fixture():
@@ -64,8 +99,16 @@ def test_per_position_from_the_small_fixture():
     assert hist == {0: 4, 1: 1, 2: 3, 3: 4}
     rows = per_position(hist, 3)
     # S_1 = (1+3+4)/12, S_2 = (3+4)/12, S_3 = 4/12; a_1 = S_1, a_2 = 7/8, a_3 = 4/7
-    assert [round(r.unconditional, 4) for r in rows] == [round(8 / 12, 4), round(7 / 12, 4), round(4 / 12, 4)]
-    assert [round(r.conditional, 4) for r in rows] == [round(8 / 12, 4), round(7 / 8, 4), round(4 / 7, 4)]
+    assert [round(r.unconditional, 4) for r in rows] == [
+        round(8 / 12, 4),
+        round(7 / 12, 4),
+        round(4 / 12, 4),
+    ]
+    assert [round(r.conditional, 4) for r in rows] == [
+        round(8 / 12, 4),
+        round(7 / 8, 4),
+        round(4 / 7, 4),
+    ]
     assert [r.trials for r in rows] == [12, 8, 7]
     assert per_position({}, 3) == []
 
@@ -74,9 +117,15 @@ def test_acceptance_series_bins_token_weighted():
     times, steps, accepted = [1.0, 2.0, 11.0], [4, 4, 4], [8, 1, 10]
     # window 10 s at now=12: start 2, two bins of 5 s; t=1 falls outside.
     # bin 0 (t=2): 1 + 1/4 = 1.25 at x=7; bin 1 (t=11): 1 + 10/4 = 3.5 at x=12
-    assert acceptance_series(times, steps, accepted, 10.0, 12.0, bins=2) == ([7.0, 12.0], [1.25, 3.5])
+    assert acceptance_series(times, steps, accepted, 10.0, 12.0, bins=2) == (
+        [7.0, 12.0],
+        [1.25, 3.5],
+    )
     # whole run: bins of 6 s; bin 0 holds t=1,2: 1 + (8+1)/(4+4) = 2.125
-    assert acceptance_series(times, steps, accepted, None, 12.0, bins=2) == ([6.0, 12.0], [2.125, 3.5])
+    assert acceptance_series(times, steps, accepted, None, 12.0, bins=2) == (
+        [6.0, 12.0],
+        [2.125, 3.5],
+    )
     assert acceptance_series([], [], [], 10.0, 0.0) == ([], [])
 
 
@@ -155,7 +204,9 @@ def test_replay_source_errors(tmp_path):
     mixed = write_jsonl(tmp_path / "mixed.jsonl", small_captures())
     with mixed.open("a") as fh:
         fh.write("not json\n")
-        fh.write('{"endpoint": "chat", "streaming": "yes", "request": {}, "status": 200, "responses": []}\n')
+        fh.write(
+            '{"endpoint": "chat", "streaming": "yes", "request": {}, "status": 200, "responses": []}\n'
+        )
     src = load_source(mixed)
     assert len(src.items) == 3
     assert [s.split(":")[0] for s in src.skipped] == ["line 4", "line 5"]

@@ -30,19 +30,32 @@ def _summary(hist: dict | None, itl_ms: float | None = None, al: float | None = 
 def _record(hist: dict, k: int | None = 5, phase: str = "profiling") -> dict:
     steps = sum(hist.values())
     accepted = sum(int(j) * n for j, n in hist.items())
-    spec = {"engine": "vllm", "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
-            "draft_acceptance_rate": accepted / (steps * 5) if steps else 0.0,
-            "acceptance_histogram": hist, "num_accepted_draft_tokens": accepted,
-            "num_draft_tokens": steps * 5, "num_spec_steps": steps}
+    spec = {
+        "engine": "vllm",
+        "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / (steps * 5) if steps else 0.0,
+        "acceptance_histogram": hist,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": steps * 5,
+        "num_spec_steps": steps,
+    }
     if k is not None:
         spec["num_spec_tokens"] = k
-    return {"metadata": {"benchmark_phase": phase, "x_request_id": "r"},
-            "metrics": {}, "spec_decode_acceptance": spec, "error": None}
+    return {
+        "metadata": {"benchmark_phase": phase, "x_request_id": "r"},
+        "metrics": {},
+        "spec_decode_acceptance": spec,
+        "error": None,
+    }
 
 
 # Four requests whose histograms pool to EXAMPLE1: bucket-wise sums 13 9 7 6 4 61.
-RECORDS = [{"0": 5, "1": 4, "5": 20}, {"0": 8, "2": 7, "5": 11},
-           {"1": 5, "3": 6, "5": 30}, {"4": 4}]
+RECORDS = [
+    {"0": 5, "1": 4, "5": 20},
+    {"0": 8, "2": 7, "5": 11},
+    {"1": 5, "3": 6, "5": 30},
+    {"4": 4},
+]
 
 
 def _write_run(path: Path, hist=EXAMPLE1, records=RECORDS, k=5, **summary_kw) -> Path:
@@ -65,8 +78,14 @@ def test_dir_json_matches_hand_computation(tmp_path, capsys):
     rep, err = _run_json(capsys, str(run), "--draft-cost", "0.1")
     assert rep["num_spec_tokens"] == 5 and rep["steps"] == 100 and rep["draft_cost"] == 0.1
     # S = .87 .78 .71 .65 .61 ; a = 87/100, 78/87, 71/78, 65/71, 61/65
-    assert [round(p["unconditional"], 2) for p in rep["positions"]] == [.87, .78, .71, .65, .61]
-    assert [round(p["conditional"], 2) for p in rep["positions"]] == [.87, .90, .91, .92, .94]
+    assert [round(p["unconditional"], 2) for p in rep["positions"]] == [
+        0.87,
+        0.78,
+        0.71,
+        0.65,
+        0.61,
+    ]
+    assert [round(p["conditional"], 2) for p in rep["positions"]] == [0.87, 0.90, 0.91, 0.92, 0.94]
     assert [p["trials"] for p in rep["positions"]] == [100, 87, 78, 71, 65]
     preds = {p["k"]: p for p in rep["predictions"]}
     assert preds[5]["acceptance_length"] == pytest.approx(4.62)  # 1 + .87+.78+.71+.65+.61
@@ -125,10 +144,16 @@ def test_text_output_tables_and_recommendation(tmp_path, capsys):
 
 def test_draft_cost_fitted_from_runs_at_several_k(tmp_path, capsys):
     # step time = ITL x AL = 10 ms (1 + 0.1 k): k=2 -> 12 ms, k=4 -> 14, k=5 -> 15
-    _write_run(tmp_path / "multi" / "a_k2", hist={"0": 50, "1": 30, "2": 20}, records=None,
-               itl_ms=12 / 1.7, al=1.7)
-    _write_run(tmp_path / "multi" / "b_k4", hist={"0": 40, "4": 60}, records=None,
-               itl_ms=14 / 3.4, al=3.4)
+    _write_run(
+        tmp_path / "multi" / "a_k2",
+        hist={"0": 50, "1": 30, "2": 20},
+        records=None,
+        itl_ms=12 / 1.7,
+        al=1.7,
+    )
+    _write_run(
+        tmp_path / "multi" / "b_k4", hist={"0": 40, "4": 60}, records=None, itl_ms=14 / 3.4, al=3.4
+    )
     _write_run(tmp_path / "multi" / "c_k5", itl_ms=15 / 4.62, al=4.62)
     reps, err = _run_json(capsys, str(tmp_path / "multi"))
     assert [r["num_spec_tokens"] for r in reps] == [2, 4, 5]
@@ -137,14 +162,17 @@ def test_draft_cost_fitted_from_runs_at_several_k(tmp_path, capsys):
     assert "fitted from step times (ITL x AL) of runs at k = 2, 4, 5" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("setup, argv_tail, message", [
-    ("none", [], "no such file or directory"),
-    ("nohist", [], "no pooled_spec_decode_acceptance_histogram"),
-    ("run", ["--num-spec-tokens", "4"], "contradicts the records' num_spec_tokens 5"),
-    ("aiperf", ["--num-spec-tokens", "3"], "accepted 5 drafts, more than k = 3"),
-    ("run", ["--draft-cost", "-1"], "--draft-cost -1.0: must be a number >= 0"),
-    ("empty", [], "no profile_export_aiperf.json here"),
-])
+@pytest.mark.parametrize(
+    "setup, argv_tail, message",
+    [
+        ("none", [], "no such file or directory"),
+        ("nohist", [], "no pooled_spec_decode_acceptance_histogram"),
+        ("run", ["--num-spec-tokens", "4"], "contradicts the records' num_spec_tokens 5"),
+        ("aiperf", ["--num-spec-tokens", "3"], "accepted 5 drafts, more than k = 3"),
+        ("run", ["--draft-cost", "-1"], "--draft-cost -1.0: must be a number >= 0"),
+        ("empty", [], "no profile_export_aiperf.json here"),
+    ],
+)
 def test_user_errors_are_one_line(tmp_path, capsys, setup, argv_tail, message):
     target = tmp_path / "x"
     if setup == "nohist":
@@ -161,8 +189,12 @@ def test_user_errors_are_one_line(tmp_path, capsys, setup, argv_tail, message):
 
 
 def test_real_process_exit_status_and_no_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "specmon", "tune", str(tmp_path / "missing")],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no such file" in proc.stderr
 
@@ -179,13 +211,44 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
     from specmon.sim.process import start_sim
 
     for k in (1, 3, 5):
-        with start_sim(["--num-spec-tokens", str(k), "--seed", "1", "--acceptance", "0.75",
-                        "--step-ms", "40", "--draft-ms-per-token", "6", "--batch-slope", "0"]) as sim:
+        with start_sim(
+            [
+                "--num-spec-tokens",
+                str(k),
+                "--seed",
+                "1",
+                "--acceptance",
+                "0.75",
+                "--step-ms",
+                "40",
+                "--draft-ms-per-token",
+                "6",
+                "--batch-slope",
+                "0",
+            ]
+        ) as sim:
             proc = subprocess.run(
-                [sys.executable, "-m", "specmon", "--url", sim.url, "--headless",
-                 "--request-count", "8", "--concurrency", "4", "--streaming",
-                 "--output-tokens-mean", "64", "--artifact-dir", str(tmp_path / f"k{k}")],
-                capture_output=True, text=True, timeout=180)
+                [
+                    sys.executable,
+                    "-m",
+                    "specmon",
+                    "--url",
+                    sim.url,
+                    "--headless",
+                    "--request-count",
+                    "8",
+                    "--concurrency",
+                    "4",
+                    "--streaming",
+                    "--output-tokens-mean",
+                    "64",
+                    "--artifact-dir",
+                    str(tmp_path / f"k{k}"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
             assert proc.returncode == 0, proc.stderr[-2000:]
     reps, _ = _run_json(capsys, str(tmp_path))
     assert [r["num_spec_tokens"] for r in reps] == [1, 3, 5]  # k from specmon's own records
@@ -204,10 +267,14 @@ def test_server_url_tunes_from_its_counters(capsys):
     hist = [0, 0, 0, 0]
     with start_sim(["--engines", "2", "--num-spec-tokens", "3", "--seed", "3"]) as sim:
         for i in range(6):
-            body = {"model": sim.model, "max_tokens": 24,
-                    "messages": [{"role": "user", "content": f"p{i}"}]}
-            spec = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10) \
-                .json()["metrics"]["speculative_decoding"]
+            body = {
+                "model": sim.model,
+                "max_tokens": 24,
+                "messages": [{"role": "user", "content": f"p{i}"}],
+            }
+            spec = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10).json()[
+                "metrics"
+            ]["speculative_decoding"]
             hist = [a + b for a, b in zip(hist, spec["acceptance_histogram"])]
         rep, err = _run_json(capsys, sim.url)
         assert main(["tune", sim.url, "--num-spec-tokens", "5"]) == 2

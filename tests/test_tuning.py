@@ -8,8 +8,14 @@ import pytest
 
 from specmon.specdecode import tuning
 from specmon.specdecode.tuning import (
-    analyze, estimate_draft_cost, flat_alpha, position_estimates, predictions, recommend_k,
-    tune_report, wilson_interval,
+    analyze,
+    estimate_draft_cost,
+    flat_alpha,
+    position_estimates,
+    predictions,
+    recommend_k,
+    tune_report,
+    wilson_interval,
 )
 
 # Worked example 1 (SPEED-Bench, k=5): histogram 13/9/7/6/4/61 % as counts of N=100 steps.
@@ -93,7 +99,7 @@ def test_wilson_interval_by_hand():
 
 def _geometric_counts(alpha: float, k: int, steps: int) -> list[int]:
     # truncated geometric: P(J=j) = alpha^j (1-alpha) for j < k, P(J=k) = alpha^k
-    probs = [alpha ** j * (1 - alpha) for j in range(k)] + [alpha ** k]
+    probs = [alpha**j * (1 - alpha) for j in range(k)] + [alpha**k]
     return [round(steps * p) for p in probs]
 
 
@@ -107,7 +113,7 @@ def test_flat_alpha_source_expected_counts_is_exactly_flat():
     preds = {p.k: p.acceptance_length for p in predictions(hist, 4)}
     # Leviathan: E(k) = (1 - .7^(k+1)) / .3 ; E(2) = (1-.343)/.3 = 2.19 ; E(5) = (1-.117649)/.3
     assert preds[2] == pytest.approx(2.19)
-    assert preds[5] == pytest.approx((1 - 0.7 ** 6) / 0.3)  # extrapolation agrees with the model
+    assert preds[5] == pytest.approx((1 - 0.7**6) / 0.3)  # extrapolation agrees with the model
 
 
 def test_flat_alpha_source_sampled_stays_within_intervals():
@@ -178,13 +184,31 @@ def test_estimate_draft_cost_least_squares():
 
 def test_tune_report_json_shape():
     rep = tune_report({"0": 13, "1": 9, "2": 7, "3": 6, "4": 4, "5": 61}, 5, draft_cost=0.1)
-    assert set(rep) == {"num_spec_tokens", "steps", "positions", "flat_alpha", "draft_cost",
-                        "predictions", "recommended_k"}
+    assert set(rep) == {
+        "num_spec_tokens",
+        "steps",
+        "positions",
+        "flat_alpha",
+        "draft_cost",
+        "predictions",
+        "recommended_k",
+    }
     assert rep["num_spec_tokens"] == 5 and rep["steps"] == 100 and rep["draft_cost"] == 0.1
-    assert set(rep["positions"][0]) == {"position", "unconditional", "conditional",
-                                        "conditional_ci95", "trials"}
-    assert set(rep["predictions"][0]) == {"k", "acceptance_length", "extrapolated", "low",
-                                          "high", "speedup"}
+    assert set(rep["positions"][0]) == {
+        "position",
+        "unconditional",
+        "conditional",
+        "conditional_ci95",
+        "trials",
+    }
+    assert set(rep["predictions"][0]) == {
+        "k",
+        "acceptance_length",
+        "extrapolated",
+        "low",
+        "high",
+        "speedup",
+    }
     assert [p["position"] for p in rep["positions"]] == [1, 2, 3, 4, 5]
     assert [p["k"] for p in rep["predictions"]] == list(range(1, 10))
     assert isinstance(rep["positions"][0]["conditional_ci95"], list)
@@ -214,8 +238,9 @@ def _sim_step_ms(k: int, batch: int, step_ms=10.0, draft_ms=1.0, slope=0.01) -> 
 
 def test_recommended_k_falls_as_concurrency_rises():
     hist6 = _geometric_counts(0.8, 6, 1_000_000)  # flat alpha 0.8 at k = 6
-    runs_at = lambda b: [tuning.RunPoint(k, hist6 if k == 6 else {0: 1}, _sim_step_ms(k, b))
-                         for k in (2, 4, 6)]
+    runs_at = lambda b: [
+        tuning.RunPoint(k, hist6 if k == 6 else {0: 1}, _sim_step_ms(k, b)) for k in (2, 4, 6)
+    ]
     low, high = tuning.recommend_across_runs(runs_at(1)), tuning.recommend_across_runs(runs_at(33))
     # B = 1: t = 10 + 1 k -> c = 0.1 ; B = 33: t = 10 (1 + .32 (k+1)) + k = 13.2 + 4.2 k
     # -> c = 4.2 / 13.2 = 0.318

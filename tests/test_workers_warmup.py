@@ -17,8 +17,8 @@ import pytest
 
 from specmon.commands.run import make_session
 from specmon.config import RunConfig
-from specmon.load.workers import WorkerPool
 from specmon.sim.process import start_sim
+from specmon.sources.load.workers import WorkerPool
 
 pytestmark = pytest.mark.e2e
 SPECMON = [sys.executable, "-m", "specmon"]
@@ -30,12 +30,32 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def test_headless_workers_with_warmup_reconcile_exactly(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]) as sim:
-        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--workers", "2",
-                               "--warmup-request-count", "4", "--request-count", "40",
-                               "--concurrency", "4", "--output-tokens-mean", "16",
-                               "--artifact-dir", str(tmp_path / "run")],
-                              capture_output=True, text=True, timeout=240)
+    with start_sim(
+        ["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]
+    ) as sim:
+        proc = subprocess.run(
+            [
+                *SPECMON,
+                "--url",
+                sim.url,
+                "--headless",
+                "--workers",
+                "2",
+                "--warmup-request-count",
+                "4",
+                "--request-count",
+                "40",
+                "--concurrency",
+                "4",
+                "--output-tokens-mean",
+                "16",
+                "--artifact-dir",
+                str(tmp_path / "run"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "run" / "profile_export_aiperf.json").read_text())
     records = read_jsonl(tmp_path / "run" / "profile_export.jsonl")
@@ -51,19 +71,32 @@ def test_headless_workers_with_warmup_reconcile_exactly(tmp_path):
     truth_steps = sum(e["stats"][0]["steps"] for e in entries[4:])
     sm = doc["server_metrics"]
     # the window restarted after the warmup, so it holds exactly the 40 profiling requests
-    assert sm["reconciliation"] == {"equal": True, "diffs": {}, "reasons": [],
-                                    "text": "server counters match the per-request totals"}
+    assert sm["reconciliation"] == {
+        "equal": True,
+        "diffs": {},
+        "reasons": [],
+        "text": "server counters match the per-request totals",
+    }
     assert sm["drafts"] == doc["total_spec_decode_steps"]["avg"] == truth_steps
     assert "server counters match the per-request totals" in proc.stdout
 
 
 def test_hook_runs_once_between_warmup_and_profiling(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", "--log", str(log)]) as sim:
+    with start_sim(
+        ["--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", "--log", str(log)]
+    ) as sim:
         # warmup 3 over 3 workers -> shares 1 + 1 + 1; 12 requests -> 4 + 4 + 4
-        config = RunConfig(url=[sim.url], concurrency=3, workers=3, warmup_request_count=3,
-                           request_count=12, output_tokens_mean=8, random_seed=1,
-                           artifact_dir=str(tmp_path / "run"))
+        config = RunConfig(
+            url=[sim.url],
+            concurrency=3,
+            workers=3,
+            warmup_request_count=3,
+            request_count=12,
+            output_tokens_mean=8,
+            random_seed=1,
+            artifact_dir=str(tmp_path / "run"),
+        )
         session = make_session(config)
         pool = WorkerPool(config, session)
         calls: list[tuple[int, int, int]] = []
@@ -89,16 +122,26 @@ def test_hook_runs_once_between_warmup_and_profiling(tmp_path):
 
 def test_a_worker_without_warmup_share_waits_too(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", "--log", str(log)]) as sim:
+    with start_sim(
+        ["--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", "--log", str(log)]
+    ) as sim:
         # warmup 1 over 2 workers -> shares 1 + 0: worker-1 has no warmup of its own
-        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=1,
-                           request_count=8, output_tokens_mean=8, random_seed=2,
-                           artifact_dir=str(tmp_path / "run"))
+        config = RunConfig(
+            url=[sim.url],
+            concurrency=2,
+            workers=2,
+            warmup_request_count=1,
+            request_count=8,
+            output_tokens_mean=8,
+            random_seed=2,
+            artifact_dir=str(tmp_path / "run"),
+        )
         session = make_session(config)
         pool = WorkerPool(config, session)
         calls: list[tuple[int, int]] = []
-        pool.before_profiling = lambda: calls.append((session.accumulator.warmup_count,
-                                                      len(session.accumulator.results)))
+        pool.before_profiling = lambda: calls.append(
+            (session.accumulator.warmup_count, len(session.accumulator.results))
+        )
         pool.start()
         assert pool.join(120)
         session.finish()
@@ -117,14 +160,36 @@ def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
         # request each (worker-1's also 250 ms late). Each worker starting profiling on its
         # own after its warmup would put worker-1 a further 250 ms late, so the two streams
         # would coincide; one common start keeps them 250 ms apart.
-        proc = subprocess.run([*SPECMON, "--url", sim.url, "--headless", "--workers", "2",
-                               "--request-rate", "4", "--request-rate-mode", "constant",
-                               "--warmup-request-count", "2", "--request-count", "10",
-                               "--output-tokens-mean", "4", "--artifact-dir", str(tmp_path / "run")],
-                              capture_output=True, text=True, timeout=240)
+        proc = subprocess.run(
+            [
+                *SPECMON,
+                "--url",
+                sim.url,
+                "--headless",
+                "--workers",
+                "2",
+                "--request-rate",
+                "4",
+                "--request-rate-mode",
+                "constant",
+                "--warmup-request-count",
+                "2",
+                "--request-count",
+                "10",
+                "--output-tokens-mean",
+                "4",
+                "--artifact-dir",
+                str(tmp_path / "run"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = sorted(read_jsonl(tmp_path / "run" / "profile_export.jsonl"),
-                     key=lambda r: r["metadata"]["request_start_ns"])
+    records = sorted(
+        read_jsonl(tmp_path / "run" / "profile_export.jsonl"),
+        key=lambda r: r["metadata"]["request_start_ns"],
+    )
     assert [r["metadata"]["worker_id"] for r in records] == ["worker-0", "worker-1"] * 5
     starts = [r["metadata"]["request_start_ns"] for r in records]
     gaps_ms = [(b - a) / 1e6 for a, b in zip(starts, starts[1:])]
@@ -134,10 +199,19 @@ def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
 
 def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path):
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", "--log", str(log)]) as sim:
-        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=2,
-                           request_count=20, output_tokens_mean=8, random_seed=3,
-                           artifact_dir=str(tmp_path / "run"))
+    with start_sim(
+        ["--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", "--log", str(log)]
+    ) as sim:
+        config = RunConfig(
+            url=[sim.url],
+            concurrency=2,
+            workers=2,
+            warmup_request_count=2,
+            request_count=20,
+            output_tokens_mean=8,
+            random_seed=3,
+            artifact_dir=str(tmp_path / "run"),
+        )
         session = make_session(config)
         pool = WorkerPool(config, session)
         calls: list[int] = []
@@ -166,9 +240,16 @@ def test_a_worker_killed_in_warmup_does_not_hold_the_others(tmp_path):
     # 100 ms per step, 8 tokens at k=2 -> several steps per request: the warmup takes long
     # enough to kill worker-1 before it reports "warm"
     with start_sim(["--num-spec-tokens", "2", "--seed", "7", "--step-ms", "100"]) as sim:
-        config = RunConfig(url=[sim.url], concurrency=2, workers=2, warmup_request_count=2,
-                           request_count=4, output_tokens_mean=8, random_seed=4,
-                           artifact_dir=str(tmp_path / "run"))
+        config = RunConfig(
+            url=[sim.url],
+            concurrency=2,
+            workers=2,
+            warmup_request_count=2,
+            request_count=4,
+            output_tokens_mean=8,
+            random_seed=4,
+            artifact_dir=str(tmp_path / "run"),
+        )
         session = make_session(config)
         pool = WorkerPool(config, session)
         calls: list[int] = []

@@ -7,10 +7,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from specmon.load.scrape import CounterDelta, ServerCounterView
-from specmon.tui.app import SpecmonApp
-from specmon.segments import SegmentLog, segment_table
 from tui_fixtures import accumulate, make_capture
+
+from specmon.analysis.segments import SegmentLog, segment_table
+from specmon.server.scrape import CounterDelta, ServerCounterView
+from specmon.tui.app import SpecmonApp
 
 # The issue's example: h = [2, 2, 4, 6, 2] at k = 4 (N = 16 verify steps).
 H4 = [2, 2, 4, 6, 2]
@@ -19,14 +20,26 @@ H4 = [2, 2, 4, 6, 2]
 def spec_payload_k(hist: list[int], k: int) -> dict:
     steps = sum(hist)
     accepted = sum(j * n for j, n in enumerate(hist))
-    return {"mean_acceptance_length": 1 + accepted / steps, "draft_acceptance_rate": accepted / (k * steps),
-            "acceptance_histogram": list(hist), "num_spec_steps": steps,
-            "num_accepted_draft_tokens": accepted, "num_draft_tokens": k * steps,
-            "num_spec_tokens": k}
+    return {
+        "mean_acceptance_length": 1 + accepted / steps,
+        "draft_acceptance_rate": accepted / (k * steps),
+        "acceptance_histogram": list(hist),
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": k * steps,
+        "num_spec_tokens": k,
+    }
 
 
-def capture_k(i: int, hist: list[int] | None, k: int, *, segment: int | None = None,
-              server: str | None = None, start_ms: float | None = None) -> dict:
+def capture_k(
+    i: int,
+    hist: list[int] | None,
+    k: int,
+    *,
+    segment: int | None = None,
+    server: str | None = None,
+    start_ms: float | None = None,
+) -> dict:
     """One request whose payload carries `hist` at k (None: a response without the payload)."""
     cap = make_capture(i, [1, 0, 0, 0], start_ms=100.0 * i if start_ms is None else start_ms)
     body = cap["responses"][0]
@@ -53,8 +66,15 @@ def delta_of(hist: list[int]) -> CounterDelta:
     k = len(hist) - 1
     per_pos = [sum(hist[j] for j in range(i + 1, k + 1)) for i in range(k)]
     accepted = sum(j * n for j, n in enumerate(hist))
-    return CounterDelta(drafts=sum(hist), draft_tokens=k * sum(hist), accepted=accepted,
-                        per_pos=per_pos, duration_s=10.0, label_sets=1, present=True)
+    return CounterDelta(
+        drafts=sum(hist),
+        draft_tokens=k * sum(hist),
+        accepted=accepted,
+        per_pos=per_pos,
+        duration_s=10.0,
+        label_sets=1,
+        present=True,
+    )
 
 
 class StubPoller:
@@ -68,8 +88,12 @@ class StubPoller:
 class StubMulti:
     """The MultiRun surface the TUI reads: servers, poller, segment_rows, set_*, progress."""
 
-    def __init__(self, sessions: dict[str, Any], pollers: dict[str, StubPoller] | None = None,
-                 concurrency: int = 4) -> None:
+    def __init__(
+        self,
+        sessions: dict[str, Any],
+        pollers: dict[str, StubPoller] | None = None,
+        concurrency: int = 4,
+    ) -> None:
         self.sessions = sessions
         self.pollers = pollers or {}
         self.calls: list[tuple[str, Any]] = []
@@ -88,7 +112,7 @@ class StubMulti:
         results = {label: list(s.accumulator.results) for label, s in self.sessions.items()}
         settings = {label: self.log.settings() for label in self.sessions}
         if len(results) == 1:
-            (label, rs), = results.items()
+            ((label, rs),) = results.items()
             return segment_table(rs, settings=settings[label], draft_cost=0.1)
         return segment_table(results, settings=settings, draft_cost=0.1)
 
@@ -114,8 +138,13 @@ H6 = [1, 0, 0, 0, 0, 0, 3]
 
 
 def run_config(**kw: Any) -> SimpleNamespace:
-    base = dict(concurrency=4, effective_concurrency=4, output_tokens_mean=128, request_rate=None,
-                draft_cost=None)
+    base = dict(
+        concurrency=4,
+        effective_concurrency=4,
+        output_tokens_mean=128,
+        request_rate=None,
+        draft_cost=None,
+    )
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -125,7 +154,10 @@ def one_server_app(hist: list[int] = H4, k: int = 4, **kw: Any) -> SpecmonApp:
 
 
 def three_server_app() -> tuple[SpecmonApp, StubMulti]:
-    sessions = {"k2": session_of([capture_k(1, H2, 2)]), "k4": session_of([capture_k(1, H4, 4)]),
-                "k6": session_of([capture_k(1, H6, 6)])}
+    sessions = {
+        "k2": session_of([capture_k(1, H2, 2)]),
+        "k4": session_of([capture_k(1, H4, 4)]),
+        "k6": session_of([capture_k(1, H6, 6)]),
+    }
     runner = StubMulti(sessions)
     return SpecmonApp(sessions["k2"], runner, run_config(), freeze_elapsed=1.0), runner

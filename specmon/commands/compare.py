@@ -11,9 +11,9 @@ import argparse
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from specmon.errors import UserError
 
@@ -26,8 +26,12 @@ SPEC_ROWS = [
     ("spec decode", "spec_decode_acceptance_length", "avg", "Acceptance Length"),
     ("spec decode", "spec_decode_token_weighted_acceptance_length", "avg", "Token-Wtd Accept Len"),
     ("spec decode", "spec_decode_draft_acceptance_rate", "avg", "Draft Accept Rate"),
-    ("spec decode", "spec_decode_overall_draft_acceptance_rate", "avg",
-     "Overall Draft Accept Rate"),
+    (
+        "spec decode",
+        "spec_decode_overall_draft_acceptance_rate",
+        "avg",
+        "Overall Draft Accept Rate",
+    ),
     ("spec decode", "spec_decode_accepted_per_verified", "avg", "Accepted / Verified"),
     ("spec decode", "spec_decode_steps", "avg", "Spec Decode Steps / request"),
     ("spec decode", "total_spec_decode_steps", "avg", "Total Spec Decode Steps"),
@@ -37,8 +41,11 @@ SPEC_ROWS = [
 ]
 LATENCY_ROWS = [
     ("latency", tag, stat, f"{label} {stat}")
-    for tag, label in (("time_to_first_token", "TTFT"), ("inter_token_latency", "ITL"),
-                       ("request_latency", "Request Latency"))
+    for tag, label in (
+        ("time_to_first_token", "TTFT"),
+        ("inter_token_latency", "ITL"),
+        ("request_latency", "Request Latency"),
+    )
     for stat in ("p50", "p90", "p99")
 ]
 THROUGHPUT_ROWS = [
@@ -137,8 +144,10 @@ def single_k(scan: RecordScan, path: Path) -> int | None:
     values = scan.k_values
     if len(values) > 1:
         shown = ", ".join(str(k) for k in sorted(values))
-        raise UserError(f"{path}: records mix num_spec_tokens {shown}; one k per run "
-                        "(multi-server runs write one subfolder per server)")
+        raise UserError(
+            f"{path}: records mix num_spec_tokens {shown}; one k per run "
+            "(multi-server runs write one subfolder per server)"
+        )
     return next(iter(values), None)
 
 
@@ -167,8 +176,12 @@ def find_run_dirs(path: Path) -> list[Path]:
 def load_run(path: Path, label: str | None = None) -> RunArtifacts:
     summary = read_summary(path / SUMMARY_FILE)
     records = path / RECORDS_FILE
-    return RunArtifacts(label or path.name or str(path), path, summary,
-                        record_k(records if records.is_file() else None))
+    return RunArtifacts(
+        label or path.name or str(path),
+        path,
+        summary,
+        record_k(records if records.is_file() else None),
+    )
 
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:
@@ -205,8 +218,10 @@ class Row:
     @property
     def delta_pct(self) -> list[float | None]:
         base = self.values[0]
-        return [None if base in (None, 0) or v is None else 100.0 * (v - base) / abs(base)
-                for v in self.values]
+        return [
+            None if base in (None, 0) or v is None else 100.0 * (v - base) / abs(base)
+            for v in self.values
+        ]
 
 
 def _stat(summary: Mapping, tag: str, stat: str) -> tuple[float | None, str]:
@@ -232,8 +247,16 @@ def histogram_shares(summary: Mapping) -> dict[int, float]:
 
 
 def build_rows(summaries: Sequence[Mapping], ks: Sequence[int | None]) -> list[Row]:
-    rows = [Row("spec decode", "num_spec_tokens", "", "k (num_spec_tokens)", "",
-                [None if k is None else float(k) for k in ks])]
+    rows = [
+        Row(
+            "spec decode",
+            "num_spec_tokens",
+            "",
+            "k (num_spec_tokens)",
+            "",
+            [None if k is None else float(k) for k in ks],
+        )
+    ]
     for section, tag, stat, label in SPEC_ROWS + LATENCY_ROWS + THROUGHPUT_ROWS:
         cells = [_stat(s, tag, stat) for s in summaries]
         if all(v is None for v, _ in cells):
@@ -243,8 +266,17 @@ def build_rows(summaries: Sequence[Mapping], ks: Sequence[int | None]) -> list[R
     shares = [histogram_shares(s) for s in summaries]
     buckets = sorted({j for sh in shares for j in sh})
     for j in buckets:
-        rows.append(Row("histogram", HISTOGRAM_KEY, str(j), f"accepted {j} (% of steps)", "%",
-                        [sh.get(j, 0.0) if sh else None for sh in shares], percent_points=True))
+        rows.append(
+            Row(
+                "histogram",
+                HISTOGRAM_KEY,
+                str(j),
+                f"accepted {j} (% of steps)",
+                "%",
+                [sh.get(j, 0.0) if sh else None for sh in shares],
+                percent_points=True,
+            )
+        )
     return rows
 
 
@@ -262,22 +294,24 @@ def fmt_signed(value: float | None, suffix: str = "", digits: int = 2) -> str:
 COUNT_UNITS = {"", "count", "requests", "tokens"}
 
 
-def _digits(row: "Row") -> int:
+def _digits(row: Row) -> int:
     """Whole numbers (k, counts) print without decimals."""
     whole = all(v is None or float(v).is_integer() for v in row.values)
     return 0 if whole and row.unit in COUNT_UNITS and not row.percent_points else 2
 
 
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]],
-                 right: Sequence[bool] | None = None) -> str:
+def format_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None
+) -> str:
     """A plain-text table (no colour, no box characters): safe in any terminal or log."""
     rows = [list(map(str, r)) for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w)
-                         for c, w, r in zip(cells, widths, right)).rstrip()
+        return "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)
+        ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
@@ -297,15 +331,18 @@ def render_rows(labels: Sequence[str], rows: Sequence[Row]) -> str:
         cells = [row.label, row.unit, fmt_number(row.values[0], digits)]
         for i in range(1, len(labels)):
             suffix = " pp" if row.percent_points else ""
-            cells += [fmt_number(row.values[i], digits),
-                      fmt_signed(row.deltas[i], suffix, digits),
-                      "" if row.percent_points else fmt_signed(row.delta_pct[i], "%")]
+            cells += [
+                fmt_number(row.values[i], digits),
+                fmt_signed(row.deltas[i], suffix, digits),
+                "" if row.percent_points else fmt_signed(row.delta_pct[i], "%"),
+            ]
         body.append(cells)
     return format_table(headers, body, [False, False] + [True] * (len(headers) - 2))
 
 
-def render_server_comparison(summaries: Mapping[str, Mapping],
-                             ks: Mapping[str, int | None] | None = None) -> str:
+def render_server_comparison(
+    summaries: Mapping[str, Mapping], ks: Mapping[str, int | None] | None = None
+) -> str:
     """The end-of-run table of a multi-server run: one column per server label."""
     if not summaries:
         return "no servers to compare"
@@ -317,13 +354,22 @@ def render_server_comparison(summaries: Mapping[str, Mapping],
 
 def rows_to_json(labels: Sequence[str], runs: Sequence[RunArtifacts], rows: Sequence[Row]) -> dict:
     return {
-        "runs": [{"label": label, "path": str(run.path), "num_spec_tokens": run.num_spec_tokens}
-                 for label, run in zip(labels, runs)],
+        "runs": [
+            {"label": label, "path": str(run.path), "num_spec_tokens": run.num_spec_tokens}
+            for label, run in zip(labels, runs)
+        ],
         "metrics": [
-            {"section": r.section, "tag": r.tag, "stat": r.stat, "label": r.label,
-             "unit": r.unit, "values": r.values, "deltas": r.deltas,
-             "delta_pct": None if r.percent_points else r.delta_pct,
-             "delta_unit": "pp" if r.percent_points else r.unit}
+            {
+                "section": r.section,
+                "tag": r.tag,
+                "stat": r.stat,
+                "label": r.label,
+                "unit": r.unit,
+                "values": r.values,
+                "deltas": r.deltas,
+                "delta_pct": None if r.percent_points else r.delta_pct,
+                "delta_unit": "pp" if r.percent_points else r.unit,
+            }
             for r in rows
         ],
     }
@@ -333,9 +379,12 @@ def rows_to_json(labels: Sequence[str], runs: Sequence[RunArtifacts], rows: Sequ
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dirs", nargs="+", metavar="DIR",
-                        help="artifact dirs (specmon or AIPerf); a dir of per-server "
-                             "subfolders expands to them")
+    parser.add_argument(
+        "dirs",
+        nargs="+",
+        metavar="DIR",
+        help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 

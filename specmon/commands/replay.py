@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -23,10 +24,18 @@ RECORDS = "profile_export.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE",
-                        help="profile_export.jsonl (specmon or AIPerf) or a specmon raw capture")
-    parser.add_argument("--speed", type=float, default=0.0, metavar="X",
-                        help="pace by recorded timestamps, X times real time (default: full speed)")
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="profile_export.jsonl (specmon or AIPerf) or a specmon raw capture",
+    )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="pace by recorded timestamps, X times real time (default: full speed)",
+    )
     parser.add_argument("--theme", default=None, help="theme name (see themes/*.toml)")
     parser.add_argument("--refresh-hz", type=float, default=4.0, help="screen refreshes per second")
 
@@ -73,8 +82,10 @@ def _not_jsonl(path: Path, line_no: int) -> str:
     except (orjson.JSONDecodeError, OSError):
         whole = None
     if isinstance(whole, dict):
-        return (f"{path} is one JSON document (a run summary?); replay reads the per-request "
-                f"profile_export.jsonl or a raw capture")
+        return (
+            f"{path} is one JSON document (a run summary?); replay reads the per-request "
+            f"profile_export.jsonl or a raw capture"
+        )
     return f"{path}: line {line_no} is not JSON; expected a profile_export.jsonl or a raw capture"
 
 
@@ -96,8 +107,10 @@ def load_source(path: str | Path) -> ReplaySource:
         if source is None:
             kind = detect_kind(obj)
             if kind is None:
-                raise UserError(f"{path}: line {line_no} is neither a raw capture nor a "
-                                f"profile_export.jsonl record")
+                raise UserError(
+                    f"{path}: line {line_no} is neither a raw capture nor a "
+                    f"profile_export.jsonl record"
+                )
             source = ReplaySource(path, kind, [])
         try:
             if source.kind == RAW:
@@ -163,6 +176,7 @@ class ReplayFeeder:
 @dataclass
 class ReplayConfig:
     """What the monitor's header reads (a RunConfig stand-in)."""
+
     url: list[str]
     model: str | None
     refresh_hz: float
@@ -184,8 +198,11 @@ def build(args: argparse.Namespace) -> tuple[ReplayConfig, ReplayFeeder, Any]:
     session = RunSession(None, "summary", live=False, keep_responses=True)
     pace = f"x{args.speed:g}" if args.speed else "full speed"
     config = ReplayConfig(
-        url=[str(source.path)], model=source.model, refresh_hz=args.refresh_hz,
-        theme=args.theme, artifact_dir=str(source.path.parent),
+        url=[str(source.path)],
+        model=source.model,
+        refresh_hz=args.refresh_hz,
+        theme=args.theme,
+        artifact_dir=str(source.path.parent),
         load_label=f"replay of {source.kind}, {len(source.items)} records, {pace}",
     )
     return config, ReplayFeeder(source, session, args.speed), session

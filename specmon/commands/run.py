@@ -13,7 +13,8 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
 from specmon.errors import UserError
@@ -30,11 +31,10 @@ def main(args: argparse.Namespace) -> int:
     return execute(config, save_config_path=getattr(args, "save_config", None))
 
 
-def execute(config: RunConfig, *, save_config_path: str | None = None,
-            out: Any = None) -> int:
+def execute(config: RunConfig, *, save_config_path: str | None = None, out: Any = None) -> int:
     """Preflight, build one session + runner per server, run headless or with the TUI."""
-    from specmon.load.multi import MultiRun
-    from specmon.load.runner import preflight
+    from specmon.sources.load.multi import MultiRun
+    from specmon.sources.load.runner import preflight
 
     out = out or sys.stdout
     check_theme_early(config)
@@ -79,10 +79,10 @@ def make_session(config: RunConfig) -> Any:
 
 def make_runner(config: RunConfig, session: Any) -> Any:
     if config.workers > 1:
-        from specmon.load.workers import WorkerPool
+        from specmon.sources.load.workers import WorkerPool
 
         return WorkerPool(config, session)
-    from specmon.load.runner import LoadRunner
+    from specmon.sources.load.runner import LoadRunner
 
     return LoadRunner(config, session)
 
@@ -99,6 +99,7 @@ def _load_monitor(out: Any) -> Callable | None:
 def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any) -> int:
     """The TUI gets the MultiRun as its runner (same interface; `.servers` for side by side)
     and the first server's session."""
+
     def on_sigterm(*_: Any) -> None:
         multi.stop()
         # asyncio.run (under App.run) turns SIGINT into a clean cancel of the app's main task
@@ -171,10 +172,14 @@ def describe_run(config: RunConfig) -> str:
     if len(config.url) > 1:
         mode = "split" if config.split else "mirrored" if config.mirror else "each the full load"
         targets = f"{len(config.url)} servers ({mode}): " + ", ".join(
-            f"{label}={base}" for label, base in config.targets())
+            f"{label}={base}" for label, base in config.targets()
+        )
     if config.segments:
-        each = (f"{config.segment_requests} requests" if config.segment_requests
-                else f"{config.segment_duration:g} s")
+        each = (
+            f"{config.segment_requests} requests"
+            if config.segment_requests
+            else f"{config.segment_duration:g} s"
+        )
         bound = f"segments {config.segments}, {each} each"
     elif config.request_count:
         bound = f"{config.request_count} requests"
@@ -189,8 +194,10 @@ def describe_run(config: RunConfig) -> str:
         load = f"concurrency {config.effective_concurrency}"
     stream = "streaming" if config.streaming else "non-streaming"
     warm = f", {config.warmup_request_count} warmup" if config.warmup_request_count else ""
-    return (f"specmon: {targets} model {config.model}, {config.endpoint_type} {stream}, "
-            f"{load}, {bound}{warm}")
+    return (
+        f"specmon: {targets} model {config.model}, {config.endpoint_type} {stream}, "
+        f"{load}, {bound}{warm}"
+    )
 
 
 def progress_line(progress: Any, session: Any) -> str:
@@ -201,15 +208,17 @@ def progress_line(progress: Any, session: Any) -> str:
     al = _running_acceptance_length(session)
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
-    return (f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
-            f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
-            f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms")
+    return (
+        f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
+        f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
+        f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms"
+    )
 
 
 def _running_acceptance_length(session: Any) -> float | None:
     try:
         stats = session.accumulator.snapshot().spec_stats
-    except Exception:  # noqa: BLE001 - progress must never stop a run
+    except Exception:
         return None
     value = (stats.get("spec_decode_acceptance_length") or {}).get("avg")
     return float(value) if value is not None else None
@@ -217,16 +226,20 @@ def _running_acceptance_length(session: Any) -> float | None:
 
 def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
     if progress.lag_warning and not already:
-        print(f"specmon: warning: event-loop lag {progress.loop_lag_ms:.0f} ms: the client is "
-              f"saturated and latencies include its own delay (try --workers 2)", file=out, flush=True)
+        print(
+            f"specmon: warning: event-loop lag {progress.loop_lag_ms:.0f} ms: the client is "
+            f"saturated and latencies include its own delay (try --workers 2)",
+            file=out,
+            flush=True,
+        )
         return True
     return already
 
 
 def _print_results(multi: Any, out: Any) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
-    from specmon.load.server_view import server_metrics_lines
-    from specmon.segments import render_segment_table
+    from specmon.analysis.segments import render_segment_table
+    from specmon.server.server_view import server_metrics_lines
 
     several = len(multi.runs) > 1
     for run in multi.runs:

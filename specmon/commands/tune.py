@@ -16,11 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmon.commands.compare import (
-    HISTOGRAM_KEY, RECORDS_FILE, SUMMARY_FILE, RecordScan, find_run_dirs, fmt_number,
-    format_table, read_summary, scan_records, single_k, unique_labels,
+    HISTOGRAM_KEY,
+    RECORDS_FILE,
+    SUMMARY_FILE,
+    RecordScan,
+    find_run_dirs,
+    fmt_number,
+    format_table,
+    read_summary,
+    scan_records,
+    single_k,
+    unique_labels,
 )
 from specmon.errors import UserError
-from specmon.load.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
+from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
 from specmon.specdecode import tuning
 
 DEFAULT_DRAFT_COST = 0.1  # the c of tuning-math.md worked example 2; a placeholder, said so
@@ -37,17 +46,34 @@ class TuneInput:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="artifact dir, profile_export.jsonl, profile_export_aiperf.json "
-                             "or a server URL (reads /metrics); several runs at different k "
-                             "also give the draft cost")
-    parser.add_argument("--draft-cost", type=float, default=None, metavar="C",
-                        help="draft step time / target step time (default: fitted from runs at "
-                             f"several k, else {DEFAULT_DRAFT_COST})")
-    parser.add_argument("--num-spec-tokens", type=int, default=None, metavar="K",
-                        help="k the run used, when its records do not say")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object (a list of them for several runs)")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="artifact dir, profile_export.jsonl, profile_export_aiperf.json "
+        "or a server URL (reads /metrics); several runs at different k "
+        "also give the draft cost",
+    )
+    parser.add_argument(
+        "--draft-cost",
+        type=float,
+        default=None,
+        metavar="C",
+        help="draft step time / target step time (default: fitted from runs at "
+        f"several k, else {DEFAULT_DRAFT_COST})",
+    )
+    parser.add_argument(
+        "--num-spec-tokens",
+        type=int,
+        default=None,
+        metavar="K",
+        help="k the run used, when its records do not say",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (a list of them for several runs)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -83,27 +109,37 @@ def gather_inputs(raw: list[str], flag_k: int | None) -> list[TuneInput]:
     paths = [e for e in entries if isinstance(e, Path)]
     # a file is labelled by its run dir: "k4", not "profile_export.jsonl"
     labels = dict(zip(paths, unique_labels([p if p.is_dir() else p.parent for p in paths])))
-    return [load_server(e, flag_k) if isinstance(e, str) else load_input(e, flag_k, labels[e])
-            for e in entries]
+    return [
+        load_server(e, flag_k) if isinstance(e, str) else load_input(e, flag_k, labels[e])
+        for e in entries
+    ]
 
 
 def load_server(url: str, flag_k: int | None) -> TuneInput:
     """The server-wide histogram derived from /metrics counters since the server started."""
     sample = fetch_counters(url)
     if not sample.present:
-        raise UserError(f"{url}: no vllm:spec_decode_* counters on /metrics (speculative "
-                        "decoding off, or --disable-log-stats)")
+        raise UserError(
+            f"{url}: no vllm:spec_decode_* counters on /metrics (speculative "
+            "decoding off, or --disable-log-stats)"
+        )
     delta = counter_delta(CounterSample({}, sample.taken_s), sample)
     if delta.drafts == 0 or not delta.per_pos:
         raise UserError(f"{url}: the server has counted no verify steps yet")
     if flag_k is not None and flag_k != delta.num_spec_tokens:
-        raise UserError(f"--num-spec-tokens {flag_k} contradicts the server's "
-                        f"{delta.num_spec_tokens} per-position counters")
-    notes = [f"server-wide counters since the server started ({delta.label_sets} engine "
-             "label set(s), every client and warm-up included)"]
+        raise UserError(
+            f"--num-spec-tokens {flag_k} contradicts the server's "
+            f"{delta.num_spec_tokens} per-position counters"
+        )
+    notes = [
+        f"server-wide counters since the server started ({delta.label_sets} engine "
+        "label set(s), every client and warm-up included)"
+    ]
     if not delta.consistent:
-        raise UserError(f"{url}: per-position counters do not sum to the accepted-token "
-                        "counter; cannot derive a histogram")
+        raise UserError(
+            f"{url}: per-position counters do not sum to the accepted-token "
+            "counter; cannot derive a histogram"
+        )
     hist = dict(enumerate(delta.histogram()))
     return TuneInput(url, metrics_url(url), hist, delta.num_spec_tokens, None, notes)
 
@@ -150,8 +186,9 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
 def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
     raw = summary.get(HISTOGRAM_KEY)
     if not raw:
-        raise UserError(f"{path}: no {HISTOGRAM_KEY} (no response carried per-request "
-                        "spec-decode stats)")
+        raise UserError(
+            f"{path}: no {HISTOGRAM_KEY} (no response carried per-request spec-decode stats)"
+        )
     try:
         hist = {int(j): int(n) for j, n in raw.items()}
     except (AttributeError, TypeError, ValueError):
@@ -167,25 +204,32 @@ def _histogram_from_records(scan: RecordScan, path: Path, notes: list[str]) -> d
     if scan.warmup_skipped:
         notes.append(f"{scan.warmup_skipped} warmup record(s) left out")
     if not scan.histogram:
-        raise UserError(f"{path}: no record carries spec_decode_acceptance with verify steps "
-                        f"({scan.records} records read)")
+        raise UserError(
+            f"{path}: no record carries spec_decode_acceptance with verify steps "
+            f"({scan.records} records read)"
+        )
     return scan.histogram
 
 
-def _choose_k(histogram: dict[int, int], rec_k: int | None, flag_k: int | None,
-              notes: list[str], source: Path) -> int:
+def _choose_k(
+    histogram: dict[int, int], rec_k: int | None, flag_k: int | None, notes: list[str], source: Path
+) -> int:
     if rec_k is not None and flag_k is not None and rec_k != flag_k:
-        raise UserError(f"--num-spec-tokens {flag_k} contradicts the records' "
-                        f"num_spec_tokens {rec_k}")
+        raise UserError(
+            f"--num-spec-tokens {flag_k} contradicts the records' num_spec_tokens {rec_k}"
+        )
     k = rec_k if rec_k is not None else flag_k
     top = max((j for j, n in histogram.items() if n), default=0)
     if k is None:
         k = top
-        notes.append(f"k not recorded: assuming k = {k}, the largest accepted count in the "
-                     "histogram (pass --num-spec-tokens if the server used more)")
+        notes.append(
+            f"k not recorded: assuming k = {k}, the largest accepted count in the "
+            "histogram (pass --num-spec-tokens if the server used more)"
+        )
     if top > k:
-        raise UserError(f"{source}: the histogram has steps that accepted {top} drafts, "
-                        f"more than k = {k}")
+        raise UserError(
+            f"{source}: the histogram has steps that accepted {top} drafts, more than k = {k}"
+        )
     return k
 
 
@@ -210,8 +254,9 @@ def choose_draft_cost(flag: float | None, inputs: list[TuneInput]) -> tuple[floa
 
 
 def render_estimate(inp: TuneInput, est: tuning.TuningEstimate) -> str:
-    lines = [f"{inp.label}: k = {est.num_spec_tokens}, {est.steps:,} verify steps "
-             f"(from {inp.source})"]
+    lines = [
+        f"{inp.label}: k = {est.num_spec_tokens}, {est.steps:,} verify steps (from {inp.source})"
+    ]
     lines += [f"note: {n}" for n in inp.notes + est.notes]
     lines += ["", _positions_table(est), ""]
     alpha = "-" if est.flat_alpha is None else f"{est.flat_alpha:.3f}"
@@ -230,16 +275,25 @@ def _flat_fit_verdict(est: tuning.TuningEstimate) -> str:
     if not bad:
         return "inside every a_i interval (a flat acceptance fits)"
     shown = ", ".join(map(str, bad))
-    return (f"outside the a_i interval at position(s) {shown}: acceptance varies by position, "
-            "so prefer E(k') by truncation to the flat model")
+    return (
+        f"outside the a_i interval at position(s) {shown}: acceptance varies by position, "
+        "so prefer E(k') by truncation to the flat model"
+    )
 
 
 def _positions_table(est: tuning.TuningEstimate) -> str:
     rows = []
     for p in est.positions:
         ci = "-" if p.ci95 is None else f"[{p.ci95[0]:.3f}, {p.ci95[1]:.3f}]"
-        rows.append([str(p.position), fmt_number(p.unconditional, 3),
-                     fmt_number(p.conditional, 3), ci, f"{p.trials:,}"])
+        rows.append(
+            [
+                str(p.position),
+                fmt_number(p.unconditional, 3),
+                fmt_number(p.conditional, 3),
+                ci,
+                f"{p.trials:,}",
+            ]
+        )
     return format_table(["position", "S_i", "a_i", "a_i 95% CI", "trials"], rows, [True] * 5)
 
 
@@ -254,8 +308,18 @@ def _predictions_table(est: tuning.TuningEstimate) -> str:
             marks.append("extrapolated")
         if p.k == est.recommended_k:
             marks.append("best")
-        rows.append([str(p.k), fmt_number(p.acceptance_length, 3), band,
-                     fmt_number(p.flat_alpha_length, 3), fmt_number(p.speedup, 3),
-                     ", ".join(marks)])
-    return format_table(["k'", "E(k')", "band", "flat-alpha E", "speedup", "marks"], rows,
-                        [True, True, True, True, True, False])
+        rows.append(
+            [
+                str(p.k),
+                fmt_number(p.acceptance_length, 3),
+                band,
+                fmt_number(p.flat_alpha_length, 3),
+                fmt_number(p.speedup, 3),
+                ", ".join(marks),
+            ]
+        )
+    return format_table(
+        ["k'", "E(k')", "band", "flat-alpha E", "speedup", "marks"],
+        rows,
+        [True, True, True, True, True, False],
+    )

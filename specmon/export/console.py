@@ -101,8 +101,11 @@ def print_console(
         console.print(renderable)
 
 
-def _renderables(blocks: dict[str, dict], pooled_histogram: dict[int, int] | None,
-                 error_summary: dict[str, int] | None) -> list:
+def _renderables(
+    blocks: dict[str, dict],
+    pooled_histogram: dict[int, int] | None,
+    error_summary: dict[str, int] | None,
+) -> list:
     items: list = []
     main = _table(f"{TITLE_PREFIX} | LLM Metrics", blocks, LLM)
     if main is not None:
@@ -116,7 +119,8 @@ def _renderables(blocks: dict[str, dict], pooled_histogram: dict[int, int] | Non
         if line:
             items.append(Text(line, style="cyan"))
     if error_summary:
-        parts = ", ".join(f"{k}: {v}" for k, v in
-                          sorted(error_summary.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts = ", ".join(
+            f"{k}: {v}" for k, v in sorted(error_summary.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
         items.append(Text(f"Errors: {sum(error_summary.values())} ({parts})", style="red"))
     return items

@@ -45,7 +45,9 @@ def build_csv(blocks: dict[str, dict]) -> str:
         writer.writerow(["Metric", *CSV_STAT_KEYS])
         for tag in sorted(records):
             block = records[tag]
-            writer.writerow([metric_label(tag), *(format_number(block.get(k)) for k in CSV_STAT_KEYS)])
+            writer.writerow(
+                [metric_label(tag), *(format_number(block.get(k)) for k in CSV_STAT_KEYS)]
+            )
         if scalars:
             writer.writerow([])
     if scalars:

@@ -21,10 +21,20 @@ from specmon.export.common import AIPERF_COMPAT_VERSION, SCHEMA_VERSION, atomic_
 
 # AIPerf's JsonExportData field order for the metrics it declares.
 _DECLARED_ORDER = (
-    "request_throughput", "request_latency", "request_count", "time_to_first_token",
-    "time_to_second_token", "inter_token_latency", "output_token_throughput",
-    "output_token_throughput_per_user", "output_sequence_length", "input_sequence_length",
-    "total_output_tokens", "benchmark_duration", "total_isl", "total_osl",
+    "request_throughput",
+    "request_latency",
+    "request_count",
+    "time_to_first_token",
+    "time_to_second_token",
+    "inter_token_latency",
+    "output_token_throughput",
+    "output_token_throughput_per_user",
+    "output_sequence_length",
+    "input_sequence_length",
+    "total_output_tokens",
+    "benchmark_duration",
+    "total_isl",
+    "total_osl",
     "error_request_count",
 )
 
@@ -66,7 +76,8 @@ def build_json(
             doc[key] = iso_local(ns)
     if pooled_histogram and "total_spec_decode_steps" in blocks:
         doc["pooled_spec_decode_acceptance_histogram"] = {
-            str(j): n for j, n in sorted(pooled_histogram.items())}
+            str(j): n for j, n in sorted(pooled_histogram.items())
+        }
     for tag, block in blocks.items():  # AIPerf's undeclared ("extra") metrics come last
         if tag not in doc:
             doc[tag] = block

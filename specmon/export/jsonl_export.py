@@ -17,7 +17,6 @@ from specmon.pipeline import MS_PER_NS, RequestResult, derive_request_metrics
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
-
 _UNITS = {tag: mdef.unit for tag, mdef in METRICS.items()}  # one dict lookup per metric
 
 
@@ -53,8 +52,11 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
         meta["spec_decode_zero_step"] = True
     out: dict[str, Any] = {
         "metadata": meta,
-        "metrics": {tag: {"value": v, "unit": _UNITS[tag]}
-                    for tag, v in result.metrics.items() if tag in _UNITS},
+        "metrics": {
+            tag: {"value": v, "unit": _UNITS[tag]}
+            for tag, v in result.metrics.items()
+            if tag in _UNITS
+        },
     }
     if result.spec_trace is not None:
         out["spec_decode_acceptance"] = result.spec_trace.to_export_dict()
@@ -81,13 +83,16 @@ def _recover_base(metrics: dict[str, Any]) -> dict[str, int | float]:
         guess = round(ms / MS_PER_NS) if ms is not None else None
         ns[tag] = guess if guess is not None and guess * MS_PER_NS == ms else None
     osl, isl = metrics.get("output_sequence_length"), metrics.get("input_sequence_length")
-    display, base = derive_request_metrics(ns["time_to_first_token"],
-                                           ns["time_to_second_token"],
-                                           ns["request_latency"], osl, isl)
+    display, base = derive_request_metrics(
+        ns["time_to_first_token"], ns["time_to_second_token"], ns["request_latency"], osl, isl
+    )
     if all(metrics[tag] == value for tag, value in display.items() if tag in metrics):
         return {tag: v for tag, v in base.items() if tag in metrics}
-    return {tag: v for tag, v in base.items()
-            if tag in metrics and tag not in ("inter_token_latency", "decode_duration")}
+    return {
+        tag: v
+        for tag, v in base.items()
+        if tag in metrics and tag not in ("inter_token_latency", "decode_duration")
+    }
 
 
 def result_from_record(obj: dict[str, Any]) -> RequestResult:
@@ -97,13 +102,17 @@ def result_from_record(obj: dict[str, Any]) -> RequestResult:
     """
     meta = obj.get("metadata") or {}
     # Known scalar metrics only: AIPerf's own files also carry list and extra metrics.
-    metrics = {tag: m["value"] for tag, m in (obj.get("metrics") or {}).items()
-               if tag in METRICS and isinstance(m, dict) and _is_number(m.get("value"))}
+    metrics = {
+        tag: m["value"]
+        for tag, m in (obj.get("metrics") or {}).items()
+        if tag in METRICS and isinstance(m, dict) and _is_number(m.get("value"))
+    }
     base = _recover_base(metrics)
     spec_dict = obj.get("spec_decode_acceptance")
     trace = record_from_export_dict(spec_dict) if spec_dict else None
     zero_step = bool(meta.get("spec_decode_zero_step")) or (
-        trace is not None and trace.num_spec_steps == 0)
+        trace is not None and trace.num_spec_steps == 0
+    )
     return RequestResult(
         capture=None,
         spec=None if zero_step else trace,

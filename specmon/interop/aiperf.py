@@ -11,28 +11,35 @@
 A line that is not a usable record is skipped and counted with its line number; a missing
 file is a UserError.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from specmon.errors import UserError
 
 RAW_EXPORT_NAME = "profile_export_raw.jsonl"
-RAW_RECORDS_FOLDER = "raw_records"   # per-processor files AIPerf merges into the one above
+RAW_RECORDS_FOLDER = "raw_records"  # per-processor files AIPerf merges into the one above
 RECORDS_EXPORT_NAME = "profile_export.jsonl"
 SUMMARY_EXPORT_NAME = "profile_export_aiperf.json"
 # Summary keys that belong to the spec-decode section (aiperf-semantics.md §4).
-SPEC_SUMMARY_PREFIXES = ("spec_decode_", "total_spec_decode_steps", "total_accepted_draft_tokens",
-                         "total_draft_tokens", "pooled_spec_decode_acceptance_histogram")
+SPEC_SUMMARY_PREFIXES = (
+    "spec_decode_",
+    "total_spec_decode_steps",
+    "total_accepted_draft_tokens",
+    "total_draft_tokens",
+    "pooled_spec_decode_acceptance_histogram",
+)
 
 
 @dataclass
 class ConversionReport:
     captures: list[dict] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)   # "line N: why"
+    skipped: list[str] = field(default_factory=list)  # "line N: why"
 
 
 def _open_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -109,8 +116,10 @@ def _error(raw_error: dict | None, status: int) -> dict | None:
     if raw_error is None and status < 400:
         return None
     raw_error = raw_error or {}
-    return {"type": _error_kind(raw_error, status),
-            "message": str(raw_error.get("message") or f"HTTP {status}")}
+    return {
+        "type": _error_kind(raw_error, status),
+        "message": str(raw_error.get("message") or f"HTTP {status}"),
+    }
 
 
 def raw_record_to_capture(record: dict) -> dict:
@@ -127,14 +136,22 @@ def raw_record_to_capture(record: dict) -> dict:
     if meta.get("request_start_ns") and meta.get("request_end_ns"):
         end_ns = start_ns + int(meta["request_end_ns"]) - int(meta["request_start_ns"])
     capture = {
-        "endpoint": _endpoint_of(payload), "streaming": bool(payload.get("stream")),
-        "request": payload, "status": status, "responses": responses,
-        "start_ns": start_ns, "response_ns": response_ns, "end_ns": end_ns,
+        "endpoint": _endpoint_of(payload),
+        "streaming": bool(payload.get("stream")),
+        "request": payload,
+        "status": status,
+        "responses": responses,
+        "start_ns": start_ns,
+        "response_ns": response_ns,
+        "end_ns": end_ns,
         "error": _error(record.get("error"), status),
         "benchmark_phase": meta.get("benchmark_phase", "profiling"),
     }
-    for ours, theirs in (("x_request_id", "x_request_id"), ("worker_id", "worker_id"),
-                         ("wall_start_ns", "request_start_ns")):
+    for ours, theirs in (
+        ("x_request_id", "x_request_id"),
+        ("worker_id", "worker_id"),
+        ("wall_start_ns", "request_start_ns"),
+    ):
         if meta.get(theirs) is not None:
             capture[ours] = meta[theirs]
     return capture
@@ -205,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m specmon.interop.aiperf",
-                                     description="AIPerf raw export -> specmon raw capture JSONL")
+    parser = argparse.ArgumentParser(
+        prog="python -m specmon.interop.aiperf",
+        description="AIPerf raw export -> specmon raw capture JSONL",
+    )
     parser.add_argument("source", help="AIPerf artifact dir or its profile_export_raw.jsonl")
     parser.add_argument("output", help="specmon raw capture JSONL to write")
     args = parser.parse_args(argv)

@@ -45,7 +45,9 @@ def _probability(text: str, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise UserError(f"{what}: '{text}' is not a number; use a probability such as 0.7") from None
+        raise UserError(
+            f"{what}: '{text}' is not a number; use a probability such as 0.7"
+        ) from None
     if not 0.0 <= value <= 1.0:
         raise UserError(f"{what}: {value} is outside 0..1")
     return value
@@ -72,7 +74,9 @@ def parse_category_acceptance(text: str, k: int) -> dict[str, list[float]]:
             continue
         name, eq, values = item.partition("=")
         if not eq or not name.strip():
-            raise UserError(f"--category-acceptance: '{item}' is not CATEGORY=P (e.g. code=0.9,chat=0.5)")
+            raise UserError(
+                f"--category-acceptance: '{item}' is not CATEGORY=P (e.g. code=0.9,chat=0.5)"
+            )
         what = f"--category-acceptance {name.strip()}"
         result[name.strip()] = parse_acceptance(values, k, what, sep=":")
     return result

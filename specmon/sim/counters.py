@@ -15,33 +15,52 @@ class SpecCounters:
         self.k = k
         labels = ["engine", "model_name"]
         reg = self.registry
-        self.drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
-                              labels, registry=reg)
-        self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
-                                    labels, registry=reg)
-        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens",
-                                "Number of accepted tokens.", labels, registry=reg)
-        self.per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
-                               "Accepted tokens per draft position.", labels + ["position"],
-                               registry=reg)
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-                                     labels, registry=reg)
-        self.generation_tokens = Counter("vllm:generation_tokens",
-                                         "Number of generation tokens processed.", labels,
-                                         registry=reg)
-        self.running = Gauge("vllm:num_requests_running", "Number of requests running.",
-                             labels, registry=reg)
+        self.drafts = Counter(
+            "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels, registry=reg
+        )
+        self.draft_tokens = Counter(
+            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels, registry=reg
+        )
+        self.accepted = Counter(
+            "vllm:spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            labels,
+            registry=reg,
+        )
+        self.per_pos = Counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            labels + ["position"],
+            registry=reg,
+        )
+        self.prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=reg
+        )
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=reg
+        )
+        self.running = Gauge(
+            "vllm:num_requests_running", "Number of requests running.", labels, registry=reg
+        )
         self.labels = [(str(e), model) for e in range(engines)]
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
-            for family in (self.drafts, self.draft_tokens, self.accepted, self.prompt_tokens,
-                           self.generation_tokens, self.running):
+            for family in (
+                self.drafts,
+                self.draft_tokens,
+                self.accepted,
+                self.prompt_tokens,
+                self.generation_tokens,
+                self.running,
+            ):
                 family.labels(engine, name)
             for position in range(k):
                 self.per_pos.labels(engine, name, str(position))
 
     def add_plan(self, engine: int, plan: SequencePlan, steps_done: int | None = None) -> None:
         """Count the first `steps_done` spec steps of a plan (all of them by default)."""
-        accepted = plan.per_step_accepted if steps_done is None else plan.per_step_accepted[:steps_done]
+        accepted = (
+            plan.per_step_accepted if steps_done is None else plan.per_step_accepted[:steps_done]
+        )
         drafted = plan.per_step_drafted[: len(accepted)]
         if not accepted:
             return

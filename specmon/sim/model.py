@@ -80,8 +80,9 @@ def output_length(rng: random.Random, max_tokens: int, ignore_eos: bool) -> tupl
     return length, ("length" if length == max_tokens else "stop")
 
 
-def plan_sequence(rng: random.Random, k: int, acceptance: list[float],
-                  max_tokens: int, ignore_eos: bool) -> SequencePlan:
+def plan_sequence(
+    rng: random.Random, k: int, acceptance: list[float], max_tokens: int, ignore_eos: bool
+) -> SequencePlan:
     """Draw the whole token plan of one sequence (see the module docstring)."""
     length, finish = output_length(rng, max_tokens, ignore_eos)
     plan = SequencePlan(completion_tokens=length, finish_reason=finish)
@@ -101,8 +102,9 @@ def plan_sequence(rng: random.Random, k: int, acceptance: list[float],
     return plan
 
 
-def step_time_ms(k: int, in_flight: int, step_ms: float, draft_ms_per_token: float,
-                 batch_slope: float) -> float:
+def step_time_ms(
+    k: int, in_flight: int, step_ms: float, draft_ms_per_token: float, batch_slope: float
+) -> float:
     """Time of one verify step drafting k tokens with `in_flight` requests running."""
     extra = max(in_flight, 1) - 1
     return step_ms * (1.0 + batch_slope * extra * (k + 1)) + draft_ms_per_token * k
@@ -117,8 +119,14 @@ def expected_tokens_per_step(acceptance: list[float], k: int) -> float:
     return total
 
 
-def expected_tokens_per_second(acceptance: list[float], k: int, in_flight: int, step_ms: float,
-                               draft_ms_per_token: float, batch_slope: float) -> float:
+def expected_tokens_per_second(
+    acceptance: list[float],
+    k: int,
+    in_flight: int,
+    step_ms: float,
+    draft_ms_per_token: float,
+    batch_slope: float,
+) -> float:
     """Server-wide decode throughput the latency model gives at steady state."""
     step = step_time_ms(k, in_flight, step_ms, draft_ms_per_token, batch_slope)
     if step <= 0:

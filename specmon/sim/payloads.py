@@ -13,8 +13,13 @@ from typing import Any
 from specmon.sim.model import SequencePlan
 
 # vLLM's per-request timing keys; null without --enable-per-request-metrics.
-VLLM_TIMING_KEYS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms",
-                    "mean_itl_ms", "tokens_per_second")
+VLLM_TIMING_KEYS = (
+    "time_to_first_token_ms",
+    "generation_time_ms",
+    "queue_time_ms",
+    "mean_itl_ms",
+    "tokens_per_second",
+)
 
 
 def _rates(plan: SequencePlan) -> tuple[float, float]:
@@ -43,8 +48,9 @@ def vllm_object(plan: SequencePlan, k: int, level: str, streaming: bool) -> dict
     return _with_per_step(obj, plan, level, streaming)
 
 
-def vllm_metrics(spec: dict[str, Any] | None, streaming: bool,
-                 timing: dict[str, float] | None = None) -> dict[str, Any] | None:
+def vllm_metrics(
+    spec: dict[str, Any] | None, streaming: bool, timing: dict[str, float] | None = None
+) -> dict[str, Any] | None:
     """The root `metrics` object around the spec-decode one.
 
     Without per-request timing the five timing keys are null in bodies and absent in the
@@ -61,8 +67,9 @@ def vllm_metrics(spec: dict[str, Any] | None, streaming: bool,
     return metrics
 
 
-def timing_metrics(t_start: float, t_first: float, t_last: float,
-                   completion_tokens: int) -> dict[str, float]:
+def timing_metrics(
+    t_start: float, t_first: float, t_last: float, completion_tokens: int
+) -> dict[str, float]:
     """vLLM's per-request timing keys from perf_counter seconds.
 
     Relations read off a real vLLM body (ttft 5.41, generation 56.4, itl 0.90, 1034.5 tok/s
@@ -72,9 +79,13 @@ def timing_metrics(t_start: float, t_first: float, t_last: float,
     generation = (t_last - t_first) * 1000.0
     itl = generation / (completion_tokens - 1) if completion_tokens > 1 else 0.0
     total_s = (ttft + generation) / 1000.0
-    return {"time_to_first_token_ms": ttft, "generation_time_ms": generation,
-            "queue_time_ms": 0.0, "mean_itl_ms": itl,
-            "tokens_per_second": completion_tokens / total_s if total_s > 0 else 0.0}
+    return {
+        "time_to_first_token_ms": ttft,
+        "generation_time_ms": generation,
+        "queue_time_ms": 0.0,
+        "mean_itl_ms": itl,
+        "tokens_per_second": completion_tokens / total_s if total_s > 0 else 0.0,
+    }
 
 
 def legacy_object(plan: SequencePlan, level: str, streaming: bool) -> dict[str, Any]:
@@ -139,8 +150,9 @@ def corrupt(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def _with_per_step(obj: dict[str, Any], plan: SequencePlan, level: str,
-                   streaming: bool) -> dict[str, Any]:
+def _with_per_step(
+    obj: dict[str, Any], plan: SequencePlan, level: str, streaming: bool
+) -> dict[str, Any]:
     """vLLM's per-step arrays: filled at `detailed` level when steps ran; otherwise null in a
     non-streaming body (not exclude_none) and left out of the stream's usage chunk."""
     if level == "detailed" and plan.steps > 0:

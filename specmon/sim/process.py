@@ -1,7 +1,7 @@
 """Start `specmon sim` as a child process (for tests and `specmon demo`).
 
-    with start_sim(["--num-spec-tokens", "4", "--seed", "1"]) as sim:
-        httpx.get(sim.url + "/v1/models")
+with start_sim(["--num-spec-tokens", "4", "--seed", "1"]) as sim:
+    httpx.get(sim.url + "/v1/models")
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class SimProcess:
             self.proc.stdout.close()
         return self.proc.returncode
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -60,7 +60,7 @@ def _read_listen_line(proc: subprocess.Popen, timeout: float) -> str | None:
     def reader() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             if line.startswith(LISTEN_PREFIX):
-                found.append(line[len(LISTEN_PREFIX):].strip())
+                found.append(line[len(LISTEN_PREFIX) :].strip())
                 return
 
     thread = threading.Thread(target=reader, daemon=True)
@@ -109,5 +109,6 @@ def start_sim(args: list[str], timeout: float = 30) -> SimProcess:
             return sim
         time.sleep(0.05)
     sim.stop()
-    raise UserError(f"specmon sim did not start (exit status {proc.returncode}); "
-                    f"command: {' '.join(command)}")
+    raise UserError(
+        f"specmon sim did not start (exit status {proc.returncode}); command: {' '.join(command)}"
+    )

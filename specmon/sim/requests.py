@@ -9,8 +9,9 @@ from typing import Any
 class ApiError(Exception):
     """An OpenAI-style error answer: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, err_type: str = "BadRequestError",
-                 param: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -18,8 +19,14 @@ class ApiError(Exception):
         self.param = param
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.err_type,
-                          "param": self.param, "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.err_type,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 @dataclass
@@ -78,8 +85,9 @@ def _completion_prompts(body: dict[str, Any]) -> list[int]:
             return [estimate_tokens(p) for p in prompt]
         if all(isinstance(p, list) and p for p in prompt):
             return [len(p) for p in prompt]
-    raise ApiError(400, "Field 'prompt' must be a string, a list of strings or token ids.",
-                   param="prompt")
+    raise ApiError(
+        400, "Field 'prompt' must be a string, a list of strings or token ids.", param="prompt"
+    )
 
 
 def _positive_int(body: dict[str, Any], key: str, default: int) -> int:
@@ -93,8 +101,9 @@ def _positive_int(body: dict[str, Any], key: str, default: int) -> int:
     return value
 
 
-def parse_request(endpoint: str, body: Any, served_model: str,
-                  default_max_tokens: int) -> ParsedRequest:
+def parse_request(
+    endpoint: str, body: Any, served_model: str, default_max_tokens: int
+) -> ParsedRequest:
     """Check a request body the way vLLM's OpenAI server does; raise ApiError when wrong."""
     if not isinstance(body, dict):
         raise ApiError(400, "The request body must be a JSON object.")
@@ -105,18 +114,27 @@ def parse_request(endpoint: str, body: Any, served_model: str,
         # vLLM answers an unknown model with 404 NotFoundError.
         raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
     prompts = _chat_prompt(body) if endpoint == "chat" else _completion_prompts(body)
-    max_key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_key = (
+        "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    )
     max_tokens = _positive_int(body, max_key, default_max_tokens)
     n = _positive_int(body, "n", 1)
     stream = bool(body.get("stream", False))
     options = body.get("stream_options")
     if options is not None and not stream:
-        raise ApiError(400, "Stream options can only be defined when `stream=True`.",
-                       param="stream_options")
+        raise ApiError(
+            400, "Stream options can only be defined when `stream=True`.", param="stream_options"
+        )
     if options is not None and not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object.", param="stream_options")
     include_usage = bool(stream and options and options.get("include_usage"))
-    return ParsedRequest(endpoint=endpoint, n=n, max_tokens=max_tokens,
-                         ignore_eos=bool(body.get("ignore_eos", False)), stream=stream,
-                         include_usage=include_usage, prompt_tokens=prompts,
-                         return_spec_details=bool(body.get("return_spec_tokens_details", False)))
+    return ParsedRequest(
+        endpoint=endpoint,
+        n=n,
+        max_tokens=max_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        stream=stream,
+        include_usage=include_usage,
+        prompt_tokens=prompts,
+        return_spec_details=bool(body.get("return_spec_tokens_details", False)),
+    )

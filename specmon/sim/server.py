@@ -13,7 +13,8 @@ import hashlib
 import os
 import random
 import time
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -29,14 +30,81 @@ from specmon.sim.requests import ApiError, ParsedRequest, parse_request
 
 # 64 cheap fake words: a token is " " + one of them.
 WORDS = tuple(
-    "the of and to in is that for it as with was on be by at this from or an are not but "
-    "have one all were when we there can which their if will each about how up out them "
-    "then she many some so these would other into has more her two like him see time could "
-    "no make than first way".split()
+    [
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "for",
+        "it",
+        "as",
+        "with",
+        "was",
+        "on",
+        "be",
+        "by",
+        "at",
+        "this",
+        "from",
+        "or",
+        "an",
+        "are",
+        "not",
+        "but",
+        "have",
+        "one",
+        "all",
+        "were",
+        "when",
+        "we",
+        "there",
+        "can",
+        "which",
+        "their",
+        "if",
+        "will",
+        "each",
+        "about",
+        "how",
+        "up",
+        "out",
+        "them",
+        "then",
+        "she",
+        "many",
+        "some",
+        "so",
+        "these",
+        "would",
+        "other",
+        "into",
+        "has",
+        "more",
+        "her",
+        "two",
+        "like",
+        "him",
+        "see",
+        "time",
+        "could",
+        "no",
+        "make",
+        "than",
+        "first",
+        "way",
+    ]
 )
 assert len(WORDS) == 64
-OWNERS = {"vllm": "vllm", "vllm-legacy": "vllm", "none": "vllm", "trtllm": "tensorrt_llm",
-          "sglang": "sglang"}
+OWNERS = {
+    "vllm": "vllm",
+    "vllm-legacy": "vllm",
+    "none": "vllm",
+    "trtllm": "tensorrt_llm",
+    "sglang": "sglang",
+}
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
 
@@ -59,7 +127,9 @@ class SimState:
         if self.cfg.seed is None:  # no determinism asked: skip the per-body bookkeeping
             self.unseeded += 1
             return random.Random(self.base_seed + self.unseeded)
-        digest = hashlib.blake2b(raw_body + b"\0" + (category or "").encode(), digest_size=16).digest()
+        digest = hashlib.blake2b(
+            raw_body + b"\0" + (category or "").encode(), digest_size=16
+        ).digest()
         seen = self.occurrences.get(digest, 0)
         self.occurrences[digest] = seen + 1
         return random.Random(f"{self.base_seed}:{digest.hex()}:{seen}")
@@ -98,8 +168,12 @@ class RawResponse:
     then drops our writes silently, so without it a stream would run on to its end).
     """
 
-    def __init__(self, parts: AsyncIterator[bytes], media_type: str,
-                 on_disconnect: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        parts: AsyncIterator[bytes],
+        media_type: str,
+        on_disconnect: Callable[[], None] | None = None,
+    ) -> None:
         self.parts = parts
         self.media_type = media_type
         self.on_disconnect = on_disconnect
@@ -109,8 +183,13 @@ class RawResponse:
         if self.on_disconnect is not None:
             watcher = asyncio.ensure_future(self._watch(receive))
         try:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", self.media_type.encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", self.media_type.encode())],
+                }
+            )
             try:
                 async for part in self.parts:
                     await send({"type": "http.response.body", "body": part, "more_body": True})
@@ -134,8 +213,15 @@ def _sse(obj: dict[str, Any]) -> bytes:
 class SimRequest:
     """One completion request: its draws, its payloads and its response (JSON or SSE)."""
 
-    def __init__(self, state: SimState, parsed: ParsedRequest, body: dict[str, Any],
-                 category: str | None, rng: random.Random, x_request_id: str | None) -> None:
+    def __init__(
+        self,
+        state: SimState,
+        parsed: ParsedRequest,
+        body: dict[str, Any],
+        category: str | None,
+        rng: random.Random,
+        x_request_id: str | None,
+    ) -> None:
         cfg = state.cfg
         self.state, self.cfg, self.parsed, self.body = state, cfg, parsed, body
         self.category, self.rng, self.x_request_id = category, rng, x_request_id
@@ -151,7 +237,8 @@ class SimRequest:
         acceptance = cfg.acceptance_for(category)
         self.plans: list[SequencePlan] = [
             plan_sequence(rng, self.k, acceptance, parsed.max_tokens, parsed.ignore_eos)
-            for _ in range(parsed.num_choices)]
+            for _ in range(parsed.num_choices)
+        ]
         self.single = parsed.num_choices == 1  # vLLM suppresses metrics for n > 1 / many prompts
         self.step_times: list[float] = []
         self.ttft = cfg.ttft_ms
@@ -188,7 +275,8 @@ class SimRequest:
         plan = self.plans[index]
         if self.cfg.shape == "vllm-legacy":
             return "speculative_decoding_stats", self._maybe_corrupt(
-                payloads.legacy_object(plan, self.cfg.level, streaming))
+                payloads.legacy_object(plan, self.cfg.level, streaming)
+            )
         if self.cfg.shape == "trtllm":
             obj = payloads.trtllm_object(plan, self.k)
             return None if obj is None else ("speculative_decoding", self._maybe_corrupt(obj))
@@ -212,8 +300,11 @@ class SimRequest:
     def usage(self) -> dict[str, int]:
         prompt = sum(self.parsed.prompt_tokens)
         completion = sum(p.completion_tokens for p in self.plans)
-        return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                "completion_tokens": completion}
+        return {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "completion_tokens": completion,
+        }
 
     def _text(self, tokens: int) -> str:
         bits = self.rng.getrandbits
@@ -235,31 +326,55 @@ class SimRequest:
         counters.add_tokens(self.engine, sum(self.parsed.prompt_tokens), generated)
 
     def log(self, status: int, payload: Any) -> None:
-        stats = [{"completion_tokens": p.completion_tokens, "finish_reason": p.finish_reason,
-                  "steps": p.steps, "accepted": p.accepted, "drafted": p.drafted,
-                  "nonspec_steps": p.nonspec_steps, "histogram": p.histogram(self.k),
-                  "per_step_accepted": p.per_step_accepted, "per_step_drafted": p.per_step_drafted}
-                 for p in self.plans]
-        entry = {"time": time.time(), "request_id": self.id, "x_request_id": self.x_request_id,
-                 "endpoint": self.parsed.endpoint, "received": self.body,
-                 "category": self.category, "status": status, "k": self.k,
-                 "engine": self.engine, "shape": self.cfg.shape, "level": self.cfg.level,
-                 "stream": self.parsed.stream, "include_usage": self.parsed.include_usage,
-                 "usage_chunk": self.send_usage if self.parsed.stream else None,
-                 "n": self.parsed.n, "fault": self.fault, "payload": payload,
-                 "per_step_accepted": self.plans[0].per_step_accepted if self.single else None,
-                 "per_step_drafted": self.plans[0].per_step_drafted if self.single else None,
-                 "stats": stats, "usage": self.usage() if status == 200 else None,
-                 "ttft_ms": self.ttft, "step_ms": self.step_times,
-                 "rounds_sent": self.rounds_sent}
+        stats = [
+            {
+                "completion_tokens": p.completion_tokens,
+                "finish_reason": p.finish_reason,
+                "steps": p.steps,
+                "accepted": p.accepted,
+                "drafted": p.drafted,
+                "nonspec_steps": p.nonspec_steps,
+                "histogram": p.histogram(self.k),
+                "per_step_accepted": p.per_step_accepted,
+                "per_step_drafted": p.per_step_drafted,
+            }
+            for p in self.plans
+        ]
+        entry = {
+            "time": time.time(),
+            "request_id": self.id,
+            "x_request_id": self.x_request_id,
+            "endpoint": self.parsed.endpoint,
+            "received": self.body,
+            "category": self.category,
+            "status": status,
+            "k": self.k,
+            "engine": self.engine,
+            "shape": self.cfg.shape,
+            "level": self.cfg.level,
+            "stream": self.parsed.stream,
+            "include_usage": self.parsed.include_usage,
+            "usage_chunk": self.send_usage if self.parsed.stream else None,
+            "n": self.parsed.n,
+            "fault": self.fault,
+            "payload": payload,
+            "per_step_accepted": self.plans[0].per_step_accepted if self.single else None,
+            "per_step_drafted": self.plans[0].per_step_drafted if self.single else None,
+            "stats": stats,
+            "usage": self.usage() if status == 200 else None,
+            "ttft_ms": self.ttft,
+            "step_ms": self.step_times,
+            "rounds_sent": self.rounds_sent,
+        }
         self.state.write_log(entry)
 
     # ----- responses ------------------------------------------------------------------
     async def respond(self) -> Any:
         if self.fault == "error":
             self.log(500, None)
-            return _error_response(ApiError(500, "Simulated internal server error.",
-                                            "InternalServerError"))
+            return _error_response(
+                ApiError(500, "Simulated internal server error.", "InternalServerError")
+            )
         if self.parsed.stream:
             # Watching for a client that leaves costs a task; worth it only when steps take time.
             cfg = self.cfg
@@ -312,12 +427,16 @@ class SimRequest:
             if self.cfg.shape == "trtllm":
                 choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(plan)
             choices.append(choice)
-        body: dict[str, Any] = {"id": self.id,
-                                "object": "chat.completion" if self.chat else "text_completion",
-                                "created": self.created, "model": self.cfg.model,
-                                "choices": choices, "service_tier": None,
-                                "system_fingerprint": None,
-                                "usage": {**self.usage(), "prompt_tokens_details": None}}
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.cfg.model,
+            "choices": choices,
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {**self.usage(), "prompt_tokens_details": None},
+        }
         if self.chat:
             body["prompt_logprobs"] = None
             body["prompt_token_ids"] = None
@@ -339,23 +458,49 @@ class SimRequest:
 
     def _json_choice(self, index: int, text: str, finish: str) -> dict[str, Any]:
         if self.chat:
-            message = {"role": "assistant", "content": text, "refusal": None, "annotations": None,
-                       "audio": None, "function_call": None, "tool_calls": [],
-                       "reasoning_content": None}
-            return {"index": index, "message": message, "logprobs": None,
-                    "finish_reason": finish, "stop_reason": None}
-        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish,
-                "stop_reason": None, "prompt_logprobs": None}
+            message = {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            }
+            return {
+                "index": index,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+        return {
+            "index": index,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
 
     # ----- streaming ------------------------------------------------------------------
     def _base(self) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                "created": self.created, "model": self.cfg.model}
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.cfg.model,
+        }
 
     def _chunk(self, index: int, text: str, finish: str | None) -> dict[str, Any]:
         if self.chat:
-            choice: dict[str, Any] = {"index": index, "delta": {"content": text}, "logprobs": None,
-                                      "finish_reason": finish}
+            choice: dict[str, Any] = {
+                "index": index,
+                "delta": {"content": text},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
         else:
             choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
         chunk = {**self._base(), "choices": [choice]}
@@ -374,7 +519,9 @@ class SimRequest:
             choice[extra[0]] = extra[1]
             self._sent_choice_specs.append(extra[1])
         if self.cfg.shape == "trtllm":
-            choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(self.plans[index])
+            choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(
+                self.plans[index]
+            )
 
     def _round_chunks(self, rnd: int) -> bytes:
         """Round 0 is the prefill token (after the role chunk); round r is each plan's step r-1."""
@@ -384,8 +531,12 @@ class SimRequest:
             if rnd >= emissions:
                 continue
             if rnd == 0 and self.chat:
-                role = {"index": index, "delta": {"role": "assistant", "content": ""},
-                        "logprobs": None, "finish_reason": None}
+                role = {
+                    "index": index,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
                 out.append(_sse({**self._base(), "choices": [role], "prompt_token_ids": None}))
             tokens = 1 if rnd == 0 else plan.step_tokens[rnd - 1]
             finish = plan.finish_reason if rnd == emissions - 1 else None
@@ -401,11 +552,17 @@ class SimRequest:
             if not self.send_usage:
                 out.append(_sse({**self._base(), "choices": [], "sglext": ext}))
         if self.send_usage:
-            chunk: dict[str, Any] = {**self._base(), "choices": [], "usage": self.usage(),
-                                     "system_fingerprint": None}
+            chunk: dict[str, Any] = {
+                **self._base(),
+                "choices": [],
+                "usage": self.usage(),
+                "system_fingerprint": None,
+            }
             spec = self.vllm_spec(streaming=True)
             if spec is not None:
-                chunk["metrics"] = payloads.vllm_metrics(spec, streaming=True, timing=self._timing())
+                chunk["metrics"] = payloads.vllm_metrics(
+                    spec, streaming=True, timing=self._timing()
+                )
                 payload = spec
             if ext is not None:
                 chunk["sglext"] = ext
@@ -470,9 +627,16 @@ async def models(request: Request) -> Response:
     if not _authorized(request):
         return _unauthorized()
     state: SimState = request.app.state.sim
-    card = {"id": state.cfg.model, "object": "model", "created": state.started,
-            "owned_by": OWNERS[state.cfg.shape], "root": state.cfg.model, "parent": None,
-            "max_model_len": 4096, "permission": []}
+    card = {
+        "id": state.cfg.model,
+        "object": "model",
+        "created": state.started,
+        "owned_by": OWNERS[state.cfg.shape],
+        "root": state.cfg.model,
+        "parent": None,
+        "max_model_len": 4096,
+        "permission": [],
+    }
     return Response(orjson.dumps({"object": "list", "data": [card]}), media_type=JSON)
 
 
@@ -491,11 +655,17 @@ async def metrics(request: Request) -> Response:
 
 async def server_info(request: Request) -> Response:
     cfg = request.app.state.sim.cfg
-    info = {"engine": "sglang", "version": "0.5.0-specmon-sim",
-            "server_args": {"model_path": cfg.model, "served_model_name": cfg.model,
-                            "speculative_algorithm": "EAGLE",
-                            "speculative_num_steps": cfg.num_spec_tokens,
-                            "speculative_num_draft_tokens": cfg.num_spec_tokens + 1}}
+    info = {
+        "engine": "sglang",
+        "version": "0.5.0-specmon-sim",
+        "server_args": {
+            "model_path": cfg.model,
+            "served_model_name": cfg.model,
+            "speculative_algorithm": "EAGLE",
+            "speculative_num_steps": cfg.num_spec_tokens,
+            "speculative_num_draft_tokens": cfg.num_spec_tokens + 1,
+        },
+    }
     return Response(orjson.dumps(info), media_type=JSON)
 
 
@@ -511,14 +681,28 @@ async def _completion(request: Request, endpoint: str) -> Any:
     try:
         parsed = parse_request(endpoint, body, state.cfg.model, state.cfg.default_max_tokens)
     except ApiError as err:
-        state.write_log({"time": time.time(), "endpoint": endpoint, "received": body,
-                         "x_request_id": request.headers.get("x-request-id"),
-                         "category": request.headers.get("x-specmon-category"),
-                         "status": err.status, "error": err.body()["error"], "payload": None})
+        state.write_log(
+            {
+                "time": time.time(),
+                "endpoint": endpoint,
+                "received": body,
+                "x_request_id": request.headers.get("x-request-id"),
+                "category": request.headers.get("x-specmon-category"),
+                "status": err.status,
+                "error": err.body()["error"],
+                "payload": None,
+            }
+        )
         return _error_response(err)
     category = request.headers.get("x-specmon-category")
-    sim = SimRequest(state, parsed, body, category, state.rng_for(raw, category),
-                     request.headers.get("x-request-id"))
+    sim = SimRequest(
+        state,
+        parsed,
+        body,
+        category,
+        state.rng_for(raw, category),
+        request.headers.get("x-request-id"),
+    )
     return await sim.respond()
 
 

@@ -54,8 +54,12 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         return v
 
     @field_validator(
-        "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_steps",
-        "num_spec_tokens", "completion_tokens", mode="before",
+        "num_accepted_draft_tokens",
+        "num_draft_tokens",
+        "num_spec_steps",
+        "num_spec_tokens",
+        "completion_tokens",
+        mode="before",
     )
     @classmethod
     def _count(cls, v: Any) -> int | None:
@@ -86,7 +90,7 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         return [_strict_count(x) for x in v]
 
     @model_validator(mode="after")
-    def _invariants(self) -> "SpecDecodeAcceptanceRecord":
+    def _invariants(self) -> SpecDecodeAcceptanceRecord:
         hist = self.acceptance_histogram
         if sum(hist.values()) != self.num_spec_steps:
             raise ValueError("histogram counts do not sum to num_spec_steps")
@@ -106,7 +110,7 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         return self
 
     @classmethod
-    def checked(cls, **fields: Any) -> "SpecDecodeAcceptanceRecord":
+    def checked(cls, **fields: Any) -> SpecDecodeAcceptanceRecord:
         """Build a record, skipping pydantic's Python validators when they could change nothing.
 
         `_is_canonical` accepts only input every validator above would pass through as is
@@ -148,8 +152,9 @@ def _strict_count(v: Any) -> int:
 
 _FIELD_ORDER = tuple(SpecDecodeAcceptanceRecord.model_fields)
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
-_REQUIRED = frozenset(name for name, f in SpecDecodeAcceptanceRecord.model_fields.items()
-                      if f.is_required())
+_REQUIRED = frozenset(
+    name for name, f in SpecDecodeAcceptanceRecord.model_fields.items() if f.is_required()
+)
 _INT_ONLY = {int}
 
 
@@ -190,11 +195,16 @@ def _is_canonical(f: dict[str, Any]) -> bool:
     keys = f.keys()
     if not (_REQUIRED <= keys <= _FIELD_NAMES) or type(f["engine"]) is not str:
         return False
-    if not (_is_real_upto(f["mean_acceptance_length"], math.inf)
-            and _is_real_upto(f["draft_acceptance_rate"], 1.0)):
+    if not (
+        _is_real_upto(f["mean_acceptance_length"], math.inf)
+        and _is_real_upto(f["draft_acceptance_rate"], 1.0)
+    ):
         return False
-    steps, accepted, drafted = (f["num_spec_steps"], f["num_accepted_draft_tokens"],
-                                f["num_draft_tokens"])
+    steps, accepted, drafted = (
+        f["num_spec_steps"],
+        f["num_accepted_draft_tokens"],
+        f["num_draft_tokens"],
+    )
     if not (_is_count(steps) and _is_count(accepted) and _is_count(drafted)):
         return False
     for key in ("num_spec_tokens", "completion_tokens"):
@@ -203,8 +213,9 @@ def _is_canonical(f: dict[str, Any]) -> bool:
             return False
     if not _histogram_holds(f["acceptance_histogram"], steps, accepted) or accepted > drafted:
         return False
-    return _per_step_holds(f.get("per_step_accepted"), f.get("per_step_drafted"),
-                           steps, accepted, drafted)
+    return _per_step_holds(
+        f.get("per_step_accepted"), f.get("per_step_drafted"), steps, accepted, drafted
+    )
 
 
 def _histogram_holds(hist: Any, steps: int, accepted: int) -> bool:
@@ -221,11 +232,9 @@ def _histogram_holds(hist: Any, steps: int, accepted: int) -> bool:
 
 
 def _per_step_holds(acc: Any, dra: Any, steps: int, accepted: int, drafted: int) -> bool:
-    if acc is not None and not (_is_count_list(acc) and len(acc) == steps
-                                and sum(acc) == accepted):
+    if acc is not None and not (_is_count_list(acc) and len(acc) == steps and sum(acc) == accepted):
         return False
-    if dra is not None and not (_is_count_list(dra) and len(dra) == steps
-                                and sum(dra) == drafted):
+    if dra is not None and not (_is_count_list(dra) and len(dra) == steps and sum(dra) == drafted):
         return False
     return acc is None or dra is None or all(map(operator.le, acc, dra))
 

@@ -17,8 +17,8 @@ Degenerate inputs (no steps, k = 0, positions nobody reached) give None, never a
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 EXTRAPOLATE = 4  # how many k' beyond the measured k to predict
@@ -103,13 +103,15 @@ def position_estimates(histogram: Histogram, k: int) -> list[PositionEstimate]:
     out = []
     for i in range(1, k + 1):
         trials = tail[i - 1]
-        out.append(PositionEstimate(
-            position=i,
-            unconditional=tail[i] / steps if steps else None,
-            conditional=tail[i] / trials if trials else None,
-            ci95=wilson_interval(tail[i], trials),
-            trials=trials,
-        ))
+        out.append(
+            PositionEstimate(
+                position=i,
+                unconditional=tail[i] / steps if steps else None,
+                conditional=tail[i] / trials if trials else None,
+                ci95=wilson_interval(tail[i], trials),
+                trials=trials,
+            )
+        )
     return out
 
 
@@ -123,13 +125,15 @@ def flat_alpha(histogram: Histogram, k: int) -> float | None:
     return accepted / (accepted + rejected_steps)
 
 
-def positions_rejecting_flat_alpha(alpha: float | None,
-                                   positions: Iterable[PositionEstimate]) -> list[int]:
+def positions_rejecting_flat_alpha(
+    alpha: float | None, positions: Iterable[PositionEstimate]
+) -> list[int]:
     """Positions whose a_i interval excludes the flat alpha: where the flat model misfits."""
     if alpha is None:
         return []
-    return [p.position for p in positions
-            if p.ci95 is not None and not p.ci95[0] <= alpha <= p.ci95[1]]
+    return [
+        p.position for p in positions if p.ci95 is not None and not p.ci95[0] <= alpha <= p.ci95[1]
+    ]
 
 
 def flat_alpha_length(alpha: float, k: int) -> float:
@@ -147,11 +151,12 @@ def speedup(acceptance_length: float | None, k: int, draft_cost: float | None) -
 
 def _geometric_tail(s_k: float, a: float, m: int) -> float:
     """S_k (a + a^2 + ... + a^m): the expected extra accepted drafts of m more positions."""
-    return s_k * sum(a ** t for t in range(1, m + 1))
+    return s_k * sum(a**t for t in range(1, m + 1))
 
 
-def predictions(histogram: Histogram, k: int, draft_cost: float | None = None,
-                extra: int = EXTRAPOLATE) -> list[Prediction]:
+def predictions(
+    histogram: Histogram, k: int, draft_cost: float | None = None, extra: int = EXTRAPOLATE
+) -> list[Prediction]:
     """E(k') for k' = 1..k exact, k+1..k+extra extrapolated with a_k carried forward."""
     if k <= 0:
         return []
@@ -172,17 +177,35 @@ def predictions(histogram: Histogram, k: int, draft_cost: float | None = None,
         s_k = last.unconditional
         a = last.conditional if last.conditional is not None else 0.0  # nobody reached k: S_k = 0
         lo, hi = last.ci95 if last.ci95 is not None else (a, a)
-        out.append(_prediction(
-            kp, length + _geometric_tail(s_k, a, m), True,
-            length + _geometric_tail(s_k, lo, m), length + _geometric_tail(s_k, hi, m),
-            draft_cost, alpha))
+        out.append(
+            _prediction(
+                kp,
+                length + _geometric_tail(s_k, a, m),
+                True,
+                length + _geometric_tail(s_k, lo, m),
+                length + _geometric_tail(s_k, hi, m),
+                draft_cost,
+                alpha,
+            )
+        )
     return out
 
 
-def _prediction(kp: int, length: float | None, extrapolated: bool, low: float | None,
-                high: float | None, draft_cost: float | None, alpha: float | None) -> Prediction:
+def _prediction(
+    kp: int,
+    length: float | None,
+    extrapolated: bool,
+    low: float | None,
+    high: float | None,
+    draft_cost: float | None,
+    alpha: float | None,
+) -> Prediction:
     return Prediction(
-        k=kp, acceptance_length=length, extrapolated=extrapolated, low=low, high=high,
+        k=kp,
+        acceptance_length=length,
+        extrapolated=extrapolated,
+        low=low,
+        high=high,
         speedup=speedup(length, kp, draft_cost),
         flat_alpha_length=None if alpha is None else flat_alpha_length(alpha, kp),
     )
@@ -210,8 +233,11 @@ def estimate_draft_cost(points: Sequence[tuple[float, float]]) -> float | None:
     Fit step_time = b0 + b1 k, then t0 = b0 and c = b1 / b0. None without two distinct k,
     or when the fit is unphysical (t0 <= 0 or c < 0).
     """
-    pts = [(float(k), float(t)) for k, t in points
-           if math.isfinite(float(k)) and math.isfinite(float(t))]
+    pts = [
+        (float(k), float(t))
+        for k, t in points
+        if math.isfinite(float(k)) and math.isfinite(float(t))
+    ]
     if len({k for k, _ in pts}) < 2:
         return None
     n = len(pts)
@@ -228,9 +254,11 @@ def estimate_draft_cost(points: Sequence[tuple[float, float]]) -> float | None:
 
 
 def _caveat(est_k: int | None, k: int, draft_cost: float | None, last_k: int) -> str:
-    base = ("batch size moves the best k: at high concurrency verifying k+1 tokens costs more "
-            "than one target step, so the optimum shrinks; pair this with measured TPOT per "
-            "concurrency segment")
+    base = (
+        "batch size moves the best k: at high concurrency verifying k+1 tokens costs more "
+        "than one target step, so the optimum shrinks; pair this with measured TPOT per "
+        "concurrency segment"
+    )
     if draft_cost is None:
         return "no draft cost c given, so no speedup or recommendation; " + base
     if est_k is None:
@@ -239,13 +267,16 @@ def _caveat(est_k: int | None, k: int, draft_cost: float | None, last_k: int) ->
         return "no k beats plain decoding under this draft cost; " + base
     if est_k > k:
         edge = " (the edge of the predicted range)" if est_k == last_k else ""
-        return (f"k={est_k}{edge} is beyond the measured k={k} (extrapolated from a_{k}); "
-                f"restart the server at that k to verify; " + base)
+        return (
+            f"k={est_k}{edge} is beyond the measured k={k} (extrapolated from a_{k}); "
+            f"restart the server at that k to verify; " + base
+        )
     return "a prediction that assumes drafts at positions <= k' do not depend on k; " + base
 
 
-def analyze(histogram: Histogram, k: int, draft_cost: float | None = None,
-            extra: int = EXTRAPOLATE) -> TuningEstimate:
+def analyze(
+    histogram: Histogram, k: int, draft_cost: float | None = None, extra: int = EXTRAPOLATE
+) -> TuningEstimate:
     """Every estimate of tuning-math.md §E.3 for one pooled histogram at fixed k."""
     k = max(int(k), 0)
     dense = dense_histogram(histogram, k)
@@ -257,9 +288,15 @@ def analyze(histogram: Histogram, k: int, draft_cost: float | None = None,
     if k == 0:
         notes.append("k=0: the run did not speculate, nothing to estimate")
     return TuningEstimate(
-        num_spec_tokens=k, steps=sum(dense), positions=position_estimates(dense, k),
-        flat_alpha=flat_alpha(dense, k), draft_cost=draft_cost, predictions=preds,
-        recommended_k=best, caveat=_caveat(best, k, draft_cost, k + extra), notes=notes,
+        num_spec_tokens=k,
+        steps=sum(dense),
+        positions=position_estimates(dense, k),
+        flat_alpha=flat_alpha(dense, k),
+        draft_cost=draft_cost,
+        predictions=preds,
+        recommended_k=best,
+        caveat=_caveat(best, k, draft_cost, k + extra),
+        notes=notes,
     )
 
 
@@ -269,17 +306,26 @@ def estimate_to_dict(est: TuningEstimate) -> dict:
         "num_spec_tokens": est.num_spec_tokens,
         "steps": est.steps,
         "positions": [
-            {"position": p.position, "unconditional": p.unconditional,
-             "conditional": p.conditional,
-             "conditional_ci95": None if p.ci95 is None else [p.ci95[0], p.ci95[1]],
-             "trials": p.trials}
+            {
+                "position": p.position,
+                "unconditional": p.unconditional,
+                "conditional": p.conditional,
+                "conditional_ci95": None if p.ci95 is None else [p.ci95[0], p.ci95[1]],
+                "trials": p.trials,
+            }
             for p in est.positions
         ],
         "flat_alpha": est.flat_alpha,
         "draft_cost": est.draft_cost,
         "predictions": [
-            {"k": p.k, "acceptance_length": p.acceptance_length, "extrapolated": p.extrapolated,
-             "low": p.low, "high": p.high, "speedup": p.speedup}
+            {
+                "k": p.k,
+                "acceptance_length": p.acceptance_length,
+                "extrapolated": p.extrapolated,
+                "low": p.low,
+                "high": p.high,
+                "speedup": p.speedup,
+            }
             for p in est.predictions
         ],
         "recommended_k": est.recommended_k,

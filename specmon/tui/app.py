@@ -27,11 +27,21 @@ from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
 from specmon.tui.themes import load_themes, resolve_theme
 from specmon.tui.tuning_view import (
-    CounterStatus, counter_status, initial_draft_cost, next_setting, recommendation_text,
-    segment_cells, what_if,
+    CounterStatus,
+    counter_status,
+    initial_draft_cost,
+    next_setting,
+    recommendation_text,
+    segment_cells,
+    what_if,
 )
 from specmon.tui.view import (
-    LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS, TimeBins, acceptance_series,
+    LATENCY_COLUMNS,
+    LATENCY_ROWS,
+    SPEC_COLUMNS,
+    SPEC_ROWS,
+    TimeBins,
+    acceptance_series,
 )
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
@@ -40,14 +50,33 @@ from specmon.tui.widgets.request_log import RequestLog
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
 from specmon.tui.widgets.tuning import (
-    CountersView, SegmentsView, ServerCard, ServersView, WhatIfView,
+    CountersView,
+    SegmentsView,
+    ServerCard,
+    ServersView,
+    WhatIfView,
 )
 
-PANELS = ("panel-spec", "panel-hist", "panel-plot", "panel-latency", "panel-log",
-          "panel-whatif", "panel-segments", "panel-servers")
-PANEL_TITLES = ("1 Spec Decode", "2 Accepted drafts per step", "3 Acceptance length over time",
-                "4 Latency & throughput", "5 Requests", "6 What if k were different",
-                "7 Segments · server counters", "8 Servers side by side")
+PANELS = (
+    "panel-spec",
+    "panel-hist",
+    "panel-plot",
+    "panel-latency",
+    "panel-log",
+    "panel-whatif",
+    "panel-segments",
+    "panel-servers",
+)
+PANEL_TITLES = (
+    "1 Spec Decode",
+    "2 Accepted drafts per step",
+    "3 Acceptance length over time",
+    "4 Latency & throughput",
+    "5 Requests",
+    "6 What if k were different",
+    "7 Segments · server counters",
+    "8 Servers side by side",
+)
 PLOT_EVERY_S = 1.0
 TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
 SEGMENTS_DUTY = 0.05  # segment_rows() is incremental (~1 ms a refresh); this bounds the first
@@ -86,7 +115,9 @@ class SpecmonApp(App[int]):
         Binding("minus", "draft_cost(-1)", "lower the draft cost c", show=False),
         Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]"),
         Binding("left_square_bracket", "next_server(-1)", "previous server", show=False),
-        Binding("greater_than_sign", "load_knob('concurrency', 1)", "Concurrency", key_display="</>"),
+        Binding(
+            "greater_than_sign", "load_knob('concurrency', 1)", "Concurrency", key_display="</>"
+        ),
         Binding("less_than_sign", "load_knob('concurrency', -1)", "lower concurrency", show=False),
         Binding("R", "load_knob('request_rate', 1)", "raise request rate", show=False),
         Binding("r", "load_knob('request_rate', -1)", "lower request rate", show=False),
@@ -95,17 +126,29 @@ class SpecmonApp(App[int]):
         Binding("escape", "restore", "Restore", show=False),
     ]
 
-    def __init__(self, session: Any, runner: Any = None, config: Any = None, *,
-                 source: str = "live", artifact_dir: str | Path | None = None,
-                 freeze_elapsed: float | None = None, theme_name: str | None = None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        runner: Any = None,
+        config: Any = None,
+        *,
+        source: str = "live",
+        artifact_dir: str | Path | None = None,
+        freeze_elapsed: float | None = None,
+        theme_name: str | None = None,
+    ) -> None:
         super().__init__()
         self.session = session
         self.accumulator = getattr(session, "accumulator", session)
         self.runner = runner
         self.config = config
         self.source = source
-        self.artifact_dir = Path(artifact_dir or _cfg(config, "artifact_dir") or
-                                 getattr(session, "artifact_dir", None) or ".")
+        self.artifact_dir = Path(
+            artifact_dir
+            or _cfg(config, "artifact_dir")
+            or getattr(session, "artifact_dir", None)
+            or "."
+        )
         self.freeze_elapsed = freeze_elapsed  # snapshot tests: a fixed clock
         self.refresh_hz = float(_cfg(config, "refresh_hz") or 4.0)
         self.window_index = 0
@@ -136,8 +179,9 @@ class SpecmonApp(App[int]):
             self.register_theme(theme)
             self.theme_names.append(theme.name)
         no_color = "NO_COLOR" in os.environ
-        self.theme = resolve_theme(self._requested_theme, self.theme_names or list(self.available_themes),
-                                   no_color)
+        self.theme = resolve_theme(
+            self._requested_theme, self.theme_names or list(self.available_themes), no_color
+        )
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -145,7 +189,9 @@ class SpecmonApp(App[int]):
             yield ServersView(id="servers")
         with Horizontal(id="row-top"):
             with Panel(id="panel-spec", classes="panel"):
-                yield StatsTable(SPEC_ROWS, SPEC_COLUMNS, "no spec-decode records yet", id="spec-table")
+                yield StatsTable(
+                    SPEC_ROWS, SPEC_COLUMNS, "no spec-decode records yet", id="spec-table"
+                )
             with HPanel(id="panel-hist", classes="panel"):
                 yield HistogramView(id="histogram")
                 yield PositionsView(id="positions")
@@ -159,13 +205,16 @@ class SpecmonApp(App[int]):
             with Panel(id="panel-plot", classes="panel"):
                 yield AcceptancePlot(id="al-plot")
             with Panel(id="panel-latency", classes="panel"):
-                yield StatsTable(LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet",
-                                 id="latency-table")
+                yield StatsTable(
+                    LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet", id="latency-table"
+                )
         with Panel(id="panel-log", classes="panel"):
             yield Static(LOG_HEADER, id="log-header", markup=False)
             yield RequestLog(id="request-log")
-            yield Input(placeholder="filter (text, 'error', category); enter applies, esc closes",
-                        id="log-filter")
+            yield Input(
+                placeholder="filter (text, 'error', category); enter applies, esc closes",
+                id="log-filter",
+            )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -240,9 +289,16 @@ class SpecmonApp(App[int]):
         self._show_header(snap, None)
         self._refresh_tuning(snap)
         counters = self._counters.get(self._label())
-        key = (snap.request_count, snap.error_count, getattr(snap, "warmup_count", 0), len(results),
-               self.window_index, self.draft_cost, self.selected,
-               counters.histogram if counters is not None else None)
+        key = (
+            snap.request_count,
+            snap.error_count,
+            getattr(snap, "warmup_count", 0),
+            len(results),
+            self.window_index,
+            self.draft_cost,
+            self.selected,
+            counters.histogram if counters is not None else None,
+        )
         if key == self._last_key:
             if self._plot_stale:
                 self._show_plot(snap)
@@ -257,8 +313,11 @@ class SpecmonApp(App[int]):
             self._q(WhatIfView).show(estimate, source)
             # In the title, so layouts without the what-if row (and without bottom borders)
             # still show its answer; 6 opens the panel.
-            answer = "" if estimate is None else \
-                f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
+            answer = (
+                ""
+                if estimate is None
+                else f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
+            )
             self._q("#panel-hist").border_title = PANEL_TITLES[1] + source + answer
             self._q("#panel-whatif").border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
@@ -283,8 +342,10 @@ class SpecmonApp(App[int]):
             return
         self._tune_at = now
         # one snapshot per server per tick, shared by the counters and the server columns
-        snaps = [snap if i == self.selected else session.accumulator.snapshot()
-                 for i, (_, session) in enumerate(self.servers)]
+        snaps = [
+            snap if i == self.selected else session.accumulator.snapshot()
+            for i, (_, session) in enumerate(self.servers)
+        ]
         self._poll_counters(snaps)
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
@@ -303,8 +364,11 @@ class SpecmonApp(App[int]):
             if i == self.selected:
                 lines = status.lines
         if not lines:
-            lines = ["server /metrics: not polled (no counters or polling off)"
-                     if self.runner is not None else "server /metrics: not available in a replay"]
+            lines = [
+                "server /metrics: not polled (no counters or polling off)"
+                if self.runner is not None
+                else "server /metrics: not available in a replay"
+            ]
         self._q(CountersView).show(lines)
 
     def _cards(self, snaps: list[Any]) -> list[ServerCard]:
@@ -319,12 +383,21 @@ class SpecmonApp(App[int]):
                 total = sum(hist.values())
                 al = 1 + sum(j * n for j, n in hist.items()) / total if total else None
             estimate = what_if(hist, k, self.draft_cost.value)
-            cards.append(ServerCard(
-                label=label, k=k, requests=int(s.request_count), acceptance_length=al,
-                acceptance_rate=rate, histogram=tuple(sorted(hist.items())),
-                recommendation=recommendation_text(estimate),
-                source=" · server-wide" if source else "",
-                survival=tuple(p.unconditional or 0.0 for p in estimate.positions) if estimate else ()))
+            cards.append(
+                ServerCard(
+                    label=label,
+                    k=k,
+                    requests=int(s.request_count),
+                    acceptance_length=al,
+                    acceptance_rate=rate,
+                    histogram=tuple(sorted(hist.items())),
+                    recommendation=recommendation_text(estimate),
+                    source=" · server-wide" if source else "",
+                    survival=tuple(p.unconditional or 0.0 for p in estimate.positions)
+                    if estimate
+                    else (),
+                )
+            )
         return cards
 
     def _server_hist(self, label: str, snap: Any) -> tuple[dict[int, int], int | None, str]:
@@ -337,8 +410,11 @@ class SpecmonApp(App[int]):
     def _show_segments(self) -> None:
         rows_of = getattr(self.runner, "segment_rows", None)
         if not callable(rows_of):
-            hint = ("segments: < > concurrency, r R rate, o O output length; each change "
-                    "starts one" if self.runner is not None else "segments: live runs only")
+            hint = (
+                "segments: < > concurrency, r R rate, o O output length; each change starts one"
+                if self.runner is not None
+                else "segments: live runs only"
+            )
             self._q(SegmentsView).show([], hint)
             return
         started = time.monotonic()
@@ -346,16 +422,20 @@ class SpecmonApp(App[int]):
             return
         try:
             rows = rows_of()
-        except Exception as exc:  # noqa: BLE001 - a table read must never break the screen
+        except Exception as exc:
             self._q(SegmentsView).show([], f"segments unavailable: {exc}")
             return
         # a slow call (the first one, or a runner that re-reads every result) spaces the next
         self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
-        self._q(SegmentsView).show(segment_cells(rows), "segments appear with the first "
-                                   "requests; < > concurrency, r R rate, o O output length")
+        self._q(SegmentsView).show(
+            segment_cells(rows),
+            "segments appear with the first requests; < > concurrency, r R rate, o O output length",
+        )
 
     def _elapsed(self, snap: Any) -> float:
-        return self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
+        return (
+            self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
+        )
 
     def _show_header(self, snap: Any, paused_arrivals: int | None) -> None:
         runner = self.runner
@@ -396,7 +476,7 @@ class SpecmonApp(App[int]):
             shown = ",".join("?" if k is None else str(k) for k in ks)
             return f"{shown} · showing {self._label()} ([ ] switch)"
         results = self.accumulator.results
-        for result in results[self._k_seen:] if self._k_seen < len(results) else ():
+        for result in results[self._k_seen :] if self._k_seen < len(results) else ():
             k = getattr(getattr(result, "spec", None), "num_spec_tokens", None)
             if k is not None:
                 self._ks.add(k)
@@ -518,11 +598,15 @@ class SpecmonApp(App[int]):
             self.notify("load keys work in live runs only", timeout=3)
             return
         if name == "request_rate" and not self.load_settings.get("request_rate"):
-            self.notify("this run is concurrency-driven: r/R change the rate of a --request-rate "
-                        "run; use < and >", timeout=4)
+            self.notify(
+                "this run is concurrency-driven: r/R change the rate of a --request-rate "
+                "run; use < and >",
+                timeout=4,
+            )
             return
-        value = next_setting(self.load_settings.get(name), direction,
-                             integer=name != "request_rate")
+        value = next_setting(
+            self.load_settings.get(name), direction, integer=name != "request_rate"
+        )
         self.load_settings[name] = value
         setter(value)
         self._tune_at = self._segments_at = 0.0
@@ -556,8 +640,11 @@ def _server_list(runner: Any, session: Any) -> list[tuple[str, Any]]:
 def _initial_settings(config: Any) -> dict[str, Any]:
     """The run's load settings as the knobs start from (totals over every server)."""
     conc = _cfg(config, "effective_concurrency") or _cfg(config, "concurrency")
-    return {"concurrency": conc, "request_rate": _cfg(config, "request_rate"),
-            "output_tokens": _cfg(config, "output_tokens_mean")}
+    return {
+        "concurrency": conc,
+        "request_rate": _cfg(config, "request_rate"),
+        "output_tokens": _cfg(config, "output_tokens_mean"),
+    }
 
 
 def _cfg(config: Any, name: str) -> Any:

@@ -112,11 +112,15 @@ def payload_title(result: Any) -> str:
     if field(capture, "responses"):
         return "raw payload (last response body)"
     if capture is not None and field(result, "spec_payload") is not None:
-        return ("spec-decode payload as sent; live runs keep only this part of the "
-                "body (--export-level raw writes whole bodies)")
+        return (
+            "spec-decode payload as sent; live runs keep only this part of the "
+            "body (--export-level raw writes whole bodies)"
+        )
     if capture is not None:  # a live run: the session drops bodies once written
-        return ("parsed record: live runs do not keep response bodies (memory); "
-                "--export-level raw writes them to the raw capture file")
+        return (
+            "parsed record: live runs do not keep response bodies (memory); "
+            "--export-level raw writes them to the raw capture file"
+        )
     return "parsed record (the replayed file holds no response bodies)"
 
 
@@ -124,7 +128,9 @@ def pretty_json(obj: Any, indent: int = 0) -> str:
     """Indented JSON with lists of numbers/strings kept on one line (per-step arrays)."""
     pad = " " * indent
     if isinstance(obj, dict) and obj:
-        items = [f'{pad}  {json.dumps(str(k))}: {pretty_json(v, indent + 2)}' for k, v in obj.items()]
+        items = [
+            f"{pad}  {json.dumps(str(k))}: {pretty_json(v, indent + 2)}" for k, v in obj.items()
+        ]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(obj, list) and any(isinstance(v, (dict, list)) for v in obj):
         items = [f"{pad}  {pretty_json(v, indent + 2)}" for v in obj]

@@ -11,11 +11,24 @@ from textual.theme import Theme
 from specmon.errors import UserError
 
 THEME_DIR = Path(__file__).resolve().parents[2] / "themes"
-USER_THEME_DIR = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "specmon" / "themes"
+USER_THEME_DIR = (
+    Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "specmon" / "themes"
+)
 DEFAULT_THEME = "specmon-dark"
 MONOCHROME_THEME = "specmon-monochrome"
-COLOR_KEYS = ("primary", "secondary", "warning", "error", "success", "accent",
-              "foreground", "background", "surface", "panel", "boost")
+COLOR_KEYS = (
+    "primary",
+    "secondary",
+    "warning",
+    "error",
+    "success",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "boost",
+)
 ALLOWED = {"name", "dark", "variables", *COLOR_KEYS}
 
 
@@ -27,14 +40,20 @@ def theme_from_toml(path: Path) -> Theme:
         raise UserError(f"theme file {path}: {exc}") from None
     unknown = sorted(set(data) - ALLOWED)
     if unknown:
-        raise UserError(f"theme file {path}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(ALLOWED))})")
+        raise UserError(
+            f"theme file {path}: unknown key '{unknown[0]}' (allowed: {', '.join(sorted(ALLOWED))})"
+        )
     if not isinstance(data.get("primary"), str):
         raise UserError(f"theme file {path}: 'primary' colour is required")
     name = data.get("name", path.stem)
     colors = {k: data[k] for k in COLOR_KEYS if k in data}
     try:
-        theme = Theme(name=str(name), dark=bool(data.get("dark", True)),
-                      variables=dict(data.get("variables", {})), **colors)
+        theme = Theme(
+            name=str(name),
+            dark=bool(data.get("dark", True)),
+            variables=dict(data.get("variables", {})),
+            **colors,
+        )
         theme.to_color_system()  # parses every colour now, not at first paint
     except Exception as exc:  # textual raises ColorParseError and friends
         raise UserError(f"theme file {path}: {exc}") from None

@@ -7,12 +7,13 @@ which histogram to feed it and how to print the answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from specmon.load.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
-from specmon.load.server_view import live_verdict
-from specmon.segments import _settings_text
+from specmon.analysis.segments import _settings_text
+from specmon.server.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
+from specmon.server.server_view import live_verdict
 from specmon.specdecode.tuning import TuningEstimate, analyze
 
 DEFAULT_DRAFT_COST = 0.1  # a typical small-drafter ratio (tuning-math.md E.3 example 2)
@@ -31,7 +32,7 @@ class DraftCost:
         source = "assumed" if self.assumed else "given"
         return f"c={self.value:.2f} ({source}; +/- {COST_STEP:g})"
 
-    def step(self, direction: int) -> "DraftCost":
+    def step(self, direction: int) -> DraftCost:
         """One +/- press; the user's choice is no longer an assumption."""
         value = round(min(max(self.value + direction * COST_STEP, 0.0), COST_MAX), 4)
         return DraftCost(value, False)
@@ -39,7 +40,9 @@ class DraftCost:
 
 def initial_draft_cost(config: Any) -> DraftCost:
     given = getattr(config, "draft_cost", None) if config is not None else None
-    return DraftCost(float(given), False) if given is not None else DraftCost(DEFAULT_DRAFT_COST, True)
+    return (
+        DraftCost(float(given), False) if given is not None else DraftCost(DEFAULT_DRAFT_COST, True)
+    )
 
 
 def measured_k(hist: Mapping[int, int], k: int | None) -> int | None:
@@ -82,8 +85,15 @@ def prediction_cells(est: TuningEstimate) -> list[tuple[str, str, str, str, bool
     for p in est.predictions:
         band = "" if not p.extrapolated or p.low is None else f"{p.low:.2f}-{p.high:.2f}"
         label = f"{p.k}*" if p.extrapolated else str(p.k)
-        out.append((label, _f(p.acceptance_length, ".2f"), band, _f(p.speedup, ".2f"),
-                    p.k == est.recommended_k))
+        out.append(
+            (
+                label,
+                _f(p.acceptance_length, ".2f"),
+                band,
+                _f(p.speedup, ".2f"),
+                p.k == est.recommended_k,
+            )
+        )
     return out
 
 
@@ -120,8 +130,14 @@ def counter_status(view: Any, snapshot: Any, now_s: float | None = None) -> Coun
     if not delta.present:
         return CounterStatus(["server /metrics: no spec-decode counters"], None, None)
     if not delta.drafts:
-        return CounterStatus([f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s): "
-                              "no verify steps yet"], None, None)
+        return CounterStatus(
+            [
+                f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s): "
+                "no verify steps yet"
+            ],
+            None,
+            None,
+        )
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
     per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or []) or "-"
     lines = [
@@ -131,8 +147,9 @@ def counter_status(view: Any, snapshot: Any, now_s: float | None = None) -> Coun
         reconciliation_line(view, snapshot, now_s),
     ]
     hist = delta.histogram()
-    return CounterStatus(lines, {j: n for j, n in enumerate(hist)} if hist else None,
-                         delta.num_spec_tokens or None)
+    return CounterStatus(
+        lines, {j: n for j, n in enumerate(hist)} if hist else None, delta.num_spec_tokens or None
+    )
 
 
 def reconciliation_line(view: Any, snapshot: Any, now_s: float | None = None) -> str:
@@ -160,28 +177,47 @@ def _verdict_text(rec: Reconciliation, when: str) -> str:
     if rec.equal:
         return f"reconciliation: equal{when} (counters match the per-request totals)"
     likely = rec.reasons[0].split(":")[0] if rec.reasons else "cause unknown"
-    return (f"reconciliation: differs{when} (server − run: {_diff_text(rec) or 'histogram only'}); "
-            f"likely: {likely}")
+    return (
+        f"reconciliation: differs{when} (server − run: {_diff_text(rec) or 'histogram only'}); "
+        f"likely: {likely}"
+    )
 
 
 # ---------------------------------------------------------------- segments
 
 
-SEGMENT_HEADERS = ("seg", "server", "settings", "k", "req", "AL", "TPOT ms", "out tok/s",
-                   "req/s", "best k")
+SEGMENT_HEADERS = (
+    "seg",
+    "server",
+    "settings",
+    "k",
+    "req",
+    "AL",
+    "TPOT ms",
+    "out tok/s",
+    "req/s",
+    "best k",
+)
 
 
 def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     """One display row per segment row of segments.segment_table()."""
     out = []
     for r in rows:
-        out.append((str(r["segment"]), "-" if r.get("server") is None else str(r["server"]),
-                    _settings_text(r.get("settings") or {}),
-                    "-" if r.get("num_spec_tokens") is None else str(r["num_spec_tokens"]),
-                    str(r["request_count"]), _f(r.get("acceptance_length"), ".2f"),
-                    _f(r.get("tpot_ms"), ".2f"), _f(r.get("output_token_throughput"), ".1f"),
-                    _f(r.get("request_throughput"), ".2f"),
-                    "-" if r.get("recommended_k") is None else str(r["recommended_k"])))
+        out.append(
+            (
+                str(r["segment"]),
+                "-" if r.get("server") is None else str(r["server"]),
+                _settings_text(r.get("settings") or {}),
+                "-" if r.get("num_spec_tokens") is None else str(r["num_spec_tokens"]),
+                str(r["request_count"]),
+                _f(r.get("acceptance_length"), ".2f"),
+                _f(r.get("tpot_ms"), ".2f"),
+                _f(r.get("output_token_throughput"), ".1f"),
+                _f(r.get("request_throughput"), ".2f"),
+                "-" if r.get("recommended_k") is None else str(r["recommended_k"]),
+            )
+        )
     return out
 
 

@@ -6,11 +6,12 @@ No Textual here, so every number the screen shows is testable without a terminal
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from specmon.stats import DERIVED, METRICS, SPEC
 from specmon.specdecode.tuning import PositionEstimate, position_estimates
+from specmon.stats import DERIVED, METRICS, SPEC
 
 NA = "N/A"
 HIST_CAP = 8  # AIPerf folds accepted-draft buckets >= 8 into one ">=8" bucket
@@ -19,7 +20,8 @@ HIST_CAP = 8  # AIPerf folds accepted-draft buckets >= 8 into one ">=8" bucket
 # specmon.stats in display order, so the live table and the exports share one definition.
 SPEC_ROWS: tuple[tuple[str, str, str, bool], ...] = tuple(
     (d.tag, d.header, d.unit, d.kind == DERIVED)
-    for d in sorted(METRICS.values(), key=lambda d: d.order) if d.group == SPEC
+    for d in sorted(METRICS.values(), key=lambda d: d.order)
+    if d.group == SPEC
 )
 SPEC_COLUMNS = ("avg", "min", "max", "p99", "p90", "p50", "std")
 
@@ -55,7 +57,9 @@ def stat_rows(
         block = stats.get(tag)
         if not block:
             continue
-        cells = [fmt_number(block.get(col)) if (col == "avg" or not derived) else NA for col in columns]
+        cells = [
+            fmt_number(block.get(col)) if (col == "avg" or not derived) else NA for col in columns
+        ]
         out.append((f"{header} ({unit})", cells))
     return out
 
@@ -99,8 +103,12 @@ def per_position(hist: dict[int, int], k: int | None) -> list[PositionEstimate]:
 
 
 def acceptance_series(
-    times: Sequence[float], steps: Sequence[int], accepted: Sequence[int],
-    window_s: float | None, now_s: float, bins: int = 30,
+    times: Sequence[float],
+    steps: Sequence[int],
+    accepted: Sequence[int],
+    window_s: float | None,
+    now_s: float,
+    bins: int = 30,
 ) -> tuple[list[float], list[float]]:
     """Token-weighted acceptance length 1 + Σa/Σs per time bin over the last `window_s`.
 
@@ -149,8 +157,11 @@ class TimeBins:
     def arrays(self) -> tuple[list[float], list[int], list[int]]:
         """(bin end time, steps, accepted) per bin, in time order."""
         keys = sorted(self._bins)
-        return ([(k + 1) * self.width_s for k in keys], [self._bins[k][0] for k in keys],
-                [self._bins[k][1] for k in keys])
+        return (
+            [(k + 1) * self.width_s for k in keys],
+            [self._bins[k][0] for k in keys],
+            [self._bins[k][1] for k in keys],
+        )
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -169,8 +180,9 @@ class Progress:
     label: str
 
 
-def run_progress(completed: int, elapsed_s: float, request_count: int | None,
-                 duration_s: float | None) -> Progress:
+def run_progress(
+    completed: int, elapsed_s: float, request_count: int | None, duration_s: float | None
+) -> Progress:
     """Progress toward --request-count or --benchmark-duration; unbounded runs show totals."""
     if request_count:
         frac = min(completed / request_count, 1.0)
@@ -179,7 +191,11 @@ def run_progress(completed: int, elapsed_s: float, request_count: int | None,
         return Progress(frac, eta, f"{completed}/{request_count}")
     if duration_s:
         frac = min(elapsed_s / duration_s, 1.0)
-        return Progress(frac, max(duration_s - elapsed_s, 0.0), f"{fmt_duration(elapsed_s)}/{fmt_duration(duration_s)}")
+        return Progress(
+            frac,
+            max(duration_s - elapsed_s, 0.0),
+            f"{fmt_duration(elapsed_s)}/{fmt_duration(duration_s)}",
+        )
     return Progress(None, None, f"{completed} done")
 
 

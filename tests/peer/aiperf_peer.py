@@ -2,6 +2,7 @@
 
 The venv and offline tokenizer come from .ci/setup_aiperf.sh (cached outside the clone).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from specmon.interop.aiperf import (read_raw_export, read_records_export, read_summary_export,
-                                    spec_decode_summary, write_captures)
+from specmon.interop.aiperf import (
+    read_raw_export,
+    read_records_export,
+    read_summary_export,
+    spec_decode_summary,
+    write_captures,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SPECMON_CACHE", Path.home() / ".cache" / "specmon"))
@@ -43,33 +49,76 @@ def aiperf_ready() -> str:
 
 
 def ensure_installed() -> tuple[bool, str]:
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True,
-                          timeout=1800)
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=1800)
     line = (proc.stdout.strip().splitlines() or ["aiperf: setup printed nothing"])[-1]
     return line.startswith("aiperf: ready"), line
 
 
-def run_aiperf(url: str, model: str, out_dir: Path, *, streaming: bool, requests: int,
-               osl: int, isl: int = 64, concurrency: int = 4, seed: int = 42,
-               extra_inputs: tuple[str, ...] = ()):
-    cmd = [str(AIPERF), "profile", "--model", model, "--tokenizer", TOKENIZER, "--url", url,
-           "--endpoint-type", "chat", "--concurrency", str(concurrency),
-           "--request-count", str(requests), "--isl", str(isl), "--osl", str(osl),
-           "--extra-inputs", "ignore_eos:true", "--random-seed", str(seed),
-           "--export-level", "raw", "--artifact-dir", str(out_dir),
-           "--ui-type", "none", "--no-gpu-telemetry"]
+def run_aiperf(
+    url: str,
+    model: str,
+    out_dir: Path,
+    *,
+    streaming: bool,
+    requests: int,
+    osl: int,
+    isl: int = 64,
+    concurrency: int = 4,
+    seed: int = 42,
+    extra_inputs: tuple[str, ...] = (),
+):
+    cmd = [
+        str(AIPERF),
+        "profile",
+        "--model",
+        model,
+        "--tokenizer",
+        TOKENIZER,
+        "--url",
+        url,
+        "--endpoint-type",
+        "chat",
+        "--concurrency",
+        str(concurrency),
+        "--request-count",
+        str(requests),
+        "--isl",
+        str(isl),
+        "--osl",
+        str(osl),
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--random-seed",
+        str(seed),
+        "--export-level",
+        "raw",
+        "--artifact-dir",
+        str(out_dir),
+        "--ui-type",
+        "none",
+        "--no-gpu-telemetry",
+    ]
     for extra in extra_inputs:
         cmd += ["--extra-inputs", extra]
     if streaming:
         cmd.insert(cmd.index("--concurrency"), "--streaming")
     env = dict(os.environ, HF_HOME=str(HF_HOME), HF_HUB_OFFLINE="1", COLUMNS="160")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL
+    )
 
 
 def specmon_report(raw_capture: Path, out_dir: Path):
-    cmd = [sys.executable, "-m", "specmon", "report", "--input", str(raw_capture),
-           "--artifact-dir", str(out_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specmon",
+        "report",
+        "--input",
+        str(raw_capture),
+        "--artifact-dir",
+        str(out_dir),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -90,8 +139,11 @@ def summary_differences(theirs: dict, ours: dict) -> list[str]:
         else:
             for fld, value in their.items():
                 mine = our.get(fld)
-                exact = fld in EXACT_FIELDS or fld == "unit" or (
-                    their.get("unit") in EXACT_UNITS and fld in EXACT_UNIT_FIELDS)
+                exact = (
+                    fld in EXACT_FIELDS
+                    or fld == "unit"
+                    or (their.get("unit") in EXACT_UNITS and fld in EXACT_UNIT_FIELDS)
+                )
                 if mine is None or (mine != value if exact else not _close(mine, value)):
                     diffs.append(f"{tag}.{fld}: specmon {mine!r} != aiperf {value!r}")
     return diffs
@@ -110,8 +162,10 @@ def record_differences(theirs: list[dict], ours: list[dict]) -> list[str]:
             diffs.append(f"{rid}: no specmon record")
             continue
         if our.get("spec_decode_acceptance") != their.get("spec_decode_acceptance"):
-            diffs.append(f"{rid}: struct {our.get('spec_decode_acceptance')} != "
-                         f"{their.get('spec_decode_acceptance')}")
+            diffs.append(
+                f"{rid}: struct {our.get('spec_decode_acceptance')} != "
+                f"{their.get('spec_decode_acceptance')}"
+            )
         for tag, metric in their["metrics"].items():
             if not tag.startswith("spec_decode_"):
                 continue
@@ -126,7 +180,7 @@ def spec_section(stdout: str) -> str:
     start = stdout.find(SPEC_SECTION_TITLE)
     if start < 0:
         return ""
-    table_end = stdout.find("\u2514", start)          # the table's bottom border
+    table_end = stdout.find("\u2514", start)  # the table's bottom border
     table_end = stdout.find("\n", table_end) if table_end >= 0 else len(stdout)
     hist = stdout.find(HISTOGRAM_LINE, table_end)
     # the histogram line follows the table directly; AIPerf omits it when no step was taken

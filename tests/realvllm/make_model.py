@@ -6,6 +6,7 @@ server's greedy outputs, and so its spec-decode metrics, reproducible across mac
 
 usage: python make_model.py OUT_DIR
 """
+
 import glob
 import os
 import sys
@@ -44,16 +45,24 @@ def build(out_dir):
     torch.manual_seed(0)
     hf_tok = PreTrainedTokenizerFast(
         tokenizer_object=train_tokenizer(),
-        bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>",
+        bos_token="<|bos|>",
+        eos_token="<|eos|>",
+        pad_token="<|pad|>",
     )
     hf_tok.chat_template = CHAT_TEMPLATE
     hf_tok.save_pretrained(out_dir)
     # vLLM's CPU attention takes head sizes {32, 64, 80, ...}: hidden 128 / 2 heads = 64.
     config = LlamaConfig(
-        vocab_size=len(hf_tok), hidden_size=128, intermediate_size=256,
-        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-        max_position_embeddings=1024, bos_token_id=hf_tok.bos_token_id,
-        eos_token_id=hf_tok.eos_token_id, pad_token_id=hf_tok.pad_token_id,
+        vocab_size=len(hf_tok),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=hf_tok.bos_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
         tie_word_embeddings=False,
     )
     LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir, safe_serialization=True)

@@ -4,6 +4,7 @@ The venv and the tiny model come from .ci/setup_realvllm.sh (cached outside the 
 The server binds 127.0.0.1 on a free port, is ready only when /v1/models lists OUR model id
 (another process may grab a similar port during vLLM's ~20 s start), and is killed by PID.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ MODEL_DIR = CACHE / "tinyllm"
 SETUP_SCRIPT = REPO / ".ci" / "setup_realvllm.sh"
 MODEL_ID = "tiny"
 NUM_SPEC_TOKENS = 3
-SPEC_CONFIG = {"method": "ngram", "num_speculative_tokens": NUM_SPEC_TOKENS,
-               "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+SPEC_CONFIG = {
+    "method": "ngram",
+    "num_speculative_tokens": NUM_SPEC_TOKENS,
+    "prompt_lookup_min": 1,
+    "prompt_lookup_max": 3,
+}
 READY_TIMEOUT_S = 300
 
 
@@ -36,8 +41,7 @@ def free_port() -> int:
 
 def ensure_installed() -> tuple[bool, str]:
     """Run the (idempotent, cached) setup script; return (ready, its one-line status)."""
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True,
-                          timeout=3600)
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=3600)
     line = (proc.stdout.strip().splitlines() or ["realvllm: setup printed nothing"])[-1]
     return line.startswith("realvllm: ready"), line
 
@@ -71,13 +75,30 @@ class VllmServer:
 
 
 def server_command(port: int, level: str, timing_metrics: bool) -> list[str]:
-    cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
-           "--model", str(MODEL_DIR), "--served-model-name", MODEL_ID,
-           "--host", "127.0.0.1", "--port", str(port),
-           "--max-model-len", "512", "--max-num-seqs", "8", "--enforce-eager",
-           "--chat-template", str(MODEL_DIR / "chat_template.jinja"),
-           "--speculative-config", json.dumps(SPEC_CONFIG),
-           "--per-request-spec-decode-metrics", level]
+    cmd = [
+        str(VENV / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(MODEL_DIR),
+        "--served-model-name",
+        MODEL_ID,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "512",
+        "--max-num-seqs",
+        "8",
+        "--enforce-eager",
+        "--chat-template",
+        str(MODEL_DIR / "chat_template.jinja"),
+        "--speculative-config",
+        json.dumps(SPEC_CONFIG),
+        "--per-request-spec-decode-metrics",
+        level,
+    ]
     if timing_metrics:
         cmd.append("--enable-per-request-metrics")
     return cmd
@@ -85,8 +106,13 @@ def server_command(port: int, level: str, timing_metrics: bool) -> list[str]:
 
 def server_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
     return env
 
 
@@ -105,9 +131,13 @@ def start_server(level: str, log_dir: Path, timing_metrics: bool = False) -> Vll
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"vllm-{level}-{port}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(server_command(port, level, timing_metrics), stdout=log,
-                                stderr=subprocess.STDOUT, env=server_env(),
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            server_command(port, level, timing_metrics),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+            stdin=subprocess.DEVNULL,
+        )
     server = VllmServer(proc, port, level, log_path)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:

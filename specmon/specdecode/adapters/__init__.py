@@ -27,9 +27,18 @@ from specmon.specdecode.adapters.base import (
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 __all__ = [
-    "AdaptOutcome", "ENTRY_POINT_GROUP", "ParsedResponse", "RegisteredAdapter",
-    "SpecDecodeAdapterProtocol", "detect", "load_entry_points", "reason_counts",
-    "register_adapter", "registered_adapters", "reset_reason_counts", "unregister_adapter",
+    "ENTRY_POINT_GROUP",
+    "AdaptOutcome",
+    "ParsedResponse",
+    "RegisteredAdapter",
+    "SpecDecodeAdapterProtocol",
+    "detect",
+    "load_entry_points",
+    "reason_counts",
+    "register_adapter",
+    "registered_adapters",
+    "reset_reason_counts",
+    "unregister_adapter",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,8 +168,13 @@ def _load_one(ep: metadata.EntryPoint) -> None:
         register_adapter(cls, name=ep.name)
     except Exception as exc:
         if ep.name not in _entry_point_names:
-            log.warning("spec-decode adapter entry point %r (%s) skipped: %s: %s",
-                        ep.name, ep.value, type(exc).__name__, exc)
+            log.warning(
+                "spec-decode adapter entry point %r (%s) skipped: %s: %s",
+                ep.name,
+                ep.value,
+                type(exc).__name__,
+                exc,
+            )
     _entry_point_names.add(ep.name)
 
 
@@ -202,13 +216,15 @@ def _log_once(key: str, message: str, *args: Any) -> None:
 
 # --------------------------------------------------------------------------- detection
 
+
 def detect(responses: list[ParsedResponse], request: dict | None = None) -> AdaptOutcome:
     """Find and adapt the request's spec-decode payload. Never raises."""
     try:
         outcome = _detect(responses, request)
     except Exception as exc:  # last resort: a bug here must not stop a run
-        outcome = AdaptOutcome(None, reason="malformed:internal_error",
-                               detail=f"{type(exc).__name__}: {exc}")
+        outcome = AdaptOutcome(
+            None, reason="malformed:internal_error", detail=f"{type(exc).__name__}: {exc}"
+        )
     if outcome.reason is not None:
         _note(outcome.reason, outcome.detail)
     return outcome
@@ -218,8 +234,9 @@ def _detect(responses: Any, request: dict | None) -> AdaptOutcome:
     if not isinstance(responses, (list, tuple)):
         responses = []
     if request is None:
-        request = next((r.request for r in responses
-                        if isinstance(getattr(r, "request", None), dict)), None)
+        request = next(
+            (r.request for r in responses if isinstance(getattr(r, "request", None), dict)), None
+        )
     if many_sequences(request):
         return AdaptOutcome(None, reason="n_gt_1", detail="the request asked for several sequences")
     claimants = _claimants(list(responses))
@@ -242,10 +259,17 @@ def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
             break
         try:
             payloads = _payloads_if_builtin_style(entry.cls, responses)
-            claims = bool(payloads) if payloads is not None else bool(entry.cls.can_adapt(responses))
+            claims = (
+                bool(payloads) if payloads is not None else bool(entry.cls.can_adapt(responses))
+            )
         except Exception as exc:
-            _log_once(f"can_adapt:{entry.name}", "spec-decode adapter %s: can_adapt raised %s: %s"
-                      " (adapter skipped)", entry.name, type(exc).__name__, exc)
+            _log_once(
+                f"can_adapt:{entry.name}",
+                "spec-decode adapter %s: can_adapt raised %s: %s (adapter skipped)",
+                entry.name,
+                type(exc).__name__,
+                exc,
+            )
             continue
         if claims:
             level = entry.priority
@@ -255,8 +279,11 @@ def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
 
 def _payloads_if_builtin_style(cls: Any, responses: list) -> list | None:
     """cls.payloads(responses) when can_adapt is the base one (== bool(payloads)), else None."""
-    if (isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter)
-            and cls.can_adapt.__func__ is SpecDecodeAdapter.can_adapt.__func__):
+    if (
+        isinstance(cls, type)
+        and issubclass(cls, SpecDecodeAdapter)
+        and cls.can_adapt.__func__ is SpecDecodeAdapter.can_adapt.__func__
+    ):
         return cls.payloads(responses)
     return None
 
@@ -268,18 +295,34 @@ def _adapt(entry: RegisteredAdapter, payloads: list | None, responses: list) -> 
             payloads = cls.payloads(responses)
         raw = cls.raw_payload(payloads[-1]) if payloads else None
         if cls.sequence_count(payloads) > 1:
-            return AdaptOutcome(None, reason="n_gt_1", engine=entry.name,
-                                detail="more than one response carries a payload", payload=raw)
+            return AdaptOutcome(
+                None,
+                reason="n_gt_1",
+                engine=entry.name,
+                detail="more than one response carries a payload",
+                payload=raw,
+            )
         record, kind, detail = cls.adapt_with_reason(responses, payloads)
     else:
         raw = None  # a third-party adapter does not say where its payload is
         record, kind, detail = _adapt_foreign(entry, responses)
     if record is None:
-        return AdaptOutcome(None, reason=f"malformed:{kind or 'rejected'}", engine=entry.name,
-                            detail=detail, payload=raw)
+        return AdaptOutcome(
+            None,
+            reason=f"malformed:{kind or 'rejected'}",
+            engine=entry.name,
+            detail=detail,
+            payload=raw,
+        )
     if record.num_spec_steps == 0:
-        return AdaptOutcome(None, zero_step=True, reason="zero_step", engine=entry.name,
-                            zero_step_record=record, payload=raw)
+        return AdaptOutcome(
+            None,
+            zero_step=True,
+            reason="zero_step",
+            engine=entry.name,
+            zero_step_record=record,
+            payload=raw,
+        )
     return AdaptOutcome(record, engine=entry.name, payload=raw)
 
 
@@ -322,11 +365,13 @@ def _register_builtins() -> None:
     register_adapter(VLLMSpecDecodeAdapter)
     try:
         from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
+
         register_adapter(TensorRTLLMSpecDecodeAdapter)
     except ImportError:  # pragma: no cover - present once issue 6 lands
         pass
     try:
         from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
+
         register_adapter(SGLangSpecDecodeAdapter)
     except ImportError:  # pragma: no cover
         pass

@@ -125,7 +125,9 @@ def dense_histogram(hist: Any, num_spec_tokens: Any) -> dict[int, int]:
             raise AdapterRejection("bad_value", f"num_spec_tokens={num_spec_tokens!r}")
         if len(hist) != num_spec_tokens + 1:
             raise AdapterRejection(
-                "histogram_length", f"length {len(hist)} != num_spec_tokens+1 = {num_spec_tokens + 1}")
+                "histogram_length",
+                f"length {len(hist)} != num_spec_tokens+1 = {num_spec_tokens + 1}",
+            )
     return {j: n for j, n in enumerate(hist) if n}
 
 
@@ -196,7 +198,9 @@ class SpecDecodeAdapter:
 
     @classmethod
     def adapt_with_reason(
-        cls, responses: list[ParsedResponse], payloads: list[Payload] | None = None,
+        cls,
+        responses: list[ParsedResponse],
+        payloads: list[Payload] | None = None,
     ) -> Adapted:
         """The record, or None with a reason kind and a detail. The last truthy payload wins."""
         if payloads is None:
@@ -210,8 +214,14 @@ class SpecDecodeAdapter:
         except ValidationError as exc:
             first = exc.errors()[0] if exc.errors() else {}
             return Adapted(None, validation_kind(exc), str(first.get("msg", exc)))
-        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError,
-                OverflowError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+            ZeroDivisionError,
+            OverflowError,
+        ) as exc:
             return Adapted(None, "bad_value", f"{type(exc).__name__}: {exc}")
 
 

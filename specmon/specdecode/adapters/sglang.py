@@ -98,8 +98,9 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
         return payload[1]  # (shape, wire object)
 
     @classmethod
-    def build(cls, payload: tuple[str, Any],
-              responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
+    def build(
+        cls, payload: tuple[str, Any], responses: list[ParsedResponse]
+    ) -> SpecDecodeAcceptanceRecord:
         surface, stats = payload
         if surface == "list":  # reached only through adapt(); detect() stops at n_gt_1
             raise AdapterRejection("n_gt_1", "one spec_tokens_details object per choice")

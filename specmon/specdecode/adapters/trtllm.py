@@ -43,8 +43,9 @@ class TensorRTLLMSpecDecodeAdapter(SpecDecodeAdapter):
         return found
 
     @classmethod
-    def build(cls, stats: dict[str, Any],
-              responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
+    def build(
+        cls, stats: dict[str, Any], responses: list[ParsedResponse]
+    ) -> SpecDecodeAcceptanceRecord:
         steps = require(stats, "num_spec_steps")
         accepted = require(stats, "total_accepted_draft_tokens")
         if isinstance(steps, bool) or not isinstance(steps, int):

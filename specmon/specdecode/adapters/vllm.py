@@ -58,23 +58,31 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
         only when no merged payload exists, since the merged ones would win anyway.
         """
         datas = response_data(responses)
-        merged = [(MERGED, payload) for data in datas
-                  if "metrics" in data and (payload := _merged_payload(data)) is not None]
+        merged = [
+            (MERGED, payload)
+            for data in datas
+            if "metrics" in data and (payload := _merged_payload(data)) is not None
+        ]
         if merged:
             return merged
-        return [(LEGACY, stats) for data in datas
-                if (choices := data.get("choices")) and isinstance(choices, list)
-                for choice in choices
-                if isinstance(choice, dict)
-                and (stats := choice.get("speculative_decoding_stats")) and _signed(stats)]
+        return [
+            (LEGACY, stats)
+            for data in datas
+            if (choices := data.get("choices")) and isinstance(choices, list)
+            for choice in choices
+            if isinstance(choice, dict)
+            and (stats := choice.get("speculative_decoding_stats"))
+            and _signed(stats)
+        ]
 
     @classmethod
     def raw_payload(cls, payload: tuple[str, Any]) -> Any:
         return payload[1]  # (shape, wire object)
 
     @classmethod
-    def build(cls, payload: tuple[str, dict[str, Any]],
-              responses: list[ParsedResponse]) -> SpecDecodeAcceptanceRecord:
+    def build(
+        cls, payload: tuple[str, dict[str, Any]], responses: list[ParsedResponse]
+    ) -> SpecDecodeAcceptanceRecord:
         shape, stats = payload
         k = stats.get("num_spec_tokens")
         raw_hist = require(stats, "acceptance_histogram")
@@ -84,7 +92,9 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
             histogram = sparse_histogram(raw_hist)
             if is_count(k) and histogram and max(histogram) > k:
                 # the sparse twin of the dense length check: no bucket above k
-                raise AdapterRejection("histogram_length", f"bucket {max(histogram)} > num_spec_tokens {k}")
+                raise AdapterRejection(
+                    "histogram_length", f"bucket {max(histogram)} > num_spec_tokens {k}"
+                )
         return SpecDecodeAcceptanceRecord.checked(
             engine=cls.engine,
             mean_acceptance_length=require(stats, "mean_acceptance_length"),

@@ -11,7 +11,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
 from specmon.tui.requests import (
-    field, metric, payload_title, per_step, raw_payload, request_id, status,
+    field,
+    metric,
+    payload_title,
+    per_step,
+    raw_payload,
+    request_id,
+    status,
 )
 from specmon.tui.widgets.histogram import HistogramView
 
@@ -50,15 +56,22 @@ class RequestDetail(ModalScreen[None]):
                 accepted, drafted = per_step(result)
                 if accepted:
                     with Horizontal(classes="spark-row"):
-                        yield Static(f"accepted {min(accepted)}..{max(accepted)}", classes="spark-label")
+                        yield Static(
+                            f"accepted {min(accepted)}..{max(accepted)}", classes="spark-label"
+                        )
                         yield Sparkline(accepted, id="spark-accepted")
                     with Horizontal(classes="spark-row"):
-                        yield Static(f"drafted {min(drafted or [0])}..{max(drafted or [0])}",
-                                     classes="spark-label")
+                        yield Static(
+                            f"drafted {min(drafted or [0])}..{max(drafted or [0])}",
+                            classes="spark-label",
+                        )
                         yield Sparkline(drafted or [], id="spark-drafted")
                 else:
-                    yield Static("no per-step arrays (server runs --per-request-spec-decode-"
-                                 "metrics summary; 'detailed' adds them)", classes="muted")
+                    yield Static(
+                        "no per-step arrays (server runs --per-request-spec-decode-"
+                        "metrics summary; 'detailed' adds them)",
+                        classes="muted",
+                    )
             with VerticalScroll(id="detail-raw", classes="panel") as raw:
                 raw.border_title = payload_title(result)
                 yield Static(raw_payload(result), id="detail-raw-text", markup=False)
@@ -75,13 +88,19 @@ class RequestDetail(ModalScreen[None]):
         for label, tag, unit in TIMING_TAGS:
             value = metric(result, tag)
             if value is not None:
-                text = f"{value:,.0f}" if float(value).is_integer() and not unit else f"{value:,.2f}"
+                text = (
+                    f"{value:,.0f}" if float(value).is_integer() and not unit else f"{value:,.2f}"
+                )
                 lines.append(f"{label}: {text} {unit}".rstrip())  # token counts stay whole
         if spec is not None:
-            lines.append(f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens}"
-                         f" / drafted {spec.num_draft_tokens}")
-            lines.append(f"AL {spec.mean_acceptance_length:.3f} · rate "
-                         f"{100 * spec.draft_acceptance_rate:.1f}%")
+            lines.append(
+                f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens}"
+                f" / drafted {spec.num_draft_tokens}"
+            )
+            lines.append(
+                f"AL {spec.mean_acceptance_length:.3f} · rate "
+                f"{100 * spec.draft_acceptance_rate:.1f}%"
+            )
         return "\n".join(lines)
 
     def action_dismiss(self) -> None:

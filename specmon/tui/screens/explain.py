@@ -11,47 +11,91 @@ from textual.widgets import Static
 # (name, plain words, formula). a = accepted drafts, d = proposed drafts, s = verify steps
 # of one request; sums run over requests with a spec-decode record.
 EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
-    ("Acceptance Length (AL)", "tokens the target model emits per verify step, bonus token "
-     "included; averaged per request (each request counts once)", "AL = 1 + a / s, range 1 .. k+1"),
-    ("Token-Weighted Acceptance Length", "the same over all steps pooled, so long requests "
-     "weigh more", "1 + Σa / Σs"),
-    ("Draft Acceptance Rate", "share of proposed draft tokens the target accepted, per request; "
-     "depends on k", "100 · a / d  (%)"),
+    (
+        "Acceptance Length (AL)",
+        "tokens the target model emits per verify step, bonus token "
+        "included; averaged per request (each request counts once)",
+        "AL = 1 + a / s, range 1 .. k+1",
+    ),
+    (
+        "Token-Weighted Acceptance Length",
+        "the same over all steps pooled, so long requests weigh more",
+        "1 + Σa / Σs",
+    ),
+    (
+        "Draft Acceptance Rate",
+        "share of proposed draft tokens the target accepted, per request; depends on k",
+        "100 · a / d  (%)",
+    ),
     ("Overall Draft Acceptance Rate", "the same pooled over all drafts", "100 · Σa / Σd  (%)"),
     ("Accepted per Verified", "emitted tokens per verified token", "(a + s) / (d + s)"),
     ("Spec Decode Steps", "verify steps of a request", "s"),
-    ("Zero-Step Requests", "requests whose payload had no verify step (excluded from the "
-     "distributions)", "count"),
-    ("Histogram", "share of verify steps that accepted exactly j drafts, pooled over the run; "
-     "buckets >= 8 folded", "h_j / Σ h"),
-    ("P(acc>=i)", "unconditional chance that draft position i is accepted (vLLM's per-position "
-     "rate)", "S_i = Σ_{j>=i} h_j / Σ h"),
-    ("P(i|i-1)", "chance position i is accepted given i-1 was; with a Wilson 95 % interval over "
-     "n_i = Σ_{j>=i-1} h_j trials", "a_i = S_i / S_{i-1}"),
-    ("AL over time", "token-weighted AL of the requests that ended in each time bin of the "
-     "window (w: 10 s, 60 s, whole run)", "1 + Σa / Σs per bin"),
+    (
+        "Zero-Step Requests",
+        "requests whose payload had no verify step (excluded from the distributions)",
+        "count",
+    ),
+    (
+        "Histogram",
+        "share of verify steps that accepted exactly j drafts, pooled over the run; "
+        "buckets >= 8 folded",
+        "h_j / Σ h",
+    ),
+    (
+        "P(acc>=i)",
+        "unconditional chance that draft position i is accepted (vLLM's per-position rate)",
+        "S_i = Σ_{j>=i} h_j / Σ h",
+    ),
+    (
+        "P(i|i-1)",
+        "chance position i is accepted given i-1 was; with a Wilson 95 % interval over "
+        "n_i = Σ_{j>=i-1} h_j trials",
+        "a_i = S_i / S_{i-1}",
+    ),
+    (
+        "AL over time",
+        "token-weighted AL of the requests that ended in each time bin of the "
+        "window (w: 10 s, 60 s, whole run)",
+        "1 + Σa / Σs per bin",
+    ),
     ("TTFT", "time to first token: first content response minus request start", "ms"),
-    ("ITL", "inter-token latency; token-normalised, so it drops when more drafts are accepted",
-     "(latency - TTFT) / (output tokens - 1)"),
+    (
+        "ITL",
+        "inter-token latency; token-normalised, so it drops when more drafts are accepted",
+        "(latency - TTFT) / (output tokens - 1)",
+    ),
     ("Request Latency", "last content response minus request start", "ms"),
     ("Output tok/s/user", "decode speed seen by one user", "1 / ITL (s)"),
     ("Output tok/s", "run throughput", "Σ output tokens / benchmark duration"),
     ("Requests/s", "completed valid requests per second", "request count / duration"),
     ("Errors", "failed requests (HTTP error, timeout, broken stream, cancelled...)", "count"),
-    ("What-if E(k')", "expected tokens per verify step had the server run k' drafts: exact by "
-     "truncation up to the measured k; beyond it (marked *) each further position is accepted "
-     "with a_k, the band from a_k's 95 % interval", "E(k') = 1 + S_1 + ... + S_k'"),
-    ("Predicted speedup", "E(k') over the cost of one step with k' drafts; c = draft step time / "
-     "target step time, assumed 0.1 unless --draft-cost is given, +/- change it; best k = the "
-     "highest speedup. Batch size moves it: compare TPOT per segment",
-     "E(k') / (1 + c k')"),
-    ("Segments", "each change of concurrency (< >), request rate (r R) or output length (o O) "
-     "starts a segment; per segment: acceptance length, TPOT, throughput and best k",
-     "TPOT = mean ITL; out tok/s = Σ output tokens / segment window"),
-    ("Server-wide (/metrics)", "vLLM's own spec-decode counters over the run's window, summed "
-     "over engines; counts every client of the server, so it may differ from the per-request "
-     "totals (reconciliation names likely causes)",
-     "AL = 1 + Δaccepted / Δdrafts; position i: ΔP_i / Δdrafts"),
+    (
+        "What-if E(k')",
+        "expected tokens per verify step had the server run k' drafts: exact by "
+        "truncation up to the measured k; beyond it (marked *) each further position is accepted "
+        "with a_k, the band from a_k's 95 % interval",
+        "E(k') = 1 + S_1 + ... + S_k'",
+    ),
+    (
+        "Predicted speedup",
+        "E(k') over the cost of one step with k' drafts; c = draft step time / "
+        "target step time, assumed 0.1 unless --draft-cost is given, +/- change it; best k = the "
+        "highest speedup. Batch size moves it: compare TPOT per segment",
+        "E(k') / (1 + c k')",
+    ),
+    (
+        "Segments",
+        "each change of concurrency (< >), request rate (r R) or output length (o O) "
+        "starts a segment; per segment: acceptance length, TPOT, throughput and best k",
+        "TPOT = mean ITL; out tok/s = Σ output tokens / segment window",
+    ),
+    (
+        "Server-wide (/metrics)",
+        "vLLM's own spec-decode counters over the run's window, summed "
+        "over engines; counts every client of the server, so it may differ from the per-request "
+        "totals (reconciliation names likely causes)",
+        "AL = 1 + Δaccepted / Δdrafts; position i: ΔP_i / Δdrafts",
+    ),
 )
 
 
@@ -62,8 +106,11 @@ class ExplainScreen(ModalScreen[None]):
         with VerticalScroll(id="explain-body", classes="modal-body") as body:
             body.border_title = "What the numbers mean (esc closes)"
             for name, words, formula in EXPLANATIONS:
-                yield Static(f"[b]{name}[/b]: {words}\n  [i]{formula}[/i]", markup=True,
-                             classes="explain-item")
+                yield Static(
+                    f"[b]{name}[/b]: {words}\n  [i]{formula}[/i]",
+                    markup=True,
+                    classes="explain-item",
+                )
 
     def action_dismiss(self) -> None:
         self.dismiss(None)

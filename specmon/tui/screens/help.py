@@ -9,18 +9,23 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-PANEL_NAMES = {"1": "maximize the Spec Decode table", "2": "maximize the histogram",
-               "3": "maximize acceptance length over time", "4": "maximize latency & throughput",
-               "5": "maximize the request log", "6": "maximize the what-if panel (other k)",
-               "7": "maximize segments and the server's /metrics counters",
-               "8": "maximize the servers side by side (several --url)",
-               "plus,equals_sign": "raise the draft cost c of the what-if (+0.01)",
-               "minus": "lower the draft cost c of the what-if (-0.01)",
-               "right_square_bracket": "next server in panels 1-7 and the log",
-               "left_square_bracket": "previous server",
-               "greater_than_sign": "double the concurrency (starts a new segment)",
-               "less_than_sign": "halve the concurrency (starts a new segment)",
-               "escape": "restore (or close the filter box)"}
+PANEL_NAMES = {
+    "1": "maximize the Spec Decode table",
+    "2": "maximize the histogram",
+    "3": "maximize acceptance length over time",
+    "4": "maximize latency & throughput",
+    "5": "maximize the request log",
+    "6": "maximize the what-if panel (other k)",
+    "7": "maximize segments and the server's /metrics counters",
+    "8": "maximize the servers side by side (several --url)",
+    "plus,equals_sign": "raise the draft cost c of the what-if (+0.01)",
+    "minus": "lower the draft cost c of the what-if (-0.01)",
+    "right_square_bracket": "next server in panels 1-7 and the log",
+    "left_square_bracket": "previous server",
+    "greater_than_sign": "double the concurrency (starts a new segment)",
+    "less_than_sign": "halve the concurrency (starts a new segment)",
+    "escape": "restore (or close the filter box)",
+}
 EXTRA_KEYS = (
     ("up/down, pgup/pgdn", "move the cursor in the request log"),
     ("enter / click twice", "open the request under the cursor"),
@@ -55,6 +60,12 @@ class HelpScreen(ModalScreen[None]):
 
 def _key_name(binding: Binding) -> str:
     """The printable key: '+', '[', '<' rather than a shared footer label like '+/-'."""
-    names = {"plus,equals_sign": "+", "minus": "-", "right_square_bracket": "]",
-             "left_square_bracket": "[", "greater_than_sign": ">", "less_than_sign": "<"}
+    names = {
+        "plus,equals_sign": "+",
+        "minus": "-",
+        "right_square_bracket": "]",
+        "left_square_bracket": "[",
+        "greater_than_sign": ">",
+        "less_than_sign": "<",
+    }
     return names.get(binding.key, binding.key_display or binding.key)

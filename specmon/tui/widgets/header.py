@@ -81,12 +81,15 @@ class RunHeader(Static):
     def _second_line(self, info: HeaderInfo, width: int) -> Text:
         out = Text(no_wrap=True)
         # Progress counts every finished request (errors too), as the load loop does.
-        prog = run_progress(info.completed + info.errors, info.elapsed_s, info.request_count,
-                            info.duration_s)
+        prog = run_progress(
+            info.completed + info.errors, info.elapsed_s, info.request_count, info.duration_s
+        )
         rate = info.completed / info.elapsed_s if info.elapsed_s > 0 else 0.0
         if prog.fraction is not None:
             bar_w = max(8, min(40, width // 5))
-            out.append(bar(prog.fraction, bar_w).replace(" ", "░"), style=self._style("header--bar"))
+            out.append(
+                bar(prog.fraction, bar_w).replace(" ", "░"), style=self._style("header--bar")
+            )
             eta = "done" if info.finished else f"ETA {fmt_duration(prog.eta_s)}"
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
         else:
@@ -96,7 +99,9 @@ class RunHeader(Static):
         if info.in_flight is not None and not info.finished:
             out.append(f" · in flight {info.in_flight}")
         out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate:.2f} req/s · ")
-        out.append(f"errors {info.errors}", style=self._style("header--error") if info.errors else "")
+        out.append(
+            f"errors {info.errors}", style=self._style("header--error") if info.errors else ""
+        )
         if info.error_kinds:
             kinds = sorted(info.error_kinds.items(), key=lambda kv: -kv[1])
             out.append(" (" + ", ".join(f"{k} {n}" for k, n in kinds[:2]) + ")")

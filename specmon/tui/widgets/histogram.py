@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual import events
-from specmon.tui.widgets.shaped import ShapedStatic
 
 from specmon.tui.view import bar, fold_histogram, per_position
+from specmon.tui.widgets.shaped import ShapedStatic
 
 
 class HistogramView(ShapedStatic):

@@ -7,8 +7,9 @@ pending rows instead of jumping (the toolong model).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from textual import events
@@ -28,7 +29,9 @@ class RequestLog(ScrollView, can_focus=True):
 
     ALLOW_MAXIMIZE = True
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "requestlog--error", "requestlog--warmup", "requestlog--cursor",
+        "requestlog--error",
+        "requestlog--warmup",
+        "requestlog--cursor",
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "cursor(-1)", "Up", show=False),
@@ -52,6 +55,7 @@ class RequestLog(ScrollView, can_focus=True):
     @dataclass
     class Open(Message):
         """The user asked for the details of results[index]."""
+
         index: int
 
     @dataclass
@@ -232,4 +236,4 @@ class RequestLog(ScrollView, can_focus=True):
         self.cursor = row
 
 
-__all__ = ["RequestLog", "LOG_HEADER"]
+__all__ = ["LOG_HEADER", "RequestLog"]

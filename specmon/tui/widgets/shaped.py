@@ -7,7 +7,8 @@ its size, so a plain repaint is enough.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from textual.widgets import Static
 

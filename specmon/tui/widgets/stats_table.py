@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import events
-from specmon.tui.widgets.shaped import ShapedStatic
 
 from specmon.tui.view import NA, stat_rows
+from specmon.tui.widgets.shaped import ShapedStatic
 
 # Labels short enough for an 80-column terminal.
 SHORT_LABELS = {
@@ -34,8 +34,14 @@ WIDE_AT = 100  # below this width the table uses short labels
 class StatsTable(ShapedStatic):
     """Rows of metric stats; re-rendered only when the stats dict changes."""
 
-    def __init__(self, rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str],
-                 empty: str, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        rows: Sequence[tuple[str, str, str, bool]],
+        columns: Sequence[str],
+        empty: str,
+        *,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self._rows = rows
         self._columns = columns
@@ -62,14 +68,22 @@ class StatsTable(ShapedStatic):
         short = self.size.width and self.size.width < WIDE_AT
         rows = self._rows
         if short:
-            rows = [(tag, SHORT_LABELS.get(tag, header), unit, derived)
-                    for tag, header, unit, derived in rows]
+            rows = [
+                (tag, SHORT_LABELS.get(tag, header), unit, derived)
+                for tag, header, unit, derived in rows
+            ]
         body = stat_rows(self._stats, rows, self._columns)
         if not body:
             return Text(self._empty, style="italic")
         # Compact: no rule under the header (one more row for the log at 80x24).
-        table = Table(box=None if short else box.SIMPLE_HEAD, expand=True, pad_edge=False, padding=(0, 1),
-                      header_style="bold", show_edge=False)
+        table = Table(
+            box=None if short else box.SIMPLE_HEAD,
+            expand=True,
+            pad_edge=False,
+            padding=(0, 1),
+            header_style="bold",
+            show_edge=False,
+        )
         table.add_column("metric", no_wrap=True, ratio=3 if not short else None)
         for col in self._columns:
             table.add_column(col, justify="right", no_wrap=True)

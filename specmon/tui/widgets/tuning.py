@@ -6,8 +6,9 @@ count changes), like the other panels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -15,7 +16,11 @@ from rich.text import Text
 
 from specmon.specdecode.tuning import TuningEstimate
 from specmon.tui.tuning_view import (
-    SEGMENT_HEADERS, position_cells, prediction_cells, recommendation_text, short_caveat,
+    SEGMENT_HEADERS,
+    position_cells,
+    prediction_cells,
+    recommendation_text,
+    short_caveat,
 )
 from specmon.tui.view import bar, fold_histogram
 from specmon.tui.widgets.shaped import ShapedStatic
@@ -43,8 +48,10 @@ class WhatIfView(ShapedStatic):
             return
         # Height left to Textual: the two text lines wrap on a narrow panel instead of
         # being cut; a relayout happens only when the table or those lines change.
-        self.show_content(self._render_estimate(est, source),
-                          (len(est.predictions), recommendation_text(est), est.caveat, est.steps))
+        self.show_content(
+            self._render_estimate(est, source),
+            (len(est.predictions), recommendation_text(est), est.caveat, est.steps),
+        )
 
     def _render_estimate(self, est: TuningEstimate, source: str) -> Group:
         grid = Table.grid(padding=(0, 3))
@@ -52,8 +59,10 @@ class WhatIfView(ShapedStatic):
         grid.add_column(vertical="top")
         grid.add_row(self._positions(est), self._predictions(est))
         best = Text()
-        best.append(recommendation_text(est), style=self.get_component_rich_style("whatif--best",
-                                                                                   partial=True))
+        best.append(
+            recommendation_text(est),
+            style=self.get_component_rich_style("whatif--best", partial=True),
+        )
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
         caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic")
         return Group(grid, best, caveat)
@@ -126,8 +135,10 @@ class ServersView(ShapedStatic):
             al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
             marker = "▶" if i == selected else " "
             best = c.recommendation.replace(", extrapolated", "*")  # room for every server
-            out.append(f"{marker}{c.label} k={c.k or '?'} AL {al} {best} ",
-                       style=sel if i == selected else "")
+            out.append(
+                f"{marker}{c.label} k={c.k or '?'} AL {al} {best} ",
+                style=sel if i == selected else "",
+            )
             out.append("│")
         out.append(" [ ] switch")
         return out
@@ -137,8 +148,14 @@ class ServersView(ShapedStatic):
         sel = self.get_component_rich_style("servers--selected", partial=True)
         for i, c in enumerate(cards):
             marker = "▶ " if i == selected else ""
-            table.add_column(Text(f"{marker}{c.label} · k={c.k or '?'}{c.source}",
-                                  style=sel if i == selected else ""), ratio=1, no_wrap=True)
+            table.add_column(
+                Text(
+                    f"{marker}{c.label} · k={c.k or '?'}{c.source}",
+                    style=sel if i == selected else "",
+                ),
+                ratio=1,
+                no_wrap=True,
+            )
         col_w = max(20, (self.size.width or 120) // max(len(cards), 1) - 2)
         table.add_row(*(self._card(c, col_w) for c in cards))
         return table
@@ -177,8 +194,9 @@ class SegmentsView(ShapedStatic):
             return
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         for name in SEGMENT_HEADERS:
-            table.add_column(name, justify="left" if name in ("server", "settings") else "right",
-                             no_wrap=True)
+            table.add_column(
+                name, justify="left" if name in ("server", "settings") else "right", no_wrap=True
+            )
         for cells in rows:
             table.add_row(*cells)
         self.show_content(table, len(rows), len(rows) + 1)

@@ -13,13 +13,14 @@ import copy
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
-from specmon.load.client import LoadClient, new_capture
-from specmon.load.datasets import Prompt, PromptSource, sample_length
-from specmon.segments import SegmentLog, parse_segments
+from specmon.sources.load.client import LoadClient, new_capture
+from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -41,10 +42,13 @@ class RequestFactory:
         # SGLang sends its per-request spec stats only when each request asks (issue 6 item 2)
         self.spec_details = config.engine == "sglang"
         self.rng = rng
-        self.prompts = PromptSource(config.effective_prompt_source, rng,
-                                    input_tokens_mean=config.synthetic_input_tokens_mean,
-                                    input_tokens_stddev=config.synthetic_input_tokens_stddev,
-                                    input_file=config.input_file)
+        self.prompts = PromptSource(
+            config.effective_prompt_source,
+            rng,
+            input_tokens_mean=config.synthetic_input_tokens_mean,
+            input_tokens_stddev=config.synthetic_input_tokens_stddev,
+            input_file=config.input_file,
+        )
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model}
@@ -60,7 +64,9 @@ class RequestFactory:
             body["ignore_eos"] = True
         if self.streaming:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}  # vLLM puts the stats on the usage chunk
+            body["stream_options"] = {
+                "include_usage": True
+            }  # vLLM puts the stats on the usage chunk
         if self.spec_details:
             body["return_spec_tokens_details"] = True
         if self.extra_inputs:  # the user's keys win, including stream_options
@@ -129,11 +135,20 @@ class LoopLagMonitor:
 class LoadGenerator:
     """Runs warmup then profiling against one server; every finished request goes to `sink`."""
 
-    def __init__(self, config: RunConfig, model: str, base_url: str, sink: Sink, *,
-                 server_label: str | None = None, worker_id: str | None = None,
-                 seed: int | None = None, arrival_offset_s: float = 0.0,
-                 segment_log: SegmentLog | None = None,
-                 before_profiling: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        model: str,
+        base_url: str,
+        sink: Sink,
+        *,
+        server_label: str | None = None,
+        worker_id: str | None = None,
+        seed: int | None = None,
+        arrival_offset_s: float = 0.0,
+        segment_log: SegmentLog | None = None,
+        before_profiling: Callable[[], None] | None = None,
+    ) -> None:
         self.config = config
         self.before_profiling = before_profiling  # e.g. restart the /metrics window
         self.base_url = base_url
@@ -144,8 +159,9 @@ class LoadGenerator:
         self.factory = RequestFactory(config, model, rng)
         self.concurrency = config.effective_concurrency
         self.rate = config.request_rate
-        self.schedule = ArrivalSchedule(config.request_rate_mode, config.request_rate or 1.0,
-                                        random.Random(rng.random()))
+        self.schedule = ArrivalSchedule(
+            config.request_rate_mode, config.request_rate or 1.0, random.Random(rng.random())
+        )
         self.request_count = config.request_count
         self.duration = config.benchmark_duration
         self.lag = LoopLagMonitor()
@@ -193,18 +209,30 @@ class LoadGenerator:
 
     def progress(self) -> LoadProgress:
         elapsed = time.perf_counter() - self.profiling_started if self.profiling_started else 0.0
-        return LoadProgress(self.sent, self.completed, self.request_count, len(self._tasks),
-                            self.errors, round(self.lag.lag_ms, 2), self.phase,
-                            self.warmup_completed, self.lag.warning, elapsed)
+        return LoadProgress(
+            self.sent,
+            self.completed,
+            self.request_count,
+            len(self._tasks),
+            self.errors,
+            round(self.lag.lag_ms, 2),
+            self.phase,
+            self.warmup_completed,
+            self.lag.warning,
+            elapsed,
+        )
 
     # the loop ------------------------------------------------------------------------
     async def run(self) -> None:
         self._wake = asyncio.Event()
         lag_task = asyncio.create_task(self.lag.run())
         try:
-            async with LoadClient(self.base_url, max_connections=0,
-                                  request_timeout=self.config.request_timeout,
-                                  api_key=self.config.api_key) as client:
+            async with LoadClient(
+                self.base_url,
+                max_connections=0,
+                request_timeout=self.config.request_timeout,
+                api_key=self.config.api_key,
+            ) as client:
                 self._client = client
                 if self.config.warmup_request_count and not self._stop_requested:
                     await self._phase_loop("warmup", self.config.warmup_request_count, None)
@@ -257,8 +285,11 @@ class LoadGenerator:
 
     def settings(self) -> dict[str, Any]:
         """The load settings now (what a segment row shows)."""
-        return {"concurrency": self.concurrency, "request_rate": self.rate,
-                "output_tokens": self.factory.output_tokens_mean}
+        return {
+            "concurrency": self.concurrency,
+            "request_rate": self.rate,
+            "output_tokens": self.factory.output_tokens_mean,
+        }
 
     async def _phase_loop(self, phase: str, count: int | None, deadline: float | None) -> None:
         issued = 0
@@ -306,7 +337,7 @@ class LoadGenerator:
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     async def _drain(self, grace: float | None) -> None:
@@ -316,9 +347,16 @@ class LoadGenerator:
     def _launch(self, phase: str) -> None:
         body, category = self.factory.next_request()
         streaming = body.get("stream") is True  # --extra-inputs may have turned it on or off
-        capture = new_capture(self.factory.endpoint, streaming, body,
-                              category=category, benchmark_phase=phase, server=self.server_label,
-                              worker_id=self.worker_id, segment=self.segment)
+        capture = new_capture(
+            self.factory.endpoint,
+            streaming,
+            body,
+            category=category,
+            benchmark_phase=phase,
+            server=self.server_label,
+            worker_id=self.worker_id,
+            segment=self.segment,
+        )
         if phase == "profiling":
             self.sent += 1
             self.last_dispatch_s = time.perf_counter()

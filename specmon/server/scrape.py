@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -111,7 +112,7 @@ def parse_counters(text: str, taken_s: float | None = None) -> CounterSample:
 def _field_of(sample_name: str) -> str | None:
     if not sample_name.startswith(PREFIX) or sample_name.endswith("_created"):
         return None
-    base = sample_name[len(PREFIX):]
+    base = sample_name[len(PREFIX) :]
     if base.endswith("_total"):
         base = base[: -len("_total")]
     return COUNTER_FIELDS.get(base)
@@ -174,10 +175,14 @@ def counter_delta(before: CounterSample, after: CounterSample) -> CounterDelta:
         _add(out, key[0], key[1], int(round(diff)))
     k = max(out["per_pos"], default=-1) + 1
     return CounterDelta(
-        drafts=out["drafts"], draft_tokens=out["draft_tokens"], accepted=out["accepted"],
+        drafts=out["drafts"],
+        draft_tokens=out["draft_tokens"],
+        accepted=out["accepted"],
         per_pos=[out["per_pos"].get(i, 0) for i in range(k)],
         duration_s=max(0.0, after.taken_s - before.taken_s),
-        label_sets=after.label_sets, present=after.present, resets=resets,
+        label_sets=after.label_sets,
+        present=after.present,
+        resets=resets,
     )
 
 
@@ -213,7 +218,8 @@ def run_totals_from(source: Any) -> RunTotals:
         accepted=_avg(stats, "total_accepted_draft_tokens"),
         drafted=_avg(stats, "total_draft_tokens"),
         histogram={int(j): int(n) for j, n in hist.items()} if hist else None,
-        spec_reasons=dict(reasons), errors=int(errors),
+        spec_reasons=dict(reasons),
+        errors=int(errors),
     )
 
 
@@ -235,9 +241,14 @@ def reconcile(server_delta: CounterDelta, run_totals: Any) -> Reconciliation:
     """Compare the server's counter deltas with the per-request totals; name likely causes."""
     run = run_totals_from(run_totals)
     if not server_delta.present:
-        return Reconciliation(False, {}, [
-            "the server exposes no spec-decode counters (speculative decoding off, "
-            "--disable-log-stats, or not a vLLM /metrics endpoint)"])
+        return Reconciliation(
+            False,
+            {},
+            [
+                "the server exposes no spec-decode counters (speculative decoding off, "
+                "--disable-log-stats, or not a vLLM /metrics endpoint)"
+            ],
+        )
     diffs = _diffs(server_delta, run)
     if not diffs and not server_delta.resets:
         return Reconciliation(True, {}, [])
@@ -261,34 +272,46 @@ def _diffs(server: CounterDelta, run: RunTotals) -> dict[str, int]:
 def _reasons(server: CounterDelta, run: RunTotals, diffs: dict[str, int]) -> list[str]:
     reasons: list[str] = []
     if server.resets:
-        reasons.append(f"{server.resets} counter series went backwards during the run "
-                       "(server restarted?); counted from zero")
+        reasons.append(
+            f"{server.resets} counter series went backwards during the run "
+            "(server restarted?); counted from zero"
+        )
     if any(d > 0 for d in diffs.values()):
         reasons += _server_higher(run)
     if any(d < 0 for d in diffs.values()):
-        reasons.append("the server counted less than the responses reported: the last scrape "
-                       "came before the counters caught up (scrape again), several replicas "
-                       "behind one URL, or a counter reset")
+        reasons.append(
+            "the server counted less than the responses reported: the last scrape "
+            "came before the counters caught up (scrape again), several replicas "
+            "behind one URL, or a counter reset"
+        )
     if not server.consistent:
-        reasons.append("the per-position counters do not sum to the accepted-token counter "
-                       "(a non-upstream vLLM, or a scrape taken mid-update)")
+        reasons.append(
+            "the per-position counters do not sum to the accepted-token counter "
+            "(a non-upstream vLLM, or a scrape taken mid-update)"
+        )
     return reasons
 
 
 def _server_higher(run: RunTotals) -> list[str]:
     out = []
     if run.steps == 0:
-        out.append("no response carried per-request stats (server flag "
-                   "--per-request-spec-decode-metrics off, streaming without include_usage, "
-                   "or a proxy stripping the payload): acceptance is from the counters alone")
+        out.append(
+            "no response carried per-request stats (server flag "
+            "--per-request-spec-decode-metrics off, streaming without include_usage, "
+            "or a proxy stripping the payload): acceptance is from the counters alone"
+        )
     n_gt_1 = run.spec_reasons.get("n_gt_1", 0)
     if n_gt_1:
-        out.append(f"{n_gt_1} request(s) with n > 1: the server counts their steps, "
-                   "their responses carry no per-request stats")
+        out.append(
+            f"{n_gt_1} request(s) with n > 1: the server counts their steps, "
+            "their responses carry no per-request stats"
+        )
     absent = run.spec_reasons.get("absent", 0)
     if absent and run.steps:
-        out.append(f"{absent} response(s) without per-request stats (a proxy stripping the "
-                   "payload, or the server flag off)")
+        out.append(
+            f"{absent} response(s) without per-request stats (a proxy stripping the "
+            "payload, or the server flag off)"
+        )
     if run.errors:
         out.append(f"{run.errors} failed or cancelled request(s) may have decoded steps first")
     out.append("other clients sending requests to the same server during the run")
@@ -377,8 +400,13 @@ class ServerCounterPoller:
     load and the window covers the whole run; `await stop()` takes one last sample.
     """
 
-    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0,
-                 probe: ClientProbe | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        interval_s: float = 1.0,
+        timeout_s: float = 2.0,
+        probe: ClientProbe | None = None,
+    ) -> None:
         self.url = metrics_url(url)
         self.interval_s = interval_s
         self.timeout_s = timeout_s
@@ -415,8 +443,11 @@ class ServerCounterPoller:
             before = self._view.last
             await asyncio.sleep(min(0.1, self.interval_s))
             await self.sample_now()
-            if before is not None and self._view.last is not None \
-                    and before.series == self._view.last.series:
+            if (
+                before is not None
+                and self._view.last is not None
+                and before.series == self._view.last.series
+            ):
                 return
 
     async def rebaseline(self) -> ServerCounterView:
@@ -424,8 +455,9 @@ class ServerCounterPoller:
         self._baseline = None
         self.rebaselined = True
         view = self._view  # a steady scrape of the old window compares nothing now
-        self._view = ServerCounterView(view.url, None, view.last, None, view.samples, view.error,
-                                       view.probed, None)
+        self._view = ServerCounterView(
+            view.url, None, view.last, None, view.samples, view.error, view.probed, None
+        )
         return await self.sample_now()
 
     def latest(self) -> ServerCounterView:
@@ -440,24 +472,39 @@ class ServerCounterPoller:
             sample = await fetch_counters_async(self._client, self.url)
         except (httpx.HTTPError, UserError) as exc:
             view = self._view
-            self._view = ServerCounterView(self.url, view.baseline, view.last, view.delta,
-                                           view.samples, f"{type(exc).__name__}: {exc}",
-                                           view.probed, view.steady)
+            self._view = ServerCounterView(
+                self.url,
+                view.baseline,
+                view.last,
+                view.delta,
+                view.samples,
+                f"{type(exc).__name__}: {exc}",
+                view.probed,
+                view.steady,
+            )
             return self._view
         if self._baseline is None:
             self._baseline = sample
         delta = counter_delta(self._baseline, sample)
         steady = self._steady(before, delta, sample.taken_s)
-        self._view = ServerCounterView(self.url, self._baseline, sample, delta,
-                                       self._view.samples + 1, None, self.probe is not None,
-                                       steady or self._view.steady)
+        self._view = ServerCounterView(
+            self.url,
+            self._baseline,
+            sample,
+            delta,
+            self._view.samples + 1,
+            None,
+            self.probe is not None,
+            steady or self._view.steady,
+        )
         return self._view
 
     def _mark(self) -> ClientMark | None:
         return self.probe.mark() if self.probe is not None else None
 
-    def _steady(self, before: ClientMark | None, delta: CounterDelta,
-                taken_s: float) -> SteadyScrape | None:
+    def _steady(
+        self, before: ClientMark | None, delta: CounterDelta, taken_s: float
+    ) -> SteadyScrape | None:
         """The scrape paired with the client's totals, when nothing landed across it (the
         totals are read after the scrape and checked against a third mark)."""
         if self.probe is None or before is None or before.unlanded is None:
@@ -475,8 +522,9 @@ class ServerCounterPoller:
         since = None
         if previous is not None and previous.client.landed == after.landed:
             since = previous.steady_since_s or previous.taken_s
-        return SteadyScrape(delta, client, max(before.unlanded, after.unlanded), taken_s, warmup,
-                            since)
+        return SteadyScrape(
+            delta, client, max(before.unlanded, after.unlanded), taken_s, warmup, since
+        )
 
     async def _loop(self) -> None:
         while True:
@@ -497,9 +545,11 @@ def describe_window(delta: CounterDelta | None) -> str:
         return f"server /metrics ({delta.label_sets} engine(s)): no verify steps in the window"
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
     per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or [])
-    return (f"server /metrics ({delta.label_sets} engine(s), server-wide): acceptance length "
-            f"{delta.acceptance_length:.2f}, draft acceptance {rate}, per position "
-            f"[{per_pos}], {delta.drafts:,} steps")
+    return (
+        f"server /metrics ({delta.label_sets} engine(s), server-wide): acceptance length "
+        f"{delta.acceptance_length:.2f}, draft acceptance {rate}, per position "
+        f"[{per_pos}], {delta.drafts:,} steps"
+    )
 
 
 def describe_reconciliation(rec: Reconciliation) -> str:
@@ -507,5 +557,7 @@ def describe_reconciliation(rec: Reconciliation) -> str:
         return "server counters match the per-request totals"
     diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
     likely = "; ".join(rec.reasons) if rec.reasons else "cause unknown"
-    return (f"server counters differ from the per-request totals (server − run: {diffs}); "
-            f"likely: {likely}")
+    return (
+        f"server counters differ from the per-request totals (server − run: {diffs}); "
+        f"likely: {likely}"
+    )

@@ -23,10 +23,19 @@ ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completion
 _ERROR_BODY_LIMIT = 2048  # bytes of an error body worth keeping for its message
 
 
-def new_capture(endpoint: str, streaming: bool, body: dict[str, Any], **extras: Any) -> dict[str, Any]:
+def new_capture(
+    endpoint: str, streaming: bool, body: dict[str, Any], **extras: Any
+) -> dict[str, Any]:
     capture: dict[str, Any] = {
-        "endpoint": endpoint, "streaming": streaming, "request": body, "status": 0,
-        "responses": [], "start_ns": 0, "response_ns": [], "end_ns": 0, "error": None,
+        "endpoint": endpoint,
+        "streaming": streaming,
+        "request": body,
+        "status": 0,
+        "responses": [],
+        "start_ns": 0,
+        "response_ns": [],
+        "end_ns": 0,
+        "error": None,
     }
     capture.update({k: v for k, v in extras.items() if v is not None})
     return capture
@@ -106,22 +115,37 @@ class SSEParser:
 class LoadClient:
     """One aiohttp session per event loop; `send` fills one capture per request."""
 
-    def __init__(self, base_url: str, *, max_connections: int, request_timeout: float,
-                 api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        max_connections: int,
+        request_timeout: float,
+        api_key: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.request_timeout = request_timeout
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
-        self._max_connections = max(0, max_connections)  # 0: unbounded; the generator caps in-flight
+        self._max_connections = max(
+            0, max_connections
+        )  # 0: unbounded; the generator caps in-flight
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "LoadClient":
-        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
-                                         keepalive_timeout=60, ttl_dns_cache=None)
+    async def __aenter__(self) -> LoadClient:
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, limit_per_host=0, keepalive_timeout=60, ttl_dns_cache=None
+        )
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=aiohttp.ClientTimeout(total=self.request_timeout),
-            auto_decompress=False, skip_auto_headers=("User-Agent",))
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent",),
+        )
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -132,12 +156,17 @@ class LoadClient:
     async def get_json(self, path: str, timeout: float = 10.0) -> Any:
         """A plain GET (start-up checks such as /v1/models); errors propagate."""
         assert self._session is not None
-        async with self._session.get(self.base_url + path, headers=self.headers,
-                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        async with self._session.get(
+            self.base_url + path, headers=self.headers, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
-                raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status,
-                                                  message=error_message(resp.status, raw))
+                raise aiohttp.ClientResponseError(
+                    resp.request_info,
+                    (),
+                    status=resp.status,
+                    message=error_message(resp.status, raw),
+                )
             return orjson.loads(raw)
 
     async def send(self, capture: dict[str, Any], category: str | None = None) -> dict[str, Any]:
@@ -163,7 +192,10 @@ class LoadClient:
                 capture["status"] = resp.status
                 if resp.status >= 400:
                     raw = await resp.content.read(_ERROR_BODY_LIMIT)
-                    capture["error"] = {"type": "http_error", "message": error_message(resp.status, raw)}
+                    capture["error"] = {
+                        "type": "http_error",
+                        "message": error_message(resp.status, raw),
+                    }
                 elif capture["streaming"]:
                     await self._read_stream(resp, capture)
                 else:
@@ -172,14 +204,20 @@ class LoadClient:
             capture["error"] = {"type": "cancelled", "message": "request cancelled (run stopped)"}
             capture["end_ns"] = time.perf_counter_ns()
             raise
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            capture["error"] = {"type": "timeout",
-                                "message": f"no complete response within {self.request_timeout:g} s"}
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            capture["error"] = {
+                "type": "timeout",
+                "message": f"no complete response within {self.request_timeout:g} s",
+            }
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
             kind = "broken_stream" if capture["status"] else "connection_error"
             capture["error"] = {"type": kind, "message": _describe(exc)}
         except (aiohttp.ClientError, OSError) as exc:
-            kind = "broken_stream" if capture["status"] and capture["responses"] else "connection_error"
+            kind = (
+                "broken_stream"
+                if capture["status"] and capture["responses"]
+                else "connection_error"
+            )
             capture["error"] = {"type": kind, "message": _describe(exc)}
         capture["end_ns"] = time.perf_counter_ns()
         return capture
@@ -192,7 +230,10 @@ class LoadClient:
             capture["responses"].append(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
             capture["response_ns"].pop()
-            capture["error"] = {"type": "invalid_json", "message": f"response body is not JSON ({exc})"}
+            capture["error"] = {
+                "type": "invalid_json",
+                "message": f"response body is not JSON ({exc})",
+            }
 
     @staticmethod
     async def _read_stream(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
@@ -228,8 +269,10 @@ def _append_json(payload: bytes, now: int, responses: list, stamps: list, captur
 
 
 def _invalid_event(payload: bytes, capture: dict) -> None:
-    capture["error"] = {"type": "invalid_json",
-                        "message": f"SSE event {len(capture['responses']) + 1} is not JSON: {payload[:80]!r}"}
+    capture["error"] = {
+        "type": "invalid_json",
+        "message": f"SSE event {len(capture['responses']) + 1} is not JSON: {payload[:80]!r}",
+    }
 
 
 def _describe(exc: BaseException) -> str:

@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import re
 import time
-from functools import partial
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
+from specmon.analysis.segments import SegmentTable, format_segments, parse_segments, split_plan
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.json_export import write_json
-from specmon.load.generator import LoadProgress
-from specmon.load.runner import detect_engine
-from specmon.load.scrape import ServerCounterPoller, ServerCounterView
-from specmon.load.server_view import CounterWatch, SessionProbe, server_metrics_report
-from specmon.load.workers import split_int
-from specmon.segments import SegmentTable, format_segments, parse_segments, split_plan
+from specmon.server.scrape import ServerCounterPoller, ServerCounterView
+from specmon.server.server_view import CounterWatch, SessionProbe, server_metrics_report
+from specmon.sources.load.generator import LoadProgress
+from specmon.sources.load.runner import detect_engine
+from specmon.sources.load.workers import split_int
 
 
 @dataclass
@@ -54,17 +55,25 @@ def folder_name(label: str) -> str:
 
 
 class MultiRun:
-    def __init__(self, config: RunConfig, make_session: Callable[[RunConfig], Any],
-                 make_runner: Callable[[RunConfig, Any], Any], *,
-                 detect: Callable[[str, str | None], str | None] = detect_engine) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        make_session: Callable[[RunConfig], Any],
+        make_runner: Callable[[RunConfig, Any], Any],
+        *,
+        detect: Callable[[str, str | None], str | None] = detect_engine,
+    ) -> None:
         self.config = config
         targets = config.targets()
         labels = [label for label, _ in targets]
         if len(set(labels)) != len(labels):
             dup = next(label for label in labels if labels.count(label) > 1)
             raise UserError(f"two --url share the label '{dup}': name them, e.g. --url a=URL")
-        self.mode = ("split" if config.split else "mirror" if config.mirror else "independent") \
-            if len(targets) > 1 else "single"
+        self.mode = (
+            ("split" if config.split else "mirror" if config.mirror else "independent")
+            if len(targets) > 1
+            else "single"
+        )
         self.runs: list[ServerRun] = []
         for index, (label, base) in enumerate(targets):
             cfg = self._server_config(index, len(targets))
@@ -72,21 +81,28 @@ class MultiRun:
                 cfg.engine = "sglang"
             session = make_session(cfg)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
-        self.watch = CounterWatch({r.label: r.url for r in self.runs}, probes={
-            r.label: SessionProbe(r.runner, r.session.accumulator) for r in self.runs}) \
-            if config.server_metrics else None
+        self.watch = (
+            CounterWatch(
+                {r.label: r.url for r in self.runs},
+                probes={r.label: SessionProbe(r.runner, r.session.accumulator) for r in self.runs},
+            )
+            if config.server_metrics
+            else None
+        )
         self.error: BaseException | None = None
         self.segment_rows_final: list[dict] = []
-        self._segments = SegmentTable(draft_cost=config.draft_cost,
-                                      across_servers=self.mode != "split")
+        self._segments = SegmentTable(
+            draft_cost=config.draft_cost, across_servers=self.mode != "split"
+        )
 
     # per-server configuration ---------------------------------------------------------
     def _server_config(self, index: int, count: int) -> RunConfig:
         config = self.config
         update: dict[str, Any] = {"url": [config.url[index]]}
         if count > 1:
-            update["artifact_dir"] = str(Path(config.artifact_dir or ".") /
-                                         folder_name(config.targets()[index][0]))
+            update["artifact_dir"] = str(
+                Path(config.artifact_dir or ".") / folder_name(config.targets()[index][0])
+            )
             if config.random_seed is not None and not config.mirror:
                 update["random_seed"] = config.random_seed + index
         if config.split and count > 1:
@@ -99,20 +115,25 @@ class MultiRun:
         if config.request_rate is None or config.concurrency is not None:
             total = config.effective_concurrency or 1
             if total < count:
-                raise UserError(f"--split: concurrency {total} is less than the {count} servers; "
-                                f"raise --concurrency or drop --split")
+                raise UserError(
+                    f"--split: concurrency {total} is less than the {count} servers; "
+                    f"raise --concurrency or drop --split"
+                )
             share["concurrency"] = split_int(total, count)[index]
         if config.request_rate is not None:
             share["request_rate"] = config.request_rate / count
         if config.request_count is not None:
             if config.request_count < count:
-                raise UserError(f"--split: {config.request_count} requests cannot be shared by "
-                                f"{count} servers; raise --request-count")
+                raise UserError(
+                    f"--split: {config.request_count} requests cannot be shared by "
+                    f"{count} servers; raise --request-count"
+                )
             share["request_count"] = split_int(config.request_count, count)[index]
         share["warmup_request_count"] = split_int(config.warmup_request_count, count)[index]
         if config.segments:
-            share["segments"] = format_segments(split_plan(parse_segments(config.segments),
-                                                           count, index))
+            share["segments"] = format_segments(
+                split_plan(parse_segments(config.segments), count, index)
+            )
         return share
 
     # the TUI's view ------------------------------------------------------------------
@@ -173,15 +194,23 @@ class MultiRun:
         if len(parts) == 1:
             return parts[0]
         phases = {p.phase for p in parts}
-        phase = next((name for name in ("starting", "warmup", "profiling", "stopping")
-                      if name in phases), "done")
+        phase = next(
+            (name for name in ("starting", "warmup", "profiling", "stopping") if name in phases),
+            "done",
+        )
         totals = [p.total for p in parts]
         return LoadProgress(
-            sent=sum(p.sent for p in parts), completed=sum(p.completed for p in parts),
-            total=None if None in totals else sum(totals), in_flight=sum(p.in_flight for p in parts),
-            errors=sum(p.errors for p in parts), loop_lag_ms=max(p.loop_lag_ms for p in parts),
-            phase=phase, warmup_completed=sum(p.warmup_completed for p in parts),
-            lag_warning=any(p.lag_warning for p in parts), elapsed_s=max(p.elapsed_s for p in parts))
+            sent=sum(p.sent for p in parts),
+            completed=sum(p.completed for p in parts),
+            total=None if None in totals else sum(totals),
+            in_flight=sum(p.in_flight for p in parts),
+            errors=sum(p.errors for p in parts),
+            loop_lag_ms=max(p.loop_lag_ms for p in parts),
+            phase=phase,
+            warmup_completed=sum(p.warmup_completed for p in parts),
+            lag_warning=any(p.lag_warning for p in parts),
+            elapsed_s=max(p.elapsed_s for p in parts),
+        )
 
     def set_concurrency(self, value: int | None) -> None:
         shares = self._shares_int(value)
@@ -216,8 +245,9 @@ class MultiRun:
             if run.counter_view is not None and run.counter_view.delta is not None:
                 acc = run.session.accumulator
                 warmup_in_window = 0 if run.label in self.watch.rebaselined else acc.warmup_count
-                run.server_metrics = server_metrics_report(run.counter_view, acc.snapshot(),
-                                                           warmup_in_window)
+                run.server_metrics = server_metrics_report(
+                    run.counter_view, acc.snapshot(), warmup_in_window
+                )
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
             _augment_export(run, self.watch.absent.get(run.label) if self.watch else "not polled")
 
@@ -233,8 +263,10 @@ def _augment_export(run: ServerRun, absent_reason: str | None) -> None:
     if path is None:
         return
     doc = orjson.loads(Path(path).read_bytes())
-    doc["segments"] = [{k: v for k, v in row.items() if k != "server"} | {"server": run.label}
-                       for row in run.segments]
+    doc["segments"] = [
+        {k: v for k, v in row.items() if k != "server"} | {"server": run.label}
+        for row in run.segments
+    ]
     if run.server_metrics is not None:
         doc["server_metrics"] = run.server_metrics
     else:

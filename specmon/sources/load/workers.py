@@ -17,16 +17,17 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
+from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
-from specmon.load.generator import LoadProgress
-from specmon.load.runner import LoadRunner, RunLifecycle, preflight
-from specmon.segments import SegmentLog
+from specmon.sources.load.generator import LoadProgress
+from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
 
 PROGRESS_EVERY_S = 0.25  # progress is also sent as soon as the counts change
 GO_LEAD_S = 0.05  # the "go" names an instant this far ahead, so every worker starts at once
@@ -58,8 +59,14 @@ def worker_configs(config: RunConfig) -> list[tuple[dict[str, Any], float]]:
     seed = config.random_seed if config.random_seed is not None else 0
     out = []
     for i in range(n):
-        share = dict(base, workers=1, concurrency=concurrency[i], request_count=counts[i],
-                     warmup_request_count=warmups[i], random_seed=seed * 1000 + i)
+        share = dict(
+            base,
+            workers=1,
+            concurrency=concurrency[i],
+            request_count=counts[i],
+            warmup_request_count=warmups[i],
+            random_seed=seed * 1000 + i,
+        )
         offset = 0.0
         if config.request_rate is not None:
             share["request_rate"] = config.request_rate / n
@@ -104,16 +111,18 @@ class _Gate:
         self.sleep_until_start()
 
 
-def _worker_main(index: int, share: dict[str, Any], offset: float, control: Any, results: Any,
-                 hold: bool = False) -> None:
+def _worker_main(
+    index: int, share: dict[str, Any], offset: float, control: Any, results: Any, hold: bool = False
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
         results.put(("cap", index, orjson.dumps(capture)))
 
-    runner = LoadRunner(RunConfig(**share), None, sink=sink, worker_id=worker_id,
-                        arrival_offset_s=offset)
+    runner = LoadRunner(
+        RunConfig(**share), None, sink=sink, worker_id=worker_id, arrival_offset_s=offset
+    )
     gate = _Gate(index, results)
     error = None
     try:
@@ -127,22 +136,22 @@ def _worker_main(index: int, share: dict[str, Any], offset: float, control: Any,
         runner.start()
         _report_until_done(index, runner, control, results, gate)
         error = runner.error
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, not raised
+    except BaseException as exc:
         error = exc
     results.put(("progress", index, runner.progress()))
     results.put(("done", index, None if error is None else f"{type(error).__name__}: {error}"))
 
 
-def _report_until_done(index: int, runner: LoadRunner, control: Any, results: Any,
-                       gate: _Gate) -> None:
+def _report_until_done(
+    index: int, runner: LoadRunner, control: Any, results: Any, gate: _Gate
+) -> None:
     """Apply the parent's commands; send progress when its counts change (the parent's live
     probe reads sent-but-not-received from it) and every PROGRESS_EVERY_S anyway."""
     next_report, last_counts = 0.0, None
     while not runner.join(0.05):
         _apply_controls(runner, control, gate)
         progress = runner.progress()
-        counts = (progress.in_flight, progress.completed, progress.warmup_completed,
-                  progress.phase)
+        counts = (progress.in_flight, progress.completed, progress.warmup_completed, progress.phase)
         if counts != last_counts or time.monotonic() >= next_report:
             next_report, last_counts = time.monotonic() + PROGRESS_EVERY_S, counts
             results.put(("progress", index, progress))
@@ -185,8 +194,9 @@ class WorkerPool(RunLifecycle):
         self._released = False
         self.before_profiling: Callable[[], None] | None = None  # after every warmup, before
         #                                                           any profiling request
-        self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
-                                      config.output_tokens_mean)
+        self.segment_log = SegmentLog(
+            config.effective_concurrency, config.request_rate, config.output_tokens_mean
+        )
 
     def start(self) -> None:
         if self._processes:
@@ -199,19 +209,24 @@ class WorkerPool(RunLifecycle):
         self._running = set(range(len(self._shares)))
         for index, (share, offset) in enumerate(self._shares):
             control = self._ctx.Queue()
-            proc = self._ctx.Process(target=_worker_main, name=f"specmon-worker-{index}",
-                                     args=(index, share, offset, control, self._results, hold),
-                                     daemon=True)
+            proc = self._ctx.Process(
+                target=_worker_main,
+                name=f"specmon-worker-{index}",
+                args=(index, share, offset, control, self._results, hold),
+                daemon=True,
+            )
             proc.start()
             self._controls.append(control)
             self._processes.append(proc)
-        self._reader = threading.Thread(target=self._read, name="specmon-workers-reader", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read, name="specmon-workers-reader", daemon=True
+        )
         self._reader.start()
 
     def _read(self) -> None:
         try:
             self._read_until_done()
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller after join
+        except BaseException as exc:
             self.error = exc
             self._broadcast("stop")
         finally:
@@ -275,7 +290,7 @@ class WorkerPool(RunLifecycle):
         if self.before_profiling is not None and not self._stop_early and self._running:
             try:
                 self.before_profiling()
-            except Exception as exc:  # noqa: BLE001 - ends the run, reported after join
+            except Exception as exc:
                 self.error = exc
                 self._broadcast("stop")
                 return
@@ -288,8 +303,11 @@ class WorkerPool(RunLifecycle):
         total = 0
         for index in range(len(self._processes)):
             report = self._progress.get(index)
-            sent = 0 if report is None else \
-                report.in_flight + report.completed + report.warmup_completed
+            sent = (
+                0
+                if report is None
+                else report.in_flight + report.completed + report.warmup_completed
+            )
             unlanded = max(0, sent - self._received.get(index, 0))
             total += max(unlanded, 1) if index in self._running else unlanded
         return total
@@ -313,11 +331,17 @@ class WorkerPool(RunLifecycle):
         phases = {p.phase for p in parts}
         phase = "warmup" if "warmup" in phases else ("done" if phases == {"done"} else "profiling")
         return LoadProgress(
-            sent=sum(p.sent for p in parts), completed=sum(p.completed for p in parts),
-            total=self.config.request_count, in_flight=sum(p.in_flight for p in parts),
-            errors=sum(p.errors for p in parts), loop_lag_ms=max(p.loop_lag_ms for p in parts),
-            phase=phase, warmup_completed=sum(p.warmup_completed for p in parts),
-            lag_warning=any(p.lag_warning for p in parts), elapsed_s=max(p.elapsed_s for p in parts))
+            sent=sum(p.sent for p in parts),
+            completed=sum(p.completed for p in parts),
+            total=self.config.request_count,
+            in_flight=sum(p.in_flight for p in parts),
+            errors=sum(p.errors for p in parts),
+            loop_lag_ms=max(p.loop_lag_ms for p in parts),
+            phase=phase,
+            warmup_completed=sum(p.warmup_completed for p in parts),
+            lag_warning=any(p.lag_warning for p in parts),
+            elapsed_s=max(p.elapsed_s for p in parts),
+        )
 
     # run-time knobs, split like the start-up shares; a change starts a segment ----------
     def set_concurrency(self, value: int | None) -> None:

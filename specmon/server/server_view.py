@@ -9,14 +9,24 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from specmon.load.runner import LoadRunner, new_event_loop
-from specmon.load.scrape import (ClientMark, ClientProbe, CounterDelta, Reconciliation,
-                                 RunTotals, ServerCounterPoller, ServerCounterView,
-                                 describe_reconciliation, describe_window, reconcile,
-                                 run_totals_from)
+from specmon.server.scrape import (
+    ClientMark,
+    ClientProbe,
+    CounterDelta,
+    Reconciliation,
+    RunTotals,
+    ServerCounterPoller,
+    ServerCounterView,
+    describe_reconciliation,
+    describe_window,
+    reconcile,
+    run_totals_from,
+)
+from specmon.sources.load.runner import LoadRunner, new_event_loop
 
 POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
@@ -26,8 +36,12 @@ LATE_COUNTERS_S = 2.0  # live: counters still behind unchanged client totals aft
 class CounterWatch:
     """Polls each server's /metrics; servers without spec-decode counters are dropped quietly."""
 
-    def __init__(self, targets: Mapping[str, str], interval_s: float = POLL_INTERVAL_S,
-                 probes: Mapping[str, ClientProbe] | None = None) -> None:
+    def __init__(
+        self,
+        targets: Mapping[str, str],
+        interval_s: float = POLL_INTERVAL_S,
+        probes: Mapping[str, ClientProbe] | None = None,
+    ) -> None:
         self.targets = dict(targets)
         self.interval_s = interval_s
         self.probes = dict(probes or {})  # label -> the client's side of each scrape
@@ -41,8 +55,9 @@ class CounterWatch:
     def start(self) -> None:
         """Take every baseline sample before returning (start it before the load)."""
         self._loop = new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="specmon-scrape",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="specmon-scrape", daemon=True
+        )
         self._thread.start()
         for label, base in self.targets.items():
             poller = ServerCounterPoller(base, self.interval_s, probe=self.probes.get(label))
@@ -105,8 +120,12 @@ def server_metrics_report(view: ServerCounterView, snapshot: Any, warmup_count: 
         "histogram": {str(j): n for j, n in enumerate(delta.histogram())},
         "counter_resets": delta.resets,
         "acceptance_source": "server-wide" if run.steps == 0 and delta.drafts else "per-request",
-        "reconciliation": {"equal": rec.equal, "diffs": rec.diffs, "reasons": rec.reasons,
-                           "text": describe_reconciliation(rec)},
+        "reconciliation": {
+            "equal": rec.equal,
+            "diffs": rec.diffs,
+            "reasons": rec.reasons,
+            "text": describe_reconciliation(rec),
+        },
     }
 
 
@@ -128,7 +147,8 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
         lines.append(
             "no response carried per-request stats: acceptance figures are server-wide, from "
             f"/metrics: acceptance length {report['acceptance_length']:.2f}, draft acceptance "
-            f"{'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) {hist or '-'}")
+            f"{'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) {hist or '-'}"
+        )
     return lines
 
 
@@ -189,22 +209,33 @@ def live_verdict(view: ServerCounterView, now_s: float | None = None) -> LiveVer
         return None
     steady = view.steady
     if steady is None:
-        return LiveVerdict("settling", None, why="no scrape yet with the client's totals "
-                                                  "steady across it")
+        return LiveVerdict(
+            "settling", None, why="no scrape yet with the client's totals steady across it"
+        )
     age = max(0.0, (time.monotonic() if now_s is None else now_s) - steady.taken_s)
     if steady.client.phase in ("starting", "warmup"):
-        return LiveVerdict("settling", None, steady.in_flight, age,
-                           "warmup: the window starts after it")
+        return LiveVerdict(
+            "settling", None, steady.in_flight, age, "warmup: the window starts after it"
+        )
     assert steady.client.totals is not None
     rec = _reconcile(steady.delta, steady.client.totals, steady.warmup_in_window)
     if rec.equal:
         return LiveVerdict("equal", rec, steady.in_flight, age)
     if steady.in_flight:
-        return LiveVerdict("settling", rec, steady.in_flight, age,
-                           f"{steady.in_flight} request(s) in flight at the scrape: the server "
-                           "counts their steps before they land")
-    if not steady.delta.resets and all(d < 0 for d in rec.diffs.values()) \
-            and steady.steady_for_s < LATE_COUNTERS_S:
-        return LiveVerdict("settling", rec, 0, age, "server counters behind the landed "
-                                                    "responses (published late?)")
+        return LiveVerdict(
+            "settling",
+            rec,
+            steady.in_flight,
+            age,
+            f"{steady.in_flight} request(s) in flight at the scrape: the server "
+            "counts their steps before they land",
+        )
+    if (
+        not steady.delta.resets
+        and all(d < 0 for d in rec.diffs.values())
+        and steady.steady_for_s < LATE_COUNTERS_S
+    ):
+        return LiveVerdict(
+            "settling", rec, 0, age, "server counters behind the landed responses (published late?)"
+        )
     return LiveVerdict("differs", rec, 0, age)

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from specmon.errors import UserError
-from specmon.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
+from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +37,26 @@ def synthetic_text(rng: random.Random, n_tokens: int) -> str:
 class PromptSource:
     """Yields prompts forever; deterministic for a given seed."""
 
-    def __init__(self, kind: str, rng: random.Random, *, input_tokens_mean: int = 550,
-                 input_tokens_stddev: float = 0.0, input_file: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        rng: random.Random,
+        *,
+        input_tokens_mean: int = 550,
+        input_tokens_stddev: float = 0.0,
+        input_file: str | None = None,
+    ) -> None:
         self.kind = kind
         self.rng = rng
         self.input_tokens_mean = input_tokens_mean
         self.input_tokens_stddev = input_tokens_stddev
         self._index = 0
         if kind == "builtin":
-            self._pool = [Prompt(text, category) for category, texts in BUILTIN_PROMPTS.items()
-                          for text in texts]
+            self._pool = [
+                Prompt(text, category)
+                for category, texts in BUILTIN_PROMPTS.items()
+                for text in texts
+            ]
         elif kind == "file":
             if not input_file:
                 raise UserError("--prompt-source file needs --input-file FILE")
@@ -99,7 +109,8 @@ def _parse_line(path: str, number: int, line: bytes) -> Prompt | None:
         raise UserError(f"{where}: 'text' must be a non-empty string")
     if category is not None and not isinstance(category, str):
         raise UserError(f"{where}: 'category' must be a string")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                   or max_tokens < 1):
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
         raise UserError(f"{where}: 'max_tokens' must be a positive integer")
     return Prompt(text, category, max_tokens)

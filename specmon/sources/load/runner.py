@@ -10,18 +10,25 @@ import asyncio
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
+from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.load.generator import LoadGenerator, LoadProgress
-from specmon.segments import SegmentLog
+from specmon.sources.load.generator import LoadGenerator, LoadProgress
 
-__all__ = ["LoadRunner", "LoadProgress", "new_event_loop", "preflight", "capture_sink",
-           "detect_engine"]
+__all__ = [
+    "LoadProgress",
+    "LoadRunner",
+    "capture_sink",
+    "detect_engine",
+    "new_event_loop",
+    "preflight",
+]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -35,8 +42,10 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:
     """Capture dict -> RawCapture -> session.add (keys match RawCapture's fields)."""
+
     def sink(capture: dict[str, Any]) -> None:
         session.add(RawCapture(**capture))
+
     return sink
 
 
@@ -44,7 +53,9 @@ def _get_json(url: str, api_key: str | None, timeout: float) -> Any:
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as resp:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers), timeout=timeout
+    ) as resp:
         return orjson.loads(resp.read())
 
 
@@ -56,18 +67,20 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
     if not config.url:
         raise UserError("no server given: pass --url http://HOST:PORT (or try `specmon demo`)")
     model = config.model
-    for label, base in config.targets():
+    for _label, base in config.targets():
         try:
             listing = _get_json(base + "/v1/models", config.api_key, timeout)
         except urllib.error.HTTPError as exc:
-            raise UserError(f"server {base} answered HTTP {exc.code} on /v1/models "
-                            f"(check --url and --api-key)") from None
+            raise UserError(
+                f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise UserError(f"cannot reach server {base}: {reason}") from None
         except orjson.JSONDecodeError:
-            raise UserError(f"server {base} /v1/models did not return JSON "
-                            f"(is it an OpenAI-compatible server?)") from None
+            raise UserError(
+                f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
+            ) from None
         ids = [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
         if model is None:
             if not ids:
@@ -96,8 +109,11 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
             info = _get_json(base + route, api_key, timeout)
         except (urllib.error.URLError, OSError, ValueError):
             continue
-        if isinstance(info, dict) and "vllm_config" not in info and (
-                "server_args" in info or info.get("engine") == "sglang"):
+        if (
+            isinstance(info, dict)
+            and "vllm_config" not in info
+            and ("server_args" in info or info.get("engine") == "sglang")
+        ):
             return "sglang"
     return None
 
@@ -134,8 +150,15 @@ class RunLifecycle:
 class LoadRunner(RunLifecycle):
     """start() / stop() / join() / finished / progress(), and run-time knobs (thread-safe)."""
 
-    def __init__(self, config: RunConfig, session: Any, *, sink: Callable | None = None,
-                 worker_id: str | None = None, arrival_offset_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        session: Any,
+        *,
+        sink: Callable | None = None,
+        worker_id: str | None = None,
+        arrival_offset_s: float = 0.0,
+    ) -> None:
         self.config = config
         self.arrival_offset_s = arrival_offset_s
         self.session = session
@@ -148,8 +171,9 @@ class LoadRunner(RunLifecycle):
         self._ready = threading.Event()
         self._done = threading.Event()
         self._stop_early = False
-        self.segment_log = SegmentLog(config.effective_concurrency, config.request_rate,
-                                      config.output_tokens_mean)
+        self.segment_log = SegmentLog(
+            config.effective_concurrency, config.request_rate, config.output_tokens_mean
+        )
         self.before_profiling: Callable[[], None] | None = None  # after warmup, on the load thread
 
     # lifecycle -----------------------------------------------------------------------
@@ -224,16 +248,22 @@ class LoadRunner(RunLifecycle):
         self._loop = loop
         label, base = self.config.targets()[0]
         try:
-            self._generator = LoadGenerator(self.config, self.config.model, base, self.sink,
-                                            server_label=label, worker_id=self.worker_id,
-                                            arrival_offset_s=self.arrival_offset_s,
-                                            segment_log=self.segment_log,
-                                            before_profiling=self.before_profiling)
+            self._generator = LoadGenerator(
+                self.config,
+                self.config.model,
+                base,
+                self.sink,
+                server_label=label,
+                worker_id=self.worker_id,
+                arrival_offset_s=self.arrival_offset_s,
+                segment_log=self.segment_log,
+                before_profiling=self.before_profiling,
+            )
             if self._stop_early:  # stop() raced ahead of the thread
                 self._generator.request_stop()
             self._ready.set()
             loop.run_until_complete(self._generator.run())
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller after join
+        except BaseException as exc:
             self.error = exc
         finally:
             self._ready.set()

@@ -16,14 +16,20 @@ benchmark-duration rule), and the recommended k (reference/tuning-math.md §E.2)
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from specmon.specdecode.tuning import RunPoint, analyze, recommend_across_runs
 
 SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
-_KEY_ALIASES = {"concurrency": "concurrency", "request_rate": "request_rate", "rate": "request_rate",
-                "output_tokens": "output_tokens", "output_tokens_mean": "output_tokens",
-                "osl": "output_tokens"}
+_KEY_ALIASES = {
+    "concurrency": "concurrency",
+    "request_rate": "request_rate",
+    "rate": "request_rate",
+    "output_tokens": "output_tokens",
+    "output_tokens_mean": "output_tokens",
+    "osl": "output_tokens",
+}
 NS_PER_S = 1_000_000_000
 
 
@@ -43,8 +49,10 @@ def parse_segments(text: str) -> list[dict[str, Any]]:
         key, eq, values = part.partition("=")
         name = _KEY_ALIASES.get(key.strip().replace("-", "_"))
         if not eq or name is None:
-            raise ValueError(f"--segments: '{part}' is not KEY=V1,V2,... with KEY one of "
-                             f"{', '.join(SETTING_KEYS)}")
+            raise ValueError(
+                f"--segments: '{part}' is not KEY=V1,V2,... with KEY one of "
+                f"{', '.join(SETTING_KEYS)}"
+            )
         columns[name] = [_segment_value(name, v) for v in values.split(",") if v.strip()]
         if not columns[name]:
             raise ValueError(f"--segments: '{part}' lists no values")
@@ -52,8 +60,10 @@ def parse_segments(text: str) -> list[dict[str, Any]]:
         raise ValueError("--segments: empty; e.g. --segments concurrency=1,4,16")
     lengths = {len(v) for v in columns.values() if len(v) > 1}
     if len(lengths) > 1:
-        raise ValueError("--segments: keys list different numbers of values; give each the "
-                         "same count (or one value)")
+        raise ValueError(
+            "--segments: keys list different numbers of values; give each the "
+            "same count (or one value)"
+        )
     count = lengths.pop() if lengths else 1
     return [{k: (v[i] if len(v) > 1 else v[0]) for k, v in columns.items()} for i in range(count)]
 
@@ -73,8 +83,11 @@ def _segment_value(name: str, text: str) -> Any:
 def format_segments(plan: Sequence[Mapping[str, Any]]) -> str:
     """The inverse of parse_segments (used to hand each server its share)."""
     keys = [k for k in SETTING_KEYS if any(k in step for step in plan)]
-    return ";".join(f"{k}=" + ",".join(f"{step[k]:g}" if isinstance(step[k], float) else str(step[k])
-                                        for step in plan) for k in keys)
+    return ";".join(
+        f"{k}="
+        + ",".join(f"{step[k]:g}" if isinstance(step[k], float) else str(step[k]) for step in plan)
+        for k in keys
+    )
 
 
 def split_plan(plan: Sequence[Mapping[str, Any]], parts: int, index: int) -> list[dict[str, Any]]:
@@ -94,11 +107,17 @@ def split_plan(plan: Sequence[Mapping[str, Any]], parts: int, index: int) -> lis
 class SegmentLog:
     """The settings of every segment so far (thread-safe; written by the load thread or a knob)."""
 
-    def __init__(self, concurrency: int | None, request_rate: float | None,
-                 output_tokens: int | None) -> None:
+    def __init__(
+        self, concurrency: int | None, request_rate: float | None, output_tokens: int | None
+    ) -> None:
         self._lock = threading.Lock()
         self._entries: dict[int, dict[str, Any]] = {
-            0: {"concurrency": concurrency, "request_rate": request_rate, "output_tokens": output_tokens}}
+            0: {
+                "concurrency": concurrency,
+                "request_rate": request_rate,
+                "output_tokens": output_tokens,
+            }
+        }
         self.current = 0
 
     def change(self, **settings: Any) -> int | None:
@@ -130,9 +149,13 @@ def segment_of(result: Any) -> int:
     return 0 if result.segment is None else int(result.segment)
 
 
-def segment_table(results: Iterable[Any] | Mapping[str, Iterable[Any]], *,
-                  settings: Mapping[int, Mapping] | Mapping[str, Mapping[int, Mapping]] | None = None,
-                  draft_cost: float | None = None, across_servers: bool = True) -> list[dict]:
+def segment_table(
+    results: Iterable[Any] | Mapping[str, Iterable[Any]],
+    *,
+    settings: Mapping[int, Mapping] | Mapping[str, Mapping[int, Mapping]] | None = None,
+    draft_cost: float | None = None,
+    across_servers: bool = True,
+) -> list[dict]:
     """One row per segment (per segment and server when given {label: results}).
 
     `settings` is SegmentLog.settings() (or {label: ...}); `across_servers` (same load on
@@ -186,22 +209,38 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
         "request_count": len(valid),
         "error_count": len(results) - len(valid),
         "num_spec_tokens": k,
-        "steps": steps, "accepted": accepted, "drafted": drafted,
+        "steps": steps,
+        "accepted": accepted,
+        "drafted": drafted,
         "histogram": {str(j): n for j, n in sorted(histogram.items())},
         "acceptance_length": 1 + accepted / steps if steps else None,
         "tpot_ms": sum(itl) / len(itl) if itl else None,
         "output_token_throughput": osl / window if window else None,
         "request_throughput": len(valid) / window if window else None,
         "duration_s": window,
-        "recommended_k": None, "draft_cost": None, "recommended_from": None,
+        "recommended_k": None,
+        "draft_cost": None,
+        "recommended_from": None,
     }
 
 
 class _SegmentSums:
     """One segment's running sums: segment_row()'s figures, O(1) per result added."""
 
-    __slots__ = ("requests", "errors", "steps", "accepted", "drafted", "histogram", "ks",
-                 "itl_sum", "itl_count", "osl", "first_start", "last_end")
+    __slots__ = (
+        "accepted",
+        "drafted",
+        "errors",
+        "first_start",
+        "histogram",
+        "itl_count",
+        "itl_sum",
+        "ks",
+        "last_end",
+        "osl",
+        "requests",
+        "steps",
+    )
 
     def __init__(self) -> None:
         self.requests = self.errors = self.steps = self.accepted = self.drafted = 0
@@ -240,8 +279,11 @@ class _SegmentSums:
 
     def row(self, index: int, settings: Mapping | None) -> dict:
         start, end = self.first_start, self.last_end
-        window = (end - start) / NS_PER_S if start is not None and end is not None \
-            and end > start else None
+        window = (
+            (end - start) / NS_PER_S
+            if start is not None and end is not None and end > start
+            else None
+        )
         steps, hist = self.steps, self.histogram
         k = max(self.ks) if self.ks else (max(hist) if hist else None)
         return {
@@ -250,14 +292,18 @@ class _SegmentSums:
             "request_count": self.requests,
             "error_count": self.errors,
             "num_spec_tokens": k,
-            "steps": steps, "accepted": self.accepted, "drafted": self.drafted,
+            "steps": steps,
+            "accepted": self.accepted,
+            "drafted": self.drafted,
             "histogram": {str(j): n for j, n in sorted(hist.items())},
             "acceptance_length": 1 + self.accepted / steps if steps else None,
             "tpot_ms": self.itl_sum / self.itl_count if self.itl_count else None,
             "output_token_throughput": self.osl / window if window else None,
             "request_throughput": self.requests / window if window else None,
             "duration_s": window,
-            "recommended_k": None, "draft_cost": None, "recommended_from": None,
+            "recommended_k": None,
+            "draft_cost": None,
+            "recommended_from": None,
         }
 
 
@@ -330,8 +376,13 @@ def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool)
 
 
 def _recommend_across(rows: list[dict]) -> None:
-    points = [RunPoint(r["num_spec_tokens"], {int(j): n for j, n in r["histogram"].items()},
-                       _step_time(r)) for r in rows if r["num_spec_tokens"] and r["steps"]]
+    points = [
+        RunPoint(
+            r["num_spec_tokens"], {int(j): n for j, n in r["histogram"].items()}, _step_time(r)
+        )
+        for r in rows
+        if r["num_spec_tokens"] and r["steps"]
+    ]
     estimate = recommend_across_runs(points)
     for row in rows:
         row["recommended_k"] = estimate.recommended_k if estimate else None
@@ -369,15 +420,36 @@ def render_segment_table(rows: Sequence[Mapping]) -> str:
     if not rows:
         return "no segments"
     multi = any(r["server"] is not None for r in rows) and len({r["server"] for r in rows}) > 1
-    headers = ["seg", *(["server"] if multi else []), "settings", "k", "requests", "accept-len",
-               "TPOT ms", "out tok/s", "req/s", "best k", "c"]
+    headers = [
+        "seg",
+        *(["server"] if multi else []),
+        "settings",
+        "k",
+        "requests",
+        "accept-len",
+        "TPOT ms",
+        "out tok/s",
+        "req/s",
+        "best k",
+        "c",
+    ]
     body = []
     for r in rows:
-        body.append([str(r["segment"]), *([str(r["server"])] if multi else []),
-                     _settings_text(r["settings"]), _fmt(r["num_spec_tokens"], 0),
-                     str(r["request_count"]), _fmt(r["acceptance_length"]), _fmt(r["tpot_ms"]),
-                     _fmt(r["output_token_throughput"], 1), _fmt(r["request_throughput"]),
-                     _fmt(r["recommended_k"], 0), _fmt(r["draft_cost"], 3)])
+        body.append(
+            [
+                str(r["segment"]),
+                *([str(r["server"])] if multi else []),
+                _settings_text(r["settings"]),
+                _fmt(r["num_spec_tokens"], 0),
+                str(r["request_count"]),
+                _fmt(r["acceptance_length"]),
+                _fmt(r["tpot_ms"]),
+                _fmt(r["output_token_throughput"], 1),
+                _fmt(r["request_throughput"]),
+                _fmt(r["recommended_k"], 0),
+                _fmt(r["draft_cost"], 3),
+            ]
+        )
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]

@@ -1,0 +1,1 @@
+"""Analysis over results: segments, tuning decisions, comparisons."""

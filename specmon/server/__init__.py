@@ -1,0 +1,1 @@
+"""The servers' own view: /metrics scraping, counter deltas, the live verdict."""

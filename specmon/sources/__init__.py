@@ -1,0 +1,1 @@
+"""Where results come from: the load generator (live runs), replays, raw captures."""
