@@ -1,0 +1,67 @@
+"""The data a k sweep passes between its parts (shared contract; see docs/architecture.md).
+
+The sweep runner (specmon/sources/sweep.py) measures cells and fills these; the decision
+and model code (specmon/analysis/sweep.py) reads them; `sweep.json` stores them with
+`to_dict()` / `from_dict()`. k = 0 is the baseline without speculation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RepeatMeasurement:
+    """One repeat of one (k, concurrency) cell: figures from that repeat's summary export."""
+
+    output_token_throughput: float  # output tokens/s over the repeat (AIPerf's definition)
+    request_throughput: float  # valid requests/s
+    request_count: int  # valid profiling requests
+    ttft_ms: float | None = None  # p50 time to first token
+    itl_ms: float | None = None  # p50 inter-token latency
+    tpot_ms: float | None = None  # p50 time per output token after the first
+    request_latency_ms: float | None = None  # p50
+    acceptance_length: float | None = None  # token-weighted tokens per verify step; None at k=0
+    # pooled accepted-drafts histogram of the repeat (index j = steps accepting j drafts)
+    histogram: dict[int, int] = field(default_factory=dict)
+    error_count: int = 0
+    artifact_dir: str | None = None  # the repeat's AIPerf-compatible exports
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["histogram"] = {str(j): n for j, n in sorted(self.histogram.items())}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
+        data = dict(data)
+        data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
+        return cls(**data)
+
+
+@dataclass
+class Cell:
+    """All repeats of one (k, concurrency) point of the grid."""
+
+    k: int
+    concurrency: int
+    repeats: list[RepeatMeasurement] = field(default_factory=list)
+    error: str | None = None  # why the cell could not be measured (server failed, ...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "concurrency": self.concurrency,
+            "repeats": [r.to_dict() for r in self.repeats],
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        return cls(
+            k=int(data["k"]),
+            concurrency=int(data["concurrency"]),
+            repeats=[RepeatMeasurement.from_dict(r) for r in data.get("repeats") or []],
+            error=data.get("error"),
+        )
