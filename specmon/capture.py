@@ -29,6 +29,18 @@ ERROR_TYPES = (
 )
 
 
+EXTRA_KEYS = (
+    "x_request_id",
+    "category",
+    "question_id",
+    "turn",
+    "server",
+    "segment",
+    "worker_id",
+    "wall_start_ns",
+)
+
+
 class CaptureError(ValueError):
     """A line that is JSON but not a capture; the message is the one-line reason."""
 
@@ -51,6 +63,8 @@ class RawCapture:
     segment: int | None = None
     worker_id: str | None = None
     wall_start_ns: int | None = None
+    question_id: int | str | None = None  # a dataset row's id (docs/datasets.md)
+    turn: int | None = None  # 1-based turn of that row
 
     @classmethod
     def from_dict(cls, d: Any) -> RawCapture:
@@ -108,6 +122,8 @@ class RawCapture:
             segment=_opt_int(d, "segment"),
             worker_id=_opt_str(d, "worker_id"),
             wall_start_ns=_opt_int(d, "wall_start_ns"),
+            question_id=_opt_question_id(d),
+            turn=_opt_int(d, "turn"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +139,7 @@ class RawCapture:
             "end_ns": self.end_ns,
             "error": self.error,
         }
-        for key in ("x_request_id", "category", "server", "segment", "worker_id", "wall_start_ns"):
+        for key in EXTRA_KEYS:
             value = getattr(self, key)
             if value is not None:
                 d[key] = value
@@ -144,6 +160,13 @@ def _opt_int(d: dict, key: str) -> int | None:
         return None
     if not _is_int(v):
         raise CaptureError(f"'{key}' must be an integer")
+    return v
+
+
+def _opt_question_id(d: dict) -> int | str | None:
+    v = d.get("question_id")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str))):
+        raise CaptureError("'question_id' must be an integer or a string")
     return v
 
 

@@ -46,6 +46,10 @@ class RunConfig(BaseModel):
     output_tokens_stddev: float = Field(0.0, ge=0)
     prompt_source: Literal["synthetic", "builtin", "file"] | None = None
     input_file: str | None = None
+    dataset: Literal["spec_bench", "mt_bench", "speed_bench", "sharegpt"] | None = None
+    dataset_category: str | None = None
+    dataset_turns: Literal["first", "all"] = "first"
+    dataset_sampling: Literal["sequential", "random"] = "sequential"
     random_seed: int | None = None
     artifact_dir: str | None = None
     export_level: Literal["summary", "records", "raw"] = "records"
@@ -89,6 +93,12 @@ class RunConfig(BaseModel):
     def _consistent(self) -> RunConfig:
         if self.prompt_source == "file" and not self.input_file:
             raise ValueError("prompt_source 'file' needs --input-file")
+        if self.dataset is not None and not self.input_file:
+            raise ValueError(f"--dataset {self.dataset} reads --input-file FILE: give the file")
+        if self.dataset is not None and self.prompt_source is not None:
+            raise ValueError("--dataset sets the prompts: drop --prompt-source")
+        if self.dataset_category and self.dataset is None:
+            raise ValueError("--dataset-category needs --dataset")
         if self.split and self.mirror:
             raise ValueError("--split and --mirror exclude each other: pick one")
         if self.segments is not None:
@@ -115,6 +125,8 @@ class RunConfig(BaseModel):
     # Resolved views used by the load loop -------------------------------------------
     @property
     def effective_prompt_source(self) -> str:
+        if self.dataset:
+            return "dataset"
         if self.prompt_source:
             return self.prompt_source
         return "file" if self.input_file else "builtin"
@@ -256,7 +268,27 @@ FLAGS: tuple[FlagDef, ...] = (
         "prompts: synthetic, builtin (categories) or file (default builtin)",
         choices=("synthetic", "builtin", "file"),
     ),
-    FlagDef("input_file", 'JSONL prompts, one {"text", "category", "max_tokens"} a line'),
+    FlagDef(
+        "input_file",
+        'JSONL prompts, one {"text", "category", "max_tokens"} a line (or a --dataset file)',
+    ),
+    FlagDef(
+        "dataset",
+        "read --input-file as this published prompt set (default: specmon's own JSONL)",
+        choices=("spec_bench", "mt_bench", "speed_bench", "sharegpt"),
+    ),
+    FlagDef("dataset_category", "keep only these dataset categories (comma-separated)"),
+    FlagDef(
+        "dataset_turns",
+        "first turn only (default), or all turns with the model's answers as history",
+        choices=("first", "all"),
+    ),
+    FlagDef(
+        "dataset_sampling",
+        "dataset row order, each row once a pass: sequential (file order, default) or "
+        "random (seeded by --random-seed)",
+        choices=("sequential", "random"),
+    ),
     FlagDef("random_seed", "seed for prompts, lengths and arrivals", type=int),
     FlagDef("artifact_dir", "where exports go (default artifacts/<model>-<endpoint>-<load>/)"),
     FlagDef(

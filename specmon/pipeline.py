@@ -40,6 +40,8 @@ class RequestResult:
     error: dict[str, Any] | None = None  # {"type", "message", "code"?}
     phase: str = "profiling"
     category: str | None = None
+    question_id: int | str | None = None
+    turn: int | None = None
     server: str | None = None
     segment: int | None = None
     start_ns: int | None = None  # monotonic ns of the sending process
@@ -80,6 +82,8 @@ def process_capture(capture: RawCapture) -> RequestResult:
         capture=capture,
         phase=capture.benchmark_phase,
         category=capture.category,
+        question_id=capture.question_id,
+        turn=capture.turn,
         server=capture.server,
         segment=capture.segment,
         start_ns=capture.start_ns,

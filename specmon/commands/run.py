@@ -38,6 +38,10 @@ def execute(config: RunConfig, *, save_config_path: str | None = None, out: Any 
 
     out = out or sys.stdout
     check_theme_early(config)
+    if config.dataset:  # a bad file fails here: no server contacted, no artifact dir made
+        from specmon.sources.datasets import prepare_run
+
+        prepare_run(config)
     config.model = preflight(config)
     if config.artifact_dir is None:
         config.artifact_dir = config.default_artifact_dir(config.model)
@@ -194,6 +198,8 @@ def describe_run(config: RunConfig) -> str:
         load = f"concurrency {config.effective_concurrency}"
     stream = "streaming" if config.streaming else "non-streaming"
     warm = f", {config.warmup_request_count} warmup" if config.warmup_request_count else ""
+    if config.dataset:
+        warm += f", {config.dataset} prompts from {config.input_file}"
     return (
         f"specmon: {targets} model {config.model}, {config.endpoint_type} {stream}, "
         f"{load}, {bound}{warm}"

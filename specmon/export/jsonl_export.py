@@ -42,7 +42,7 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
     meta["benchmark_phase"] = result.phase
     meta["was_cancelled"] = result.error_kind == "cancelled"
     # specmon extras (ignored by AIPerf tooling)
-    for key in ("category", "server", "segment"):
+    for key in ("category", "question_id", "turn", "server", "segment"):
         value = getattr(result, key)
         if value is not None:
             meta[key] = value
@@ -125,6 +125,8 @@ def result_from_record(obj: dict[str, Any]) -> RequestResult:
         error=obj.get("error") or None,
         phase=meta.get("benchmark_phase") or "profiling",
         category=meta.get("category"),
+        question_id=meta.get("question_id"),
+        turn=meta.get("turn"),
         server=meta.get("server"),
         segment=meta.get("segment"),
         start_ns=meta.get("request_start_ns"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 
@@ -21,6 +20,13 @@ class Prompt:
     text: str
     category: str | None = None
     max_tokens: int | None = None  # a file may fix it per prompt; else --output-tokens-*
+    # dataset rows (specmon.sources.datasets): which question and turn (1-based) this is,
+    # the messages before it (system, earlier turns and the model's own answers), and the
+    # key under which the source waits for this turn's answer (None: no turn follows)
+    question_id: int | str | None = None
+    turn: int | None = None
+    history: tuple[tuple[str, str], ...] = ()
+    conversation: int | None = None
 
 
 def sample_length(rng: random.Random, mean: float, stddev: float) -> int:
@@ -79,12 +85,9 @@ class PromptSource:
 
 def load_jsonl_prompts(path: str) -> list[Prompt]:
     """Read {"text", "category", "max_tokens"} lines; a bad line is a UserError naming it."""
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except FileNotFoundError:
-        raise UserError(f"input file {path}: not found") from None
-    except OSError as exc:
-        raise UserError(f"input file {path}: {exc.strerror}") from None
+    from specmon.sources.datasets.files import read_bounded  # here: that package imports Prompt
+
+    lines = read_bounded(path).splitlines()
     prompts = [p for number, line in enumerate(lines, 1) if (p := _parse_line(path, number, line))]
     if not prompts:
         raise UserError(f"input file {path}: no prompts (expected one JSON object a line)")

@@ -19,6 +19,7 @@ from typing import Any
 
 from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
+from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
 
@@ -42,21 +43,31 @@ class RequestFactory:
         # SGLang sends its per-request spec stats only when each request asks (issue 6 item 2)
         self.spec_details = config.engine == "sglang"
         self.rng = rng
-        self.prompts = PromptSource(
-            config.effective_prompt_source,
-            rng,
-            input_tokens_mean=config.synthetic_input_tokens_mean,
-            input_tokens_stddev=config.synthetic_input_tokens_stddev,
-            input_file=config.input_file,
-        )
+        self.dataset = config.dataset
+        self.prompts: PromptSource | ConversationSource
+        self.warmup_prompts: PromptSource | ConversationSource
+        if config.dataset:
+            self.prompts = dataset_source(config, rng)
+            self.warmup_prompts = dataset_source(config, rng, warmup=True)
+        else:
+            self.prompts = self.warmup_prompts = PromptSource(
+                config.effective_prompt_source,
+                rng,
+                input_tokens_mean=config.synthetic_input_tokens_mean,
+                input_tokens_stddev=config.synthetic_input_tokens_stddev,
+                input_file=config.input_file,
+            )
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model}
         if self.endpoint == "chat":
-            body["messages"] = [{"role": "user", "content": prompt.text}]
+            body["messages"] = [{"role": r, "content": c} for r, c in prompt.history]
+            body["messages"].append({"role": "user", "content": prompt.text})
         else:
-            body["prompt"] = prompt.text
+            body["prompt"] = transcript(prompt) if prompt.history else prompt.text
         max_tokens = prompt.max_tokens
+        if self.dataset and self.output_tokens_mean is not None:
+            max_tokens = None  # --output-tokens-mean overrides the dataset's lengths
         if max_tokens is None and self.output_tokens_mean is not None:
             max_tokens = sample_length(self.rng, self.output_tokens_mean, self.output_tokens_stddev)
         if max_tokens is not None:
@@ -73,9 +84,26 @@ class RequestFactory:
             body.update(copy.deepcopy(self.extra_inputs))
         return body
 
+    def next_prompt(self, phase: str = "profiling") -> Prompt | None:
+        """None while a dataset's next turns wait for their answers."""
+        return (self.warmup_prompts if phase == "warmup" else self.prompts).next()
+
+    def answered(self, prompt: Prompt, capture: dict[str, Any]) -> None:
+        """A request finished: a multi-turn source needs its answer for the next turn."""
+        if prompt.conversation is not None and isinstance(self.prompts, ConversationSource):
+            self.prompts.answered(prompt, answer_text(capture))
+
     def next_request(self) -> tuple[dict[str, Any], str | None]:
-        prompt = self.prompts.next()
+        prompt = self.next_prompt()
+        assert prompt is not None, "only multi-turn datasets wait, and they use next_prompt"
         return self.body(prompt), prompt.category
+
+
+def transcript(prompt: Prompt) -> str:
+    """A multi-turn prompt for the completions endpoint: the history as labelled lines."""
+    labels = {"system": "System", "user": "User", "assistant": "Assistant"}
+    lines = [f"{labels.get(role, role)}: {content}" for role, content in prompt.history]
+    return "\n\n".join([*lines, f"User: {prompt.text}", "Assistant:"])
 
 
 class ArrivalSchedule:
@@ -303,7 +331,12 @@ class LoadGenerator:
                 continue
             if deadline is not None and time.perf_counter() >= deadline:
                 return  # a slot freed after the deadline
-            self._launch(phase)
+            prompt = self.factory.next_prompt(phase)
+            if prompt is None:  # the next turns wait for answers: a completion pokes
+                timeout = None if deadline is None else deadline - time.perf_counter()
+                await self._sleep_or_wake(timeout)
+                continue
+            self._launch(phase, prompt)
             issued += 1
 
     async def _wait_arrival(self, deadline: float | None) -> bool:
@@ -344,14 +377,16 @@ class LoadGenerator:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
 
-    def _launch(self, phase: str) -> None:
-        body, category = self.factory.next_request()
+    def _launch(self, phase: str, prompt: Prompt) -> None:
+        body, category = self.factory.body(prompt), prompt.category
         streaming = body.get("stream") is True  # --extra-inputs may have turned it on or off
         capture = new_capture(
             self.factory.endpoint,
             streaming,
             body,
             category=category,
+            question_id=prompt.question_id,
+            turn=prompt.turn,
             benchmark_phase=phase,
             server=self.server_label,
             worker_id=self.worker_id,
@@ -360,7 +395,7 @@ class LoadGenerator:
         if phase == "profiling":
             self.sent += 1
             self.last_dispatch_s = time.perf_counter()
-        task = asyncio.get_running_loop().create_task(self._one(capture, category))
+        task = asyncio.get_running_loop().create_task(self._one(capture, prompt))
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -368,10 +403,11 @@ class LoadGenerator:
         self._tasks.discard(task)
         self._poke()
 
-    async def _one(self, capture: dict[str, Any], category: str | None) -> None:
+    async def _one(self, capture: dict[str, Any], prompt: Prompt) -> None:
         try:
-            await self._client.send(capture, category)
+            await self._client.send(capture, prompt.category)
         finally:  # also on cancellation: the capture is marked cancelled, still recorded
+            self.factory.answered(prompt, capture)  # before the completion pokes the loop
             self._record(capture)
 
     def _record(self, capture: dict[str, Any]) -> None:
