@@ -19,10 +19,11 @@ from tui_fixtures import (
 from tui_screen import screen_text
 
 from specmon.capture import RawCapture
-from specmon.commands.replay import ReplayFeeder, build, load_source
+from specmon.commands.replay import build
 from specmon.interfaces import LoadProgress
 from specmon.pipeline import process_capture
 from specmon.session import RunSession
+from specmon.sources.replay import ReplayFeeder, load_source
 from specmon.tui.app import SpecmonApp
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
