@@ -8,13 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tui_fixtures import accumulate, make_capture, run_captures, small_captures, write_jsonl
+from tui_fixtures import (
+    accumulate,
+    make_capture,
+    run_captures,
+    session_view,
+    small_captures,
+    write_jsonl,
+)
 from tui_screen import screen_text
 
 from specmon.capture import RawCapture
-from specmon.commands.replay import ReplayFeeder, build, load_source
+from specmon.commands.replay import build
+from specmon.interfaces import LoadProgress
 from specmon.pipeline import process_capture
 from specmon.session import RunSession
+from specmon.sources.replay import ReplayFeeder, load_source
 from specmon.tui.app import SpecmonApp
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
@@ -24,15 +33,63 @@ from specmon.tui.widgets.request_log import RequestLog
 WIDE = (160, 48)
 
 
+class StubRun:
+    """interfaces.MonitoredRun with nothing behind it: one server, no requests in flight."""
+
+    finished = False
+    stopped_early = False
+    error: BaseException | None = None
+    drives_load = True
+
+    def __init__(self, session=None):
+        self.session = session
+
+    def start(self): ...
+
+    def stop(self): ...
+
+    def join(self, timeout=None):
+        return self.finished
+
+    def progress(self):
+        return LoadProgress(0, 0, None, 0, 0, 0.0, "done" if self.finished else "profiling")
+
+    def set_concurrency(self, value): ...
+
+    def set_request_rate(self, value, mode=None): ...
+
+    def set_output_tokens(self, mean, stddev=0.0): ...
+
+    @property
+    def servers(self):
+        return {"run": (self, self.session)}
+
+    def poller(self, label):
+        return None
+
+    def segment_rows(self):
+        return None
+
+
 def small_app(**kw) -> SpecmonApp:
     return SpecmonApp(
-        accumulate(small_captures()), None, None, source="replay", freeze_elapsed=1.0, **kw
+        session_view(accumulate(small_captures())),
+        None,
+        None,
+        source="replay",
+        freeze_elapsed=1.0,
+        **kw,
     )
 
 
 def big_app(n: int = 60, **kw) -> SpecmonApp:
     return SpecmonApp(
-        accumulate(run_captures(n)), None, None, source="replay", freeze_elapsed=15.0, **kw
+        session_view(accumulate(run_captures(n))),
+        None,
+        None,
+        source="replay",
+        freeze_elapsed=15.0,
+        **kw,
     )
 
 
@@ -71,7 +128,7 @@ async def test_latency_panel_and_header():
 
 async def test_pause_freezes_display_but_counts_arrivals():
     acc = accumulate(small_captures(), live=True)
-    app = SpecmonApp(acc, None, None, freeze_elapsed=1.0)
+    app = SpecmonApp(session_view(acc), None, None, freeze_elapsed=1.0)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("p")
         for i in range(4, 6):  # two requests land while paused
@@ -230,7 +287,7 @@ async def test_mouse_click_selects_then_opens():
 
 async def test_log_follows_tail_then_counts_pending():
     acc = accumulate(run_captures(60), live=True)
-    app = SpecmonApp(acc, None, None, freeze_elapsed=1.0)
+    app = SpecmonApp(session_view(acc), None, None, freeze_elapsed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(RequestLog)
         await pilot.pause()
@@ -259,7 +316,8 @@ async def test_log_renders_only_visible_rows_for_50k_requests():
             results=rows,
             snapshot=accumulate(small_captures()).snapshot,
             timeline=lambda: ([], [], []),
-        )
+        ),
+        artifact_dir=None,
     )
     app = SpecmonApp(session, None, None, freeze_elapsed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -415,14 +473,13 @@ async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
 async def test_load_failure_is_announced():
     """A runner that ended with an error: the screen says so instead of just 'done'."""
 
-    class FailedRunner:  # the LoadRunner surface the app reads
+    class FailedRunner(StubRun):  # a load that ended with an error
         finished = True
         error = RuntimeError("connection refused by 127.0.0.1:9")
 
-        def stop(self):
-            pass
-
-    app = SpecmonApp(accumulate(small_captures()), FailedRunner(), None, freeze_elapsed=1.0)
+    app = SpecmonApp(
+        session_view(accumulate(small_captures())), FailedRunner(), None, freeze_elapsed=1.0
+    )
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         text = screen_text(app)
@@ -458,7 +515,7 @@ async def test_header_lists_every_k_of_a_mixed_run():
         num_draft_tokens=20,
         draft_acceptance_rate=6 / 20,
     )  # 4 steps x 5 drafts; accepted 0+1+2+3 = 6
-    app = SpecmonApp(accumulate(captures + [k5]), None, None, freeze_elapsed=1.0)
+    app = SpecmonApp(session_view(accumulate(captures + [k5])), None, None, freeze_elapsed=1.0)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         assert "vllm k=3,5" in screen_text(app)
@@ -468,7 +525,7 @@ async def test_mouse_wheel_up_stops_following():
     from textual import events
 
     acc = accumulate(run_captures(60), live=True)
-    app = SpecmonApp(acc, None, None, freeze_elapsed=1.0)
+    app = SpecmonApp(session_view(acc), None, None, freeze_elapsed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(RequestLog)
         await pilot.pause()

@@ -8,7 +8,7 @@ after checking the new SVGs by eye.
 from __future__ import annotations
 
 import pytest
-from tui_fixtures import accumulate, run_captures
+from tui_fixtures import accumulate, run_captures, session_view
 from tui_tuning_fixtures import one_server_app, three_server_app
 
 from specmon.tui.app import SpecmonApp
@@ -21,7 +21,7 @@ def _colour(monkeypatch):
 
 def recorded_app() -> SpecmonApp:
     return SpecmonApp(
-        accumulate(run_captures(60)), None, None, source="replay", freeze_elapsed=15.0
+        session_view(accumulate(run_captures(60))), None, None, source="replay", freeze_elapsed=15.0
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
-from specmon.commands.replay import RAW, RECORDS, load_source
 from specmon.errors import UserError
+from specmon.sources.replay import RAW, RECORDS, load_source
 from specmon.tui.requests import log_row, raw_payload
 from specmon.tui.themes import (
     MONOCHROME_THEME,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
@@ -167,6 +168,11 @@ def accumulate(captures: list[dict], live: bool = False) -> RunAccumulator:
     for c in captures:
         acc.add(process_capture(RawCapture.from_dict(c)))
     return acc
+
+
+def session_view(acc: RunAccumulator) -> SimpleNamespace:
+    """An interfaces.SessionView over an accumulator (what SpecmonApp reads of a session)."""
+    return SimpleNamespace(accumulator=acc, artifact_dir=None)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

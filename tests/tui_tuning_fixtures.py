@@ -10,6 +10,7 @@ from typing import Any
 from tui_fixtures import accumulate, make_capture
 
 from specmon.analysis.segments import SegmentLog, segment_table
+from specmon.interfaces import LoadProgress, MonitorConfig
 from specmon.server.scrape import CounterDelta, ServerCounterView
 from specmon.tui.app import SpecmonApp
 
@@ -58,7 +59,7 @@ def capture_k(
 
 
 def session_of(captures: list[dict]) -> Any:
-    return SimpleNamespace(accumulator=accumulate(captures))
+    return SimpleNamespace(accumulator=accumulate(captures), artifact_dir=None)
 
 
 def delta_of(hist: list[int]) -> CounterDelta:
@@ -99,7 +100,20 @@ class StubMulti:
         self.calls: list[tuple[str, Any]] = []
         self.log = SegmentLog(concurrency, None, 128)
         self.finished = False
-        self.error = None
+        self.stopped_early = False
+        self.error: BaseException | None = None
+        self.drives_load = True
+
+    def start(self) -> None:
+        self.calls.append(("start", None))
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.finished
+
+    def progress(self) -> LoadProgress:
+        """No load loop behind the stub: the read fails and the header, which never lets a
+        progress read break the screen, shows no in-flight count (as the snapshots record)."""
+        raise RuntimeError("a stub run has no load loop")
 
     @property
     def servers(self) -> dict[str, tuple[Any, Any]]:
@@ -137,7 +151,7 @@ H2 = [1, 1, 2]
 H6 = [1, 0, 0, 0, 0, 0, 3]
 
 
-def run_config(**kw: Any) -> SimpleNamespace:
+def run_config(**kw: Any) -> MonitorConfig:
     base = dict(
         concurrency=4,
         effective_concurrency=4,
@@ -145,7 +159,7 @@ def run_config(**kw: Any) -> SimpleNamespace:
         request_rate=None,
         draft_cost=None,
     )
-    return SimpleNamespace(**{**base, **kw})
+    return MonitorConfig(**{**base, **kw})
 
 
 def one_server_app(hist: list[int] = H4, k: int = 4, **kw: Any) -> SpecmonApp:

@@ -8,19 +8,32 @@ end times (`--speed 1` = real time, 2 = twice as fast), so a run can be reviewed
 from __future__ import annotations
 
 import argparse
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import orjson
-
 from specmon.errors import UserError
+from specmon.interfaces import MonitorConfig
+from specmon.sources.replay import (
+    RAW,
+    RECORDS,
+    ReplayFeeder,
+    ReplayItem,
+    ReplaySource,
+    detect_kind,
+    load_source,
+)
 
-RAW = "raw capture"
-RECORDS = "profile_export.jsonl"
+__all__ = [
+    "RAW",
+    "RECORDS",
+    "ReplayFeeder",
+    "ReplayItem",
+    "ReplaySource",
+    "add_arguments",
+    "build",
+    "detect_kind",
+    "load_source",
+    "main",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,154 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refresh-hz", type=float, default=4.0, help="screen refreshes per second")
 
 
-@dataclass
-class ReplayItem:
-    end_ns: int | None
-    feed: Callable[[Any], None]  # session -> None
-
-
-@dataclass
-class ReplaySource:
-    path: Path
-    kind: str
-    items: list[ReplayItem]
-    skipped: list[str] = field(default_factory=list)  # "line N: reason"
-    model: str | None = None
-
-
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    if not path.is_file():
-        raise UserError(f"replay file not found: {path}")
-    try:
-        with path.open("rb") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if line.strip():
-                    yield line_no, line
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def detect_kind(obj: Any) -> str | None:
-    if isinstance(obj, dict) and "responses" in obj and "request" in obj:
-        return RAW
-    if isinstance(obj, dict) and ("metadata" in obj or "metrics" in obj):
-        return RECORDS
-    return None
-
-
-def _not_jsonl(path: Path, line_no: int) -> str:
-    """The one-line error for a first line that is not JSON (often the summary .json)."""
-    try:
-        whole = orjson.loads(path.read_bytes())
-    except (orjson.JSONDecodeError, OSError):
-        whole = None
-    if isinstance(whole, dict):
-        return (
-            f"{path} is one JSON document (a run summary?); replay reads the per-request "
-            f"profile_export.jsonl or a raw capture"
-        )
-    return f"{path}: line {line_no} is not JSON; expected a profile_export.jsonl or a raw capture"
-
-
-def load_source(path: str | Path) -> ReplaySource:
-    """Read FILE into feedable items; bad lines are skipped and reported, not fatal."""
-    from specmon.capture import CaptureError, RawCapture
-    from specmon.export.jsonl_export import result_from_record
-
-    path = Path(path)
-    source: ReplaySource | None = None
-    for line_no, line in _lines(path):
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if source is None:
-                raise UserError(_not_jsonl(path, line_no)) from None
-            source.skipped.append(f"line {line_no}: not JSON")
-            continue
-        if source is None:
-            kind = detect_kind(obj)
-            if kind is None:
-                raise UserError(
-                    f"{path}: line {line_no} is neither a raw capture nor a "
-                    f"profile_export.jsonl record"
-                )
-            source = ReplaySource(path, kind, [])
-        try:
-            if source.kind == RAW:
-                capture = RawCapture.from_dict(obj)
-                source.model = source.model or capture.request.get("model")
-                end = max(capture.response_ns) if capture.response_ns else capture.end_ns
-                source.items.append(ReplayItem(end, lambda s, c=capture: s.add(c)))
-            else:
-                result = result_from_record(obj)
-                source.items.append(ReplayItem(result.end_ns, lambda s, r=result: s.add_result(r)))
-        except (CaptureError, ValueError, KeyError, TypeError) as exc:
-            source.skipped.append(f"line {line_no}: {str(exc).splitlines()[0]}")
-    if source is None:
-        raise UserError(f"{path} is empty: nothing to replay")
-    return source
-
-
-class ReplayFeeder:
-    """Runner-like (start/stop/join/finished): feeds items on a thread, paced or not."""
-
-    def __init__(self, source: ReplaySource, session: Any, speed: float = 0.0) -> None:
-        self.source = source
-        self.session = session
-        self.speed = speed
-        self.fed = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="specmon-replay", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        origin_ns = next((i.end_ns for i in self.source.items if i.end_ns is not None), None)
-        t0 = time.monotonic()
-        for item in self.source.items:
-            if self.speed > 0 and origin_ns is not None and item.end_ns is not None:
-                due = t0 + (item.end_ns - origin_ns) / 1e9 / self.speed
-                if self._stop.wait(max(0.0, due - time.monotonic())):
-                    return
-            elif self._stop.is_set():
-                return
-            item.feed(self.session)
-            self.fed += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop.is_set()
-
-
-@dataclass
-class ReplayConfig:
-    """What the monitor's header reads (a RunConfig stand-in)."""
-
-    url: list[str]
-    model: str | None
-    refresh_hz: float
-    theme: str | None
-    artifact_dir: str
-    load_label: str
-    request_count: int | None = None
-    benchmark_duration: float | None = None
-
-
-def build(args: argparse.Namespace) -> tuple[ReplayConfig, ReplayFeeder, Any]:
+def build(args: argparse.Namespace) -> tuple[MonitorConfig, ReplayFeeder, Any]:
     from specmon.session import RunSession
 
     if args.speed < 0:
@@ -197,8 +63,8 @@ def build(args: argparse.Namespace) -> tuple[ReplayConfig, ReplayFeeder, Any]:
     source = load_source(args.file)
     session = RunSession(None, "summary", live=False, keep_responses=True)
     pace = f"x{args.speed:g}" if args.speed else "full speed"
-    config = ReplayConfig(
-        url=[str(source.path)],
+    config = MonitorConfig(
+        targets=[str(source.path)],
         model=source.model,
         refresh_hz=args.refresh_hz,
         theme=args.theme,

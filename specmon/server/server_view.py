@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specmon.server.scrape import (
     ClientMark,
@@ -26,7 +26,10 @@ from specmon.server.scrape import (
     reconcile,
     run_totals_from,
 )
-from specmon.sources.load.runner import LoadRunner, new_event_loop
+from specmon.sources.load.runner import new_event_loop
+
+if TYPE_CHECKING:
+    from specmon.interfaces import LoadControl, ResultsView
 
 POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
@@ -158,31 +161,25 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
 class SessionProbe(ClientProbe):
     """The client's side of a scrape, from a runner and its session's accumulator.
 
-    Requests sent and not yet recorded ("unlanded") = in flight + finished but not yet in
-    the accumulator; a LoadRunner counts a request as in flight until after it is recorded,
-    so a request is always in one of the two counts. A WorkerPool says itself how many it has
-    not received (`unlanded()`, from its workers' reports, never zero while one runs); any
-    other runner's state at an instant is unknown, so no scrape is steady for it.
+    Requests sent and not yet recorded ("unlanded") come from the runner itself
+    (interfaces.LandingCount): a LoadRunner counts a request as in flight until after it is
+    recorded, so sent - landed is exact; a WorkerPool counts from its workers' reports and
+    never says zero while one runs; a runner that cannot know at an instant says None, and
+    then no scrape is steady for it.
     """
 
-    def __init__(self, runner: Any, accumulator: Any) -> None:
+    def __init__(self, runner: LoadControl, accumulator: ResultsView) -> None:
         self.runner = runner
         self.accumulator = accumulator
-        self.exact = isinstance(runner, LoadRunner)
-        self.pool_count = getattr(runner, "unlanded", None) if not self.exact else None
 
     def mark(self) -> ClientMark:
         acc = self.accumulator
         warmup = int(acc.warmup_count)
         landed = len(acc.results) + warmup  # read before progress: a landing in between
         progress = self.runner.progress()  # only raises the unlanded count (conservative)
-        if self.pool_count is not None:
-            # a landing after `landed` was read shows as a changed `landed` at the next mark,
-            # so the poller does not take this scrape as steady
-            return ClientMark(landed, self.pool_count(), progress.phase, warmup)
-        sent = progress.in_flight + progress.completed + progress.warmup_completed
-        unlanded = sent - landed if self.exact and sent >= landed else None
-        return ClientMark(landed, unlanded, progress.phase, warmup)
+        # a landing after `landed` was read shows as a changed `landed` at the next mark,
+        # so the poller does not take this scrape as steady
+        return ClientMark(landed, self.runner.unlanded(landed, progress), progress.phase, warmup)
 
     def totals(self) -> RunTotals:
         return run_totals_from(self.accumulator.snapshot())

@@ -2,7 +2,9 @@
 
 The load runs on its own thread (LoadRunner) and feeds a RunSession; this app only reads
 `session.accumulator` (snapshot(), results, timeline()) at `refresh_hz`, and each widget
-repaints only when its data changed. Nothing here runs per record.
+repaints only when its data changed. Nothing here runs per record. What it reads and drives
+is declared in specmon/interfaces.py: the session is a SessionView, the runner a
+MonitoredRun (RunControl + RunView), the settings shown a MonitorConfig.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.events import Resize
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
+from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SessionView
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
@@ -57,6 +62,12 @@ from specmon.tui.widgets.tuning import (
     WhatIfView,
 )
 
+if TYPE_CHECKING:
+    from specmon.accumulator import RunSnapshot
+    from specmon.config import RunConfig
+
+W = TypeVar("W", bound=Widget)
+
 PANELS = (
     "panel-spec",
     "panel-hist",
@@ -87,7 +98,8 @@ TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row
 
 
 class SpecmonApp(App[int]):
-    """`session` is a RunSession (or anything with `.accumulator`); `runner` may be None."""
+    """The monitor over `session` (the first server's); `runner` is None for a finished run
+    shown as it is (nothing to stop or steer); `config` None when no settings are known."""
 
     CSS_PATH = "specmon.tcss"
     TITLE = "specmon"
@@ -128,9 +140,9 @@ class SpecmonApp(App[int]):
 
     def __init__(
         self,
-        session: Any,
-        runner: Any = None,
-        config: Any = None,
+        session: SessionView,
+        runner: MonitoredRun | None = None,
+        config: MonitorConfig | None = None,
         *,
         source: str = "live",
         artifact_dir: str | Path | None = None,
@@ -139,23 +151,20 @@ class SpecmonApp(App[int]):
     ) -> None:
         super().__init__()
         self.session = session
-        self.accumulator = getattr(session, "accumulator", session)
+        self.accumulator = session.accumulator
         self.runner = runner
         self.config = config
         self.source = source
         self.artifact_dir = Path(
-            artifact_dir
-            or _cfg(config, "artifact_dir")
-            or getattr(session, "artifact_dir", None)
-            or "."
+            artifact_dir or (config and config.artifact_dir) or session.artifact_dir or "."
         )
         self.freeze_elapsed = freeze_elapsed  # snapshot tests: a fixed clock
-        self.refresh_hz = float(_cfg(config, "refresh_hz") or 4.0)
+        self.refresh_hz = float((config and config.refresh_hz) or 4.0)
         self.window_index = 0
         self.paused_at: int | None = None  # len(results) when paused
         self.theme_names: list[str] = []
         self._last_key: tuple | None = None
-        self._last_snapshot: Any = None
+        self._last_snapshot: RunSnapshot | None = None
         self._marked = False
         self._bins = TimeBins()
         self._plot_key: int | None = None
@@ -163,8 +172,8 @@ class SpecmonApp(App[int]):
         self._plot_stale = False
         self._ks: set[int] = set()
         self._k_seen = 0
-        self._requested_theme = theme_name or _cfg(config, "theme")
-        self.draft_cost = initial_draft_cost(config)
+        self._requested_theme = theme_name or (config.theme if config else None)
+        self.draft_cost = initial_draft_cost(config.draft_cost if config else None)
         self.servers = _server_list(runner, session)  # [(label, session)]; one when single
         self.selected = 0
         self.load_settings = _initial_settings(config)
@@ -219,14 +228,13 @@ class SpecmonApp(App[int]):
 
     def on_mount(self) -> None:
         for panel_id, title in zip(PANELS, PANEL_TITLES):
-            panel = self._q(f"#{panel_id}")
-            panel.border_title = title
+            self._q(f"#{panel_id}", Widget).border_title = title
         self.screen.set_class(len(self.servers) > 1, "multi")
-        self._q(RequestLog).set_source(self.accumulator.results)
+        self._widget(RequestLog).set_source(self.accumulator.results)
         self._apply_layout(self.size.width, self.size.height)
         self.refresh_data()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
-        self._q(RequestLog).focus()
+        self._widget(RequestLog).focus()
         self._catch_sigterm(True)
 
     def on_unmount(self) -> None:
@@ -245,14 +253,17 @@ class SpecmonApp(App[int]):
         except (NotImplementedError, RuntimeError, ValueError):  # not Unix / not main thread
             pass
 
-    def _q(self, selector, expect_type=None):
+    def _q(self, selector: str, expect_type: type[W]) -> W:
         """Query the main screen (a help or detail screen may be on top)."""
         screen = self.screen_stack[0] if self.screen_stack else self.screen
-        if expect_type is None:
-            return screen.query_one(selector)
         return screen.query_one(selector, expect_type)
 
-    def on_resize(self, event) -> None:
+    def _widget(self, widget_type: type[W]) -> W:
+        """The main screen's one widget of this type."""
+        screen = self.screen_stack[0] if self.screen_stack else self.screen
+        return screen.query_one(widget_type)
+
+    def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
 
     def _apply_layout(self, width: int, height: int) -> None:
@@ -278,10 +289,10 @@ class SpecmonApp(App[int]):
         if self.paused_at is not None and self._last_snapshot is not None:
             self._show_header(self._last_snapshot, len(results) - self.paused_at)
             return
-        if self.runner is not None and getattr(self.runner, "finished", False) and not self._marked:
+        if self.runner is not None and self.runner.finished and not self._marked:
             self._marked = True  # the load is over: stop the elapsed clock
-            getattr(self.accumulator, "mark_finished", lambda: None)()
-            error = getattr(self.runner, "error", None)
+            self.accumulator.mark_finished()
+            error = self.runner.error
             if error is not None and not isinstance(error, KeyboardInterrupt):
                 self.notify(f"the load loop stopped: {error}", severity="error", timeout=30)
         snap = self.accumulator.snapshot()
@@ -292,7 +303,7 @@ class SpecmonApp(App[int]):
         key = (
             snap.request_count,
             snap.error_count,
-            getattr(snap, "warmup_count", 0),
+            snap.warmup_count,
             len(results),
             self.window_index,
             self.draft_cost,
@@ -307,10 +318,10 @@ class SpecmonApp(App[int]):
         with self.batch_update():
             self._q("#spec-table", StatsTable).show(snap.spec_stats)
             hist, k, source = self._acceptance_source(snap)
-            self._q(HistogramView).show(hist)
-            self._q(PositionsView).show(hist, k)
+            self._widget(HistogramView).show(hist)
+            self._widget(PositionsView).show(hist, k)
             estimate = what_if(hist, k, self.draft_cost.value)
-            self._q(WhatIfView).show(estimate, source)
+            self._widget(WhatIfView).show(estimate, source)
             # In the title, so layouts without the what-if row (and without bottom borders)
             # still show its answer; 6 opens the panel.
             answer = (
@@ -318,16 +329,16 @@ class SpecmonApp(App[int]):
                 if estimate is None
                 else f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
             )
-            self._q("#panel-hist").border_title = PANEL_TITLES[1] + source + answer
-            self._q("#panel-whatif").border_subtitle = self.draft_cost.label()
+            self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source + answer
+            self._q("#panel-whatif", Widget).border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
-            self._q(RequestLog).sync()
+            self._widget(RequestLog).sync()
 
     def _label(self) -> str:
         return self.servers[self.selected][0]
 
-    def _acceptance_source(self, snap: Any) -> tuple[dict[int, int], int | None, str]:
+    def _acceptance_source(self, snap: RunSnapshot) -> tuple[dict[int, int], int | None, str]:
         """The per-request pooled histogram; the server's counters when no response had any."""
         hist = dict(snap.pooled_histogram or {})
         counters = self._counters.get(self._label())
@@ -336,7 +347,7 @@ class SpecmonApp(App[int]):
         return hist, snap.num_spec_tokens, ""
 
     # -- the 1 Hz tuning views: servers side by side, segments, the server's counters ---
-    def _refresh_tuning(self, snap: Any) -> None:
+    def _refresh_tuning(self, snap: RunSnapshot) -> None:
         now = time.monotonic()
         if now - self._tune_at < TUNE_EVERY_S:
             return
@@ -349,14 +360,13 @@ class SpecmonApp(App[int]):
         self._poll_counters(snaps)
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
-            self._q(ServersView).show(self._cards(snaps), self.selected, compact)
+            self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
         self._show_segments()
 
-    def _poll_counters(self, snaps: list[Any]) -> None:
-        poller_of = getattr(self.runner, "poller", None)
+    def _poll_counters(self, snaps: list[RunSnapshot]) -> None:
         lines: list[str] = []
         for i, (label, _) in enumerate(self.servers):
-            poller = poller_of(label) if callable(poller_of) else None
+            poller = self.runner.poller(label) if self.runner is not None else None
             if poller is None:
                 self._counters.pop(label, None)
                 continue
@@ -369,9 +379,9 @@ class SpecmonApp(App[int]):
                 if self.runner is not None
                 else "server /metrics: not available in a replay"
             ]
-        self._q(CountersView).show(lines)
+        self._widget(CountersView).show(lines)
 
-    def _cards(self, snaps: list[Any]) -> list[ServerCard]:
+    def _cards(self, snaps: list[RunSnapshot]) -> list[ServerCard]:
         cards = []
         for (label, _), s in zip(self.servers, snaps):
             hist, k, source = self._server_hist(label, s)
@@ -400,7 +410,7 @@ class SpecmonApp(App[int]):
             )
         return cards
 
-    def _server_hist(self, label: str, snap: Any) -> tuple[dict[int, int], int | None, str]:
+    def _server_hist(self, label: str, snap: RunSnapshot) -> tuple[dict[int, int], int | None, str]:
         hist = dict(snap.pooled_histogram or {})
         counters = self._counters.get(label)
         if sum(hist.values()) == 0 and counters is not None and counters.histogram:
@@ -408,68 +418,66 @@ class SpecmonApp(App[int]):
         return hist, snap.num_spec_tokens, ""
 
     def _show_segments(self) -> None:
-        rows_of = getattr(self.runner, "segment_rows", None)
-        if not callable(rows_of):
-            hint = (
-                "segments: < > concurrency, r R rate, o O output length; each change starts one"
-                if self.runner is not None
-                else "segments: live runs only"
-            )
-            self._q(SegmentsView).show([], hint)
+        if self.runner is None:
+            self._widget(SegmentsView).show([], "segments: live runs only")
             return
         started = time.monotonic()
         if started < self._segments_at:
             return
         try:
-            rows = rows_of()
+            rows = self.runner.segment_rows()
         except Exception as exc:
-            self._q(SegmentsView).show([], f"segments unavailable: {exc}")
+            self._widget(SegmentsView).show([], f"segments unavailable: {exc}")
+            return
+        if rows is None:  # a run without a segments table (a replay)
+            self._widget(SegmentsView).show(
+                [], "segments: < > concurrency, r R rate, o O output length; each change starts one"
+            )
             return
         # a slow call (the first one, or a runner that re-reads every result) spaces the next
         self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
-        self._q(SegmentsView).show(
+        self._widget(SegmentsView).show(
             segment_cells(rows),
             "segments appear with the first requests; < > concurrency, r R rate, o O output length",
         )
 
-    def _elapsed(self, snap: Any) -> float:
+    def _elapsed(self, snap: RunSnapshot) -> float:
         return (
             self.freeze_elapsed if self.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
         )
 
-    def _show_header(self, snap: Any, paused_arrivals: int | None) -> None:
-        runner = self.runner
+    def _show_header(self, snap: RunSnapshot, paused_arrivals: int | None) -> None:
+        runner, config = self.runner, self.config
         info = HeaderInfo(
-            target=_target(self.config),
-            model=str(_cfg(self.config, "model") or "-"),
-            engine=str(getattr(snap, "engine", None) or "-"),
+            target=_target(config),
+            model=str((config and config.model) or "-"),
+            engine=str(snap.engine or "-"),
             k=self._k_text(snap),
             load=_load_text(self.config),
             elapsed_s=self._elapsed(snap),
             completed=int(snap.request_count),
             errors=int(snap.error_count),
-            error_kinds=dict(getattr(snap, "error_summary", None) or {}),
+            error_kinds=dict(snap.error_summary or {}),
             failure=_failure(runner),
-            request_count=_cfg(self.config, "request_count"),
-            duration_s=_cfg(self.config, "benchmark_duration"),
+            request_count=config.request_count if config else None,
+            duration_s=config.benchmark_duration if config else None,
             paused_arrivals=paused_arrivals,
-            finished=bool(getattr(runner, "finished", runner is None and self.source != "live")),
+            finished=runner.finished if runner is not None else self.source != "live",
             source=self.source,
             **_runner_progress(self._shown_runner()),
         )
-        self._q(RunHeader).show(info)
+        self._widget(RunHeader).show(info)
 
-    def _shown_runner(self) -> Any:
+    def _shown_runner(self) -> RunControl | None:
         """The runner of the server the panels show: the header's counts are that server's,
         so its in-flight count and phase must be too (not the sum over every server)."""
-        servers = getattr(self.runner, "servers", None)
-        if len(self.servers) > 1 and isinstance(servers, dict):
-            own = servers.get(self._label(), (None, None))[0]
+        if self.runner is not None and len(self.servers) > 1:
+            own = self.runner.servers[self._label()][0]
             if own is not None:
                 return own
         return self.runner
 
-    def _k_text(self, snap: Any) -> int | str | None:
+    def _k_text(self, snap: RunSnapshot) -> int | str | None:
         """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
         if len(self.servers) > 1:
             ks = [s.accumulator.num_spec_tokens for _, s in self.servers]
@@ -477,16 +485,16 @@ class SpecmonApp(App[int]):
             return f"{shown} · showing {self._label()} ([ ] switch)"
         results = self.accumulator.results
         for result in results[self._k_seen :] if self._k_seen < len(results) else ():
-            k = getattr(getattr(result, "spec", None), "num_spec_tokens", None)
+            k = result.spec.num_spec_tokens if result.spec is not None else None
             if k is not None:
                 self._ks.add(k)
         self._k_seen = len(results)
         if len(self._ks) > 1:
             return ",".join(str(k) for k in sorted(self._ks))
         counters = self._counters.get(self._label())
-        return getattr(snap, "num_spec_tokens", None) or (counters.k if counters else None)
+        return snap.num_spec_tokens or (counters.k if counters else None)
 
-    def _show_plot(self, snap: Any) -> None:
+    def _show_plot(self, snap: RunSnapshot) -> None:
         label, window = WINDOWS[self.window_index]
         now_mono = time.monotonic()
         if self._plot_key == self.window_index and now_mono - self._plot_at < PLOT_EVERY_S:
@@ -497,19 +505,19 @@ class SpecmonApp(App[int]):
         times, steps, accepted = self._bins.arrays()
         now = max(times[-1] if times else 0.0, self._elapsed(snap))
         xs, ys = acceptance_series(times, steps, accepted, window, now)
-        self._q(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
-        self._q("#panel-plot").border_subtitle = f"w: window {label}"
+        self._widget(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
+        self._q("#panel-plot", Widget).border_subtitle = f"w: window {label}"
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
     def _log_counts(self, event: RequestLog.PendingChanged) -> None:
-        log = self._q(RequestLog)
+        log = self._widget(RequestLog)
         parts = [f"{event.shown:,} shown"]
         if log.filter_text:
             parts.append(f"filter '{log.filter_text}' of {event.total:,}")
         parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
         # In the title: the compact layout has no bottom border to carry a subtitle.
-        self._q("#panel-log").border_title = "5 Requests · " + " · ".join(parts)
+        self._q("#panel-log", Widget).border_title = "5 Requests · " + " · ".join(parts)
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:
@@ -517,7 +525,7 @@ class SpecmonApp(App[int]):
 
     @on(Input.Submitted, "#log-filter")
     def _apply_filter(self, event: Input.Submitted) -> None:
-        self._q(RequestLog).set_filter(event.value)
+        self._widget(RequestLog).set_filter(event.value)
         self._close_filter()
 
     # -- actions ----------------------------------------------------------------------
@@ -543,13 +551,13 @@ class SpecmonApp(App[int]):
 
     def action_filter(self) -> None:
         box = self._q("#log-filter", Input)
-        box.value = self._q(RequestLog).filter_text
+        box.value = self._widget(RequestLog).filter_text
         box.add_class("visible")
         box.focus()
 
     def _close_filter(self) -> None:
         self._q("#log-filter", Input).remove_class("visible")
-        self._q(RequestLog).focus()
+        self._widget(RequestLog).focus()
 
     def action_cycle_window(self) -> None:
         self.window_index = (self.window_index + 1) % len(WINDOWS)
@@ -587,14 +595,14 @@ class SpecmonApp(App[int]):
         self._plot_key = None
         self._last_key = None
         self._tune_at = 0.0
-        self._q(RequestLog).set_source(self.accumulator.results)
+        self._widget(RequestLog).set_source(self.accumulator.results)
         self.refresh_data()
         self.notify(f"showing server {label}", timeout=2)
 
     def action_load_knob(self, name: str, direction: int) -> None:
         """Raise or lower a load setting; the runner starts a new segment."""
-        setter = getattr(self.runner, f"set_{name}", None)
-        if not callable(setter):
+        runner = self.runner
+        if runner is None or not runner.drives_load:
             self.notify("load keys work in live runs only", timeout=3)
             return
         if name == "request_rate" and not self.load_settings.get("request_rate"):
@@ -608,14 +616,19 @@ class SpecmonApp(App[int]):
             self.load_settings.get(name), direction, integer=name != "request_rate"
         )
         self.load_settings[name] = value
-        setter(value)
+        if name == "concurrency":
+            runner.set_concurrency(int(value))
+        elif name == "request_rate":
+            runner.set_request_rate(value)
+        else:
+            runner.set_output_tokens(int(value))
         self._tune_at = self._segments_at = 0.0
         self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
 
     def action_maximize(self, number: int) -> None:
         if self.screen is not self.screen_stack[0]:
             return  # a help or detail screen is on top
-        panel = self._q(f"#{PANELS[number - 1]}")
+        panel = self._q(f"#{PANELS[number - 1]}", Widget)
         self.screen.minimize()
         self.screen.maximize(panel, container=False)
 
@@ -625,89 +638,76 @@ class SpecmonApp(App[int]):
             self._close_filter()
         elif self.screen.maximized is not None:
             self.screen.minimize()
-            self._q(RequestLog).focus()
+            self._widget(RequestLog).focus()
 
 
-def _server_list(runner: Any, session: Any) -> list[tuple[str, Any]]:
-    """(label, session) per server of a MultiRun-like runner (`.servers`); else one entry."""
-    servers = getattr(runner, "servers", None)
-    if isinstance(servers, dict) and len(servers) > 1:
+def _server_list(runner: MonitoredRun | None, session: SessionView) -> list[tuple[str, Any]]:
+    """(label, session) per server when the run has several; else one entry."""
+    servers = runner.servers if runner is not None else {}
+    if len(servers) > 1:
         return [(label, pair[1]) for label, pair in servers.items()]
-    label = next(iter(servers)) if isinstance(servers, dict) and servers else "run"
+    label = next(iter(servers)) if servers else "run"
     return [(label, session)]
 
 
-def _initial_settings(config: Any) -> dict[str, Any]:
+def _initial_settings(config: MonitorConfig | None) -> dict[str, Any]:
     """The run's load settings as the knobs start from (totals over every server)."""
-    conc = _cfg(config, "effective_concurrency") or _cfg(config, "concurrency")
+    if config is None:
+        return {"concurrency": None, "request_rate": None, "output_tokens": None}
     return {
-        "concurrency": conc,
-        "request_rate": _cfg(config, "request_rate"),
-        "output_tokens": _cfg(config, "output_tokens_mean"),
+        "concurrency": config.effective_concurrency or config.concurrency,
+        "request_rate": config.request_rate,
+        "output_tokens": config.output_tokens_mean,
     }
 
 
-def _cfg(config: Any, name: str) -> Any:
-    return getattr(config, name, None) if config is not None else None
-
-
-def _failure(runner: Any) -> str | None:
-    error = getattr(runner, "error", None) if getattr(runner, "finished", False) else None
+def _failure(runner: RunControl | None) -> str | None:
+    error = runner.error if runner is not None and runner.finished else None
     if error is None or isinstance(error, KeyboardInterrupt):
         return None
     return f"{type(error).__name__}: {error}"
 
 
-def _runner_progress(runner: Any) -> dict[str, Any]:
-    """In-flight count and phase from LoadRunner.progress(), when the runner has one."""
-    progress = getattr(runner, "progress", None)
-    if not callable(progress):
+def _runner_progress(runner: RunControl | None) -> dict[str, Any]:
+    """In-flight count and phase, for a runner that sends requests (not a replay)."""
+    if runner is None or not runner.drives_load:
         return {}
     try:
-        p = progress()
+        p = runner.progress()
     except Exception:  # a progress read must never break the screen
         return {}
-    return {"in_flight": getattr(p, "in_flight", None), "phase": getattr(p, "phase", None)}
+    return {"in_flight": p.in_flight, "phase": p.phase}
 
 
-def _target(config: Any) -> str:
-    targets = getattr(config, "targets", None)
-    if callable(targets):
-        try:
-            pairs = targets()
-            return ", ".join(url for _, url in pairs) or "-"
-        except Exception:  # a half-built config must not break the header
-            pass
-    url = _cfg(config, "url")
-    if isinstance(url, list):
-        return ", ".join(url) or "-"
-    return str(url or "-")
+def _target(config: MonitorConfig | None) -> str:
+    return ", ".join(config.targets) or "-" if config is not None else "-"
 
 
-def _load_text(config: Any) -> str:
-    if _cfg(config, "load_label"):
-        return str(_cfg(config, "load_label"))
-    rate = _cfg(config, "request_rate")
-    conc = _cfg(config, "concurrency")
+def _load_text(config: MonitorConfig | None) -> str:
+    if config is None:
+        return "replay"
+    if config.load_label:
+        return config.load_label
+    rate, conc = config.request_rate, config.concurrency
     parts = []
     if rate:
-        parts.append(f"rate {rate:g}/s {_cfg(config, 'request_rate_mode') or ''}".rstrip())
+        parts.append(f"rate {rate:g}/s {config.request_rate_mode or ''}".rstrip())
     if conc or not rate:
         parts.append(f"concurrency {conc or 1}")
-    if _cfg(config, "request_count"):
-        parts.append(f"count {_cfg(config, 'request_count')}")
-    if _cfg(config, "benchmark_duration"):
-        parts.append(f"duration {_cfg(config, 'benchmark_duration'):g}s")
-    return ", ".join(parts) if config is not None else "replay"
+    if config.request_count:
+        parts.append(f"count {config.request_count}")
+    if config.benchmark_duration:
+        parts.append(f"duration {config.benchmark_duration:g}s")
+    return ", ".join(parts)
 
 
-def run_monitor(config: Any, runner: Any, session: Any) -> int:
+def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -> int:
     """Open the monitor over a started runner; returns when the user quits (q / Ctrl-C).
 
     Quitting asks the runner to stop at once; the caller joins it, writes the exports
     (session.finish) and prints where they are once the screen has closed.
     """
-    app = SpecmonApp(session, runner, config)
+    app = SpecmonApp(session, runner, MonitorConfig.of_run(config))
     try:
         code = app.run()
     finally:

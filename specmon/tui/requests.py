@@ -1,13 +1,16 @@
 """Reading one RequestResult for the log and the drill-down screen (no Textual).
 
-Fields are read defensively (attribute or mapping) so a replayed export record and a live
-result look the same to the view.
+A replayed export record becomes a RequestResult too (export/jsonl_export.py
+result_from_record), so live and replayed requests read the same.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specmon.pipeline import RequestResult
 
 LOG_HEADER = (
     f"{'#':>5} {'request id':<12} {'category':<8} {'out':>5} {'steps':>5} "
@@ -15,41 +18,31 @@ LOG_HEADER = (
 )
 
 
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def metric(result: Any, tag: str) -> float | None:
+def metric(result: RequestResult, tag: str) -> float | None:
     """A per-request metric value in display units (ms, tokens, ...), or None."""
-    value = (field(result, "metrics") or {}).get(tag)
-    if isinstance(value, dict):  # an export-style {"value": v, "unit": u}
-        value = value.get("value")
+    value = result.metrics.get(tag)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def request_id(result: Any, index: int) -> str:
-    return str(field(result, "x_request_id") or f"req-{index + 1}")
+def request_id(result: RequestResult, index: int) -> str:
+    return str(result.x_request_id or f"req-{index + 1}")
 
 
-def status(result: Any) -> tuple[str, str]:
+def status(result: RequestResult) -> tuple[str, str]:
     """(text, kind) where kind is error | warmup | ok."""
-    error = field(result, "error")
+    error = result.error
     if error:
-        return f"ERR {field(error, 'type', 'error')}", "error"
-    if field(result, "phase") == "warmup":
+        return f"ERR {error.get('type', 'error')}", "error"
+    if result.phase == "warmup":
         return "warmup", "warmup"
-    if field(result, "spec_zero_step"):
+    if result.spec_zero_step:
         return "ok 0-step", "ok"
-    if field(result, "spec") is None and field(result, "spec_reason"):
-        return f"ok no-spec:{field(result, 'spec_reason')}", "ok"
+    if result.spec is None and result.spec_reason:
+        return f"ok no-spec:{result.spec_reason}", "ok"
     return "ok", "ok"
 
 
-def output_tokens(result: Any) -> float | None:
+def output_tokens(result: RequestResult) -> float | None:
     for tag in ("output_sequence_length", "output_token_count"):
         value = metric(result, tag)
         if value is not None:
@@ -61,14 +54,14 @@ def _num(value: float | None, width: int, fmt: str) -> str:
     return (format(value, fmt) if value is not None else "-").rjust(width)
 
 
-def log_row(result: Any, index: int) -> tuple[str, str]:
+def log_row(result: RequestResult, index: int) -> tuple[str, str]:
     """One log line (fixed columns) and its kind for styling."""
-    spec = field(result, "spec")
-    steps = field(spec, "num_spec_steps")
-    al = field(spec, "mean_acceptance_length")
-    rate = field(spec, "draft_acceptance_rate")
+    spec = result.spec
+    steps = spec.num_spec_steps if spec is not None else None
+    al = spec.mean_acceptance_length if spec is not None else None
+    rate = spec.draft_acceptance_rate if spec is not None else None
     text, kind = status(result)
-    category = str(field(result, "category") or "-")[:8]
+    category = str(result.category or "-")[:8]
     line = (
         f"{index + 1:>5} {request_id(result, index)[:12]:<12} {category:<8} "
         f"{_num(output_tokens(result), 5, '.0f')} {_num(steps, 5, 'd')} {_num(al, 5, '.2f')} "
@@ -79,39 +72,38 @@ def log_row(result: Any, index: int) -> tuple[str, str]:
     return line, kind
 
 
-def per_step(result: Any) -> tuple[list[int] | None, list[int] | None]:
-    spec = field(result, "spec")
-    return field(spec, "per_step_accepted"), field(spec, "per_step_drafted")
+def per_step(result: RequestResult) -> tuple[list[int] | None, list[int] | None]:
+    spec = result.spec
+    if spec is None:
+        return None, None
+    return spec.per_step_accepted, spec.per_step_drafted
 
 
-def raw_payload(result: Any) -> str:
+def raw_payload(result: RequestResult) -> str:
     """The request's own spec-decode payload and last response body, pretty-printed."""
     parts: dict[str, Any] = {}
-    spec = field(result, "spec_trace") or field(result, "spec")
+    spec = result.spec_trace or result.spec
     if spec is not None:
-        to_dict = getattr(spec, "to_export_dict", None)
-        parts["spec_decode_acceptance"] = to_dict() if to_dict else spec
-    capture = field(result, "capture")
-    responses = field(capture, "responses") or []
+        parts["spec_decode_acceptance"] = spec.to_export_dict()
+    responses = result.capture.responses if result.capture is not None else []
     if responses:
         parts["last_response"] = responses[-1]
-    error = field(result, "error")
-    if error:
-        parts["error"] = error
-    payload = field(result, "spec_payload")
+    if result.error:
+        parts["error"] = result.error
+    payload = result.spec_payload
     if not responses and payload is not None:  # live run: the payload outlives the bodies
         parts["payload_as_sent"] = payload
     if not responses:  # replayed records, or live results whose bodies were dropped
-        parts["metrics"] = field(result, "metrics") or {}
+        parts["metrics"] = result.metrics or {}
     return pretty_json(parts)
 
 
-def payload_title(result: Any) -> str:
+def payload_title(result: RequestResult) -> str:
     """The raw panel's title: says when the bodies are gone and the parsed record stands in."""
-    capture = field(result, "capture")
-    if field(capture, "responses"):
+    capture = result.capture
+    if capture is not None and capture.responses:
         return "raw payload (last response body)"
-    if capture is not None and field(result, "spec_payload") is not None:
+    if capture is not None and result.spec_payload is not None:
         return (
             "spec-decode payload as sent; live runs keep only this part of the "
             "body (--export-level raw writes whole bodies)"

@@ -38,8 +38,8 @@ class DraftCost:
         return DraftCost(value, False)
 
 
-def initial_draft_cost(config: Any) -> DraftCost:
-    given = getattr(config, "draft_cost", None) if config is not None else None
+def initial_draft_cost(given: float | None) -> DraftCost:
+    """--draft-cost when given, else the assumed default."""
     return (
         DraftCost(float(given), False) if given is not None else DraftCost(DEFAULT_DRAFT_COST, True)
     )
@@ -119,13 +119,15 @@ class CounterStatus:
     k: int | None
 
 
-def counter_status(view: Any, snapshot: Any, now_s: float | None = None) -> CounterStatus:
+def counter_status(
+    view: ServerCounterView | None, snapshot: Any, now_s: float | None = None
+) -> CounterStatus:
     """What the poller says now: window figures, per position, reconciliation."""
     if view is None:
         return CounterStatus(["server /metrics: not polled"], None, None)
-    delta: CounterDelta | None = getattr(view, "delta", None)
+    delta: CounterDelta | None = view.delta
     if delta is None:
-        why = getattr(view, "error", None) or "no sample yet"
+        why = view.error or "no sample yet"
         return CounterStatus([f"server /metrics: {why}"], None, None)
     if not delta.present:
         return CounterStatus(["server /metrics: no spec-decode counters"], None, None)
@@ -152,11 +154,12 @@ def counter_status(view: Any, snapshot: Any, now_s: float | None = None) -> Coun
     )
 
 
-def reconciliation_line(view: Any, snapshot: Any, now_s: float | None = None) -> str:
+def reconciliation_line(view: ServerCounterView, snapshot: Any, now_s: float | None = None) -> str:
     """The live verdict (server_view.live_verdict) in one line. A view without the client's
     side of each scrape (no ClientProbe) is compared with `snapshot` as it is."""
-    verdict = live_verdict(view, now_s) if isinstance(view, ServerCounterView) else None
+    verdict = live_verdict(view, now_s)
     if verdict is None:
+        assert view.delta is not None
         return _verdict_text(reconcile(view.delta, snapshot), "")
     if verdict.state == "settling":
         diffs = _diff_text(verdict.reconciliation)

@@ -14,11 +14,11 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
+from specmon.interfaces import LoadProgress
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
@@ -118,20 +118,6 @@ class ArrivalSchedule:
         if self.mode == "poisson":
             return self.rng.expovariate(self.rate)
         return 1.0 / self.rate
-
-
-@dataclass(frozen=True, slots=True)
-class LoadProgress:
-    sent: int  # profiling requests sent
-    completed: int  # profiling requests finished (including errors)
-    total: int | None  # --request-count, None for duration / unbounded runs
-    in_flight: int
-    errors: int
-    loop_lag_ms: float  # worst event-loop lag over the last second
-    phase: str = "profiling"  # warmup | profiling | stopping | done
-    warmup_completed: int = 0
-    lag_warning: bool = False
-    elapsed_s: float = 0.0  # seconds since profiling began
 
 
 class LoopLagMonitor:

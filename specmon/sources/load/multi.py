@@ -8,10 +8,10 @@ Load modes over N servers:
   same order (the way to compare servers started at different k or with other drafters).
 
 With one server nothing changes: its exports go to --artifact-dir itself; with several,
-to `<artifact-dir>/<label>/`. MultiRun has the LoadRunner interface (start, stop, join,
-finished, progress, set_*), so the headless loop and the TUI drive it like one runner.
-For the TUI: `.servers` (label -> (runner, session)), `.poller(label)` (the live
-ServerCounterPoller, None without /metrics) and `.segment_rows()`.
+to `<artifact-dir>/<label>/`. MultiRun is an interfaces.RunControl (start, stop, join,
+finished, progress, set_*), so the headless loop and the TUI drive it like one runner, and
+an interfaces.RunView for the TUI: `.servers` (label -> (runner, session)), `.poller(label)`
+(the live ServerCounterPoller, None without /metrics) and `.segment_rows()`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from specmon.analysis.segments import SegmentTable, format_segments, parse_segme
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.json_export import write_json
+from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe, server_metrics_report
-from specmon.sources.load.generator import LoadProgress
+from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import detect_engine
-from specmon.sources.load.workers import split_int
 
 
 @dataclass
@@ -42,8 +42,8 @@ class ServerRun:
     label: str
     url: str
     config: RunConfig
-    runner: Any
-    session: Any
+    runner: LoadControl
+    session: Any  # a RunSession (an interfaces.SessionView that also writes the exports)
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
     segments: list[dict] = field(default_factory=list)
@@ -59,7 +59,7 @@ class MultiRun:
         self,
         config: RunConfig,
         make_session: Callable[[RunConfig], Any],
-        make_runner: Callable[[RunConfig, Any], Any],
+        make_runner: Callable[[RunConfig, Any], LoadControl],
         *,
         detect: Callable[[str, str | None], str | None] = detect_engine,
     ) -> None:
@@ -138,7 +138,7 @@ class MultiRun:
 
     # the TUI's view ------------------------------------------------------------------
     @property
-    def servers(self) -> dict[str, tuple[Any, Any]]:
+    def servers(self) -> dict[str, tuple[LoadControl | None, SessionView]]:
         return {r.label: (r.runner, r.session) for r in self.runs}
 
     @property
@@ -158,7 +158,7 @@ class MultiRun:
             return self._segments.rows({r.label: _segment_settings(r.runner) for r in self.runs})
         return self._segments.rows(_segment_settings(self.primary.runner))
 
-    # LoadRunner interface --------------------------------------------------------------
+    # RunControl ------------------------------------------------------------------------
     def start(self) -> None:
         if self.watch is not None:
             self.watch.start()  # baselines before the first request
@@ -191,45 +191,30 @@ class MultiRun:
 
     def progress(self) -> LoadProgress:
         parts = [r.runner.progress() for r in self.runs]
-        if len(parts) == 1:
-            return parts[0]
-        phases = {p.phase for p in parts}
-        phase = next(
-            (name for name in ("starting", "warmup", "profiling", "stopping") if name in phases),
-            "done",
-        )
-        totals = [p.total for p in parts]
-        return LoadProgress(
-            sent=sum(p.sent for p in parts),
-            completed=sum(p.completed for p in parts),
-            total=None if None in totals else sum(totals),
-            in_flight=sum(p.in_flight for p in parts),
-            errors=sum(p.errors for p in parts),
-            loop_lag_ms=max(p.loop_lag_ms for p in parts),
-            phase=phase,
-            warmup_completed=sum(p.warmup_completed for p in parts),
-            lag_warning=any(p.lag_warning for p in parts),
-            elapsed_s=max(p.elapsed_s for p in parts),
-        )
+        return parts[0] if len(parts) == 1 else merge_progress(parts)
 
+    @property
+    def drives_load(self) -> bool:
+        return all(r.runner.drives_load for r in self.runs)
+
+    # run-time knobs: each server's runner starts its own segment --------------------------
     def set_concurrency(self, value: int | None) -> None:
-        shares = self._shares_int(value)
-        for run, share in zip(self.runs, shares):
+        for run, share in zip(self.runs, self._shares("concurrency", value)):
             run.runner.set_concurrency(share)
 
     def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        divide = len(self.runs) if self.mode == "split" and value is not None else 1
-        for run in self.runs:
-            run.runner.set_request_rate(None if value is None else value / divide, mode)
+        for run, share in zip(self.runs, self._shares("request_rate", value)):
+            run.runner.set_request_rate(share, mode)
 
     def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
         for run in self.runs:
             run.runner.set_output_tokens(mean, stddev)
 
-    def _shares_int(self, value: int | None) -> list[int | None]:
-        if value is None or self.mode != "split":
+    def _shares(self, knob: str, value: Any) -> list[Any]:
+        """--split divides the run-wide value among the servers; otherwise each gets it."""
+        if self.mode != "split":
             return [value] * len(self.runs)
-        return [max(1, share) for share in split_int(value, len(self.runs))]
+        return knob_shares(knob, value, len(self.runs))
 
     # the end -----------------------------------------------------------------------------
     def finish(self) -> None:

@@ -19,7 +19,9 @@ from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.sources.load.generator import LoadGenerator, LoadProgress
+from specmon.interfaces import LoadProgress
+from specmon.sources.load.control import SegmentKnobs
+from specmon.sources.load.generator import LoadGenerator
 
 __all__ = [
     "LoadProgress",
@@ -119,7 +121,8 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
 
 
 class RunLifecycle:
-    """join / finished / stopped_early, shared by LoadRunner and WorkerPool.
+    """join / finished / stopped_early (of interfaces.RunControl), shared by LoadRunner and
+    WorkerPool.
 
     Subclasses set `_done` when the load has ended, `_stop_early` when stop() came first,
     and say through `_started()` whether there is anything to wait for.
@@ -147,8 +150,8 @@ class RunLifecycle:
         return self._stop_early
 
 
-class LoadRunner(RunLifecycle):
-    """start() / stop() / join() / finished / progress(), and run-time knobs (thread-safe)."""
+class LoadRunner(SegmentKnobs, RunLifecycle):
+    """interfaces.LoadControl on one event loop in a background thread (thread-safe)."""
 
     def __init__(
         self,
@@ -201,23 +204,16 @@ class LoadRunner(RunLifecycle):
             return LoadProgress(0, 0, self.config.request_count, 0, 0, 0.0, "starting")
         return gen.progress()
 
-    # run-time knobs: each real change starts a new load segment ------------------------
-    def set_concurrency(self, value: int | None) -> None:
-        segment = self.segment_log.change(concurrency=value)
-        self._call(lambda g: (g.set_concurrency(value), _tag(g, segment)))
+    # run-time knobs (SegmentKnobs): each real change starts a new load segment -----------
+    def _apply(self, knob: str, args: tuple[Any, ...], segment: int | None) -> None:
+        setter = _SETTERS[knob]
+        self._call(lambda g: (setter(g, *args), _tag(g, segment)))
 
-    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        segment = self.segment_log.change(request_rate=value)
-        self._call(lambda g: (g.set_request_rate(value, mode), _tag(g, segment)))
-
-    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        segment = self.segment_log.change(output_tokens=mean)
-        self._call(lambda g: (g.set_output_tokens(mean, stddev), _tag(g, segment)))
-
-    @property
-    def segment(self) -> int:
-        """The segment requests sent now belong to."""
-        return self.segment_log.current
+    def unlanded(self, landed: int, progress: LoadProgress) -> int | None:
+        """Exact: a request counts as in flight until after it is recorded, so sent - landed
+        (landed read before progress; a landing in between only raises the count)."""
+        sent = progress.in_flight + progress.completed + progress.warmup_completed
+        return sent - landed if sent >= landed else None
 
     def set_segment(self, segment: int | None) -> None:
         """Tag later requests with a load-segment number (for tuning sweeps)."""
@@ -272,6 +268,13 @@ class LoadRunner(RunLifecycle):
             finally:
                 loop.close()
                 self._done.set()
+
+
+_SETTERS: dict[str, Callable[..., None]] = {
+    "concurrency": LoadGenerator.set_concurrency,
+    "request_rate": LoadGenerator.set_request_rate,
+    "output_tokens": LoadGenerator.set_output_tokens,
+}
 
 
 def _tag(generator: LoadGenerator, segment: int | None) -> None:

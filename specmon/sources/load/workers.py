@@ -26,17 +26,14 @@ import orjson
 from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
-from specmon.sources.load.generator import LoadProgress
+from specmon.interfaces import LoadProgress
+from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
+
+__all__ = ["WorkerPool", "effective_workers", "split_int", "worker_configs"]
 
 PROGRESS_EVERY_S = 0.25  # progress is also sent as soon as the counts change
 GO_LEAD_S = 0.05  # the "go" names an instant this far ahead, so every worker starts at once
-
-
-def split_int(total: int, parts: int) -> list[int]:
-    """10 over 3 -> [4, 3, 3]: shares differ by at most one and sum to the total."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
 def effective_workers(config: RunConfig) -> int:
@@ -171,8 +168,8 @@ def _apply_controls(runner: LoadRunner, control: Any, gate: _Gate) -> None:
         getattr(runner, command)(*values)
 
 
-class WorkerPool(RunLifecycle):
-    """The LoadRunner interface over N worker processes."""
+class WorkerPool(SegmentKnobs, RunLifecycle):
+    """interfaces.LoadControl over N worker processes."""
 
     def __init__(self, config: RunConfig, session: Any) -> None:
         self.config = config
@@ -296,9 +293,9 @@ class WorkerPool(RunLifecycle):
                 return
         self._broadcast("go", time.perf_counter() + GO_LEAD_S)
 
-    def unlanded(self) -> int:
+    def unlanded(self, landed: int | None = None, progress: LoadProgress | None = None) -> int:
         """Requests sent and not yet fed to the session, from the workers' latest progress
-        reports. A report may lag the worker's sends, so a worker still running counts at
+        reports (the arguments of interfaces.LandingCount are not needed here). A report may lag the worker's sends, so a worker still running counts at
         least one: a live verdict never takes "nothing in flight" for granted while it runs."""
         total = 0
         for index in range(len(self._processes)):
@@ -325,48 +322,16 @@ class WorkerPool(RunLifecycle):
         return len(self._processes)
 
     def progress(self) -> LoadProgress:
-        parts = list(self._progress.values())
-        if not parts:
-            return LoadProgress(0, 0, self.config.request_count, 0, 0, 0.0, "starting")
-        phases = {p.phase for p in parts}
-        phase = "warmup" if "warmup" in phases else ("done" if phases == {"done"} else "profiling")
-        return LoadProgress(
-            sent=sum(p.sent for p in parts),
-            completed=sum(p.completed for p in parts),
-            total=self.config.request_count,
-            in_flight=sum(p.in_flight for p in parts),
-            errors=sum(p.errors for p in parts),
-            loop_lag_ms=max(p.loop_lag_ms for p in parts),
-            phase=phase,
-            warmup_completed=sum(p.warmup_completed for p in parts),
-            lag_warning=any(p.lag_warning for p in parts),
-            elapsed_s=max(p.elapsed_s for p in parts),
-        )
+        return merge_progress(list(self._progress.values()), total=self.config.request_count)
 
-    # run-time knobs, split like the start-up shares; a change starts a segment ----------
-    def set_concurrency(self, value: int | None) -> None:
-        shares = split_int(value, len(self._controls)) if value else [None] * len(self._controls)
-        for control, share in zip(self._controls, shares):
-            control.put(("set_concurrency", max(share, 1) if share is not None else None))
-        self._segment(self.segment_log.change(concurrency=value))
-
-    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        share = value / len(self._controls) if value and self._controls else value
-        self._broadcast("set_request_rate", share, mode)
-        self._segment(self.segment_log.change(request_rate=value))
-
-    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        self._broadcast("set_output_tokens", mean, stddev)
-        self._segment(self.segment_log.change(output_tokens=mean))
-
-    def _segment(self, segment: int | None) -> None:
+    # run-time knobs (SegmentKnobs), shared like the start-up shares ----------------------
+    def _apply(self, knob: str, args: tuple[Any, ...], segment: int | None) -> None:
+        value, *rest = args
+        for control, share in zip(self._controls, knob_shares(knob, value, len(self._controls))):
+            control.put((f"set_{knob}", share, *rest))
         # the children number their own segments alike; say it explicitly so they agree
         if segment is not None:
             self._broadcast("set_segment", segment)
-
-    @property
-    def segment(self) -> int:
-        return self.segment_log.current
 
     def set_segment(self, segment: int | None) -> None:
         self._broadcast("set_segment", segment)

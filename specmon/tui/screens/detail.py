@@ -11,7 +11,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
 from specmon.tui.requests import (
-    field,
     metric,
     payload_title,
     per_step,
@@ -77,14 +76,14 @@ class RequestDetail(ModalScreen[None]):
                 yield Static(raw_payload(result), id="detail-raw-text", markup=False)
 
     def on_mount(self) -> None:
-        spec = field(self._result, "spec")
-        self.query_one(HistogramView).show(dict(field(spec, "acceptance_histogram") or {}))
+        spec = self._result.spec
+        self.query_one(HistogramView).show(dict(spec.acceptance_histogram) if spec else {})
 
     def _timings_text(self) -> str:
         result = self._result
         text, _ = status(result)
-        spec = field(result, "spec")
-        lines = [f"status: {text}", f"category: {field(result, 'category') or '-'}"]
+        spec = result.spec
+        lines = [f"status: {text}", f"category: {result.category or '-'}"]
         for label, tag, unit in TIMING_TAGS:
             value = metric(result, tag)
             if value is not None:

@@ -1,0 +1,196 @@
+"""The declared seams between a run's parts (docs/architecture.md, "Run control and view").
+
+* `RunControl`: what drives a run. Every runner implements it: `LoadRunner` (one event
+  loop), `WorkerPool` (N processes), `MultiRun` (one runner per server), `ReplayFeeder`
+  (a finished run fed back); a sweep or watch runner implements the same members.
+* `ResultsView` / `SessionView`: one server's accumulated results, as the screen and the
+  headless progress line read them (`RunAccumulator` / `RunSession`).
+* `RunView`: the run as a whole for the monitor: its servers, each one's /metrics poller and
+  the live segments table. `MonitoredRun` is both (what `SpecmonApp` drives).
+* `MonitorConfig`: the run's settings the monitor shows (header, knobs' starting values).
+
+Only declarations here (and the plain `LoadProgress` record they return); nothing imports
+Textual, aiohttp or the load generator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from specmon.accumulator import RunSnapshot
+    from specmon.config import RunConfig
+    from specmon.pipeline import RequestResult
+    from specmon.server.scrape import ServerCounterView
+
+PHASES = ("starting", "warmup", "profiling", "stopping", "done")  # in the order a run moves
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    sent: int  # profiling requests sent
+    completed: int  # profiling requests finished (including errors)
+    total: int | None  # --request-count, None for duration / unbounded runs
+    in_flight: int
+    errors: int
+    loop_lag_ms: float  # worst event-loop lag over the last second
+    phase: str = "profiling"  # one of PHASES
+    warmup_completed: int = 0
+    lag_warning: bool = False
+    elapsed_s: float = 0.0  # seconds since profiling began
+
+
+@runtime_checkable
+class RunControl(Protocol):
+    """Start, stop and steer a run; every member is thread-safe.
+
+    `error` is what ended the run abnormally (None when it ended normally or still runs).
+    `drives_load` says whether this run sends requests: only then do the load knobs change
+    anything (each real change starts a load segment) and does `progress()` count requests
+    in flight. A replay's load was fixed when it was recorded: its knobs do nothing.
+    """
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def stopped_early(self) -> bool: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    @property
+    def drives_load(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> bool: ...
+
+    def progress(self) -> LoadProgress: ...
+
+    def set_concurrency(self, value: int | None) -> None: ...
+
+    def set_request_rate(self, value: float | None, mode: str | None = None) -> None: ...
+
+    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None: ...
+
+
+@runtime_checkable
+class LandingCount(Protocol):
+    """A runner that knows how many requests it sent that are not recorded yet ("unlanded"),
+    for the live /metrics verdict (server/server_view.py SessionProbe)."""
+
+    def unlanded(self, landed: int, progress: LoadProgress) -> int | None:
+        """`landed`: results recorded so far, read before `progress`; None: unknown now."""
+        ...
+
+
+class LoadControl(RunControl, LandingCount, Protocol):
+    """What MultiRun drives per server (LoadRunner, WorkerPool)."""
+
+
+@runtime_checkable
+class ResultsView(Protocol):
+    """One server's results so far (RunAccumulator); `results` is append-only."""
+
+    @property
+    def results(self) -> Sequence[RequestResult]: ...
+
+    @property
+    def warmup_count(self) -> int: ...
+
+    @property
+    def num_spec_tokens(self) -> int | None: ...
+
+    def snapshot(self) -> RunSnapshot: ...
+
+    def timeline(self) -> tuple[list[float], list[int], list[int]]: ...
+
+    def mark_finished(self) -> None: ...
+
+
+@runtime_checkable
+class SessionView(Protocol):
+    """One server's session as the monitor reads it (RunSession)."""
+
+    @property
+    def accumulator(self) -> ResultsView: ...
+
+    @property
+    def artifact_dir(self) -> Path | None: ...
+
+
+class CounterSource(Protocol):
+    """A live /metrics poller (server/scrape.py ServerCounterPoller)."""
+
+    def latest(self) -> ServerCounterView: ...
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """The run as the monitor reads it.
+
+    `servers`: label -> (that server's control, or None when only the whole run has one;
+    its session), in display order. `poller(label)`: None without /metrics polling.
+    `segment_rows()`: the live segments table, None when the run has none (a replay).
+    """
+
+    @property
+    def servers(self) -> Mapping[str, tuple[RunControl | None, SessionView]]: ...
+
+    def poller(self, label: str) -> CounterSource | None: ...
+
+    def segment_rows(self) -> list[dict] | None: ...
+
+
+@runtime_checkable
+class MonitoredRun(RunControl, RunView, Protocol):
+    """What the live monitor drives and reads: MultiRun, ReplayFeeder."""
+
+
+@dataclass
+class MonitorConfig:
+    """The run's settings as the monitor shows them; every field optional (a replay knows
+    few). `targets`: the servers' URLs (or the replayed file)."""
+
+    targets: list[str] = field(default_factory=list)
+    model: str | None = None
+    load_label: str | None = None  # replaces the load description built from the knobs
+    concurrency: int | None = None
+    effective_concurrency: int | None = None
+    request_rate: float | None = None
+    request_rate_mode: str | None = None
+    request_count: int | None = None
+    benchmark_duration: float | None = None
+    output_tokens_mean: int | None = None
+    draft_cost: float | None = None
+    refresh_hz: float = 4.0
+    theme: str | None = None
+    artifact_dir: str | None = None
+
+    @classmethod
+    def of_run(cls, config: RunConfig) -> MonitorConfig:
+        try:
+            targets = [url for _, url in config.targets()]
+        except Exception:  # a half-built config must not break the header
+            targets = list(config.url or [])
+        return cls(
+            targets=targets,
+            model=config.model,
+            concurrency=config.concurrency,
+            effective_concurrency=config.effective_concurrency,
+            request_rate=config.request_rate,
+            request_rate_mode=config.request_rate_mode,
+            request_count=config.request_count,
+            benchmark_duration=config.benchmark_duration,
+            output_tokens_mean=config.output_tokens_mean,
+            draft_cost=config.draft_cost,
+            refresh_hz=config.refresh_hz,
+            theme=config.theme,
+            artifact_dir=config.artifact_dir,
+        )

@@ -1,0 +1,188 @@
+"""A finished run as a source: a profile_export.jsonl (specmon's or AIPerf's) or a specmon raw
+capture read into feedable items, and `ReplayFeeder`, which feeds them into a RunSession at
+full speed or paced by their recorded end times (`specmon replay`, commands/replay.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specmon.errors import UserError
+from specmon.interfaces import CounterSource, LoadProgress, RunControl, SessionView
+
+RAW = "raw capture"
+RECORDS = "profile_export.jsonl"
+
+
+@dataclass
+class ReplayItem:
+    end_ns: int | None
+    feed: Callable[[Any], None]  # session -> None
+
+
+@dataclass
+class ReplaySource:
+    path: Path
+    kind: str
+    items: list[ReplayItem]
+    skipped: list[str] = field(default_factory=list)  # "line N: reason"
+    model: str | None = None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    if not path.is_file():
+        raise UserError(f"replay file not found: {path}")
+    try:
+        with path.open("rb") as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield line_no, line
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def detect_kind(obj: Any) -> str | None:
+    if isinstance(obj, dict) and "responses" in obj and "request" in obj:
+        return RAW
+    if isinstance(obj, dict) and ("metadata" in obj or "metrics" in obj):
+        return RECORDS
+    return None
+
+
+def _not_jsonl(path: Path, line_no: int) -> str:
+    """The one-line error for a first line that is not JSON (often the summary .json)."""
+    try:
+        whole = orjson.loads(path.read_bytes())
+    except (orjson.JSONDecodeError, OSError):
+        whole = None
+    if isinstance(whole, dict):
+        return (
+            f"{path} is one JSON document (a run summary?); replay reads the per-request "
+            f"profile_export.jsonl or a raw capture"
+        )
+    return f"{path}: line {line_no} is not JSON; expected a profile_export.jsonl or a raw capture"
+
+
+def load_source(path: str | Path) -> ReplaySource:
+    """Read FILE into feedable items; bad lines are skipped and reported, not fatal."""
+    from specmon.capture import CaptureError, RawCapture
+    from specmon.export.jsonl_export import result_from_record
+
+    path = Path(path)
+    source: ReplaySource | None = None
+    for line_no, line in _lines(path):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if source is None:
+                raise UserError(_not_jsonl(path, line_no)) from None
+            source.skipped.append(f"line {line_no}: not JSON")
+            continue
+        if source is None:
+            kind = detect_kind(obj)
+            if kind is None:
+                raise UserError(
+                    f"{path}: line {line_no} is neither a raw capture nor a "
+                    f"profile_export.jsonl record"
+                )
+            source = ReplaySource(path, kind, [])
+        try:
+            if source.kind == RAW:
+                capture = RawCapture.from_dict(obj)
+                source.model = source.model or capture.request.get("model")
+                end = max(capture.response_ns) if capture.response_ns else capture.end_ns
+                source.items.append(ReplayItem(end, lambda s, c=capture: s.add(c)))
+            else:
+                result = result_from_record(obj)
+                source.items.append(ReplayItem(result.end_ns, lambda s, r=result: s.add_result(r)))
+        except (CaptureError, ValueError, KeyError, TypeError) as exc:
+            source.skipped.append(f"line {line_no}: {str(exc).splitlines()[0]}")
+    if source is None:
+        raise UserError(f"{path} is empty: nothing to replay")
+    return source
+
+
+class ReplayFeeder:
+    """interfaces.MonitoredRun over a finished run: feeds the items to `session` on a thread,
+    paced by their recorded end times or at full speed. It sends no requests
+    (`drives_load` False: the knobs do nothing), has one server, no /metrics poller and
+    no segments table."""
+
+    def __init__(self, source: ReplaySource, session: Any, speed: float = 0.0) -> None:
+        self.source = source
+        self.session = session
+        self.speed = speed
+        self.fed = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="specmon-replay", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        origin_ns = next((i.end_ns for i in self.source.items if i.end_ns is not None), None)
+        t0 = time.monotonic()
+        for item in self.source.items:
+            if self.speed > 0 and origin_ns is not None and item.end_ns is not None:
+                due = t0 + (item.end_ns - origin_ns) / 1e9 / self.speed
+                if self._stop.wait(max(0.0, due - time.monotonic())):
+                    return
+            elif self._stop.is_set():
+                return
+            item.feed(self.session)
+            self.fed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.finished
+
+    @property
+    def finished(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    @property
+    def stopped_early(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def drives_load(self) -> bool:
+        return False
+
+    def progress(self) -> LoadProgress:
+        """Records fed so far of all there are; nothing is ever in flight."""
+        phase = "done" if self.finished else "profiling" if self._thread else "starting"
+        total = len(self.source.items)
+        return LoadProgress(self.fed, self.fed, total, 0, 0, 0.0, phase)
+
+    def set_concurrency(self, value: int | None) -> None:
+        """A replay's load was fixed when it was recorded."""
+
+    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
+        """A replay's load was fixed when it was recorded."""
+
+    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
+        """A replay's load was fixed when it was recorded."""
+
+    # RunView: one server, no /metrics, no segments
+    @property
+    def servers(self) -> dict[str, tuple[RunControl | None, SessionView]]:
+        return {"run": (self, self.session)}
+
+    def poller(self, label: str) -> CounterSource | None:
+        return None
+
+    def segment_rows(self) -> list[dict] | None:
+        return None
