@@ -1,8 +1,24 @@
-"""RunConfig: every run flag, from one table used for argparse, TOML files and SPECMON_* env.
+"""Options: each one declared once, as a pydantic field; every layer is generated from it.
 
-Precedence: command-line flags > SPECMON_* environment variables > `--config FILE` > defaults.
+A model's fields are its options. `option(default, help, ...)` declares one: the field name
+gives the flag (`--request-count`, or `flag=` when it differs), the TOML key (the flag without
+its dashes; `request-count` and `request_count` both read) and the environment variable
+(`SPECMON_REQUEST_COUNT`; the simulator's are `SPECMON_SIM_*`); the annotation and the
+pydantic checks (`ge=`, `Literal[...]`, validators) give the type and the validation; `help`
+is the help text, to which the generator appends the default. An `OptionSet` turns a model
+into the argparse group, the TOML loader, the env layer, `--save-config` and (for a parent
+that starts a child) an argv. `RUN_OPTIONS` here declares `specmon run` / `specmon demo`;
+`specmon.sim.config.SIM_OPTIONS` declares `specmon sim`, and demo reuses it.
+
+Adding an option is ONE edit: add a field to `RunConfig` (or `SimConfig`), e.g.
+    drain_timeout: float = option(30.0, "seconds to wait for in-flight requests at the end", gt=0)
+and every layer knows it (tests/test_options.py checks that each layer does).
+
+Precedence: command-line flags > environment variables > `--config FILE` > defaults.
 Flags are registered with `default=argparse.SUPPRESS`, so the parsed namespace holds only
-what the user typed and the layers can be merged key by key.
+what the user typed and the layers can be merged key by key. Every flag takes a string and
+the model validates it, so a bad value is one line naming the flag, the variable, or the
+file and key it came from.
 """
 
 from __future__ import annotations
@@ -13,13 +29,326 @@ import os
 import re
 import sys
 import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from specmon.errors import UserError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def option(
+    default: Any = None,
+    help: str = "",
+    *,
+    flag: str | None = None,
+    metavar: str | None = None,
+    repeat: bool = False,
+    env_alias: str | None = None,
+    secret: bool = False,
+    default_factory: Any = None,
+    **checks: Any,
+) -> Any:
+    """Declare one option: a pydantic Field whose extra metadata the layers read.
+
+    flag: the flag when it is not `--<field-name>`; repeat: the flag may be given several
+    times (values collected in a list); env_alias: a second, lower-priority variable (as
+    OPENAI_API_KEY); secret: never written by --save-config. `checks` are pydantic's (ge=...).
+    """
+    extra: dict[str, Any] = {"help": help, "repeat": repeat, "secret": secret}
+    if flag:
+        extra["flag"] = flag
+    if metavar:
+        extra["metavar"] = metavar
+    if env_alias:
+        extra["env_alias"] = env_alias
+    if default_factory is not None:
+        return Field(default_factory=default_factory, json_schema_extra=extra, **checks)
+    return Field(default, json_schema_extra=extra, **checks)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """What every layer needs to know about one option (derived from its field)."""
+
+    field: str
+    flag: str  # --request-count
+    env: str  # SPECMON_REQUEST_COUNT
+    help: str  # as declared; help_text() adds the default
+    default: Any  # PydanticUndefined when a factory makes it (an empty list or table)
+    kind: Literal["value", "bool", "append"]
+    metavar: str | None
+    env_alias: str | None
+    secret: bool
+
+    def help_text(self, default: Any = PydanticUndefined) -> str:
+        """The help line, with `default` (a command's own) or the declared default."""
+        return self.help + _default_text(self.default if default is PydanticUndefined else default)
+
+    @property
+    def key(self) -> str:
+        """The TOML key --save-config writes (the loader also takes underscores)."""
+        return self.flag[2:]
+
+
+def _base_type(annotation: Any) -> Any:
+    """`int | None` -> int; `Literal[...] | None` -> the Literal."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def _metavar(field: str, annotation: Any) -> str:
+    base = _base_type(annotation)
+    if typing.get_origin(base) is Literal:
+        return "{" + ",".join(str(choice) for choice in typing.get_args(base)) + "}"
+    return {int: "N", float: "X"}.get(base, field.rsplit("_", 1)[-1].upper())
+
+
+def _default_text(value: Any) -> str:
+    """' (default X)' for the help text (none for None, off, empty or a factory default)."""
+    if value is None or value is False or value == "" or value is PydanticUndefined:
+        return ""
+    shown = "on" if value is True else f"{value:g}" if isinstance(value, float) else str(value)
+    return f" (default {shown})"
+
+
+def _spec(name: str, info: FieldInfo, env_prefix: str) -> OptionSpec:
+    extra = info.json_schema_extra
+    if not isinstance(extra, dict) or "help" not in extra:
+        raise TypeError(f"field {name!r} is not declared with option(...)")
+    flag = str(extra.get("flag") or "--" + name.replace("_", "-"))
+    if info.annotation is bool:
+        kind: Literal["value", "bool", "append"] = "bool"
+    else:
+        kind = "append" if extra.get("repeat") else "value"
+    metavar = extra.get("metavar")
+    return OptionSpec(
+        field=name,
+        flag=flag,
+        env=env_prefix + flag[2:].replace("-", "_").upper(),
+        help=str(extra["help"]),
+        default=info.default,
+        kind=kind,
+        metavar=None if kind == "bool" else str(metavar or _metavar(name, info.annotation)),
+        env_alias=str(extra["env_alias"]) if extra.get("env_alias") else None,
+        secret=bool(extra.get("secret")),
+    )
+
+
+class OptionSet(Generic[M]):
+    """The layers of one options model: argparse, TOML file, environment, save, argv.
+
+    `dest_prefix` keeps two sets apart in one namespace (demo parses run and simulator
+    options together; both have a `model`)."""
+
+    def __init__(self, model: type[M], *, env_prefix: str, title: str, dest_prefix: str = ""):
+        self.model = model
+        self.title = title
+        self.dest_prefix = dest_prefix
+        self.config_env = env_prefix + "CONFIG"
+        self.specs: tuple[OptionSpec, ...] = tuple(
+            _spec(name, info, env_prefix) for name, info in model.model_fields.items()
+        )
+        self.by_field = {spec.field: spec for spec in self.specs}
+        self._by_key = {spec.key.replace("-", "_"): spec for spec in self.specs}
+
+    # argparse ---------------------------------------------------------------------------
+    def add_arguments(
+        self,
+        parser: argparse.ArgumentParser,
+        *,
+        exclude: Sequence[str] = (),
+        rename: Mapping[str, str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        config_flags: bool = True,
+    ) -> None:
+        """Register every option (all default to SUPPRESS), plus --config/--save-config.
+
+        `exclude` leaves options out (a parent that sets them itself); `rename` gives an
+        option another flag in this parser (demo's --sim-log); `defaults` are the command's
+        own defaults, shown in the help (the same ones it gives build())."""
+        parser.error = _one_line_error  # type: ignore[method-assign]  # one line, see below
+        group = parser.add_argument_group(self.title)
+        for spec in self.specs:
+            if spec.field in exclude:
+                continue
+            kwargs: dict[str, Any] = {
+                "dest": self.dest_prefix + spec.field,
+                "default": argparse.SUPPRESS,
+                "help": spec.help_text((defaults or {}).get(spec.field, PydanticUndefined)),
+            }
+            if spec.kind == "bool":
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:  # strings: the model validates, so a bad value is one line, not a usage
+                kwargs.update(metavar=spec.metavar)
+                if spec.kind == "append":
+                    kwargs["action"] = "append"
+            group.add_argument((rename or {}).get(spec.field, spec.flag), **kwargs)
+        if config_flags:
+            group.add_argument(
+                "--config",
+                dest=self.dest_prefix + "config_file",
+                default=None,
+                metavar="FILE",
+                help=f"read options from a TOML file (flags and {self.config_env[:-6]}* env win)",
+            )
+            group.add_argument(
+                "--save-config",
+                dest=self.dest_prefix + "save_config",
+                default=None,
+                metavar="FILE",
+                help="write the effective configuration as TOML",
+            )
+
+    # layers -----------------------------------------------------------------------------
+    def file_layer(self, path: str) -> dict[str, Any]:
+        try:
+            with open(path, "rb") as handle:
+                data = tomllib.load(handle)
+        except FileNotFoundError:
+            raise UserError(f"config file {path}: not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UserError(f"config file {path}: invalid TOML ({exc})") from None
+        except OSError as exc:
+            raise UserError(f"config file {path}: {exc.strerror}") from None
+        layer = {}
+        for key, value in data.items():
+            spec = self._by_key.get(key.replace("-", "_"))
+            if spec is None:
+                raise UserError(f"config file {path}: unknown key '{key}'")
+            layer[spec.field] = value
+        return layer
+
+    def env_layer(self, environ: Mapping[str, str]) -> dict[str, Any]:
+        layer: dict[str, Any] = {}
+        for spec in self.specs:
+            if spec.env_alias and environ.get(spec.env_alias):
+                layer[spec.field] = environ[spec.env_alias]
+            if spec.env in environ:
+                layer[spec.field] = environ[spec.env]
+        return layer
+
+    def flag_layer(self, args: argparse.Namespace) -> dict[str, Any]:
+        layer = {}
+        for spec in self.specs:
+            dest = self.dest_prefix + spec.field
+            if hasattr(args, dest):
+                layer[spec.field] = getattr(args, dest)
+        return layer
+
+    def build(
+        self,
+        args: argparse.Namespace | None = None,
+        environ: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        rename: Mapping[str, str] | None = None,
+    ) -> M:
+        """Merge defaults < file < env < flags (< overrides from code) into a validated model.
+
+        `defaults` replaces the model's own defaults (a command such as demo has its own);
+        `rename` is the one given to add_arguments, so errors name the flag that was typed."""
+        environ = dict(os.environ if environ is None else environ)
+        args = args or argparse.Namespace()
+        config_file = getattr(args, self.dest_prefix + "config_file", None) or environ.get(
+            self.config_env
+        )
+        layers: list[tuple[str, Mapping[str, Any]]] = [("defaults", defaults or {})]
+        if config_file:
+            layers.append((f"config file {config_file}", self.file_layer(config_file)))
+        layers.append(("environment", self.env_layer(environ)))
+        layers.append(("command line", self.flag_layer(args)))
+        layers.append(("options", overrides or {}))
+        merged: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for where, layer in layers:
+            for field, value in layer.items():
+                merged[field] = value
+                sources[field] = self._source(where, field, rename or {})
+        try:
+            return self.model(**merged)
+        except ValidationError as exc:
+            raise _layer_error(exc, sources) from None
+
+    def _source(self, where: str, field: str, rename: Mapping[str, str]) -> str:
+        spec = self.by_field.get(field)
+        if spec is None:
+            return where
+        if where == "environment":
+            return f"environment {spec.env}"
+        if where == "command line":
+            return f"option {rename.get(field, spec.flag)}"
+        return where
+
+    # output -----------------------------------------------------------------------------
+    def save(self, config: M, path: str) -> None:
+        """Write the effective configuration as TOML (None is left out: TOML has no null)."""
+        import tomli_w
+
+        try:
+            Path(path).write_text(tomli_w.dumps(self.toml_data(config)))
+        except OSError as exc:
+            raise UserError(f"cannot write config {path}: {exc.strerror}") from None
+
+    def toml_data(self, config: M) -> dict[str, Any]:
+        values = config.model_dump()
+        return {
+            spec.key: values[spec.field]
+            for spec in self.specs
+            if values[spec.field] is not None and not spec.secret
+        }
+
+    def to_argv(self, config: M) -> list[str]:
+        """Flags that rebuild `config` in a child process (lists and tables as JSON)."""
+        argv: list[str] = []
+        for field, value in config.model_dump().items():
+            spec = self.by_field[field]
+            if value is None:
+                continue
+            if spec.kind == "bool":
+                argv.append(spec.flag if value else "--no-" + spec.flag[2:])
+            elif spec.kind == "append":
+                for item in value if isinstance(value, list) else [value]:
+                    argv += [spec.flag, item if isinstance(item, str) else json.dumps(item)]
+            else:
+                text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+                argv += [spec.flag, text]
+        return argv
+
+
+def _one_line_error(message: str) -> NoReturn:
+    """argparse's errors (unknown flag, missing value) as one line, like every UserError."""
+    print(f"specmon: error: {message} (see --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _layer_error(exc: ValidationError, sources: dict[str, str]) -> UserError:
+    """One line naming the first bad key and where it came from."""
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else ""
+    where = sources.get(field, "option")
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return UserError(f"{where}: unknown key '{field}'")
+    if not field:
+        return UserError(message)
+    given = err.get("input")
+    shown = f" {given!r}" if given is not None and not isinstance(given, (dict, list)) else ""
+    return UserError(f"{where}: bad value{shown} for '{field}': {message}")
+
+
+# --------------------------------------------------------------------------------------
+# The run options (specmon run, specmon demo).
 
 
 class RunConfig(BaseModel):
@@ -27,44 +356,102 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    url: list[str] = Field(default_factory=list)
-    endpoint_type: Literal["chat", "completions"] = "chat"
-    streaming: bool = False
-    model: str | None = None
-    api_key: str | None = None
-    extra_inputs: dict[str, Any] = Field(default_factory=dict)
-    request_timeout: float = Field(600.0, gt=0)
-    concurrency: int | None = Field(None, ge=1)
-    request_rate: float | None = Field(None, gt=0)
-    request_rate_mode: Literal["constant", "poisson"] = "poisson"
-    request_count: int | None = Field(None, ge=1)
-    benchmark_duration: float | None = Field(None, gt=0)
-    warmup_request_count: int = Field(0, ge=0)
-    synthetic_input_tokens_mean: int = Field(550, ge=1)
-    synthetic_input_tokens_stddev: float = Field(0.0, ge=0)
-    output_tokens_mean: int | None = Field(128, ge=1)
-    output_tokens_stddev: float = Field(0.0, ge=0)
-    prompt_source: Literal["synthetic", "builtin", "file"] | None = None
-    input_file: str | None = None
-    dataset: Literal["spec_bench", "mt_bench", "speed_bench", "sharegpt"] | None = None
-    dataset_category: str | None = None
-    dataset_turns: Literal["first", "all"] = "first"
-    dataset_sampling: Literal["sequential", "random"] = "sequential"
-    random_seed: int | None = None
-    artifact_dir: str | None = None
-    export_level: Literal["summary", "records", "raw"] = "records"
-    headless: bool = False
-    refresh_hz: float = Field(4.0, gt=0, le=60)
-    theme: str | None = None
-    workers: int = Field(1, ge=1, le=256)
-    engine: Literal["auto", "vllm", "sglang", "trtllm"] = "auto"
-    split: bool = False
-    mirror: bool = False
-    segments: str | None = None
-    segment_duration: float | None = Field(None, gt=0)
-    segment_requests: int | None = Field(None, ge=1)
-    draft_cost: float | None = Field(None, ge=0)
-    server_metrics: bool = True
+    url: list[str] = option(
+        help="server base URL, optionally LABEL=URL; repeatable",
+        default_factory=list,
+        repeat=True,
+        metavar="URL",
+    )
+    endpoint_type: Literal["chat", "completions"] = option("chat", "OpenAI endpoint to drive")
+    streaming: bool = option(False, "stream responses over SSE (--no-streaming to turn off)")
+    model: str | None = option(None, "model name (default: the first id /v1/models lists)")
+    api_key: str | None = option(
+        None, "bearer token (default: $OPENAI_API_KEY)", env_alias="OPENAI_API_KEY", secret=True
+    )
+    extra_inputs: dict[str, Any] = option(
+        help="JSON object or key:value merged into every request body; repeatable",
+        default_factory=dict,
+        repeat=True,
+        metavar="JSON|KEY:VALUE",
+    )
+    request_timeout: float = option(600.0, "seconds before a request counts as a timeout", gt=0)
+    concurrency: int | None = option(
+        None,
+        "closed loop: requests in flight (1 without --request-rate); caps --request-rate",
+        ge=1,
+    )
+    request_rate: float | None = option(None, "open loop: requests per second", gt=0)
+    request_rate_mode: Literal["constant", "poisson"] = option(
+        "poisson", "arrival process of --request-rate"
+    )
+    request_count: int | None = option(None, "stop after this many profiling requests", ge=1)
+    benchmark_duration: float | None = option(
+        None, "stop after this many seconds of profiling", gt=0
+    )
+    warmup_request_count: int = option(0, "requests sent first and left out of the metrics", ge=0)
+    synthetic_input_tokens_mean: int = option(550, "synthetic prompt length in tokens", ge=1)
+    synthetic_input_tokens_stddev: float = option(
+        0.0, "stddev of the synthetic prompt length", ge=0
+    )
+    output_tokens_mean: int | None = option(128, "max_tokens sent with ignore_eos", ge=1)
+    output_tokens_stddev: float = option(0.0, "stddev of max_tokens", ge=0)
+    prompt_source: Literal["synthetic", "builtin", "file"] | None = option(
+        None, "prompts: synthetic, builtin (categories) or file (default builtin)"
+    )
+    input_file: str | None = option(
+        None, 'JSONL prompts, one {"text", "category", "max_tokens"} a line (or a --dataset file)'
+    )
+    dataset: Literal["spec_bench", "mt_bench", "speed_bench", "sharegpt"] | None = option(
+        None, "read --input-file as this published prompt set (default: specmon's own JSONL)"
+    )
+    dataset_category: str | None = option(
+        None, "keep only these dataset categories (comma-separated)"
+    )
+    dataset_turns: Literal["first", "all"] = option(
+        "first", "first turn only, or all turns with the model's answers as history"
+    )
+    dataset_sampling: Literal["sequential", "random"] = option(
+        "sequential",
+        "dataset row order, each row once a pass: sequential (file order) or random "
+        "(seeded by --random-seed)",
+    )
+    random_seed: int | None = option(None, "seed for prompts, lengths and arrivals")
+    artifact_dir: str | None = option(
+        None, "where exports go (default artifacts/<model>-<endpoint>-<load>/)"
+    )
+    export_level: Literal["summary", "records", "raw"] = option(
+        "records", "summary, records or raw (adds the raw capture)"
+    )
+    headless: bool = option(False, "no TUI: progress lines, then the console tables")
+    refresh_hz: float = option(4.0, "TUI refresh rate", gt=0, le=60)
+    theme: str | None = option(None, "TUI theme name")
+    workers: int = option(1, "spread the load over N processes", ge=1, le=256)
+    engine: Literal["auto", "vllm", "sglang", "trtllm"] = option(
+        "auto",
+        "payload shape to expect (auto detects; sglang also asks every "
+        "request for return_spec_tokens_details)",
+    )
+    split: bool = option(
+        False,
+        "several --url: divide concurrency, rate and request count among them "
+        "(default: each server gets the full load)",
+    )
+    mirror: bool = option(False, "several --url: send the same prompts in the same order to each")
+    segments: str | None = option(
+        None,
+        'scripted load segments, e.g. "concurrency=1,4,16" (also request_rate=, '
+        "output_tokens=; several keys joined by ';')",
+        metavar="KEY=V1,V2,...",
+    )
+    segment_duration: float | None = option(None, "seconds per scripted segment", gt=0)
+    segment_requests: int | None = option(None, "requests per scripted segment (per server)", ge=1)
+    draft_cost: float | None = option(
+        None,
+        "draft cost ratio c for the per-segment recommended k "
+        "(default: fitted when servers run at several k)",
+        ge=0,
+    )
+    server_metrics: bool = option(True, "poll each server's /metrics during the run")
 
     @field_validator("url", mode="before")
     @classmethod
@@ -190,7 +577,7 @@ def parse_extra_inputs(items: list[Any]) -> dict[str, Any]:
         if text.startswith("{"):
             try:
                 value = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise ValueError(f"'{text}' is not valid JSON ({exc.msg})") from None
             if not isinstance(value, dict):
                 raise ValueError(f"'{text}' must be a JSON object")
@@ -203,283 +590,30 @@ def parse_extra_inputs(items: list[Any]) -> dict[str, Any]:
     return merged
 
 
-# --------------------------------------------------------------------------------------
-# The flag table: one row per RunConfig field.
+RUN_OPTIONS: OptionSet[RunConfig] = OptionSet(RunConfig, env_prefix="SPECMON_", title="run options")
 
 
-@dataclass(frozen=True)
-class FlagDef:
-    field: str
-    help: str
-    type: Any = str
-    choices: tuple[str, ...] | None = None
-    kind: str = "value"  # value | bool | append
-    metavar: str | None = None
-    env_alias: str | None = None  # a second, lower-priority env var (OPENAI_API_KEY)
+def add_run_arguments(
+    parser: argparse.ArgumentParser, defaults: Mapping[str, Any] | None = None
+) -> None:
+    """Register every run flag plus --config/--save-config (all default to SUPPRESS).
 
-    @property
-    def flag(self) -> str:
-        return "--" + self.field.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return "SPECMON_" + self.field.upper()
-
-
-FLAGS: tuple[FlagDef, ...] = (
-    FlagDef(
-        "url", "server base URL, optionally LABEL=URL; repeatable", kind="append", metavar="URL"
-    ),
-    FlagDef(
-        "endpoint_type", "OpenAI endpoint to drive (default chat)", choices=("chat", "completions")
-    ),
-    FlagDef("streaming", "stream responses over SSE (--no-streaming to turn off)", kind="bool"),
-    FlagDef("model", "model name (default: the first id /v1/models lists)"),
-    FlagDef("api_key", "bearer token (default: $OPENAI_API_KEY)", env_alias="OPENAI_API_KEY"),
-    FlagDef(
-        "extra_inputs",
-        "JSON object or key:value merged into every request body; repeatable",
-        kind="append",
-        metavar="JSON|KEY:VALUE",
-    ),
-    FlagDef(
-        "request_timeout", "seconds before a request counts as a timeout (default 600)", type=float
-    ),
-    FlagDef(
-        "concurrency", "closed loop: requests in flight (default 1); caps --request-rate", type=int
-    ),
-    FlagDef("request_rate", "open loop: requests per second", type=float),
-    FlagDef(
-        "request_rate_mode",
-        "arrival process of --request-rate (default poisson)",
-        choices=("constant", "poisson"),
-    ),
-    FlagDef("request_count", "stop after this many profiling requests", type=int),
-    FlagDef("benchmark_duration", "stop after this many seconds of profiling", type=float),
-    FlagDef("warmup_request_count", "requests sent first and left out of the metrics", type=int),
-    FlagDef(
-        "synthetic_input_tokens_mean", "synthetic prompt length in tokens (default 550)", type=int
-    ),
-    FlagDef("synthetic_input_tokens_stddev", "stddev of the synthetic prompt length", type=float),
-    FlagDef("output_tokens_mean", "max_tokens sent with ignore_eos (default 128)", type=int),
-    FlagDef("output_tokens_stddev", "stddev of max_tokens", type=float),
-    FlagDef(
-        "prompt_source",
-        "prompts: synthetic, builtin (categories) or file (default builtin)",
-        choices=("synthetic", "builtin", "file"),
-    ),
-    FlagDef(
-        "input_file",
-        'JSONL prompts, one {"text", "category", "max_tokens"} a line (or a --dataset file)',
-    ),
-    FlagDef(
-        "dataset",
-        "read --input-file as this published prompt set (default: specmon's own JSONL)",
-        choices=("spec_bench", "mt_bench", "speed_bench", "sharegpt"),
-    ),
-    FlagDef("dataset_category", "keep only these dataset categories (comma-separated)"),
-    FlagDef(
-        "dataset_turns",
-        "first turn only (default), or all turns with the model's answers as history",
-        choices=("first", "all"),
-    ),
-    FlagDef(
-        "dataset_sampling",
-        "dataset row order, each row once a pass: sequential (file order, default) or "
-        "random (seeded by --random-seed)",
-        choices=("sequential", "random"),
-    ),
-    FlagDef("random_seed", "seed for prompts, lengths and arrivals", type=int),
-    FlagDef("artifact_dir", "where exports go (default artifacts/<model>-<endpoint>-<load>/)"),
-    FlagDef(
-        "export_level",
-        "summary, records (default) or raw (adds the raw capture)",
-        choices=("summary", "records", "raw"),
-    ),
-    FlagDef("headless", "no TUI: progress lines, then the console tables", kind="bool"),
-    FlagDef("refresh_hz", "TUI refresh rate (default 4)", type=float),
-    FlagDef("theme", "TUI theme name"),
-    FlagDef("workers", "spread the load over N processes (default 1)", type=int),
-    FlagDef(
-        "engine",
-        "payload shape to expect (default auto-detect; sglang also asks every "
-        "request for return_spec_tokens_details)",
-        choices=("auto", "vllm", "sglang", "trtllm"),
-    ),
-    FlagDef(
-        "split",
-        "several --url: divide concurrency, rate and request count among them "
-        "(default: each server gets the full load)",
-        kind="bool",
-    ),
-    FlagDef(
-        "mirror", "several --url: send the same prompts in the same order to each", kind="bool"
-    ),
-    FlagDef(
-        "segments",
-        'scripted load segments, e.g. "concurrency=1,4,16" (also request_rate=, '
-        "output_tokens=; several keys joined by ';')",
-        metavar="KEY=V1,V2,...",
-    ),
-    FlagDef("segment_duration", "seconds per scripted segment", type=float),
-    FlagDef("segment_requests", "requests per scripted segment (per server)", type=int),
-    FlagDef(
-        "draft_cost",
-        "draft cost ratio c for the per-segment recommended k "
-        "(default: fitted when servers run at several k)",
-        type=float,
-    ),
-    FlagDef(
-        "server_metrics", "poll each server's /metrics during the run (default on)", kind="bool"
-    ),
-)
-FLAG_BY_FIELD = {flag.field: flag for flag in FLAGS}
-assert set(FLAG_BY_FIELD) == set(RunConfig.model_fields), "flag table and RunConfig disagree"
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register every run flag plus --config/--save-config (all default to SUPPRESS)."""
-    parser.error = _one_line_error  # type: ignore[method-assign]
-    group = parser.add_argument_group("run options")
-    for flag in FLAGS:
-        kwargs: dict[str, Any] = {
-            "dest": flag.field,
-            "default": argparse.SUPPRESS,
-            "help": flag.help,
-        }
-        if flag.kind == "bool":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif flag.kind == "append":
-            kwargs.update(action="append", metavar=flag.metavar)
-        else:  # strings: RunConfig validates, so a bad value is one line, not argparse's usage
-            kwargs["metavar"] = flag.metavar or _metavar(flag)
-        group.add_argument(flag.flag, **kwargs)
-    group.add_argument(
-        "--config",
-        dest="config_file",
-        default=None,
-        metavar="FILE",
-        help="read options from a TOML file (flags and SPECMON_* env win)",
-    )
-    group.add_argument(
-        "--save-config",
-        dest="save_config",
-        default=None,
-        metavar="FILE",
-        help="write the effective configuration as TOML",
-    )
-
-
-def _one_line_error(message: str) -> None:
-    """argparse's errors (unknown flag, missing value) as one line, like every UserError."""
-    print(f"specmon: error: {message} (see --help)", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def _metavar(flag: FlagDef) -> str:
-    if flag.choices:
-        return "{" + ",".join(flag.choices) + "}"
-    return {int: "N", float: "X"}.get(flag.type, flag.field.rsplit("_", 1)[-1].upper())
-
-
-def _normalise_key(key: str) -> str:
-    return key.replace("-", "_")
-
-
-def _file_layer(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise UserError(f"config file {path}: not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"config file {path}: invalid TOML ({exc})") from None
-    except OSError as exc:
-        raise UserError(f"config file {path}: {exc.strerror}") from None
-    layer = {}
-    for key, value in data.items():
-        field = _normalise_key(key)
-        if field not in FLAG_BY_FIELD:
-            raise UserError(f"config file {path}: unknown key '{key}'")
-        layer[field] = value
-    return layer
-
-
-def _env_layer(environ: dict[str, str]) -> dict[str, Any]:
-    layer: dict[str, Any] = {}
-    for flag in FLAGS:
-        if flag.env_alias and environ.get(flag.env_alias):
-            layer[flag.field] = environ[flag.env_alias]
-        if flag.env in environ:
-            layer[flag.field] = environ[flag.env]
-    return layer
-
-
-def _flag_layer(args: argparse.Namespace) -> dict[str, Any]:
-    return {field: getattr(args, field) for field in FLAG_BY_FIELD if hasattr(args, field)}
-
-
-def _layer_errors(exc: ValidationError, sources: dict[str, str]) -> UserError:
-    """One line naming the first bad key and where it came from."""
-    err = exc.errors()[0]
-    field = str(err["loc"][0]) if err["loc"] else ""
-    where = sources.get(field, "option")
-    message = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        return UserError(f"{where}: unknown key '{field}'")
-    if not field:
-        return UserError(message)
-    given = err.get("input")
-    shown = f" {given!r}" if given is not None and not isinstance(given, (dict, list)) else ""
-    return UserError(f"{where}: bad value{shown} for '{field}': {message}")
+    `defaults`: a command's own defaults (demo's), shown in the help."""
+    RUN_OPTIONS.add_arguments(parser, defaults=defaults)
 
 
 def build_config(
     args: argparse.Namespace | None = None,
-    environ: dict[str, str] | None = None,
-    overrides: dict[str, Any] | None = None,
-    defaults: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> RunConfig:
     """Merge defaults < file < env < flags (< overrides from code) into a validated RunConfig.
 
     `defaults` replaces RunConfig's own defaults (a command such as demo has its own)."""
-    environ = dict(os.environ if environ is None else environ)
-    args = args or argparse.Namespace()
-    merged: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    config_file = getattr(args, "config_file", None) or environ.get("SPECMON_CONFIG")
-    layers = [("defaults", defaults or {})]
-    if config_file:
-        layers.append((f"config file {config_file}", _file_layer(config_file)))
-    layers.append(("environment", _env_layer(environ)))
-    layers.append(("command line", _flag_layer(args)))
-    layers.append(("options", overrides or {}))
-    for where, layer in layers:
-        for field, value in layer.items():
-            merged[field] = value
-            flag = FLAG_BY_FIELD.get(field)
-            if where == "environment" and flag:
-                sources[field] = f"environment {flag.env}"
-            elif where == "command line" and flag:
-                sources[field] = f"option {flag.flag}"
-            else:
-                sources[field] = where
-    try:
-        return RunConfig(**merged)
-    except ValidationError as exc:
-        raise _layer_errors(exc, sources) from None
+    return RUN_OPTIONS.build(args, environ, overrides, defaults)
 
 
 def save_config(config: RunConfig, path: str) -> None:
-    """Write the effective configuration as TOML (None values are left out: TOML has no null)."""
-    import tomli_w
-
-    data = {
-        FLAG_BY_FIELD[k].flag[2:]: v
-        for k, v in config.model_dump().items()
-        if v is not None and k != "api_key"
-    }
-    try:
-        Path(path).write_text(tomli_w.dumps(data))
-    except OSError as exc:
-        raise UserError(f"cannot write config {path}: {exc.strerror}") from None
+    """Write the effective configuration as TOML (the API key is never written)."""
+    RUN_OPTIONS.save(config, path)

@@ -1,9 +1,10 @@
 """`specmon demo`: start `specmon sim` on a free loopback port and run against it.
 
-Takes every run flag plus the simulator flags that matter for a demo. Headless when
---headless is given or stdout is not a terminal. The simulators stop when the run ends.
-`--num-spec-tokens 2,4,6` starts one simulator per k (same seed and latency model) and runs
-them side by side, mirrored unless --split is given.
+Takes every run flag plus the simulator's own option declarations (specmon/sim/config.py),
+with the demo's defaults below. Headless when --headless is given or stdout is not a
+terminal. The simulators stop when the run ends. `--num-spec-tokens 2,4,6` starts one
+simulator per k (same seed and latency model) and runs them side by side, mirrored unless
+--split is given.
 """
 
 from __future__ import annotations
@@ -12,69 +13,47 @@ import argparse
 import contextlib
 import sys
 import time
+from typing import Any
 
 from specmon.commands import run as run_command
 from specmon.config import add_run_arguments, build_config
 from specmon.errors import UserError
+from specmon.sim.config import SIM_OPTIONS, SimConfig
 
+# The demo's own defaults, in one place: a run with some load, and a simulator whose
+# latency makes the TUI move. Everything else is the run's and the simulator's defaults.
+DEMO_DEFAULTS: dict[str, Any] = {"concurrency": 16, "streaming": True}
+DEMO_SIM_DEFAULTS: dict[str, Any] = {"ttft_ms": 15.0, "step_ms": 3.0}
+# Simulator options the demo sets itself (so they are not demo flags); the demo's
+# --num-spec-tokens takes a list of k, one simulator each.
+DEMO_SETS_ITSELF = ("host", "port", "model", "api_key", "seed", "num_spec_tokens")
+# Simulator flags that read differently next to the run flags.
+DEMO_SIM_FLAGS = {"log_path": "--sim-log"}
 # Categories draft differently on a real server; the demo shows that (code and translation
-# are predictable, open writing and chat less so).
+# are predictable, open writing and chat less so). Used at k = 3 unless acceptance is given.
 DEMO_CATEGORY_ACCEPTANCE = (
     "code=0.9:0.85:0.8,translation=0.85:0.8:0.7,math=0.8:0.7:0.6,"
     "summarization=0.75:0.65:0.55,qa=0.7:0.6:0.5,reasoning=0.7:0.6:0.5,"
     "chat=0.55:0.45:0.35,writing=0.5:0.4:0.3"
 )
-DEMO_DEFAULTS = {"concurrency": 16, "streaming": True}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_run_arguments(parser)
-    sim = parser.add_argument_group("simulator options")
-    sim.add_argument(
+    add_run_arguments(parser, defaults=DEMO_DEFAULTS)
+    SIM_OPTIONS.add_arguments(
+        parser,
+        exclude=DEMO_SETS_ITSELF,
+        rename=DEMO_SIM_FLAGS,
+        defaults=DEMO_SIM_DEFAULTS,
+        config_flags=False,
+    )
+    parser.add_argument(
         "--num-spec-tokens",
         type=parse_ks,
         default=[3],
         metavar="K[,K...]",
         help="drafts per verify step of the simulated server (default 3); "
         "several (2,4,6) start one simulator each, side by side",
-    )
-    sim.add_argument(
-        "--acceptance",
-        default=None,
-        help="conditional acceptance per position, one value or K values "
-        "(default: per category, 0.5-0.9)",
-    )
-    sim.add_argument(
-        "--category-acceptance",
-        default=None,
-        help="per-category acceptance, e.g. code=0.9,chat=0.5",
-    )
-    sim.add_argument(
-        "--ttft-ms", type=float, default=15.0, help="simulated time to first token (default 15)"
-    )
-    sim.add_argument(
-        "--step-ms", type=float, default=3.0, help="simulated verify step time (default 3)"
-    )
-    sim.add_argument(
-        "--draft-ms-per-token",
-        type=float,
-        default=0.0,
-        help="simulated draft cost per drafted token (default 0)",
-    )
-    sim.add_argument(
-        "--batch-slope",
-        type=float,
-        default=0.0,
-        help="simulated step-time growth with requests in flight (default 0)",
-    )
-    sim.add_argument(
-        "--error-rate", type=float, default=0.0, help="share of simulated HTTP 500 answers"
-    )
-    sim.add_argument(
-        "--sim-log",
-        default=None,
-        metavar="FILE",
-        help="the simulator's per-request ground-truth log",
     )
 
 
@@ -91,43 +70,27 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
-def sim_arguments(args: argparse.Namespace, seed: int | None, k: int | None = None) -> list[str]:
-    k = k if k is not None else args.num_spec_tokens[0]
-    argv = [
-        "--num-spec-tokens",
-        str(k),
-        "--ttft-ms",
-        str(args.ttft_ms),
-        "--step-ms",
-        str(args.step_ms),
-        "--draft-ms-per-token",
-        str(args.draft_ms_per_token),
-        "--batch-slope",
-        str(args.batch_slope),
-        "--error-rate",
-        str(args.error_rate),
-    ]
-    if args.acceptance is not None:
-        argv += ["--acceptance", args.acceptance]
-    else:
-        argv += ["--acceptance", "0.7"]
-    category = args.category_acceptance
-    if category is None and args.acceptance is None and k == 3:
-        category = DEMO_CATEGORY_ACCEPTANCE  # the built-in per-category profile is for k = 3
-    if category:
-        argv += ["--category-acceptance", category]
-    if seed is not None:
-        argv += ["--seed", str(seed)]
-    if args.sim_log:
-        log = args.sim_log if len(args.num_spec_tokens) == 1 else f"{args.sim_log}.k{k}"
-        argv += ["--log", log]
-    return argv
+def sim_config(args: argparse.Namespace, seed: int | None, k: int) -> SimConfig:
+    """One simulator's settings: demo defaults < SPECMON_SIM_* env < flags < what demo sets."""
+    ks = args.num_spec_tokens
+    sim_log = getattr(args, "sim_log_path", None)
+    overrides: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "num_spec_tokens": k}
+    overrides["seed"] = seed
+    if sim_log:
+        overrides["log_path"] = sim_log if len(ks) == 1 else f"{sim_log}.k{k}"
+    cfg = SIM_OPTIONS.build(
+        args, overrides=overrides, defaults=DEMO_SIM_DEFAULTS, rename=DEMO_SIM_FLAGS
+    )
+    given = {"acceptance", "category_acceptance"} & cfg.model_fields_set
+    if k == 3 and not given:  # the built-in per-category profile is for k = 3
+        cfg.category_acceptance = DEMO_CATEGORY_ACCEPTANCE  # type: ignore[assignment]
+    return cfg
 
 
 def main(args: argparse.Namespace) -> int:
     from specmon.sim.process import start_sim
 
-    if getattr(args, "url", None):
+    if getattr(args, "url", None):  # --url is a run option; the demo's servers are its own
         raise UserError(
             "demo runs its own simulated server; use `specmon run --url URL` for a real one"
         )
@@ -143,10 +106,9 @@ def main(args: argparse.Namespace) -> int:
     run_command.check_theme_early(config)  # before the simulators start
     if config.random_seed is None:  # one seed for every simulator and the prompts
         config.random_seed = int(time.time_ns() % 2**31)
+    sim_configs = [sim_config(args, config.random_seed, k) for k in ks]  # errors before starts
     with contextlib.ExitStack() as stack:
-        sims = [
-            stack.enter_context(start_sim(sim_arguments(args, config.random_seed, k))) for k in ks
-        ]
+        sims = [stack.enter_context(start_sim(SIM_OPTIONS.to_argv(cfg))) for cfg in sim_configs]
         config.url = [sim.url if len(ks) == 1 else f"k{k}={sim.url}" for k, sim in zip(ks, sims)]
         config.model = config.model or sims[0].model
         return run_command.execute(config, save_config_path=getattr(args, "save_config", None))

@@ -11,14 +11,7 @@ import logging
 import socket
 
 from specmon.errors import UserError
-from specmon.sim.config import (
-    LEVELS,
-    SHAPES,
-    SimConfig,
-    parse_acceptance,
-    parse_category_acceptance,
-    validate,
-)
+from specmon.sim.config import SIM_OPTIONS, SimConfig
 
 LATENCY_HELP = """latency model (milliseconds; B = requests in flight):
   step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
@@ -29,123 +22,17 @@ LATENCY_HELP = """latency model (milliseconds; B = requests in flight):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every SimConfig option (flags > SPECMON_SIM_* env > --config FILE > defaults)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = LATENCY_HELP
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
-    parser.add_argument("--model", default="specmon-sim", help="served model id")
-    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
-    parser.add_argument(
-        "--num-spec-tokens",
-        type=int,
-        default=3,
-        metavar="K",
-        help="drafts per verify step (k, default 3)",
-    )
-    parser.add_argument(
-        "--acceptance",
-        default="0.7",
-        help="conditional acceptance per position: one value or K values "
-        "(e.g. 0.8,0.7,0.6; default 0.7)",
-    )
-    parser.add_argument(
-        "--category-acceptance",
-        default="",
-        help="per X-Specmon-Category acceptance, e.g. code=0.9,chat=0.5 "
-        "(per position: code=0.9:0.8:0.7)",
-    )
-    parser.add_argument("--ttft-ms", type=float, default=0.0, help="time to first token")
-    parser.add_argument("--step-ms", type=float, default=0.0, help="target step time at batch 1")
-    parser.add_argument(
-        "--draft-ms-per-token", type=float, default=0.0, help="draft cost per drafted token"
-    )
-    parser.add_argument(
-        "--batch-slope",
-        type=float,
-        default=0.0,
-        help="step-time growth per extra verified token in flight",
-    )
-    parser.add_argument(
-        "--shape",
-        choices=SHAPES,
-        default="vllm",
-        help="where and how the per-request stats are sent (default vllm)",
-    )
-    parser.add_argument(
-        "--level",
-        choices=LEVELS,
-        default="detailed",
-        help="summary omits per-step arrays (default detailed)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="same seed + same requests -> same answers"
-    )
-    parser.add_argument(
-        "--log",
-        default=None,
-        metavar="FILE",
-        help="append one JSON line per request (ground truth)",
-    )
-    parser.add_argument(
-        "--engines", type=int, default=1, help="split /metrics counters over N engine label sets"
-    )
-    parser.add_argument(
-        "--default-max-tokens", type=int, default=64, help="max_tokens when a request gives none"
-    )
-    parser.add_argument(
-        "--enable-force-include-usage",
-        action="store_true",
-        help="send the usage chunk (and its stats) on every stream, as vLLM's flag",
-    )
-    parser.add_argument(
-        "--enable-per-request-metrics",
-        action="store_true",
-        help="fill metrics' timing keys (ttft, generation time, ITL, tokens/s)",
-    )
-    parser.add_argument("--error-rate", type=float, default=0.0, help="share of HTTP 500 answers")
-    parser.add_argument(
-        "--malformed-rate",
-        type=float,
-        default=0.0,
-        help="share of payloads with a self-contradicting histogram",
-    )
-    parser.add_argument(
-        "--disconnect-rate", type=float, default=0.0, help="share of responses cut mid-way"
-    )
+    SIM_OPTIONS.add_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
-    k = args.num_spec_tokens
-    if k < 1:
-        raise UserError("--num-spec-tokens must be at least 1")
-    cfg = SimConfig(
-        model=args.model,
-        num_spec_tokens=k,
-        acceptance=parse_acceptance(args.acceptance, k),
-        category_acceptance=parse_category_acceptance(args.category_acceptance, k),
-        ttft_ms=args.ttft_ms,
-        step_ms=args.step_ms,
-        draft_ms_per_token=args.draft_ms_per_token,
-        batch_slope=args.batch_slope,
-        shape=args.shape,
-        level=args.level,
-        seed=args.seed,
-        log_path=args.log,
-        api_key=args.api_key,
-        engines=args.engines,
-        error_rate=args.error_rate,
-        malformed_rate=args.malformed_rate,
-        disconnect_rate=args.disconnect_rate,
-        default_max_tokens=args.default_max_tokens,
-        force_include_usage=args.enable_force_include_usage,
-        per_request_metrics=args.enable_per_request_metrics,
-    )
-    return validate(cfg)
+    return SIM_OPTIONS.build(args)
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    if not 0 <= port <= 65535:
-        raise UserError(f"--port {port} is not a port number (0..65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -175,11 +62,13 @@ def main(args: argparse.Namespace) -> int:
     from specmon.sim.server import build_app
 
     cfg = config_from_args(args)
+    if args.sim_save_config:
+        SIM_OPTIONS.save(cfg, args.sim_save_config)
     try:
         app = build_app(cfg)
     except OSError as exc:
         raise UserError(f"cannot open --log {cfg.log_path}: {exc.strerror}") from None
-    sock = _bind(args.host, args.port)
+    sock = _bind(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"specmon sim listening on http://{shown}:{port}", flush=True)

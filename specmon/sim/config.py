@@ -1,44 +1,128 @@
-"""Simulator settings and the parsing of their flag values (bad values -> UserError)."""
+"""Simulator options (`specmon sim`, and the simulator part of `specmon demo`), declared once.
+
+`SimConfig` is both the server's settings and the option declarations: each field is one
+option (see specmon/config.py for how a field becomes a flag, a TOML key and a
+SPECMON_SIM_* variable). Adding a simulator option is adding one field here; `specmon demo`
+offers it too unless demo lists it in the options it sets itself.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import typing
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+from specmon.config import OptionSet, option
 from specmon.errors import UserError
 
-SHAPES = ("vllm", "vllm-legacy", "trtllm", "sglang", "none")
-LEVELS = ("summary", "detailed")
+Shape = Literal["vllm", "vllm-legacy", "trtllm", "sglang", "none"]
+Level = Literal["summary", "detailed"]
+SHAPES: tuple[str, ...] = typing.get_args(Shape)
+LEVELS: tuple[str, ...] = typing.get_args(Level)
 
 
-@dataclass
-class SimConfig:
-    model: str = "specmon-sim"
-    num_spec_tokens: int = 3
+class SimConfig(BaseModel):
+    """The simulated server's settings; every field is a `specmon sim` option."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    host: str = option("127.0.0.1", "bind address")
+    port: int = option(8000, "port; 0 picks a free one", ge=0, le=65535)
+    model: str = option("specmon-sim", "served model id")
+    api_key: str | None = option(
+        None, "require 'Authorization: Bearer KEY'", metavar="KEY", secret=True
+    )
+    num_spec_tokens: int = option(3, "drafts per verify step, k", ge=1, metavar="K")
     # Conditional acceptance per draft position 1..k (P(accept i | accepted i-1)).
-    acceptance: list[float] = field(default_factory=lambda: [0.7, 0.7, 0.7])
-    category_acceptance: dict[str, list[float]] = field(default_factory=dict)
-    ttft_ms: float = 0.0
-    step_ms: float = 0.0
-    draft_ms_per_token: float = 0.0
-    batch_slope: float = 0.0
-    shape: str = "vllm"
-    level: str = "detailed"
-    seed: int | None = None
-    log_path: str | None = None
-    api_key: str | None = None
-    engines: int = 1
-    error_rate: float = 0.0
-    malformed_rate: float = 0.0
-    disconnect_rate: float = 0.0
-    default_max_tokens: int = 64
-    force_include_usage: bool = False  # vLLM --enable-force-include-usage
-    per_request_metrics: bool = False  # vLLM --enable-per-request-metrics (timing keys)
+    acceptance: list[float] = option(
+        "0.7",
+        "conditional acceptance per position: one value or K values (e.g. 0.8,0.7,0.6)",
+        metavar="P[,P...]",
+        validate_default=True,
+    )
+    category_acceptance: dict[str, list[float]] = option(
+        "",
+        "per X-Specmon-Category acceptance, e.g. code=0.9,chat=0.5 "
+        "(per position: code=0.9:0.8:0.7)",
+        metavar="CAT=P[:P...],...",
+        validate_default=True,
+    )
+    ttft_ms: float = option(0.0, "time to first token", ge=0)
+    step_ms: float = option(0.0, "target step time at batch 1", ge=0)
+    draft_ms_per_token: float = option(0.0, "draft cost per drafted token", ge=0)
+    batch_slope: float = option(0.0, "step-time growth per extra verified token in flight", ge=0)
+    shape: Shape = option("vllm", "where and how the per-request stats are sent")
+    level: Level = option("detailed", "summary omits per-step arrays")
+    seed: int | None = option(None, "same seed + same requests -> same answers")
+    log_path: str | None = option(
+        None, "append one JSON line per request (ground truth)", flag="--log", metavar="FILE"
+    )
+    engines: int = option(1, "split /metrics counters over N engine label sets", ge=1)
+    default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
+    force_include_usage: bool = option(
+        False,
+        "send the usage chunk (and its stats) on every stream, as vLLM's flag",
+        flag="--enable-force-include-usage",
+    )
+    per_request_metrics: bool = option(
+        False,
+        "fill metrics' timing keys (ttft, generation time, ITL, tokens/s)",
+        flag="--enable-per-request-metrics",
+    )
+    error_rate: float = option(0.0, "share of HTTP 500 answers", ge=0, le=1)
+    malformed_rate: float = option(
+        0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
+    )
+    disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("acceptance", mode="before")
+    @classmethod
+    def _acceptance(cls, value: Any, info: ValidationInfo) -> Any:
+        k = info.data.get("num_spec_tokens")
+        if k is None:  # k itself was bad: that error is the one reported
+            return []
+        value = _from_json(value)
+        if isinstance(value, (list, tuple)):  # a TOML file or --save-config: a list
+            value = ",".join(str(v) for v in value)
+        return parse_acceptance(str(value), k)
+
+    @field_validator("category_acceptance", mode="before")
+    @classmethod
+    def _category_acceptance(cls, value: Any, info: ValidationInfo) -> Any:
+        k = info.data.get("num_spec_tokens")
+        if k is None:
+            return {}
+        value = _from_json(value)
+        if isinstance(value, dict):  # a TOML table: {code = [0.9, 0.8, 0.7]}
+            value = ",".join(f"{name}={_positions(v)}" for name, v in value.items())
+        return parse_category_acceptance(str(value), k)
 
     def acceptance_for(self, category: str | None) -> list[float]:
         """Per-position conditional acceptance for a request of this category."""
         if category and category in self.category_acceptance:
             return self.category_acceptance[category]
         return self.acceptance
+
+
+SIM_OPTIONS: OptionSet[SimConfig] = OptionSet(
+    SimConfig, env_prefix="SPECMON_SIM_", title="simulator options", dest_prefix="sim_"
+)
+
+
+def _from_json(value: Any) -> Any:
+    """A parent passes lists and tables as JSON flags (OptionSet.to_argv)."""
+    if isinstance(value, str) and value.strip().startswith(("[", "{")):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # the text parser gives the one-line error
+    return value
+
+
+def _positions(values: Any) -> str:
+    return ":".join(str(v) for v in values) if isinstance(values, (list, tuple)) else str(values)
 
 
 def _probability(text: str, what: str) -> float:
@@ -80,26 +164,3 @@ def parse_category_acceptance(text: str, k: int) -> dict[str, list[float]]:
         what = f"--category-acceptance {name.strip()}"
         result[name.strip()] = parse_acceptance(values, k, what, sep=":")
     return result
-
-
-def validate(cfg: SimConfig) -> SimConfig:
-    """Reject impossible settings with one clear line."""
-    if cfg.num_spec_tokens < 1:
-        raise UserError("--num-spec-tokens must be at least 1")
-    if cfg.shape not in SHAPES:
-        raise UserError(f"--shape must be one of {', '.join(SHAPES)}")
-    if cfg.level not in LEVELS:
-        raise UserError(f"--level must be one of {', '.join(LEVELS)}")
-    if cfg.engines < 1:
-        raise UserError("--engines must be at least 1")
-    for name in ("ttft_ms", "step_ms", "draft_ms_per_token", "batch_slope"):
-        if getattr(cfg, name) < 0:
-            raise UserError(f"--{name.replace('_', '-')} must not be negative")
-    for name in ("error_rate", "malformed_rate", "disconnect_rate"):
-        if not 0.0 <= getattr(cfg, name) <= 1.0:
-            raise UserError(f"--{name.replace('_', '-')} must be a probability in 0..1")
-    if len(cfg.acceptance) != cfg.num_spec_tokens:
-        raise UserError("--acceptance must give 1 or --num-spec-tokens values")
-    if cfg.default_max_tokens < 1:
-        raise UserError("--default-max-tokens must be at least 1")
-    return cfg
