@@ -53,8 +53,11 @@ async def test_whatif_panel_by_hand():
     # -> .63977-.96502, shown .64-.97;
     # 2/8 -> centre (.25 + .2401)/1.4802 = .3311, half 1.3242*sqrt(.02344 + .01501) = .2596 -> .07-.59
     # E(1..4) = 1.875 2.625 3.125 3.25; c = 0.1: 1.875/1.1 = 1.70, 2.625/1.2 = 2.19,
-    # 3.125/1.3 = 2.40, 3.25/1.4 = 2.32; E(5) = 3.25 + .125*.25 = 3.28 (band 3.25 + .125*[.0715,
-    # .5907] = 3.26-3.32), speedup 3.28125/1.5 = 2.19 -> best k = 3 (2.40x)
+    # 3.125/1.3 = 2.40, 3.25/1.4 = 2.32; E(5) = 3.25 + .125*.25 = 3.28, speedup 3.28125/1.5 =
+    # 2.19 -> best k = 3 (2.40x). Band (tuning.predictions): E(4) +- 1.96 se, se^2 = var/N =
+    # (23/16)/16 -> +-.58748; S_4 = 2/16 Wilson [.03498, .36023]; a_5 upper = max(a_4's .5907,
+    # trend .22844 + 1.96*.17117 = .56393), lower = 0 (trend below 0):
+    # 3.25 - .58748 + 0 = 2.66 ; 3.25 + .58748 + .36023*.5907 = 4.05
     app = one_server()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -72,7 +75,7 @@ async def test_whatif_panel_by_hand():
         "1   1.88                1.70",
         "3   3.12                2.40",
         "4   3.25                2.32",
-        "5*   3.28  3.26-3.32     2.19",
+        "5*   3.28  2.66-4.05     2.19",
     ):
         assert row in text, row
     assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text

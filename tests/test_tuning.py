@@ -54,9 +54,10 @@ def test_example1_extrapolation_carries_a_k_forward():
     assert preds[6].acceptance_length == pytest.approx(5.192462, abs=1e-6)
     # E(7) = E(6) + 0.61 * 0.938462^2 = 5.192462 + 0.537233 = 5.729695
     assert preds[7].acceptance_length == pytest.approx(5.729695, abs=1e-5)
-    # band from a_5's Wilson interval (0.85218, 0.97581): 4.62 + .61*a
-    assert preds[6].low == pytest.approx(4.62 + 0.61 * 0.85218, abs=1e-4)
-    assert preds[6].high == pytest.approx(4.62 + 0.61 * 0.97581, abs=1e-4)
+    # the band holds a_5's Wilson interval (0.85218, 0.97581) carried flat: 4.62 + .61*a,
+    # widened by the trend of a_1..a_5 and E(5)'s sampling error (test_tuning_bands.py)
+    assert preds[6].low <= 4.62 + 0.61 * 0.85218
+    assert preds[6].high >= 4.62 + 0.61 * 0.97581
     assert preds[6].low < preds[6].acceptance_length < preds[6].high
     # the band widens further out
     assert preds[9].high - preds[9].low > preds[6].high - preds[6].low

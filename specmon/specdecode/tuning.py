@@ -8,7 +8,13 @@ histogram h_0..h_k: h_j = verify steps that accepted exactly j drafts, N = sum h
   a binomial proportion with n_i = sum_{j>=i-1} h_j trials (95% Wilson interval).
 * flat alpha = A / (A + R): the truncated-geometric MLE (A accepted drafts, R steps with j < k).
 * E(k') = 1 + S_1 + ... + S_k' for k' <= k (truncation), and beyond k each further position
-  is accepted with probability a_k (extrapolated, band from a_k's interval).
+  is accepted with probability a_k (extrapolated). The band does not trust that flat guess:
+  it spans a_k's interval AND the 95% interval of a weighted straight-line trend of a_1..a_k
+  extrapolated to each further position, plus the sampling error of the measured E(k), so
+  it covers the truth when conditional acceptance rises, stays flat or falls with position.
+* a_i's trials are steps that accepted i-1 drafts; a step that drafted fewer than i (the
+  last steps near max_tokens) is counted as a rejection, biasing a_i low. Given per-step
+  drafted counts (`position_trials`), only steps that drafted position i are counted.
 * speedup(k') = E(k') / (1 + c k'), c = draft step time / target step time (Leviathan et al.).
 
 Degenerate inputs (no steps, k = 0, positions nobody reached) give None, never an exception.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 EXTRAPOLATE = 4  # how many k' beyond the measured k to predict
@@ -44,6 +51,7 @@ class Prediction:
     high: float | None
     speedup: float | None  # E(k') / (1 + c k'); None without a draft cost
     flat_alpha_length: float | None = None  # E(k') under the flat-alpha model, for comparison
+    trend_length: float | None = None  # E(k') with a_i following the trend fitted over a_1..a_k
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,14 @@ class TuningEstimate:
     recommended_k: int | None
     caveat: str
     notes: list[str] = field(default_factory=list)
+    acceptance_basis: str = ""  # how a_i's trials were counted (TRIALS_* below)
+
+
+TRIALS_FROM_HISTOGRAM = (
+    "a_i from the histogram: steps that drafted fewer than i drafts (near max_tokens) count "
+    "as rejections, so a_i is biased low; per-step drafted counts (detailed level) remove it"
+)
+TRIALS_FROM_STEPS = "a_i from per-step drafted counts: only steps that drafted position i"
 
 
 def dense_histogram(histogram: Histogram, k: int) -> list[int]:
@@ -96,20 +112,47 @@ def _tail_sums(dense: list[int]) -> list[int]:
     return tail
 
 
-def position_estimates(histogram: Histogram, k: int) -> list[PositionEstimate]:
+def position_trials(
+    per_step_accepted: Sequence[int], per_step_drafted: Sequence[int], k: int
+) -> list[int]:
+    """n_i for i = 1..k counting only steps that could accept position i: accepted >= i-1
+    drafts and drafted >= i. Sum the lists of several requests to pool them."""
+    trials = [0] * max(k, 0)
+    for acc, dra in zip(per_step_accepted, per_step_drafted, strict=True):
+        for i in range(1, min(acc + 1, dra, k) + 1):
+            trials[i - 1] += 1
+    return trials
+
+
+def _checked_trials(trials: Sequence[int] | None, tail: list[int], k: int) -> list[int]:
+    if trials is None:
+        return [tail[i - 1] for i in range(1, k + 1)]
+    if len(trials) != k:
+        raise ValueError(f"{len(trials)} position trial counts for k={k}")
+    for i, n in enumerate(trials, start=1):
+        if not tail[i] <= n <= tail[i - 1]:
+            raise ValueError(f"position {i}: {n} trials outside [{tail[i]}, {tail[i - 1]}]")
+    return [int(n) for n in trials]
+
+
+def position_estimates(
+    histogram: Histogram, k: int, trials: Sequence[int] | None = None
+) -> list[PositionEstimate]:
+    """S_i and a_i per position; trials (from `position_trials`) replaces n_i when given."""
     dense = dense_histogram(histogram, k)
     tail = _tail_sums(dense)
     steps = tail[0]
+    n_i = _checked_trials(trials, tail, k)
     out = []
     for i in range(1, k + 1):
-        trials = tail[i - 1]
+        n = n_i[i - 1]
         out.append(
             PositionEstimate(
                 position=i,
                 unconditional=tail[i] / steps if steps else None,
-                conditional=tail[i] / trials if trials else None,
-                ci95=wilson_interval(tail[i], trials),
-                trials=trials,
+                conditional=tail[i] / n if n else None,
+                ci95=wilson_interval(tail[i], n),
+                trials=n,
             )
         )
     return out
@@ -149,43 +192,123 @@ def speedup(acceptance_length: float | None, k: int, draft_cost: float | None) -
     return acceptance_length / (1 + draft_cost * k)
 
 
-def _geometric_tail(s_k: float, a: float, m: int) -> float:
-    """S_k (a + a^2 + ... + a^m): the expected extra accepted drafts of m more positions."""
-    return s_k * sum(a**t for t in range(1, m + 1))
+@dataclass(frozen=True)
+class PositionTrend:
+    """Weighted least-squares line a_i = level + slope (i - centre) over a_1..a_k.
+
+    Weights n_i / (p (1 - p)) (inverse binomial variance, p smoothed by +0.5 / +1 so that
+    0 and 1 keep a finite weight); `at(j)` gives the line's value and its standard error.
+    """
+
+    level: float
+    slope: float
+    centre: float
+    weight_sum: float
+    spread: float  # sum w (i - centre)^2
+
+    def at(self, position: int) -> tuple[float, float]:
+        d = position - self.centre
+        var = 1.0 / self.weight_sum + d * d / self.spread
+        return self.level + self.slope * d, math.sqrt(var)
+
+
+def position_trend(positions: Sequence[PositionEstimate]) -> PositionTrend | None:
+    """The trend of a_i over the positions with trials; None with fewer than two."""
+    pts = []
+    for p in positions:
+        if p.trials > 0 and p.conditional is not None:
+            smooth = (p.conditional * p.trials + 0.5) / (p.trials + 1)
+            pts.append((p.position, p.conditional, p.trials / (smooth * (1 - smooth))))
+    if len(pts) < 2:
+        return None
+    sw = sum(w for _, _, w in pts)
+    centre = sum(i * w for i, _, w in pts) / sw
+    level = sum(a * w for _, a, w in pts) / sw
+    spread = sum(w * (i - centre) ** 2 for i, _, w in pts)
+    slope = sum(w * (i - centre) * (a - level) for i, a, w in pts) / spread
+    return PositionTrend(level, slope, centre, sw, spread)
+
+
+def _clip01(v: float) -> float:
+    return min(1.0, max(0.0, v))
+
+
+def _chain_tail(s_k: float, rates: Sequence[float]) -> float:
+    """S_k (r_1 + r_1 r_2 + ...): extra accepted drafts when position k+t has rate r_t."""
+    total, run = 0.0, 1.0
+    for r in rates:
+        run *= r
+        total += run
+    return s_k * total
+
+
+def _length_se(dense: list[int]) -> float:
+    """Standard error of the measured E(k) = 1 + mean accepted drafts per step."""
+    n = sum(dense)
+    if n == 0:
+        return 0.0
+    mean = sum(j * h for j, h in enumerate(dense)) / n
+    var = sum(h * (j - mean) ** 2 for j, h in enumerate(dense)) / n
+    return math.sqrt(var / n)
 
 
 def predictions(
-    histogram: Histogram, k: int, draft_cost: float | None = None, extra: int = EXTRAPOLATE
+    histogram: Histogram,
+    k: int,
+    draft_cost: float | None = None,
+    extra: int = EXTRAPOLATE,
+    trials: Sequence[int] | None = None,
 ) -> list[Prediction]:
-    """E(k') for k' = 1..k exact, k+1..k+extra extrapolated with a_k carried forward."""
+    """E(k') for k' = 1..k exact, k+1..k+extra extrapolated with a_k carried forward.
+
+    The band of an extrapolated row takes, per further position, the lower (upper) end of
+    a_k's Wilson interval and of the trend's 95% interval, S_k's Wilson interval and the
+    measured E(k) +- 1.96 standard errors: wide when a_1..a_k trend, tight when flat.
+    """
     if k <= 0:
         return []
-    positions = position_estimates(histogram, k)
-    alpha = flat_alpha(histogram, k)
+    dense = dense_histogram(histogram, k)
+    positions = position_estimates(dense, k, trials)
+    alpha = flat_alpha(dense, k)
     out: list[Prediction] = []
     length: float | None = None if positions[0].unconditional is None else 1.0
     for pos in positions:
-        if length is not None:
+        if length is not None and pos.unconditional is not None:
             length += pos.unconditional
         out.append(_prediction(pos.position, length, False, None, None, draft_cost, alpha))
     last = positions[-1]
+    s_k = last.unconditional
+    if length is None or s_k is None:
+        out += [
+            _prediction(k + m, None, True, None, None, draft_cost, alpha)
+            for m in range(1, extra + 1)
+        ]
+        return out
+    a = last.conditional if last.conditional is not None else 0.0  # nobody reached k: S_k = 0
+    flat_lo, flat_hi = last.ci95 if last.ci95 is not None else (a, a)
+    trend = position_trend(positions)
+    tail = _tail_sums(dense)
+    s_lo, s_hi = wilson_interval(tail[k], tail[0]) or (s_k, s_k)
+    se = Z95 * _length_se(dense)
+    lows, highs, means = [], [], []
     for m in range(1, extra + 1):
-        kp = k + m
-        if length is None:
-            out.append(_prediction(kp, None, True, None, None, draft_cost, alpha))
-            continue
-        s_k = last.unconditional
-        a = last.conditional if last.conditional is not None else 0.0  # nobody reached k: S_k = 0
-        lo, hi = last.ci95 if last.ci95 is not None else (a, a)
+        lo, hi, mean = flat_lo, flat_hi, a
+        if trend is not None:
+            t_mean, t_se = trend.at(k + m)
+            lo, hi, mean = min(lo, t_mean - Z95 * t_se), max(hi, t_mean + Z95 * t_se), t_mean
+        lows.append(_clip01(lo))
+        highs.append(_clip01(hi))
+        means.append(_clip01(mean))
         out.append(
             _prediction(
-                kp,
-                length + _geometric_tail(s_k, a, m),
+                k + m,
+                length + _chain_tail(s_k, [a] * m),
                 True,
-                length + _geometric_tail(s_k, lo, m),
-                length + _geometric_tail(s_k, hi, m),
+                max(1.0, length - se + _chain_tail(s_lo, lows)),
+                length + se + _chain_tail(s_hi, highs),
                 draft_cost,
                 alpha,
+                length + _chain_tail(s_k, means) if trend is not None else None,
             )
         )
     return out
@@ -199,6 +322,7 @@ def _prediction(
     high: float | None,
     draft_cost: float | None,
     alpha: float | None,
+    trend: float | None = None,
 ) -> Prediction:
     return Prediction(
         k=kp,
@@ -208,6 +332,7 @@ def _prediction(
         high=high,
         speedup=speedup(length, kp, draft_cost),
         flat_alpha_length=None if alpha is None else flat_alpha_length(alpha, kp),
+        trend_length=trend,
     )
 
 
@@ -275,12 +400,17 @@ def _caveat(est_k: int | None, k: int, draft_cost: float | None, last_k: int) ->
 
 
 def analyze(
-    histogram: Histogram, k: int, draft_cost: float | None = None, extra: int = EXTRAPOLATE
+    histogram: Histogram,
+    k: int,
+    draft_cost: float | None = None,
+    extra: int = EXTRAPOLATE,
+    trials: Sequence[int] | None = None,
 ) -> TuningEstimate:
-    """Every estimate of tuning-math.md §E.3 for one pooled histogram at fixed k."""
+    """Every estimate of tuning-math.md §E.3 for one pooled histogram at fixed k; trials
+    (from `position_trials`, summed over requests) makes a_i count only drafting steps."""
     k = max(int(k), 0)
     dense = dense_histogram(histogram, k)
-    preds = predictions(dense, k, draft_cost, extra)
+    preds = predictions(dense, k, draft_cost, extra, trials)
     best = recommend_k(preds)
     notes = []
     if sum(dense) == 0:
@@ -290,17 +420,18 @@ def analyze(
     return TuningEstimate(
         num_spec_tokens=k,
         steps=sum(dense),
-        positions=position_estimates(dense, k),
+        positions=position_estimates(dense, k, trials),
         flat_alpha=flat_alpha(dense, k),
         draft_cost=draft_cost,
         predictions=preds,
         recommended_k=best,
         caveat=_caveat(best, k, draft_cost, k + extra),
         notes=notes,
+        acceptance_basis=TRIALS_FROM_HISTOGRAM if trials is None else TRIALS_FROM_STEPS,
     )
 
 
-def estimate_to_dict(est: TuningEstimate) -> dict:
+def estimate_to_dict(est: TuningEstimate) -> dict[str, Any]:
     """The JSON object of issue 5 item 1 (`specmon tune --json`)."""
     return {
         "num_spec_tokens": est.num_spec_tokens,
@@ -332,7 +463,7 @@ def estimate_to_dict(est: TuningEstimate) -> dict:
     }
 
 
-def tune_report(histogram: Histogram, k: int, draft_cost: float | None = None) -> dict:
+def tune_report(histogram: Histogram, k: int, draft_cost: float | None = None) -> dict[str, Any]:
     return estimate_to_dict(analyze(histogram, k, draft_cost))
 
 

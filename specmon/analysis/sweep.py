@@ -1,0 +1,461 @@
+"""Which k per concurrency, from measured sweep cells, decided as vLLM's offline tuner does.
+
+`vllm bench sweep tune_speculative_k` rules (docs/architecture.md, sweep contract):
+
+* per cell, over its repeats: median and MAD (median absolute deviation, unscaled) of output
+  token throughput; relative MAD = MAD / median; above 0.10 the cell is unstable and never
+  selected; score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a normal sigma);
+* per concurrency: best_k = highest median; selected_k = the smallest k whose score is within
+  1% of the top score among stable cells; selected_vs_best_percent = 100 (score_sel / top - 1)
+  and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
+  (the k0 figure is omitted without a baseline cell at that concurrency).
+
+Where specmon differs (vLLM refuses these inputs): fewer than 3 repeats still decide, marked
+"few repeats" (1 repeat: MAD 0, score = median); a concurrency whose cells are all unstable
+selects nothing and says why; k values measured elsewhere but absent here are listed as
+missing and the decision is taken among the rest.
+
+The schedule is vLLM's `num_speculative_tokens_per_batch_size`: inclusive [start, end, K]
+ranges starting at 1, sorted, contiguous; batch size is proxied by client concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specmon.analysis.kmodel import KModel
+from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.export.common import atomic_write
+
+MAX_RELATIVE_MAD = 0.10
+MAD_TO_SIGMA = 1.4826
+TIE_TOLERANCE = 0.01
+MIN_REPEATS = 3
+SCHEDULE_NAME = "speculative_k_schedule.json"
+BATCH_SIZE_PROXY = "client concurrency"
+
+# figures summarised by their median next to the objective (RepeatMeasurement fields)
+OTHER_FIGURES = (
+    "request_throughput",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "request_latency_ms",
+    "acceptance_length",
+)
+
+
+def median_and_mad(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, MAD, relative MAD); relative MAD is inf when the median is 0 and MAD is not."""
+    med = float(statistics.median(values))
+    mad = float(statistics.median(abs(v - med) for v in values))
+    if med != 0:
+        rel = mad / abs(med)
+    else:
+        rel = 0.0 if mad == 0 else math.inf
+    return med, mad, rel
+
+
+@dataclass(frozen=True)
+class CellStats:
+    k: int
+    concurrency: int
+    repeats: int
+    median: float  # output token throughput, tokens/s
+    mad: float
+    relative_mad: float
+    score: float  # max(median - 1.4826 MAD, 0)
+    unstable: bool
+    few_repeats: bool
+    medians: dict[str, float | None] = field(default_factory=dict)  # OTHER_FIGURES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "concurrency": self.concurrency,
+            "repeats": self.repeats,
+            "median_output_token_throughput": self.median,
+            "mad_output_token_throughput": self.mad,
+            "relative_mad": None if math.isinf(self.relative_mad) else self.relative_mad,
+            "score": self.score,
+            "unstable": self.unstable,
+            "few_repeats": self.few_repeats,
+            "medians": dict(self.medians),
+        }
+
+
+def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | None:
+    vals = [getattr(r, name) for r in repeats]
+    present = [float(v) for v in vals if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def summarize(cell: Cell) -> CellStats | None:
+    """The cell's statistics; None when it has no repeat (not measured)."""
+    if not cell.repeats:
+        return None
+    med, mad, rel = median_and_mad([r.output_token_throughput for r in cell.repeats])
+    return CellStats(
+        k=cell.k,
+        concurrency=cell.concurrency,
+        repeats=len(cell.repeats),
+        median=med,
+        mad=mad,
+        relative_mad=rel,
+        score=max(med - MAD_TO_SIGMA * mad, 0.0),
+        unstable=rel > MAX_RELATIVE_MAD,
+        few_repeats=len(cell.repeats) < MIN_REPEATS,
+        medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    concurrency: int
+    selected_k: int | None  # None: nothing selectable (see reason)
+    best_k: int | None  # highest median among the measured cells
+    selected_score: float | None
+    selected_median: float | None
+    selected_vs_best_percent: float | None
+    selected_vs_k0_percent: float | None  # None without a baseline (k=0) cell here
+    candidates: list[CellStats]
+    unstable_ks: list[int]
+    missing_ks: list[int]  # measured at other concurrencies, not here
+    few_repeats: bool  # some candidate has fewer than MIN_REPEATS repeats
+    reason: str | None = None  # why selected_k is None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "selected_k": self.selected_k,
+            "best_k": self.best_k,
+            "selected_score": self.selected_score,
+            "selected_median": self.selected_median,
+            "selected_vs_best_percent": self.selected_vs_best_percent,
+            "selected_vs_k0_percent": self.selected_vs_k0_percent,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "unstable_ks": list(self.unstable_ks),
+            "missing_ks": list(self.missing_ks),
+            "few_repeats": self.few_repeats,
+            "reason": self.reason,
+            "notes": list(self.notes),
+        }
+
+
+def _percent(num: float, den: float) -> float | None:
+    return None if den <= 0 else 100.0 * (num / den - 1.0)
+
+
+def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
+    stats = sorted(stats, key=lambda s: s.k)
+    missing = sorted(all_ks - {s.k for s in stats})
+    unstable = [s.k for s in stats if s.unstable]
+    few = any(s.few_repeats for s in stats)
+    notes = []
+    if few:
+        n = min(s.repeats for s in stats)
+        notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
+    if missing:
+        notes.append(f"k={','.join(map(str, missing))} not measured here")
+    best = max(stats, key=lambda s: (s.median, -s.k)) if stats else None
+    stable = [s for s in stats if not s.unstable]
+    reason = None
+    if not stats:
+        reason = "no measured cell"
+    elif not stable:
+        reason = f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
+    elif max(s.score for s in stable) <= 0:
+        reason = "no stable cell has a positive score"
+    if reason is not None:
+        return Decision(
+            concurrency, None, None if best is None else best.k, None, None, None, None,
+            stats, unstable, missing, few, reason, notes,
+        )  # fmt: skip
+    top = max(s.score for s in stable)
+    sel = min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
+    k0 = next((s for s in stats if s.k == 0), None)
+    if k0 is not None and k0.unstable:
+        notes.append("the k=0 baseline is unstable: the speedup is uncertain")
+    return Decision(
+        concurrency=concurrency,
+        selected_k=sel.k,
+        best_k=None if best is None else best.k,
+        selected_score=sel.score,
+        selected_median=sel.median,
+        selected_vs_best_percent=_percent(sel.score, top),
+        selected_vs_k0_percent=None if k0 is None else _percent(sel.score, k0.score),
+        candidates=stats,
+        unstable_ks=unstable,
+        missing_ks=missing,
+        few_repeats=few,
+        notes=notes,
+    )
+
+
+def decide(cells: Sequence[Cell]) -> list[Decision]:
+    """One decision per concurrency that appears in cells, sorted by concurrency."""
+    by_conc: dict[int, list[CellStats]] = {}
+    all_ks: set[int] = set()
+    for cell in cells:
+        by_conc.setdefault(cell.concurrency, [])
+        st = summarize(cell)
+        if st is not None:
+            by_conc[cell.concurrency].append(st)
+            all_ks.add(cell.k)
+    return [_decide_one(c, by_conc[c], all_ks) for c in sorted(by_conc)]
+
+
+# --- schedule -------------------------------------------------------------------------
+
+
+@dataclass
+class _Range:
+    start: int
+    end: int
+    k: int
+    source: str  # "measured" | "carried" | "predicted"
+    measured_at: list[int]
+
+
+def _point_sources(
+    anchors: dict[int, int], top: int, model: KModel | None
+) -> list[tuple[int, int, str]]:
+    """(batch size, K, source) for 1..top: anchors measured, gaps from the model or carried."""
+    ordered = sorted(anchors)
+    out = []
+    current = anchors[ordered[0]]
+    for b in range(1, top + 1):
+        if b in anchors:
+            current = anchors[b]
+            out.append((b, current, "measured"))
+        elif model is not None:
+            out.append((b, model.best_k(b), "predicted"))
+        else:
+            # below the first anchor the first K is extended down; after, the previous K carries
+            out.append((b, current, "carried"))
+    return out
+
+
+def _continues(previous: str, source: str) -> bool:
+    # a carried K stays part of the measured range it continues
+    return previous == source or (previous == "measured" and source == "carried")
+
+
+def _ranges(points: list[tuple[int, int, str]]) -> list[_Range]:
+    out: list[_Range] = []
+    for b, k, src in points:
+        last = out[-1] if out else None
+        if last is not None and last.k == k and _continues(last.source, src):
+            last.end = b
+            if src == "measured":
+                last.measured_at.append(b)
+        else:
+            out.append(_Range(b, b, k, src, [b] if src == "measured" else []))
+    return out
+
+
+def _merged(ranges: list[_Range]) -> list[list[int]]:
+    """vLLM's list: adjacent ranges with the same K merged."""
+    out: list[list[int]] = []
+    for r in ranges:
+        if out and out[-1][2] == r.k:
+            out[-1][1] = r.end
+        else:
+            out.append([r.start, r.end, r.k])
+    return out
+
+
+def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -> dict[str, Any]:
+    """The `speculative_k_schedule.json` document from the decisions.
+
+    Concurrencies between (and below) the measured ones take the model's best k (marked
+    predicted) when a model is given, otherwise the previous measured K carries (below the
+    first, the first K extends down to 1). The last range ends at the largest measured
+    concurrency; vLLM carries that K to any larger batch. Decisions without a selection are
+    gaps. Raises ValueError when no concurrency selected a k.
+    """
+    anchors = {d.concurrency: d.selected_k for d in decisions if d.selected_k is not None}
+    if not anchors:
+        raise ValueError("no concurrency selected a k: nothing to schedule")
+    top = max(anchors)
+    ranges = _ranges(_point_sources(anchors, top, model))
+    merged = _merged(ranges)
+    by_conc = {d.concurrency: d for d in decisions if d.selected_k is not None}
+    max_k = max(r[2] for r in merged)
+    fragment: dict[str, Any] | None = (
+        {"num_speculative_tokens": max_k, "num_speculative_tokens_per_batch_size": merged}
+        if max_k > 0
+        else None
+    )
+    return {
+        "num_speculative_tokens_per_batch_size": merged,
+        "batch_size_proxy": BATCH_SIZE_PROXY,
+        "max_batch_size": top,
+        "ranges": [
+            {
+                "start": r.start,
+                "end": r.end,
+                "k": r.k,
+                "source": r.source,
+                "measured": r.source == "measured",
+                "predicted": r.source == "predicted",
+                "measured_at": r.measured_at,
+            }
+            for r in ranges
+        ],
+        "selected_vs_best_percent": {
+            str(c): d.selected_vs_best_percent for c, d in sorted(by_conc.items())
+        },
+        "selected_vs_k0_percent": {
+            str(c): d.selected_vs_k0_percent for c, d in sorted(by_conc.items())
+        },
+        "speculative_config_fragment": fragment,
+        "model_basis": None if model is None else model.basis,
+        "notes": _schedule_notes(anchors, top, model, fragment),
+    }
+
+
+def _schedule_notes(
+    anchors: dict[int, int], top: int, model: KModel | None, fragment: dict[str, Any] | None
+) -> list[str]:
+    notes = [
+        f"batch size is proxied by client concurrency; the last range ends at {top}, the "
+        "largest measured concurrency, and vLLM keeps its K for larger batches"
+    ]
+    if model is None and min(anchors) > 1:
+        notes.append(f"batch sizes below {min(anchors)} take the K measured at {min(anchors)}")
+    if model is not None:
+        notes.append(f"unmeasured batch sizes predicted by the model ({model.basis})")
+    if fragment is None:
+        notes.append("k=0 everywhere: run without --speculative-config")
+    else:
+        notes.append("merge speculative_config_fragment into your --speculative-config JSON")
+    return notes
+
+
+def validate_schedule(entries: Any) -> None:
+    """Raise ValueError unless entries are vLLM-valid [start, end, K] ranges from 1, contiguous."""
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("schedule must be a non-empty list of [start, end, K]")
+    expected = 1
+    for e in entries:
+        if not (isinstance(e, list) and len(e) == 3 and all(type(v) is int for v in e)):
+            raise ValueError(f"bad entry {e!r}: expected [start, end, K] integers")
+        start, end, k = e
+        if start != expected or end < start or k < 0:
+            raise ValueError(f"bad entry {e!r}: ranges must start at {expected}, end >= start")
+        expected = end + 1
+
+
+def write_schedule(path: str | Path, schedule: dict[str, Any]) -> Path:
+    """Write the schedule document atomically (a reader never sees half a file)."""
+    validate_schedule(schedule["num_speculative_tokens_per_batch_size"])
+    text = json.dumps(schedule, indent=2, allow_nan=False) + "\n"
+    return atomic_write(path, text.encode("utf-8"))
+
+
+# --- console --------------------------------------------------------------------------
+
+_LABEL_W = 10
+_COL_W = 17
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
+
+
+def _cell_text(st: CellStats | None, selected: bool) -> str:
+    if st is None:
+        return "-"
+    mark = (
+        ("*" if selected else "") + ("!" if st.unstable else "") + ("?" if st.few_repeats else "")
+    )
+    return f"{_num(st.median)}±{_num(st.mad)}{mark}"
+
+
+def _row(label: str, values: Sequence[str]) -> str:
+    return f"{label:<{_LABEL_W}}" + "".join(f"{v:>{_COL_W}}" for v in values)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
+    concs = [d.concurrency for d in decisions]
+    stats = {(s.k, s.concurrency): s for d in decisions for s in d.candidates}
+    ks = sorted({c.k for c in cells})
+    sel = {d.concurrency: d.selected_k for d in decisions}
+    lines = ["output token throughput, tokens/s: median ± MAD over repeats, by k and concurrency"]
+    lines.append(_row("k \\ conc", [str(c) for c in concs]))
+    for k in ks:
+        row = [_cell_text(stats.get((k, c)), sel[c] == k) for c in concs]
+        lines.append(_row(f"k={k}", row))
+    lines.append(
+        _row("selected", ["-" if d.selected_k is None else str(d.selected_k) for d in decisions])
+    )
+    lines.append(_row("best med.", ["-" if d.best_k is None else str(d.best_k) for d in decisions]))
+    lines.append(_row("vs k=0", [_pct(d.selected_vs_k0_percent) for d in decisions]))
+    lines.append(_row("vs best", [_pct(d.selected_vs_best_percent) for d in decisions]))
+    lines.append(
+        f"* selected (score = median - {MAD_TO_SIGMA}·MAD, ties within {TIE_TOLERANCE:.0%} to "
+        "the smaller k)"
+    )
+    lines.append(
+        f"! unstable (MAD > {MAX_RELATIVE_MAD:.0%} of median, never selected)  "
+        f"? fewer than {MIN_REPEATS} repeats"
+    )
+    lines.append("vs k=0 / vs best: score of the selected k against the baseline / top score")
+    for d in decisions:
+        if d.reason:
+            lines.append(f"concurrency {d.concurrency}: nothing selected, {d.reason}")
+    return lines
+
+
+def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
+    if schedule is None:
+        return ["schedule: none (no concurrency selected a k)"]
+    entries = json.dumps(schedule["num_speculative_tokens_per_batch_size"])
+    lines = ["schedule (num_speculative_tokens_per_batch_size, batch size = client concurrency):"]
+    lines += textwrap.wrap(entries, 98, initial_indent="  ", subsequent_indent="  ")
+    for r in schedule["ranges"]:
+        at = f" (measured at {', '.join(map(str, r['measured_at']))})" if r["measured_at"] else ""
+        lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
+    return lines
+
+
+def _model_lines(model: KModel | None, concs: Sequence[int], ks: Sequence[int]) -> list[str]:
+    if model is None:
+        return ["model: not fitted (needs 3+ timed cells at 2+ k)"]
+    lines = [f"model: step time {model.to_dict()['formula']}", f"  basis: {model.basis}"]
+    lines.append("leave-one-out error (refit without the cell, predict it):")
+    lines.append(_row("k \\ conc", [str(c) for c in concs]))
+    for k in ks:
+        row = []
+        for c in concs:
+            e = model.loo_errors.get((k, c))
+            row.append("-" if e is None else f"{e * 100:+.1f}%")
+        lines.append(_row(f"k={k}", row))
+    return lines
+
+
+def render_sweep_tables(
+    cells: Sequence[Cell],
+    decisions: Sequence[Decision],
+    schedule: dict[str, Any] | None,
+    model: KModel | None,
+) -> str:
+    """The console summary of a sweep: throughput grid, decisions, schedule, model error."""
+    concs = [d.concurrency for d in decisions]
+    ks = sorted({c.k for c in cells})
+    lines = _grid(cells, decisions) + [""] + _schedule_lines(schedule) + [""]
+    lines += _model_lines(model, concs, ks)
+    return "\n".join(lines) + "\n"
