@@ -2,7 +2,7 @@
 
 Console, TUI and exports all call `compute_stats` and read `METRICS`, so a number specmon
 prints and the same number in its exports come from the same function
-(aiperf-semantics.md §3.1): avg, min, max, p1..p99 by linear interpolation between closest
+(docs/metrics.md §2): avg, min, max, p1..p99 by linear interpolation between closest
 ranks (numpy's default), population std (ddof 0), count, sum. Pure Python, no numpy.
 """
 

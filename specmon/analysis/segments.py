@@ -4,7 +4,7 @@ A segment's figures come from its own RequestResults (every request carries the 
 was sent in; None counts as segment 0, the run's start): token-weighted acceptance length,
 TPOT (the average inter-token latency, ms), output tokens/s and requests/s over the
 segment's own window (first send to last response of its valid requests, AIPerf's
-benchmark-duration rule), and the recommended k (reference/tuning-math.md §E.2):
+benchmark-duration rule), and the recommended k (docs/tuning.md §6):
 
 * servers at several k under the same load: fit the draft cost c from their step times
   (step time = TPOT x acceptance length) and predict from the widest-k histogram
@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from specmon.constants import NS_PER_S
+from specmon.formatting import fmt_number
 from specmon.specdecode.tuning import RunPoint, analyze, recommend_across_runs
 
 SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
@@ -30,7 +32,6 @@ _KEY_ALIASES = {
     "output_tokens_mean": "output_tokens",
     "osl": "output_tokens",
 }
-NS_PER_S = 1_000_000_000
 
 
 # ---------------------------------------------------------------- scripted segments
@@ -391,7 +392,7 @@ def _recommend_across(rows: list[dict]) -> None:
 
 
 def _step_time(row: dict) -> float | None:
-    """ms per verify step: TPOT x acceptance length (tuning-math.md §E.2)."""
+    """ms per verify step: TPOT x acceptance length (docs/tuning.md §5)."""
     if row["tpot_ms"] is None or row["acceptance_length"] is None:
         return None
     return row["tpot_ms"] * row["acceptance_length"]
@@ -463,6 +464,4 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}f}" if digits else str(int(value))
+    return fmt_number(value, digits, grouping=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from specmon.constants import NS_PER_S
 from specmon.errors import UserError
 
 RAW = "raw capture"
@@ -148,7 +149,7 @@ class ReplayFeeder:
         t0 = time.monotonic()
         for item in self.source.items:
             if self.speed > 0 and origin_ns is not None and item.end_ns is not None:
-                due = t0 + (item.end_ns - origin_ns) / 1e9 / self.speed
+                due = t0 + (item.end_ns - origin_ns) / NS_PER_S / self.speed
                 if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
             elif self._stop.is_set():

@@ -2,7 +2,7 @@
 
 One record per request. It is a histogram, not per-position arrays, so it survives
 variable-length and tree drafting. The invariants are exact integer identities
-(aiperf-semantics.md §2.2); floats are taken verbatim and never cross-checked.
+(docs/metrics.md §10); floats are taken verbatim and never cross-checked.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class SpecDecodeAcceptanceRecord(BaseModel):
     @field_validator("draft_acceptance_rate", mode="after")
     @classmethod
     def _fraction(cls, v: float) -> float:
-        # A fraction (§2.1); 56.25 here would be a percentage sent by mistake.
+        # A fraction (docs/metrics.md §10); 56.25 here would be a percentage sent by mistake.
         if v > 1.0:
             raise ValueError("draft_acceptance_rate must be a fraction in 0..1")
         return v

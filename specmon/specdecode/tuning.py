@@ -1,6 +1,6 @@
 """What another num_speculative_tokens (k) would give, estimated from one run at a fixed k.
 
-Pure functions, no I/O (reference/tuning-math.md §E.2-E.3). The input is the pooled
+Pure functions, no I/O (docs/tuning.md). The input is the pooled
 histogram h_0..h_k: h_j = verify steps that accepted exactly j drafts, N = sum h_j.
 
 * S_i = sum_{j>=i} h_j / N: unconditional acceptance of position i (vLLM's per-position rate).
@@ -277,7 +277,7 @@ def _caveat(est_k: int | None, k: int, draft_cost: float | None, last_k: int) ->
 def analyze(
     histogram: Histogram, k: int, draft_cost: float | None = None, extra: int = EXTRAPOLATE
 ) -> TuningEstimate:
-    """Every estimate of tuning-math.md §E.3 for one pooled histogram at fixed k."""
+    """Every estimate of docs/tuning.md §2-§5 for one pooled histogram at fixed k."""
     k = max(int(k), 0)
     dense = dense_histogram(histogram, k)
     preds = predictions(dense, k, draft_cost, extra)
@@ -301,7 +301,7 @@ def analyze(
 
 
 def estimate_to_dict(est: TuningEstimate) -> dict:
-    """The JSON object of issue 5 item 1 (`specmon tune --json`)."""
+    """The JSON object `specmon tune --json` prints (docs/tuning.md §8)."""
     return {
         "num_spec_tokens": est.num_spec_tokens,
         "steps": est.steps,
@@ -350,7 +350,7 @@ def recommend_across_runs(runs: Sequence[RunPoint]) -> TuningEstimate | None:
     then predict from the largest-k histogram (exact for every k' up to it).
 
     At higher concurrency verifying k+1 tokens costs more, the fitted c grows and the
-    recommended k falls: the per-segment answer of tuning-math.md §E.2. None without runs.
+    recommended k falls: the per-segment answer of docs/tuning.md §6. None without runs.
     """
     if not runs:
         return None

@@ -112,7 +112,7 @@ def dense_histogram(hist: Any, num_spec_tokens: Any) -> dict[int, int]:
     """Dense list (index j = steps that accepted j drafts) -> sparse {j: count}.
 
     Every element must be an int and not a bool, checked before zeros are dropped
-    (0.0, False, "0" and None are rejected, aiperf-semantics §2.3). When k is known the
+    (0.0, False, "0" and None are rejected, docs/metrics.md §10). When k is known the
     length must be exactly k + 1, which also forbids buckets above k.
     """
     if not isinstance(hist, list):

@@ -1,4 +1,4 @@
-"""TensorRT-LLM: per-choice `choices[i].speculative_decoding` (aiperf-semantics §1.3, §2.5).
+"""TensorRT-LLM: per-choice `choices[i].speculative_decoding` (docs/metrics.md §10).
 
 Streaming: only on the terminal chunk's choice. Fields: acceptance_rate (verbatim),
 total_accepted_draft_tokens, total_draft_tokens, num_spec_steps, a dense histogram and
