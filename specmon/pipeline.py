@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.capture import RawCapture
+from specmon.checks import is_count
 from specmon.constants import MS_PER_NS, S_PER_NS
 from specmon.specdecode.adapters.base import ParsedResponse
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
@@ -217,7 +218,7 @@ def last_usage(parsed: list[ParsedResponse]) -> dict[str, Any] | None:
 
 
 def _count(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    return v if is_count(v) else None
 
 
 def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[str, int | float]:

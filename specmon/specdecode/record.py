@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from specmon.checks import is_count, is_int
+
 
 class SpecDecodeAcceptanceRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
@@ -143,9 +145,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
 def _strict_count(v: Any) -> int:
     """A non-negative int. Rejects bools, floats (even 3.0), strings and None."""
-    if isinstance(v, bool) or not isinstance(v, int):
+    if not is_int(v):
         raise ValueError(f"expected a non-negative integer, got {v!r}")
-    if v < 0:
+    if not is_count(v):
         raise ValueError(f"negative count {v}")
     return v
 
@@ -173,7 +175,9 @@ def _shared_fields_set(fields: dict[str, Any]) -> set[str]:
 
 
 def _is_count(v: Any) -> bool:
-    return type(v) is int and v >= 0  # exact int: bool and int subclasses take the slow path
+    # The fast path's guard, stricter than checks.is_count on purpose: only an exact int
+    # may skip validation; bool and other int subclasses take the validating path.
+    return type(v) is int and v >= 0
 
 
 def _is_real_upto(v: Any, upper: float) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
+from specmon.checks import is_count as is_count  # re-exported: adapters import it from here
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 
@@ -74,11 +75,6 @@ def choice_dicts(data: dict[str, Any]) -> list[dict[str, Any]]:
     if not choices or not isinstance(choices, list):
         return []
     return [c for c in choices if isinstance(c, dict)]
-
-
-def is_count(v: Any) -> bool:
-    """A non-negative int that is not a bool (JSON true would otherwise pass as 1)."""
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def require(payload: dict[str, Any], key: str) -> Any:
