@@ -201,7 +201,7 @@ SEGMENT_HEADERS = (
 
 
 def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """One display row per segment row of segments.segment_table()."""
+    """One display row per segment row of SegmentTable.rows()."""
     out = []
     for r in rows:
         out.append(
