@@ -48,6 +48,13 @@ _SCALED_KEYS = (
 class SortedValues:
     """An ascending multiset kept as sorted blocks (a minimal sorted list).
 
+    The design is the one of the `sortedcontainers` package's SortedList: a list of sorted
+    sublists, each at most 2 * LOAD long (split in two when it grows past that), with the
+    maximum of each sublist kept in `_maxes` so an insert bisects twice (which sublist,
+    where in it) and the positional index is built lazily from the sublist lengths. Written
+    here (not a dependency) for the few operations the live view needs; measured 1.5-1.7x
+    faster than re-sorting each column for this use.
+
     The live view needs a column's order statistics after every few hundred new values.
     Re-sorting the whole column each time costs O(n) per refresh (~30 ms for 15 columns at
     300k requests, on the GIL the load thread needs); inserting into blocks of at most

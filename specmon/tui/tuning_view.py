@@ -1,4 +1,4 @@
-"""View-model for "tune k while you watch" (issue 5): the what-if panel, one card per server,
+"""View-model for "tune k while you watch": the what-if panel, one card per server,
 the segments table and the server's own counters. No Textual here: plain data and strings,
 so every number is testable without a terminal. The estimates come from
 specmon.specdecode.tuning (docs/tuning.md §2-§5); this module only chooses

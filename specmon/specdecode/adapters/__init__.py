@@ -360,21 +360,14 @@ def many_sequences(request: Any) -> bool:
 
 
 def _register_builtins() -> None:
+    # imported once the registry's own names exist (the modules are this package's children)
+    from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
+    from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
     from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
 
     register_adapter(VLLMSpecDecodeAdapter)
-    try:
-        from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
-
-        register_adapter(TensorRTLLMSpecDecodeAdapter)
-    except ImportError:  # pragma: no cover - present once issue 6 lands
-        pass
-    try:
-        from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
-
-        register_adapter(SGLangSpecDecodeAdapter)
-    except ImportError:  # pragma: no cover
-        pass
+    register_adapter(TensorRTLLMSpecDecodeAdapter)
+    register_adapter(SGLangSpecDecodeAdapter)
 
 
 _register_builtins()
