@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     """An int that is not a bool."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def is_count(v: Any) -> bool:
+def is_count(v: Any) -> TypeGuard[int]:
     """A non-negative int that is not a bool (steps, tokens, histogram buckets)."""
     return is_int(v) and v >= 0

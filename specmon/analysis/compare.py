@@ -111,7 +111,8 @@ def _scan_line(line: str, scan: RecordScan) -> None:
         scan.bad_lines += 1
         return
     scan.records += 1
-    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    meta_obj = rec.get("metadata")
+    meta = meta_obj if isinstance(meta_obj, dict) else {}
     spec = rec.get("spec_decode_acceptance")
     if not isinstance(spec, dict):
         return
@@ -229,8 +230,10 @@ def _stat(summary: Mapping, tag: str, stat: str) -> tuple[float | None, str]:
     if not isinstance(block, Mapping):
         return None, ""
     value = block.get(stat)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return (float(value) if ok else None), str(block.get("unit") or "")
+    unit = str(block.get("unit") or "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value), unit
+    return None, unit
 
 
 def histogram_shares(summary: Mapping) -> dict[int, float]:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class ReplayItem:
     end_ns: int | None
     feed: Callable[[Any], None]  # session -> None
+
+
+def _feed_capture(capture: Any, session: Any) -> None:
+    session.add(capture)
+
+
+def _feed_result(result: Any, session: Any) -> None:
+    session.add_result(result)
 
 
 @dataclass
@@ -118,10 +127,10 @@ def load_source(path: str | Path) -> ReplaySource:
                 capture = RawCapture.from_dict(obj)
                 source.model = source.model or capture.request.get("model")
                 end = max(capture.response_ns) if capture.response_ns else capture.end_ns
-                source.items.append(ReplayItem(end, lambda s, c=capture: s.add(c)))
+                source.items.append(ReplayItem(end, partial(_feed_capture, capture)))
             else:
                 result = result_from_record(obj)
-                source.items.append(ReplayItem(result.end_ns, lambda s, r=result: s.add_result(r)))
+                source.items.append(ReplayItem(result.end_ns, partial(_feed_result, result)))
         except (CaptureError, ValueError, KeyError, TypeError) as exc:
             source.skipped.append(f"line {line_no}: {str(exc).splitlines()[0]}")
     if source is None:

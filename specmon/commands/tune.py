@@ -172,7 +172,7 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
     summary = read_summary(summary_path) if summary_path.is_file() else {}
     scan = scan_records(records_path) if records_path.is_file() else None  # read once
     notes: list[str] = []
-    if use_records:
+    if use_records and scan is not None:  # use_records implies the file exists
         histogram, source = _histogram_from_records(scan, records_path, notes), records_path
     else:
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path

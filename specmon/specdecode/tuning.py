@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 EXTRAPOLATE = 4  # how many k' beyond the measured k to predict
@@ -165,7 +166,7 @@ def predictions(
     out: list[Prediction] = []
     length: float | None = None if positions[0].unconditional is None else 1.0
     for pos in positions:
-        if length is not None:
+        if length is not None and pos.unconditional is not None:
             length += pos.unconditional
         out.append(_prediction(pos.position, length, False, None, None, draft_cost, alpha))
     last = positions[-1]
@@ -174,7 +175,7 @@ def predictions(
         if length is None:
             out.append(_prediction(kp, None, True, None, None, draft_cost, alpha))
             continue
-        s_k = last.unconditional
+        s_k = last.unconditional if last.unconditional is not None else 0.0
         a = last.conditional if last.conditional is not None else 0.0  # nobody reached k: S_k = 0
         lo, hi = last.ci95 if last.ci95 is not None else (a, a)
         out.append(
@@ -300,7 +301,7 @@ def analyze(
     )
 
 
-def estimate_to_dict(est: TuningEstimate) -> dict:
+def estimate_to_dict(est: TuningEstimate) -> dict[str, Any]:
     """The JSON object `specmon tune --json` prints (docs/tuning.md §8)."""
     return {
         "num_spec_tokens": est.num_spec_tokens,
@@ -332,7 +333,7 @@ def estimate_to_dict(est: TuningEstimate) -> dict:
     }
 
 
-def tune_report(histogram: Histogram, k: int, draft_cost: float | None = None) -> dict:
+def tune_report(histogram: Histogram, k: int, draft_cost: float | None = None) -> dict[str, Any]:
     return estimate_to_dict(analyze(histogram, k, draft_cost))
 
 

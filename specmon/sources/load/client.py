@@ -83,6 +83,7 @@ class SSEParser:
         self._buffer = events.pop()  # an incomplete tail waits for the next chunk
         payloads = []
         for event in events:
+            data: bytes | None
             if event.startswith(b"data: ") and b"\n" not in event:
                 data = event[6:]  # the common one-line event, without the general scan
             else:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from specmon.checks import is_count as is_count  # re-exported: adapters import it from here
+from specmon.checks import is_count
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 
@@ -208,8 +208,10 @@ class SpecDecodeAdapter:
         except AdapterRejection as exc:
             return Adapted(None, exc.kind, exc.detail)
         except ValidationError as exc:
-            first = exc.errors()[0] if exc.errors() else {}
-            return Adapted(None, validation_kind(exc), str(first.get("msg", exc)))
+            errors = exc.errors()
+            return Adapted(
+                None, validation_kind(exc), str(errors[0]["msg"]) if errors else str(exc)
+            )
         except (
             KeyError,
             TypeError,

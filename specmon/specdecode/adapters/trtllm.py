@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
@@ -17,7 +18,6 @@ from specmon.specdecode.adapters.base import (
     choice_dicts,
     completion_tokens,
     dense_histogram,
-    is_count,
     require,
     response_data,
 )

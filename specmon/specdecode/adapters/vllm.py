@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
     SpecDecodeAdapter,
     completion_tokens,
     dense_histogram,
-    is_count,
     require,
     response_data,
     sparse_histogram,
