@@ -2,7 +2,7 @@
 
 Warmup requests are only counted. Error requests feed the error summary only. A zero-step
 request is counted (spec_decode_zero_step_requests) and otherwise left out of every
-distribution, total and the pooled histogram (aiperf-semantics.md §2.7, §3).
+distribution, total and the pooled histogram (docs/metrics.md §7).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from specmon.pipeline import MS_PER_NS, NS_PER_S, S_PER_NS, RequestResult
+from specmon.constants import MS_PER_NS, NS_PER_S, S_PER_NS
+from specmon.pipeline import RequestResult
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
 
 # Time metrics are accumulated in ns and their statistics converted, as AIPerf does.
@@ -46,6 +47,13 @@ _SCALED_KEYS = (
 
 class SortedValues:
     """An ascending multiset kept as sorted blocks (a minimal sorted list).
+
+    The design is the one of the `sortedcontainers` package's SortedList: a list of sorted
+    sublists, each at most 2 * LOAD long (split in two when it grows past that), with the
+    maximum of each sublist kept in `_maxes` so an insert bisects twice (which sublist,
+    where in it) and the positional index is built lazily from the sublist lengths. Written
+    here (not a dependency) for the few operations the live view needs; measured 1.5-1.7x
+    faster than re-sorting each column for this use.
 
     The live view needs a column's order statistics after every few hundred new values.
     Re-sorting the whole column each time costs O(n) per refresh (~30 ms for 15 columns at
@@ -337,7 +345,7 @@ class RunAccumulator:
 
     @property
     def benchmark_duration_s(self) -> float | None:
-        """Max response ts - min request ts over valid profiling requests (§5)."""
+        """Max response ts - min request ts over valid profiling requests (docs/metrics.md §4)."""
         if self.min_start_ns is None or self.max_end_ns is None:
             return None
         return (self.max_end_ns - self.min_start_ns) * S_PER_NS

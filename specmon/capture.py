@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from specmon.checks import is_int
 from specmon.errors import UserError
 
 ENDPOINTS = ("chat", "completions")
@@ -85,7 +86,7 @@ class RawCapture:
         if not isinstance(request, dict):
             raise CaptureError("'request' must be the JSON object that was sent")
         status = d.get("status")
-        if not _is_int(status):
+        if not is_int(status):
             raise CaptureError("'status' must be an integer HTTP status")
         responses = d.get("responses", [])
         if responses is None:
@@ -102,7 +103,7 @@ class RawCapture:
             raise CaptureError(f"'benchmark_phase' must be 'profiling' or 'warmup', got {phase!r}")
         response_ns = d.get("response_ns")
         if response_ns is not None and not (
-            isinstance(response_ns, list) and all(_is_int(t) for t in response_ns)
+            isinstance(response_ns, list) and all(is_int(t) for t in response_ns)
         ):
             raise CaptureError("'response_ns' must be a list of integers")
         return cls(
@@ -150,15 +151,11 @@ class RawCapture:
         return orjson.dumps(self.to_dict()) + b"\n"
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _opt_int(d: dict, key: str) -> int | None:
     v = d.get(key)
     if v is None:
         return None
-    if not _is_int(v):
+    if not is_int(v):
         raise CaptureError(f"'{key}' must be an integer")
     return v
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from specmon.accumulator import RunSnapshot
@@ -145,7 +145,7 @@ class RunView(Protocol):
 
     def poller(self, label: str) -> CounterSource | None: ...
 
-    def segment_rows(self) -> list[dict] | None: ...
+    def segment_rows(self) -> list[dict[str, Any]] | None: ...
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
 """One request in, one RequestResult out: parse, detect the spec-decode record, compute
-this request's AIPerf record metrics (aiperf-semantics.md §2.7, §3, §5).
+this request's AIPerf record metrics (docs/metrics.md §3, §5, §7).
 
 The same function serves live runs, `specmon report` and replays, so a number never
 depends on where the capture came from.
@@ -12,15 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.capture import RawCapture
+from specmon.checks import is_count
+from specmon.constants import MS_PER_NS, S_PER_NS
 from specmon.specdecode.adapters.base import ParsedResponse
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 log = logging.getLogger(__name__)
-
-NS_PER_S = 1_000_000_000
-# AIPerf converts units as value * (target per-second / source per-second).
-MS_PER_NS = 1_000 / 1_000_000_000  # 1e-06
-S_PER_NS = 1 / 1_000_000_000  # 1e-09
 
 
 @dataclass(slots=True)
@@ -143,7 +140,7 @@ def _attach_spec(
     result.spec_reason = getattr(outcome, "reason", None)
     result.engine = getattr(outcome, "engine", None) or (record.engine if record else None)
     if zero_step or (record is not None and record.num_spec_steps == 0):
-        # Kept verbatim in the trace, left out of every distribution (§2.7).
+        # Kept verbatim in the trace, left out of every distribution (docs/metrics.md §7).
         result.spec_zero_step = True
         result.spec_trace = getattr(outcome, "zero_step_record", None) or record
         if result.engine is None and result.spec_trace is not None:
@@ -154,7 +151,7 @@ def _attach_spec(
 
 
 def spec_record_metrics(rec: SpecDecodeAcceptanceRecord) -> dict[str, int | float]:
-    """The six spec-decode record metrics of one request (§3)."""
+    """The six spec-decode record metrics of one request (docs/metrics.md §5)."""
     a, d, s = rec.num_accepted_draft_tokens, rec.num_draft_tokens, rec.num_spec_steps
     out: dict[str, int | float] = {
         "spec_decode_acceptance_length": rec.mean_acceptance_length,  # server value verbatim
@@ -225,7 +222,7 @@ def last_usage(parsed: list[ParsedResponse]) -> dict[str, Any] | None:
 
 
 def _count(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    return v if is_count(v) else None
 
 
 def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[str, int | float]:
@@ -271,7 +268,7 @@ def derive_request_metrics(
     isl: int | None,
 ) -> tuple[dict[str, int | float], dict[str, int | float]]:
     """AIPerf's arithmetic: times in ns, converted to ms by `* 1e-06` (1000 / 1e9) as
-    AIPerf's unit conversion does, so values agree to the last digit (§5)."""
+    AIPerf's unit conversion does, so values agree to the last digit (docs/metrics.md §1)."""
     base: dict[str, int | float] = {}
     display: dict[str, int | float] = {}
     for tag, ns in (

@@ -2,7 +2,7 @@
 
 Console, TUI and exports all call `compute_stats` and read `METRICS`, so a number specmon
 prints and the same number in its exports come from the same function
-(aiperf-semantics.md §3.1): avg, min, max, p1..p99 by linear interpolation between closest
+(docs/metrics.md §2): avg, min, max, p1..p99 by linear interpolation between closest
 ranks (numpy's default), population std (ddof 0), count, sum. Pure Python, no numpy.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PERCENTILES: tuple[int, ...] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 PCT_KEYS: tuple[str, ...] = tuple(f"p{q}" for q in PERCENTILES)
@@ -224,9 +225,9 @@ def is_spec_tag(tag: str) -> bool:
 
 def metric_block(
     tag: str, stats: dict[str, float | int] | None = None, *, value: float | int | None = None
-) -> dict:
+) -> dict[str, Any]:
     """A JSON export block: {unit, avg, p1.., min, max, std, count, sum} or {unit, avg}."""
-    block: dict = {"unit": METRICS[tag].unit}
+    block: dict[str, Any] = {"unit": METRICS[tag].unit}
     if stats is not None:
         block.update((k, stats[k]) for k in JSON_STAT_KEYS)
     else:

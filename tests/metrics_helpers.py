@@ -132,5 +132,5 @@ def error_capture(kind: str = "timeout", status: int = 0, start_ns: int = 0) -> 
     )
 
 
-WORKED = [2, 3, 1, 4, 2, 0, 3, 3]  # aiperf-semantics.md §6 worked example, k = 4
+WORKED = [2, 3, 1, 4, 2, 0, 3, 3]  # a worked example (docs/metrics.md §5-§6), k = 4
 SECOND = [1, 1, 0]  # the pooled companion request, k = 4

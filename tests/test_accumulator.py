@@ -45,7 +45,7 @@ def test_worked_example_pooled_and_derived():
     assert s["total_spec_decode_steps"] == {"unit": "count", "avg": 11.0}  # 8 + 3
     assert s["total_accepted_draft_tokens"] == {"unit": "tokens", "avg": 20.0}  # 18 + 2
     assert s["total_draft_tokens"] == {"unit": "tokens", "avg": 44.0}  # 32 + 12
-    # 1 + 20/11 and 100 * 20/44 (aiperf-semantics.md §6)
+    # 1 + 20/11 and 100 * 20/44 (docs/metrics.md §6)
     assert s["spec_decode_token_weighted_acceptance_length"]["avg"] == 2.8181818181818183
     assert s["spec_decode_overall_draft_acceptance_rate"]["avg"] == 45.45454545454545
     al = s["spec_decode_acceptance_length"]
@@ -229,7 +229,7 @@ def test_aiperf_013_records_give_aiperf_013_aggregates():
     mine = acc.summary()
     # Run-level throughputs and the duration are left out: AIPerf 0.13 divides by its
     # phase window and takes the duration from its wall clock, neither of which is in the
-    # per-request records (specmon uses max response - min request, §5).
+    # per-request records (specmon uses max response - min request, docs/metrics.md §4).
     window = {
         "benchmark_duration",
         "request_throughput",

@@ -1,5 +1,5 @@
 """Property tests (hypothesis): random and mutated payloads never raise out of detect() or
-any adapter, and every record produced satisfies every invariant of aiperf-semantics §2.2,
+any adapter, and every record produced satisfies every invariant of docs/metrics.md §10,
 checked here independently of the record's own validators."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def is_count(v):
 
 
 def check_record(r):
-    """Every invariant of §2.1-2.2, written out again rather than trusting the model."""
+    """Every invariant of docs/metrics.md §10, written out again rather than trusting the model."""
     assert r.engine in ENGINES
     for v in (r.mean_acceptance_length, r.draft_acceptance_rate):
         assert isinstance(v, float) and math.isfinite(v) and v >= 0

@@ -159,7 +159,7 @@ def test_signature_key_sets_disjoint():
 
 
 def test_each_engine_resolves_to_its_own_record_with_completion_tokens():
-    # the autodetect test of §6: completion_tokens 7 in both
+    # the autodetect case: completion_tokens 7 in both
     trt = load_capture("trtllm_summary")
     vllm = load_capture("vllm_merged_summary_chat")
     vllm["responses"][0]["usage"]["completion_tokens"] = 7

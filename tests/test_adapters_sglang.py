@@ -1,5 +1,5 @@
 """SGLang adapter: sglext.spec_tokens_details (object for n = 1, list for n > 1) and the
-native /generate meta_info keys (aiperf-semantics.md §1.4)."""
+native /generate meta_info keys (docs/metrics.md §10)."""
 
 from __future__ import annotations
 

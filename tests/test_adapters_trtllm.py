@@ -1,4 +1,4 @@
-"""TensorRT-LLM adapter: choices[i].speculative_decoding (aiperf-semantics.md §1.3, §2.5, §6)."""
+"""TensorRT-LLM adapter: choices[i].speculative_decoding (docs/metrics.md §10)."""
 
 from __future__ import annotations
 

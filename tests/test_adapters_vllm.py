@@ -1,6 +1,6 @@
 """vLLM adapter: merged (root metrics.speculative_decoding, dense list) and legacy
 (choices[].speculative_decoding_stats, sparse string keys), streaming and not, chat and
-completions. Expected records are computed by hand from aiperf-semantics.md §1.1, §6 and
+completions. Expected records are computed by hand from docs/metrics.md §5, §10 and
 real-vllm.md §4."""
 
 from __future__ import annotations

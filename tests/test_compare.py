@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from specmon.analysis.compare import render_server_comparison
 from specmon.cli import main
-from specmon.commands.compare import render_server_comparison
 
 
 def _stats(unit: str, **values) -> dict:

@@ -1,4 +1,4 @@
-"""Console tables and the one-line pooled histogram (aiperf-semantics.md §3.2)."""
+"""Console tables and the one-line pooled histogram (docs/metrics.md §8.4)."""
 
 import io
 

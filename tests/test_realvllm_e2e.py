@@ -88,7 +88,7 @@ def server_payloads(capture: dict) -> list[tuple[int, dict]]:
 
 
 def expected_record(spec: dict, usage: dict) -> dict:
-    """What specmon's JSONL must hold for this payload (aiperf-semantics.md §4.4): the server's
+    """What specmon's JSONL must hold for this payload (docs/metrics.md §8.3): the server's
     values verbatim, the dense list as a sparse string-keyed histogram without zero buckets,
     the rate still a fraction, completion_tokens from usage."""
     expected = {
@@ -116,7 +116,7 @@ def expected_metrics(spec: dict) -> dict:
         "spec_decode_acceptance_length": spec["mean_acceptance_length"],
         "spec_decode_draft_acceptance_rate": 100 * a / d,  # % = accepted/drafted x 100
         # accepted per verified: tokens produced by verify steps (steps + accepted) over the
-        # tokens verified (steps + drafted); §6: s 43, a 10, d 129 -> 53/172
+        # tokens verified (steps + drafted): s 43, a 10, d 129 -> 53/172
         "spec_decode_accepted_per_verified": (s + a) / (s + d),
         "spec_decode_steps": s,
         "spec_decode_accepted_draft_tokens": a,
@@ -143,7 +143,7 @@ def check_record(record: dict, capture: dict, streaming: bool) -> dict:
 
 
 def derived_histogram(delta: dict[str, float]) -> dict[str, int]:
-    """Server-wide histogram from counter deltas (aiperf-semantics.md §1.6): per-position
+    """Server-wide histogram from counter deltas (docs/metrics.md §11): per-position
     counts are a survival function, so H[0] = D - P[0], H[j] = P[j-1] - P[j], H[k] = P[k-1]."""
     k = NUM_SPEC_TOKENS
     pos = [int(delta[f"per_pos:{i}"]) for i in range(k)]

@@ -1,4 +1,4 @@
-"""SpecDecodeAcceptanceRecord: fields and invariants of aiperf-semantics.md §2.1-2.2."""
+"""SpecDecodeAcceptanceRecord: fields and invariants of docs/metrics.md §10."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord, record_from_ex
 
 
 def make(**over):
-    # Worked example of §6: per-step accepted [2,3,1,4,2,0,3,3], k 4 ->
+    # A worked example: per-step accepted [2,3,1,4,2,0,3,3], k 4 ->
     # H {0:1, 1:1, 2:2, 3:3, 4:1}; s = 8; a = 0+1+4+9+4 = 18; d = 8*4 = 32;
     # AL = 1 + 18/8 = 3.25; rate = 18/32 = 0.5625.
     base = dict(
@@ -101,7 +101,7 @@ def test_invariant_violations_rejected(over, why):
 
 
 def test_floats_not_cross_checked():
-    # §2.2: mean vs 1+a/s and rate vs a/d are deliberately not checked (rounding).
+    # docs/metrics.md §10: mean vs 1+a/s and rate vs a/d are deliberately not checked (rounding).
     r = make(mean_acceptance_length=3.0, draft_acceptance_rate=0.5)
     assert (r.mean_acceptance_length, r.draft_acceptance_rate) == (3.0, 0.5)
 

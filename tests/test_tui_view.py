@@ -6,6 +6,7 @@ import pytest
 from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
 from specmon.errors import UserError
+from specmon.formatting import fmt_number
 from specmon.sources.replay import RAW, RECORDS, load_source
 from specmon.tui.requests import log_row, raw_payload
 from specmon.tui.themes import (
@@ -19,7 +20,6 @@ from specmon.tui.view import (
     SPEC_COLUMNS,
     SPEC_ROWS,
     acceptance_series,
-    fmt_number,
     fold_histogram,
     per_position,
     run_progress,
@@ -28,7 +28,7 @@ from specmon.tui.view import (
 
 
 def test_fold_histogram_matches_aiperf_console_examples():
-    # aiperf-semantics.md §3.2: {0:6100,1:300,2:1800,3:1800} -> 61% 3% 18% 18% of 10000 steps
+    # docs/metrics.md §8.4: {0:6100,1:300,2:1800,3:1800} -> 61% 3% 18% 18% of 10000 steps
     buckets = fold_histogram({0: 6100, 1: 300, 2: 1800, 3: 1800})
     assert [(b.label, b.count, round(b.pct, 1)) for b in buckets] == [
         ("0", 6100, 61.0),
@@ -76,11 +76,11 @@ def test_stat_rows_format_like_console_table():
     # a derived row shows its avg only; rows without data are left out
     assert rows[1] == ("Token-Weighted Acceptance Length (ratio)", ["2.50"] + ["N/A"] * 6)
     assert len(rows) == 2
-    assert fmt_number(None) == "N/A" and fmt_number(float("nan")) == "N/A"
+    assert fmt_number(None, na="N/A") == "N/A" and fmt_number(float("nan"), na="N/A") == "N/A"
 
 
 def test_spec_rows_are_the_console_rows_in_display_order():
-    # aiperf-semantics.md §3: the visible SPEC_DECODE metrics, by display order 5000..5045
+    # docs/metrics.md §5-§6: the visible SPEC_DECODE metrics, by display order 5000..5045
     assert [r[0] for r in SPEC_ROWS] == [
         "spec_decode_acceptance_length",
         "spec_decode_token_weighted_acceptance_length",

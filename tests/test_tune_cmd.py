@@ -11,7 +11,7 @@ import pytest
 
 from specmon.cli import main
 
-# Worked example 1 of tuning-math.md: 13/9/7/6/4/61 over N=100 steps, k=5.
+# A bimodal histogram (a published SPEC-Bench-style run): 13/9/7/6/4/61 over N=100 steps, k=5.
 EXAMPLE1 = {"0": 13, "1": 9, "2": 7, "3": 6, "4": 4, "5": 61}
 
 

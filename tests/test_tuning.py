@@ -1,4 +1,4 @@
-"""Tuning estimates against hand computations (reference/tuning-math.md §E.2-E.3)."""
+"""Tuning estimates against hand computations (docs/tuning.md §2-§5)."""
 
 from __future__ import annotations
 

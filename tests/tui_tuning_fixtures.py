@@ -7,9 +7,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from segments_oracle import segment_table
 from tui_fixtures import accumulate, make_capture
 
-from specmon.analysis.segments import SegmentLog, segment_table
+from specmon.analysis.segments import SegmentLog
 from specmon.interfaces import LoadProgress, MonitorConfig
 from specmon.server.scrape import CounterDelta, ServerCounterView
 from specmon.tui.app import SpecmonApp

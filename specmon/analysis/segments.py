@@ -4,7 +4,7 @@ A segment's figures come from its own RequestResults (every request carries the 
 was sent in; None counts as segment 0, the run's start): token-weighted acceptance length,
 TPOT (the average inter-token latency, ms), output tokens/s and requests/s over the
 segment's own window (first send to last response of its valid requests, AIPerf's
-benchmark-duration rule), and the recommended k (reference/tuning-math.md §E.2):
+benchmark-duration rule), and the recommended k (docs/tuning.md §6):
 
 * servers at several k under the same load: fit the draft cost c from their step times
   (step time = TPOT x acceptance length) and predict from the widest-k histogram
@@ -16,9 +16,11 @@ benchmark-duration rule), and the recommended k (reference/tuning-math.md §E.2)
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specmon.constants import NS_PER_S
+from specmon.formatting import fmt_number
 from specmon.specdecode.tuning import RunPoint, analyze, recommend_across_runs
 
 SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
@@ -30,7 +32,6 @@ _KEY_ALIASES = {
     "output_tokens_mean": "output_tokens",
     "osl": "output_tokens",
 }
-NS_PER_S = 1_000_000_000
 
 
 # ---------------------------------------------------------------- scripted segments
@@ -149,83 +150,9 @@ def segment_of(result: Any) -> int:
     return 0 if result.segment is None else int(result.segment)
 
 
-def segment_table(
-    results: Iterable[Any] | Mapping[str, Iterable[Any]],
-    *,
-    settings: Mapping[int, Mapping] | Mapping[str, Mapping[int, Mapping]] | None = None,
-    draft_cost: float | None = None,
-    across_servers: bool = True,
-) -> list[dict]:
-    """One row per segment (per segment and server when given {label: results}).
-
-    `settings` is SegmentLog.settings() (or {label: ...}); `across_servers` (same load on
-    every server: mirror or unsplit) lets servers at different k fit the draft cost.
-    """
-    if isinstance(results, Mapping):
-        groups = {label: list(rs) for label, rs in results.items()}
-        per_server_settings = settings or {}
-    else:
-        groups = {None: list(results)}
-        per_server_settings = {None: settings or {}}
-    rows = []
-    for label, group in groups.items():
-        by_segment: dict[int, list[Any]] = {}
-        for result in group:
-            if result.phase == "profiling":
-                by_segment.setdefault(segment_of(result), []).append(result)
-        seg_settings = per_server_settings.get(label) or {}
-        for index in sorted(by_segment):
-            row = segment_row(by_segment[index], index, seg_settings.get(index))
-            row["server"] = label
-            rows.append(row)
-    _recommend(rows, draft_cost, across_servers)
-    rows.sort(key=lambda r: (r["segment"], str(r["server"])))
-    return rows
-
-
-def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = None) -> dict:
-    valid = [r for r in results if r.error is None]
-    steps = accepted = drafted = 0
-    histogram: dict[int, int] = {}
-    ks: set[int] = set()
-    for r in valid:
-        rec = r.spec
-        if rec is None:
-            continue
-        steps += rec.num_spec_steps
-        accepted += rec.num_accepted_draft_tokens
-        drafted += rec.num_draft_tokens
-        for j, n in rec.acceptance_histogram.items():
-            histogram[int(j)] = histogram.get(int(j), 0) + int(n)
-        if rec.num_spec_tokens is not None:
-            ks.add(int(rec.num_spec_tokens))
-    itl = [r.metrics["inter_token_latency"] for r in valid if "inter_token_latency" in r.metrics]
-    osl = sum(r.metrics.get("output_sequence_length", 0) for r in valid)
-    window = _window_s(valid)
-    k = max(ks) if ks else (max(histogram) if histogram else None)
-    return {
-        "segment": index,
-        "settings": dict(settings) if settings else {},
-        "request_count": len(valid),
-        "error_count": len(results) - len(valid),
-        "num_spec_tokens": k,
-        "steps": steps,
-        "accepted": accepted,
-        "drafted": drafted,
-        "histogram": {str(j): n for j, n in sorted(histogram.items())},
-        "acceptance_length": 1 + accepted / steps if steps else None,
-        "tpot_ms": sum(itl) / len(itl) if itl else None,
-        "output_token_throughput": osl / window if window else None,
-        "request_throughput": len(valid) / window if window else None,
-        "duration_s": window,
-        "recommended_k": None,
-        "draft_cost": None,
-        "recommended_from": None,
-    }
-
-
 class _SegmentSums:
-    """One segment's running sums: segment_row()'s figures, O(1) per result added."""
+    """One segment's running sums, O(1) per result added (tests/segments_oracle.py recomputes
+    the same figures from scratch)."""
 
     __slots__ = (
         "accepted",
@@ -268,7 +195,9 @@ class _SegmentSums:
             if rec.num_spec_tokens is not None:
                 self.ks.add(int(rec.num_spec_tokens))
         metrics = r.metrics
-        if "inter_token_latency" in metrics:  # summed in arrival order, as segment_row does
+        if (
+            "inter_token_latency" in metrics
+        ):  # summed in arrival order, as the from-scratch oracle does
             self.itl_sum += metrics["inter_token_latency"]
             self.itl_count += 1
         self.osl += metrics.get("output_sequence_length", 0)
@@ -308,10 +237,11 @@ class _SegmentSums:
 
 
 class SegmentTable:
-    """segment_table() kept up to date as results arrive: `update(label, results)` folds in
+    """The segments table kept up to date as results arrive: `update(label, results)` folds in
     only the results past the last call (result lists are append-only), so a live refresh
     costs O(new results) plus the recommendation per segment, not a re-read of the run.
-    `rows(settings)` gives what segment_table() gives on the full lists (thread-safe)."""
+    `rows(settings)` gives the rows of the whole lists (thread-safe; tests/segments_oracle.py
+    is the from-scratch oracle it is checked against)."""
 
     def __init__(self, *, draft_cost: float | None = None, across_servers: bool = True) -> None:
         self.draft_cost = draft_cost
@@ -336,7 +266,7 @@ class SegmentTable:
             self._seen[label] = end
 
     def rows(self, settings: Mapping | None = None) -> list[dict]:
-        """`settings` as for segment_table(): SegmentLog.settings(), or {label: ...} when the
+        """`settings`: SegmentLog.settings(), or {label: ...} when the
         table was updated with labels."""
         with self._lock:
             rows = []
@@ -391,7 +321,7 @@ def _recommend_across(rows: list[dict]) -> None:
 
 
 def _step_time(row: dict) -> float | None:
-    """ms per verify step: TPOT x acceptance length (tuning-math.md §E.2)."""
+    """ms per verify step: TPOT x acceptance length (docs/tuning.md §5)."""
     if row["tpot_ms"] is None or row["acceptance_length"] is None:
         return None
     return row["tpot_ms"] * row["acceptance_length"]
@@ -463,6 +393,4 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
 
 
 def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}f}" if digits else str(int(value))
+    return fmt_number(value, digits, grouping=False)

@@ -256,7 +256,7 @@ def _print_results(multi: Any, out: Any) -> None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
     if several:
-        from specmon.commands.compare import render_server_comparison
+        from specmon.analysis.compare import render_server_comparison
 
         summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
         ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}

@@ -15,24 +15,22 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specmon.commands.compare import (
+from specmon.analysis.compare import (
     HISTOGRAM_KEY,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordScan,
     find_run_dirs,
-    fmt_number,
-    format_table,
     read_summary,
     scan_records,
     single_k,
     unique_labels,
 )
+from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.errors import UserError
+from specmon.formatting import fmt_number, format_table
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
 from specmon.specdecode import tuning
-
-DEFAULT_DRAFT_COST = 0.1  # the c of tuning-math.md worked example 2; a placeholder, said so
 
 
 @dataclass
@@ -174,7 +172,7 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
     summary = read_summary(summary_path) if summary_path.is_file() else {}
     scan = scan_records(records_path) if records_path.is_file() else None  # read once
     notes: list[str] = []
-    if use_records:
+    if use_records and scan is not None:  # use_records implies the file exists
         histogram, source = _histogram_from_records(scan, records_path, notes), records_path
     else:
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path

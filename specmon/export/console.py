@@ -1,4 +1,4 @@
-"""End-of-run console tables in AIPerf's layout (aiperf-semantics.md §3.2, §5).
+"""End-of-run console tables in AIPerf's layout (docs/metrics.md §8.4).
 
 The "LLM Metrics" table, then the "Spec Decode" table and, under it, the one-line pooled
 histogram. Columns avg, min, max, p99, p90, p50, std; run-level rows show N/A beyond avg.
@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specmon.constants import HIST_FOLD_CAP
+from specmon.formatting import fmt_number
 from specmon.stats import CONSOLE_STAT_KEYS, LLM, METRICS, SPEC
 
 HIST_LABEL = "Accepted drafts per step (% of steps):"
-HIST_CAP = 8
 TITLE_PREFIX = "specmon"
 
 
@@ -28,14 +29,6 @@ def row_label(tag: str) -> str:
     mdef = METRICS[tag]
     sep = "\n" if len(mdef.header) > 30 else " "
     return f"{mdef.header}{sep}({mdef.unit})"
-
-
-def format_value(value: object) -> str:
-    if value is None:
-        return "N/A"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:,.2f}"
-    return str(value)
 
 
 def histogram_line(hist: dict[int, int] | None) -> str | None:
@@ -51,11 +44,11 @@ def histogram_line(hist: dict[int, int] | None) -> str | None:
         return None
     top = max(hist)
     entries = []
-    for j in range(min(top, HIST_CAP - 1) + 1):
+    for j in range(min(top, HIST_FOLD_CAP - 1) + 1):
         entries.append(f"{j}: {100.0 * hist.get(j, 0) / total:.0f}%")
-    if top >= HIST_CAP:
-        folded = sum(n for j, n in hist.items() if j >= HIST_CAP)
-        entries.append(f">={HIST_CAP}: {100.0 * folded / total:.0f}%")
+    if top >= HIST_FOLD_CAP:
+        folded = sum(n for j, n in hist.items() if j >= HIST_FOLD_CAP)
+        entries.append(f">={HIST_FOLD_CAP}: {100.0 * folded / total:.0f}%")
     return f"  {HIST_LABEL}  " + "   ".join(entries)
 
 
@@ -69,7 +62,9 @@ def _table(title: str, blocks: dict[str, dict], group: str) -> Table | None:
         table.add_column(key, justify="right", style="green")
     for tag in tags:
         block = blocks[tag]
-        table.add_row(row_label(tag), *(format_value(block.get(k)) for k in CONSOLE_STAT_KEYS))
+        table.add_row(
+            row_label(tag), *(fmt_number(block.get(k), na="N/A") for k in CONSOLE_STAT_KEYS)
+        )
     return table
 
 

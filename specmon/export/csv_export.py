@@ -1,4 +1,4 @@
-"""profile_export_aiperf.csv: AIPerf's two-section layout (aiperf-semantics.md §4.3).
+"""profile_export_aiperf.csv: AIPerf's two-section layout (docs/metrics.md §8.2).
 
 Section 1: `Metric,avg,min,max,sum,p1..p99,std`, record metrics sorted by tag.
 Blank line. Section 2: `Metric,Value`, run-level metrics sorted by tag.
@@ -14,6 +14,7 @@ import io
 from pathlib import Path
 
 from specmon.export.common import atomic_write
+from specmon.formatting import fmt_number
 from specmon.stats import CSV_STAT_KEYS, METRICS, PCT_KEYS
 
 
@@ -25,15 +26,8 @@ def metric_label(tag: str) -> str:
 
 
 def format_number(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
+    """Ints plain, reals with 2 decimals, missing empty."""
+    return fmt_number(value, na="", grouping=False, plain_int=True)
 
 
 def build_csv(blocks: dict[str, dict]) -> str:

@@ -1,4 +1,4 @@
-"""profile_export_aiperf.json, laid out as AIPerf 0.13 writes it (aiperf-semantics.md §4.2).
+"""profile_export_aiperf.json, laid out as AIPerf 0.13 writes it (docs/metrics.md §8.1).
 
 Top-level order as in a real AIPerf 0.13 file: schema_version, aiperf_version,
 specmon_version, benchmark_id, the standard metric blocks in AIPerf's declared order,
@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from specmon import __version__
+from specmon.constants import NS_PER_S
 from specmon.export.common import AIPERF_COMPAT_VERSION, SCHEMA_VERSION, atomic_write
 
 # AIPerf's JsonExportData field order for the metrics it declares.
@@ -43,7 +44,7 @@ def iso_local(ns: int | None) -> str | None:
     """Naive local time with microseconds, as AIPerf writes start_time / end_time."""
     if ns is None:
         return None
-    return datetime.fromtimestamp(ns / 1e9).isoformat(timespec="microseconds")
+    return datetime.fromtimestamp(ns / NS_PER_S).isoformat(timespec="microseconds")
 
 
 def build_json(

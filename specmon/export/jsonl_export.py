@@ -1,4 +1,4 @@
-"""profile_export.jsonl: one object per profiling request, written as it lands (§4.4).
+"""profile_export.jsonl: one object per profiling request, written as it lands (docs/metrics.md §8.3).
 
 {"metadata": {...}, "metrics": {tag: {"value", "unit"}}, "spec_decode_acceptance": {...},
  "error": {...}}. spec_decode_acceptance carries string histogram keys and the rate as a
@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from specmon.pipeline import MS_PER_NS, RequestResult, derive_request_metrics
+from specmon.constants import MS_PER_NS
+from specmon.pipeline import RequestResult, derive_request_metrics
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 

@@ -26,7 +26,7 @@ RAW_EXPORT_NAME = "profile_export_raw.jsonl"
 RAW_RECORDS_FOLDER = "raw_records"  # per-processor files AIPerf merges into the one above
 RECORDS_EXPORT_NAME = "profile_export.jsonl"
 SUMMARY_EXPORT_NAME = "profile_export_aiperf.json"
-# Summary keys that belong to the spec-decode section (aiperf-semantics.md §4).
+# Summary keys that belong to the spec-decode section (docs/metrics.md §8.1).
 SPEC_SUMMARY_PREFIXES = (
     "spec_decode_",
     "total_spec_decode_steps",

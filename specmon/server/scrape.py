@@ -1,6 +1,6 @@
 """The server's own view: vLLM's spec-decode counters from /metrics, over the run's window.
 
-vLLM exposes four counters (aiperf-semantics.md §1.6), one series per engine / data-parallel
+vLLM exposes four counters (docs/metrics.md §11), one series per engine / data-parallel
 rank: `vllm:spec_decode_num_drafts_total` (verify steps), `..._num_draft_tokens_total`,
 `..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total{position="i"}`
 (steps that accepted position i, i = 0..k-1). specmon sums every label set (AIPerf's own

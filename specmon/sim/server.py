@@ -14,7 +14,7 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, overload
 
 import orjson
 from starlette.applications import Starlette
@@ -259,6 +259,10 @@ class SimRequest:
         return None
 
     # ----- payloads -------------------------------------------------------------------
+    @overload
+    def _maybe_corrupt(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    @overload
+    def _maybe_corrupt(self, obj: None) -> None: ...
     def _maybe_corrupt(self, obj: dict[str, Any] | None) -> dict[str, Any] | None:
         if obj is not None and self.fault == "malformed":
             return payloads.corrupt(obj)
@@ -458,7 +462,7 @@ class SimRequest:
 
     def _json_choice(self, index: int, text: str, finish: str) -> dict[str, Any]:
         if self.chat:
-            message = {
+            message: dict[str, Any] = {
                 "role": "assistant",
                 "content": text,
                 "refusal": None,

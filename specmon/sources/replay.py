@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from specmon.constants import NS_PER_S
 from specmon.errors import UserError
 from specmon.interfaces import CounterSource, LoadProgress, RunControl, SessionView
 
@@ -70,6 +72,14 @@ def _not_jsonl(path: Path, line_no: int) -> str:
     return f"{path}: line {line_no} is not JSON; expected a profile_export.jsonl or a raw capture"
 
 
+def _feed_capture(capture: Any, session: Any) -> None:
+    session.add(capture)
+
+
+def _feed_result(result: Any, session: Any) -> None:
+    session.add_result(result)
+
+
 def load_source(path: str | Path) -> ReplaySource:
     """Read FILE into feedable items; bad lines are skipped and reported, not fatal."""
     from specmon.capture import CaptureError, RawCapture
@@ -98,10 +108,10 @@ def load_source(path: str | Path) -> ReplaySource:
                 capture = RawCapture.from_dict(obj)
                 source.model = source.model or capture.request.get("model")
                 end = max(capture.response_ns) if capture.response_ns else capture.end_ns
-                source.items.append(ReplayItem(end, lambda s, c=capture: s.add(c)))
+                source.items.append(ReplayItem(end, partial(_feed_capture, capture)))
             else:
                 result = result_from_record(obj)
-                source.items.append(ReplayItem(result.end_ns, lambda s, r=result: s.add_result(r)))
+                source.items.append(ReplayItem(result.end_ns, partial(_feed_result, result)))
         except (CaptureError, ValueError, KeyError, TypeError) as exc:
             source.skipped.append(f"line {line_no}: {str(exc).splitlines()[0]}")
     if source is None:
@@ -133,7 +143,7 @@ class ReplayFeeder:
         t0 = time.monotonic()
         for item in self.source.items:
             if self.speed > 0 and origin_ns is not None and item.end_ns is not None:
-                due = t0 + (item.end_ns - origin_ns) / 1e9 / self.speed
+                due = t0 + (item.end_ns - origin_ns) / NS_PER_S / self.speed
                 if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
             elif self._stop.is_set():

@@ -2,7 +2,7 @@
 
 One record per request. It is a histogram, not per-position arrays, so it survives
 variable-length and tree drafting. The invariants are exact integer identities
-(aiperf-semantics.md §2.2); floats are taken verbatim and never cross-checked.
+(docs/metrics.md §10); floats are taken verbatim and never cross-checked.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import operator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from specmon.checks import is_count, is_int
 
 
 class SpecDecodeAcceptanceRecord(BaseModel):
@@ -48,7 +50,7 @@ class SpecDecodeAcceptanceRecord(BaseModel):
     @field_validator("draft_acceptance_rate", mode="after")
     @classmethod
     def _fraction(cls, v: float) -> float:
-        # A fraction (§2.1); 56.25 here would be a percentage sent by mistake.
+        # A fraction (docs/metrics.md §10); 56.25 here would be a percentage sent by mistake.
         if v > 1.0:
             raise ValueError("draft_acceptance_rate must be a fraction in 0..1")
         return v
@@ -143,9 +145,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
 def _strict_count(v: Any) -> int:
     """A non-negative int. Rejects bools, floats (even 3.0), strings and None."""
-    if isinstance(v, bool) or not isinstance(v, int):
+    if not is_int(v):
         raise ValueError(f"expected a non-negative integer, got {v!r}")
-    if v < 0:
+    if not is_count(v):
         raise ValueError(f"negative count {v}")
     return v
 
@@ -173,7 +175,9 @@ def _shared_fields_set(fields: dict[str, Any]) -> set[str]:
 
 
 def _is_count(v: Any) -> bool:
-    return type(v) is int and v >= 0  # exact int: bool and int subclasses take the slow path
+    # The fast path's guard, stricter than checks.is_count on purpose: only an exact int
+    # may skip validation; bool and other int subclasses take the validating path.
+    return type(v) is int and v >= 0
 
 
 def _is_real_upto(v: Any, upper: float) -> bool:

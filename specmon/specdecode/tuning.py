@@ -1,6 +1,6 @@
 """What another num_speculative_tokens (k) would give, estimated from one run at a fixed k.
 
-Pure functions, no I/O (reference/tuning-math.md §E.2-E.3). The input is the pooled
+Pure functions, no I/O (docs/tuning.md). The input is the pooled
 histogram h_0..h_k: h_j = verify steps that accepted exactly j drafts, N = sum h_j.
 
 * S_i = sum_{j>=i} h_j / N: unconditional acceptance of position i (vLLM's per-position rate).
@@ -406,7 +406,7 @@ def analyze(
     extra: int = EXTRAPOLATE,
     trials: Sequence[int] | None = None,
 ) -> TuningEstimate:
-    """Every estimate of tuning-math.md §E.3 for one pooled histogram at fixed k; trials
+    """Every estimate of docs/tuning.md §2-§5 for one pooled histogram at fixed k; trials
     (from `position_trials`, summed over requests) makes a_i count only drafting steps."""
     k = max(int(k), 0)
     dense = dense_histogram(histogram, k)
@@ -432,7 +432,7 @@ def analyze(
 
 
 def estimate_to_dict(est: TuningEstimate) -> dict[str, Any]:
-    """The JSON object of issue 5 item 1 (`specmon tune --json`)."""
+    """The JSON object `specmon tune --json` prints (docs/tuning.md §8)."""
     return {
         "num_spec_tokens": est.num_spec_tokens,
         "steps": est.steps,
@@ -481,7 +481,7 @@ def recommend_across_runs(runs: Sequence[RunPoint]) -> TuningEstimate | None:
     then predict from the largest-k histogram (exact for every k' up to it).
 
     At higher concurrency verifying k+1 tokens costs more, the fitted c grows and the
-    recommended k falls: the per-segment answer of tuning-math.md §E.2. None without runs.
+    recommended k falls: the per-segment answer of docs/tuning.md §6. None without runs.
     """
     if not runs:
         return None

@@ -1,7 +1,7 @@
-"""View-model for "tune k while you watch" (issue 5): the what-if panel, one card per server,
+"""View-model for "tune k while you watch": the what-if panel, one card per server,
 the segments table and the server's own counters. No Textual here: plain data and strings,
 so every number is testable without a terminal. The estimates come from
-specmon.specdecode.tuning (reference/tuning-math.md §E.2-E.3); this module only chooses
+specmon.specdecode.tuning (docs/tuning.md §2-§5); this module only chooses
 which histogram to feed it and how to print the answer.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon.analysis.segments import _settings_text
+from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.server.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
 from specmon.server.server_view import live_verdict
 from specmon.specdecode.tuning import TuningEstimate, analyze
 
-DEFAULT_DRAFT_COST = 0.1  # a typical small-drafter ratio (tuning-math.md E.3 example 2)
 COST_STEP = 0.01
 COST_MAX = 2.0
 
@@ -204,7 +204,7 @@ SEGMENT_HEADERS = (
 
 
 def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """One display row per segment row of segments.segment_table()."""
+    """One display row per segment row of SegmentTable.rows()."""
     out = []
     for r in rows:
         out.append(

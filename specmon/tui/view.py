@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from specmon.constants import HIST_FOLD_CAP
+from specmon.formatting import fmt_number
 from specmon.specdecode.tuning import PositionEstimate, position_estimates
 from specmon.stats import DERIVED, METRICS, SPEC
 
 NA = "N/A"
-HIST_CAP = 8  # AIPerf folds accepted-draft buckets >= 8 into one ">=8" bucket
 
-# The end-of-run Spec Decode console table (aiperf-semantics.md §3.2): the SPEC-group metrics of
+# The end-of-run Spec Decode console table (docs/metrics.md §8.4): the SPEC-group metrics of
 # specmon.stats in display order, so the live table and the exports share one definition.
 SPEC_ROWS: tuple[tuple[str, str, str, bool], ...] = tuple(
     (d.tag, d.header, d.unit, d.kind == DERIVED)
@@ -37,17 +37,6 @@ LATENCY_ROWS: tuple[tuple[str, str, str, bool], ...] = (
 LATENCY_COLUMNS = ("avg", "p50", "p90", "p99")
 
 
-def fmt_number(value: Any) -> str:
-    """Console style: thousands separators, 2 decimals; None/NaN -> N/A."""
-    if value is None or isinstance(value, bool):
-        return NA
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            return NA
-        return f"{value:,.2f}"
-    return NA
-
-
 def stat_rows(
     stats: dict[str, dict], rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str]
 ) -> list[tuple[str, list[str]]]:
@@ -58,7 +47,8 @@ def stat_rows(
         if not block:
             continue
         cells = [
-            fmt_number(block.get(col)) if (col == "avg" or not derived) else NA for col in columns
+            fmt_number(block.get(col), na=NA) if (col == "avg" or not derived) else NA
+            for col in columns
         ]
         out.append((f"{header} ({unit})", cells))
     return out
@@ -71,7 +61,7 @@ class HistBucket:
     pct: float  # 0..100 of all verify steps
 
 
-def fold_histogram(hist: dict[int, int], cap: int = HIST_CAP) -> list[HistBucket]:
+def fold_histogram(hist: dict[int, int], cap: int = HIST_FOLD_CAP) -> list[HistBucket]:
     """Buckets 0..max observed (gaps shown as 0), keys >= cap folded into one '>=cap' bucket."""
     total = sum(hist.values())
     if total <= 0:

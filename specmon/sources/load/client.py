@@ -1,8 +1,8 @@
 """The load path's HTTP client: aiohttp + orjson, SSE parsed by hand on bytes.
 
-Chosen by the benchmark of issue 3 item 7: on this machine a bare aiohttp + uvloop + orjson
-client reached 4,300 req/s at concurrency 64 where httpx managed 240 (its pool scans every
-connection per request). One TCPConnector sized to the concurrency keeps connections alive.
+Chosen by `benchmarks/bench_load.py --clients` (README, Performance): on this machine a bare
+aiohttp + uvloop + orjson client reached 4,300 req/s at concurrency 64 where httpx managed
+240 (its pool scans every connection per request). One TCPConnector sized to the concurrency keeps connections alive.
 
 Every request yields a capture dict in the raw-capture format (docs/architecture.md). Errors
 are classified, never raised: the run goes on. Only the parsed JSON objects are kept, not the
@@ -83,6 +83,7 @@ class SSEParser:
         self._buffer = events.pop()  # an incomplete tail waits for the next chunk
         payloads = []
         for event in events:
+            data: bytes | None
             if event.startswith(b"data: ") and b"\n" not in event:
                 data = event[6:]  # the common one-line event, without the general scan
             else:

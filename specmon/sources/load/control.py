@@ -32,7 +32,7 @@ def merge_progress(parts: Sequence[LoadProgress], total: int | None = None) -> L
     return LoadProgress(
         sent=sum(p.sent for p in parts),
         completed=sum(p.completed for p in parts),
-        total=total if total is not None else (None if None in totals else sum(totals)),
+        total=total if total is not None else _sum_known(totals),
         in_flight=sum(p.in_flight for p in parts),
         errors=sum(p.errors for p in parts),
         loop_lag_ms=max(p.loop_lag_ms for p in parts),
@@ -82,3 +82,9 @@ class SegmentKnobs:
 
     def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
         self._apply("output_tokens", (mean, stddev), self.segment_log.change(output_tokens=mean))
+
+
+def _sum_known(totals: list[int | None]) -> int | None:
+    """The parts' summed totals, or None when any part is unbounded."""
+    known = [t for t in totals if t is not None]
+    return sum(known) if len(known) == len(totals) else None

@@ -40,7 +40,7 @@ class RequestFactory:
         self.extra_inputs = config.extra_inputs
         self.output_tokens_mean = config.output_tokens_mean
         self.output_tokens_stddev = config.output_tokens_stddev
-        # SGLang sends its per-request spec stats only when each request asks (issue 6 item 2)
+        # SGLang sends its per-request spec stats only when each request asks (docs/metrics.md §10)
         self.spec_details = config.engine == "sglang"
         self.rng = rng
         self.dataset = config.dataset

@@ -149,8 +149,8 @@ class MultiRun:
         return self.watch.pollers.get(label) if self.watch is not None else None
 
     def segment_rows(self) -> list[dict]:
-        """The segments table over every server, as segment_table() gives it on every result
-        so far; each call folds in only the results that landed since the last one."""
+        """The segments table over every server so far; each call folds in only the results
+        that landed since the last one."""
         several = len(self.runs) > 1
         for run in self.runs:
             self._segments.update(run.label if several else None, run.session.accumulator.results)

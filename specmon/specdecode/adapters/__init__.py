@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from specmon.checks import is_count, is_int
 from specmon.specdecode.adapters.base import (
     ParsedResponse,
     SpecDecodeAdapter,
     SpecDecodeAdapterProtocol,
-    is_count,
 )
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -82,6 +82,8 @@ class RegisteredAdapter:
 # --------------------------------------------------------------------------- registry
 
 _lock = threading.RLock()
+# The base class's can_adapt: adapters that keep it are asked for their payloads directly.
+_BASE_CAN_ADAPT = getattr(SpecDecodeAdapter.can_adapt, "__func__", None)
 _registry: dict[str, RegisteredAdapter] = {}
 _order = 0
 _entry_points_loaded = False
@@ -97,7 +99,12 @@ def register_adapter(cls: Any, name: str | None = None, priority: int | None = N
     global _order
     if not isinstance(cls, SpecDecodeAdapterProtocol):
         raise TypeError(f"{cls!r} has no can_adapt/adapt classmethods")
-    name = name or getattr(cls, "name", "") or getattr(cls, "engine", "") or cls.__name__
+    name = (
+        name
+        or getattr(cls, "name", "")
+        or getattr(cls, "engine", "")
+        or str(getattr(cls, "__name__", cls))
+    )
     if priority is None:
         priority = getattr(cls, "priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool):
@@ -217,7 +224,7 @@ def _log_once(key: str, message: str, *args: Any) -> None:
 # --------------------------------------------------------------------------- detection
 
 
-def detect(responses: list[ParsedResponse], request: dict | None = None) -> AdaptOutcome:
+def detect(responses: list[ParsedResponse], request: dict[str, Any] | None = None) -> AdaptOutcome:
     """Find and adapt the request's spec-decode payload. Never raises."""
     try:
         outcome = _detect(responses, request)
@@ -230,7 +237,7 @@ def detect(responses: list[ParsedResponse], request: dict | None = None) -> Adap
     return outcome
 
 
-def _detect(responses: Any, request: dict | None) -> AdaptOutcome:
+def _detect(responses: Any, request: dict[str, Any] | None) -> AdaptOutcome:
     if not isinstance(responses, (list, tuple)):
         responses = []
     if request is None:
@@ -249,11 +256,11 @@ def _detect(responses: Any, request: dict | None) -> AdaptOutcome:
     return _adapt(entry, payloads, list(responses))
 
 
-def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
+def _claimants(responses: list[Any]) -> list[tuple[RegisteredAdapter, list[Any] | None]]:
     """The claimants at the highest priority level that has any, with their payloads
     (found once here and reused by adapt, for adapters built on SpecDecodeAdapter)."""
     level: int | None = None
-    found: list[tuple[RegisteredAdapter, list | None]] = []
+    found: list[tuple[RegisteredAdapter, list[Any] | None]] = []
     for entry in _detection_order():
         if level is not None and entry.priority < level:
             break
@@ -277,18 +284,20 @@ def _claimants(responses: list) -> list[tuple[RegisteredAdapter, list | None]]:
     return found
 
 
-def _payloads_if_builtin_style(cls: Any, responses: list) -> list | None:
+def _payloads_if_builtin_style(cls: Any, responses: list[Any]) -> list[Any] | None:
     """cls.payloads(responses) when can_adapt is the base one (== bool(payloads)), else None."""
     if (
         isinstance(cls, type)
         and issubclass(cls, SpecDecodeAdapter)
-        and cls.can_adapt.__func__ is SpecDecodeAdapter.can_adapt.__func__
+        and getattr(cls.can_adapt, "__func__", None) is _BASE_CAN_ADAPT
     ):
         return cls.payloads(responses)
     return None
 
 
-def _adapt(entry: RegisteredAdapter, payloads: list | None, responses: list) -> AdaptOutcome:
+def _adapt(
+    entry: RegisteredAdapter, payloads: list[Any] | None, responses: list[Any]
+) -> AdaptOutcome:
     cls = entry.cls
     if isinstance(cls, type) and issubclass(cls, SpecDecodeAdapter):
         if payloads is None:
@@ -326,7 +335,7 @@ def _adapt(entry: RegisteredAdapter, payloads: list | None, responses: list) -> 
     return AdaptOutcome(record, engine=entry.name, payload=raw)
 
 
-def _adapt_foreign(entry: RegisteredAdapter, responses: list) -> tuple[Any, str | None, str]:
+def _adapt_foreign(entry: RegisteredAdapter, responses: list[Any]) -> tuple[Any, str | None, str]:
     """A third-party adapter: only the Protocol is known; isolate it completely."""
     try:
         record = entry.cls.adapt(responses)
@@ -354,27 +363,20 @@ def many_sequences(request: Any) -> bool:
     for key in ("prompt", "text"):
         prompts = request.get(key)
         if isinstance(prompts, list) and len(prompts) > 1:
-            if not all(isinstance(x, int) and not isinstance(x, bool) for x in prompts):
+            if not all(is_int(x) for x in prompts):
                 return True
     return False
 
 
 def _register_builtins() -> None:
+    # imported once the registry's own names exist (the modules are this package's children)
+    from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
+    from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
     from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
 
     register_adapter(VLLMSpecDecodeAdapter)
-    try:
-        from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
-
-        register_adapter(TensorRTLLMSpecDecodeAdapter)
-    except ImportError:  # pragma: no cover - present once issue 6 lands
-        pass
-    try:
-        from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
-
-        register_adapter(SGLangSpecDecodeAdapter)
-    except ImportError:  # pragma: no cover
-        pass
+    register_adapter(TensorRTLLMSpecDecodeAdapter)
+    register_adapter(SGLangSpecDecodeAdapter)
 
 
 _register_builtins()

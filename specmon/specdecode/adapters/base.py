@@ -12,6 +12,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
+from specmon.checks import is_count
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 
@@ -76,11 +77,6 @@ def choice_dicts(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in choices if isinstance(c, dict)]
 
 
-def is_count(v: Any) -> bool:
-    """A non-negative int that is not a bool (JSON true would otherwise pass as 1)."""
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
 def require(payload: dict[str, Any], key: str) -> Any:
     """A required key; a null value counts as absent (vLLM writes explicit nulls)."""
     value = payload.get(key)
@@ -112,7 +108,7 @@ def dense_histogram(hist: Any, num_spec_tokens: Any) -> dict[int, int]:
     """Dense list (index j = steps that accepted j drafts) -> sparse {j: count}.
 
     Every element must be an int and not a bool, checked before zeros are dropped
-    (0.0, False, "0" and None are rejected, aiperf-semantics §2.3). When k is known the
+    (0.0, False, "0" and None are rejected, docs/metrics.md §10). When k is known the
     length must be exactly k + 1, which also forbids buckets above k.
     """
     if not isinstance(hist, list):
@@ -212,8 +208,10 @@ class SpecDecodeAdapter:
         except AdapterRejection as exc:
             return Adapted(None, exc.kind, exc.detail)
         except ValidationError as exc:
-            first = exc.errors()[0] if exc.errors() else {}
-            return Adapted(None, validation_kind(exc), str(first.get("msg", exc)))
+            errors = exc.errors()
+            return Adapted(
+                None, validation_kind(exc), str(errors[0]["msg"]) if errors else str(exc)
+            )
         except (
             KeyError,
             TypeError,

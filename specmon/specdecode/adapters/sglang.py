@@ -1,4 +1,4 @@
-"""SGLang (aiperf-semantics §1.4; facts from SGLang's own code, AIPerf has no adapter).
+"""SGLang (docs/metrics.md §10; facts from SGLang's own code, AIPerf has no adapter).
 
 Two surfaces carry the same counts:
 * OpenAI endpoints with `"return_spec_tokens_details": true` in the request: response-root
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
     SpecDecodeAdapter,
     completion_tokens,
     dense_histogram,
-    is_count,
     require,
     response_data,
 )

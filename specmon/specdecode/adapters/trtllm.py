@@ -1,4 +1,4 @@
-"""TensorRT-LLM: per-choice `choices[i].speculative_decoding` (aiperf-semantics §1.3, §2.5).
+"""TensorRT-LLM: per-choice `choices[i].speculative_decoding` (docs/metrics.md §10).
 
 Streaming: only on the terminal chunk's choice. Fields: acceptance_rate (verbatim),
 total_accepted_draft_tokens, total_draft_tokens, num_spec_steps, a dense histogram and
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
@@ -17,7 +18,6 @@ from specmon.specdecode.adapters.base import (
     choice_dicts,
     completion_tokens,
     dense_histogram,
-    is_count,
     require,
     response_data,
 )

@@ -5,20 +5,20 @@
     streaming: only on the final usage chunk (`choices: []`).
 (b) legacy per-choice `choices[i].speculative_decoding_stats` with a sparse string-keyed
     histogram; streaming: on the finish-reason chunk's choice.
-Both carry the same field names; mean and rate are taken verbatim (aiperf-semantics §2.4).
+Both carry the same field names; mean and rate are taken verbatim (docs/metrics.md §10).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
     SpecDecodeAdapter,
     completion_tokens,
     dense_histogram,
-    is_count,
     require,
     response_data,
     sparse_histogram,

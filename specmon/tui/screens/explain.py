@@ -1,4 +1,4 @@
-"""`e`: every metric on screen in plain words, with its formula (aiperf-semantics.md §3, §5)."""
+"""`e`: every metric on screen in plain words, with its formula (docs/metrics.md §3-§6)."""
 
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ class ServersView(ShapedStatic):
 
 
 class SegmentsView(ShapedStatic):
-    """The live segments table (segments.segment_table rows)."""
+    """The live segments table (SegmentTable.rows())."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -1,0 +1,20 @@
+"""Numbers more than one module needs, each declared once."""
+
+from __future__ import annotations
+
+from typing import Final
+
+NS_PER_S: Final = 1_000_000_000
+# AIPerf converts units as value * (target per-second / source per-second), so specmon
+# multiplies by these factors rather than dividing (docs/metrics.md §1).
+MS_PER_NS: Final = 1_000 / NS_PER_S  # 1e-06
+S_PER_NS: Final = 1 / NS_PER_S  # 1e-09
+
+# The console histogram line and the monitor fold accepted-draft buckets >= this into one
+# ">=8" entry, as AIPerf's console does (docs/metrics.md §8.4). Exports stay uncapped.
+HIST_FOLD_CAP: Final = 8
+
+# Draft cost c = draft step time / target step time assumed when neither --draft-cost nor
+# runs at several k give one: a typical small-drafter ratio, always labelled "assumed"
+# (docs/tuning.md §5).
+DEFAULT_DRAFT_COST: Final = 0.1

@@ -1,0 +1,62 @@
+"""Number and table formatting for every text specmon prints (console, TUI, CLI tables, CSV).
+
+One function, `fmt_number`, formats every number; callers differ only in its arguments:
+
+| where | call | 1234.5 | None |
+| --- | --- | --- | --- |
+| console tables, TUI cells | `fmt_number(v, na="N/A")` | `1,234.50` | `N/A` |
+| CSV export | `fmt_number(v, na="", grouping=False, plain_int=True)` | `1234.50` | `` |
+| compare / tune tables | `fmt_number(v, digits)` | `1,234.50` | `-` |
+| segments table | `fmt_number(v, digits, grouping=False)` | `1234.50` | `-` |
+
+Bools, non-numbers and non-finite floats print as the missing marker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+def fmt_number(
+    value: object,
+    digits: int = 2,
+    *,
+    na: str = "-",
+    grouping: bool = True,
+    signed: bool = False,
+    suffix: str = "",
+    plain_int: bool = False,
+) -> str:
+    """`value` with `digits` decimals (thousands separators unless `grouping` is off), a
+    leading sign when `signed`, then `suffix`; `na` when there is no number to show.
+    `plain_int` prints an int as is (the CSV's "ints plain, reals with 2 decimals")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return na
+    if isinstance(value, float) and not math.isfinite(value):
+        return na
+    if plain_int and isinstance(value, int):
+        return str(value)
+    spec = ("+" if signed else "") + ("," if grouping else "") + f".{digits}f"
+    return f"{value:{spec}}{suffix}"
+
+
+def fmt_signed(value: object, suffix: str = "", digits: int = 2) -> str:
+    """A delta: `+1,234.50` and the suffix, `-` when missing."""
+    return fmt_number(value, digits, signed=True, suffix=suffix)
+
+
+def format_table(
+    headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None
+) -> str:
+    """A plain-text table (no colour, no box characters): safe in any terminal or log."""
+    cells = [list(map(str, r)) for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    align = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, align)
+        ).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])

@@ -1,0 +1,88 @@
+"""Test oracle for the live segments table: every row recomputed from scratch.
+
+`SegmentTable` (specmon/analysis/segments.py) folds results in incrementally; these functions
+read the full result lists each time, so tests can check that both give the same rows
+whatever batches the results arrive in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from specmon.analysis.segments import _recommend, _window_s, segment_of
+
+
+def segment_table(
+    results: Iterable[Any] | Mapping[str, Iterable[Any]],
+    *,
+    settings: Mapping[int, Mapping] | Mapping[str, Mapping[int, Mapping]] | None = None,
+    draft_cost: float | None = None,
+    across_servers: bool = True,
+) -> list[dict]:
+    """One row per segment (per segment and server when given {label: results}).
+
+    `settings` is SegmentLog.settings() (or {label: ...}); `across_servers` (same load on
+    every server: mirror or unsplit) lets servers at different k fit the draft cost.
+    """
+    if isinstance(results, Mapping):
+        groups = {label: list(rs) for label, rs in results.items()}
+        per_server_settings = settings or {}
+    else:
+        groups = {None: list(results)}
+        per_server_settings = {None: settings or {}}
+    rows = []
+    for label, group in groups.items():
+        by_segment: dict[int, list[Any]] = {}
+        for result in group:
+            if result.phase == "profiling":
+                by_segment.setdefault(segment_of(result), []).append(result)
+        seg_settings = per_server_settings.get(label) or {}
+        for index in sorted(by_segment):
+            row = segment_row(by_segment[index], index, seg_settings.get(index))
+            row["server"] = label
+            rows.append(row)
+    _recommend(rows, draft_cost, across_servers)
+    rows.sort(key=lambda r: (r["segment"], str(r["server"])))
+    return rows
+
+
+def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = None) -> dict:
+    valid = [r for r in results if r.error is None]
+    steps = accepted = drafted = 0
+    histogram: dict[int, int] = {}
+    ks: set[int] = set()
+    for r in valid:
+        rec = r.spec
+        if rec is None:
+            continue
+        steps += rec.num_spec_steps
+        accepted += rec.num_accepted_draft_tokens
+        drafted += rec.num_draft_tokens
+        for j, n in rec.acceptance_histogram.items():
+            histogram[int(j)] = histogram.get(int(j), 0) + int(n)
+        if rec.num_spec_tokens is not None:
+            ks.add(int(rec.num_spec_tokens))
+    itl = [r.metrics["inter_token_latency"] for r in valid if "inter_token_latency" in r.metrics]
+    osl = sum(r.metrics.get("output_sequence_length", 0) for r in valid)
+    window = _window_s(valid)
+    k = max(ks) if ks else (max(histogram) if histogram else None)
+    return {
+        "segment": index,
+        "settings": dict(settings) if settings else {},
+        "request_count": len(valid),
+        "error_count": len(results) - len(valid),
+        "num_spec_tokens": k,
+        "steps": steps,
+        "accepted": accepted,
+        "drafted": drafted,
+        "histogram": {str(j): n for j, n in sorted(histogram.items())},
+        "acceptance_length": 1 + accepted / steps if steps else None,
+        "tpot_ms": sum(itl) / len(itl) if itl else None,
+        "output_token_throughput": osl / window if window else None,
+        "request_throughput": len(valid) / window if window else None,
+        "duration_s": window,
+        "recommended_k": None,
+        "draft_cost": None,
+        "recommended_from": None,
+    }
