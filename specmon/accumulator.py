@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from specmon.pipeline import MS_PER_NS, NS_PER_S, S_PER_NS, RequestResult
+from specmon.pipeline import BASE_SCALE, NS_PER_S, S_PER_NS, RequestResult
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
 
-# Time metrics are accumulated in ns and their statistics converted, as AIPerf does.
-BASE_SCALE: dict[str, float] = {
-    "time_to_first_token": MS_PER_NS,
-    "time_to_second_token": MS_PER_NS,
-    "request_latency": MS_PER_NS,
-    "decode_duration": MS_PER_NS,
-    "inter_token_latency": MS_PER_NS,
-}
+# Time metrics are accumulated in ns (their stored unit, BASE_SCALE in pipeline.py) and
+# their statistics converted, as AIPerf does.
 _SCALED_KEYS = (
     "avg",
     "min",
@@ -201,6 +195,11 @@ class RunSnapshot:
     num_spec_tokens: int | None
     version: int = 0  # bumps on every add; lets a view skip redraws
     cancelled_count: int = 0  # in flight when the user stopped the run: not server errors
+    # The spec-decode totals as integers (the export's total_* blocks are floats, as
+    # AIPerf's sums; the /metrics reconciliation compares these exact counts).
+    total_steps: int = 0
+    total_accepted: int = 0
+    total_drafted: int = 0
 
 
 @dataclass
@@ -276,23 +275,18 @@ class RunAccumulator:
         if result.end_ns is not None:
             if self.max_end_ns is None or result.end_ns > self.max_end_ns:
                 self.max_end_ns = result.end_ns
-        base = result.base_metrics
-        for tag, value in result.metrics.items():
-            column = self.columns.get(tag)
-            if tag in base:
-                if column is None:
-                    column = self.columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
-                value = base[tag] if column.scale != 1.0 else value
-            elif column is None:
-                column = self.columns[tag] = MetricColumn()
-            elif column.scale != 1.0:  # a display value into an ns column (mixed sources)
-                value = value / column.scale
+        columns = self.columns
+        for tag, value in result.values.items():
+            column = columns.get(tag)
+            if column is None:
+                column = columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
             column.add(value)
-        if result.spec_reason:
-            self.spec_reasons[result.spec_reason] += 1
-        if result.spec_zero_step:
+        outcome = result.outcome
+        if outcome.reason:
+            self.spec_reasons[outcome.reason] += 1
+        if outcome.zero_step:
             self.zero_step_requests += 1
-            self._note_engine(result.spec_trace)
+            self._note_engine(outcome.trace)
         elif result.spec is not None:
             self._add_spec(result)
 
@@ -453,6 +447,9 @@ class RunAccumulator:
                     engine=self.engine,
                     num_spec_tokens=self.num_spec_tokens,
                     version=self._version,
+                    total_steps=self.total_steps,
+                    total_accepted=self.total_accepted,
+                    total_drafted=self.total_drafted,
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
             for tag, block in self._blocks(frozen, derived, exact=False).items():

@@ -42,10 +42,11 @@ def status(result: Any) -> tuple[str, str]:
         return f"ERR {field(error, 'type', 'error')}", "error"
     if field(result, "phase") == "warmup":
         return "warmup", "warmup"
-    if field(result, "spec_zero_step"):
+    outcome = field(result, "outcome")
+    if field(outcome, "zero_step"):
         return "ok 0-step", "ok"
-    if field(result, "spec") is None and field(result, "spec_reason"):
-        return f"ok no-spec:{field(result, 'spec_reason')}", "ok"
+    if field(result, "spec") is None and field(outcome, "reason"):
+        return f"ok no-spec:{field(outcome, 'reason')}", "ok"
     return "ok", "ok"
 
 
@@ -87,7 +88,7 @@ def per_step(result: Any) -> tuple[list[int] | None, list[int] | None]:
 def raw_payload(result: Any) -> str:
     """The request's own spec-decode payload and last response body, pretty-printed."""
     parts: dict[str, Any] = {}
-    spec = field(result, "spec_trace") or field(result, "spec")
+    spec = field(field(result, "outcome"), "trace") or field(result, "spec")
     if spec is not None:
         to_dict = getattr(spec, "to_export_dict", None)
         parts["spec_decode_acceptance"] = to_dict() if to_dict else spec
@@ -98,7 +99,7 @@ def raw_payload(result: Any) -> str:
     error = field(result, "error")
     if error:
         parts["error"] = error
-    payload = field(result, "spec_payload")
+    payload = field(field(result, "outcome"), "payload")
     if not responses and payload is not None:  # live run: the payload outlives the bodies
         parts["payload_as_sent"] = payload
     if not responses:  # replayed records, or live results whose bodies were dropped
@@ -111,7 +112,7 @@ def payload_title(result: Any) -> str:
     capture = field(result, "capture")
     if field(capture, "responses"):
         return "raw payload (last response body)"
-    if capture is not None and field(result, "spec_payload") is not None:
+    if capture is not None and field(field(result, "outcome"), "payload") is not None:
         return (
             "spec-decode payload as sent; live runs keep only this part of the "
             "body (--export-level raw writes whole bodies)"
