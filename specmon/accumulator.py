@@ -11,12 +11,16 @@ import threading
 import time
 from bisect import bisect_right, insort
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 from specmon.pipeline import BASE_SCALE, NS_PER_S, S_PER_NS, RequestResult
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
+
+Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
 
 # Time metrics are accumulated in ns (their stored unit, BASE_SCALE in pipeline.py) and
 # their statistics converted, as AIPerf does.
@@ -138,7 +142,7 @@ class MetricColumn:
         self._s1 = 0.0
         self._s2 = 0.0
         self._sorted = SortedValues()
-        self._cache: dict | None = None
+        self._cache: Block | None = None
         self._cache_key: tuple[int, bool] | None = None
 
     def add(self, value: float) -> None:
@@ -159,7 +163,7 @@ class MetricColumn:
         var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
         return n, self.total, var**0.5 if var > 0 else 0.0
 
-    def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> dict:
+    def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> Block:
         """Statistics of the frozen prefix. exact=False (live view) takes the running std
         instead of the two-pass one; every other number is identical. Callers serialise
         calls (the accumulator's stats lock)."""
@@ -170,7 +174,8 @@ class MetricColumn:
         if len(self._sorted) != n:
             self._sorted.update(self.values[len(self._sorted) : n])  # slicing is atomic
         # The exact (two-pass) std walks every value: a plain list is faster to index.
-        xs = self._sorted.to_list() if exact else self._sorted
+        # compute_stats only indexes and takes len(): SortedValues offers both
+        xs = self._sorted.to_list() if exact else cast(Sequence[float], self._sorted)
         stats = compute_stats(xs, total=total, presorted=True, std=None if exact else running_std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
@@ -186,8 +191,8 @@ class RunSnapshot:
     error_count: int
     warmup_count: int
     error_summary: dict[str, int]
-    spec_stats: dict[str, dict]
-    std_stats: dict[str, dict]
+    spec_stats: dict[str, Block]
+    std_stats: dict[str, Block]
     pooled_histogram: dict[int, int]
     zero_step_requests: int
     spec_reasons: dict[str, int]
@@ -287,11 +292,10 @@ class RunAccumulator:
         if outcome.zero_step:
             self.zero_step_requests += 1
             self._note_engine(outcome.trace)
-        elif result.spec is not None:
-            self._add_spec(result)
+        elif outcome.record is not None:
+            self._add_spec(result, outcome.record)
 
-    def _add_spec(self, result: RequestResult) -> None:
-        rec = result.spec
+    def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
         hist = self.pooled_histogram
         for j, n in rec.acceptance_histogram.items():
@@ -306,7 +310,7 @@ class RunAccumulator:
         tl.accepted.append(rec.num_accepted_draft_tokens)
         tl.drafted.append(rec.num_draft_tokens)
 
-    def _note_engine(self, rec: Any) -> None:
+    def _note_engine(self, rec: SpecDecodeAcceptanceRecord | None) -> None:
         if rec is None:
             return
         self.engine = rec.engine
@@ -401,8 +405,12 @@ class RunAccumulator:
         return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
 
     @staticmethod
-    def _blocks(frozen: dict, derived: dict[str, float | int], exact: bool) -> dict[str, dict]:
-        blocks: dict[str, dict] = {}
+    def _blocks(
+        frozen: dict[str, tuple[MetricColumn, tuple[int, float, float]]],
+        derived: dict[str, float | int],
+        exact: bool,
+    ) -> dict[str, Block]:
+        blocks: dict[str, Block] = {}
         for tag, mdef in METRICS.items():
             if mdef.kind == RECORD and tag in frozen:
                 column, state = frozen[tag]
@@ -411,7 +419,7 @@ class RunAccumulator:
                 blocks[tag] = metric_block(tag, value=derived[tag])
         return blocks
 
-    def metric_blocks(self, exact: bool = True) -> dict[str, dict]:
+    def metric_blocks(self, exact: bool = True) -> dict[str, Block]:
         """{tag: export block} for every metric with a value, in METRICS order."""
         with self._stats_lock:
             with self._lock:
@@ -457,16 +465,16 @@ class RunAccumulator:
             self._snap = snap
             return snap
 
-    def summary(self) -> dict[str, dict]:
+    def summary(self) -> dict[str, Block]:
         """Every metric tag's export block (exact statistics), in METRICS order."""
         return self.metric_blocks(exact=True)
 
-    def error_summary_list(self) -> list[dict]:
+    def error_summary_list(self) -> list[dict[str, Any]]:
         """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
         out = []
         with self._lock:
-            details = self.error_details.most_common()
-        for (code, kind, message), count in details:
+            counted = self.error_details.most_common()
+        for (code, kind, message), count in counted:
             details: dict[str, Any] = {}
             if code is not None:
                 details["code"] = code

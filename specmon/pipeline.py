@@ -139,7 +139,7 @@ def process_capture(capture: RawCapture) -> RequestResult:
 
 def _error_of(capture: RawCapture) -> dict[str, Any] | None:
     if capture.error is not None:
-        err = {
+        err: dict[str, Any] = {
             "type": str(capture.error.get("type")),
             "message": str(capture.error.get("message", "")),
         }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 from specmon.export.common import atomic_write
 from specmon.stats import CSV_STAT_KEYS, METRICS, PCT_KEYS
@@ -36,7 +37,7 @@ def format_number(value: object) -> str:
     return str(value)
 
 
-def build_csv(blocks: dict[str, dict]) -> str:
+def build_csv(blocks: dict[str, dict[str, Any]]) -> str:
     records = {t: b for t, b in blocks.items() if any(k in b for k in PCT_KEYS)}
     scalars = {t: b for t, b in blocks.items() if t not in records}
     buf = io.StringIO()
@@ -57,5 +58,5 @@ def build_csv(blocks: dict[str, dict]) -> str:
     return buf.getvalue()
 
 
-def write_csv(path: str | Path, blocks: dict[str, dict]) -> Path:
+def write_csv(path: str | Path, blocks: dict[str, dict[str, Any]]) -> Path:
     return atomic_write(path, build_csv(blocks).encode("utf-8"))
