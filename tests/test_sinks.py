@@ -135,3 +135,19 @@ def test_run_totals_from_a_snapshot_stay_integers():
     totals = run_totals_from(snap)
     assert (totals.steps, totals.accepted, totals.drafted) == (big, big + 2, 4 * big)
     assert all(type(v) is int for v in (totals.steps, totals.accepted, totals.drafted))
+
+
+def test_acceptance_tally_matches_the_summary_average(tmp_path):
+    from specmon.sinks.progress import AcceptanceTally
+
+    session = RunSession(tmp_path, "summary", {})
+    tally = AcceptanceTally()
+    session.add_sink(tally)
+    assert tally.mean() is None
+    session.add(nonstream_capture(vllm_payload([0], k=4), benchmark_phase="warmup"))
+    session.add(nonstream_capture(vllm_payload(WORKED, k=4)))  # AL 1 + 18/8 = 3.25
+    session.add(nonstream_capture(vllm_payload(SECOND, k=4)))  # AL 1 + 2/3
+    session.add(nonstream_capture(None))  # no record: no value
+    session.add(error_capture("timeout"))
+    assert tally.mean() == (3.25 + (1 + 2 / 3)) / 2
+    assert tally.mean() == session.accumulator.summary()["spec_decode_acceptance_length"]["avg"]
