@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from specmon.analysis.segments import SegmentTable
-from specmon.pipeline import RequestResult
+from specmon.pipeline import RequestResult, SpecOutcome
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 # the from-scratch table lives with the tests, as their oracle
@@ -51,9 +51,9 @@ def make_result(rng: random.Random, server: str, k: int, index: int, total: int)
     start = index * 0.01
     return RequestResult(
         capture=None,
-        spec=spec,
-        metrics={
-            "inter_token_latency": rng.uniform(5, 20),
+        outcome=SpecOutcome(record=spec),
+        values={
+            "inter_token_latency": rng.uniform(5, 20) * 1e6,  # ns
             "output_sequence_length": steps + accepted,
         },
         error=None,

@@ -11,22 +11,20 @@ import threading
 import time
 from bisect import bisect_right, insort
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
-from specmon.constants import MS_PER_NS, NS_PER_S, S_PER_NS
-from specmon.pipeline import RequestResult
+from specmon.constants import NS_PER_S, S_PER_NS
+from specmon.pipeline import BASE_SCALE, RequestResult
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
 
-# Time metrics are accumulated in ns and their statistics converted, as AIPerf does.
-BASE_SCALE: dict[str, float] = {
-    "time_to_first_token": MS_PER_NS,
-    "time_to_second_token": MS_PER_NS,
-    "request_latency": MS_PER_NS,
-    "decode_duration": MS_PER_NS,
-    "inter_token_latency": MS_PER_NS,
-}
+Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
+
+# Time metrics are accumulated in ns (their stored unit, BASE_SCALE in pipeline.py) and
+# their statistics converted, as AIPerf does.
 _SCALED_KEYS = (
     "avg",
     "min",
@@ -152,7 +150,7 @@ class MetricColumn:
         self._s1 = 0.0
         self._s2 = 0.0
         self._sorted = SortedValues()
-        self._cache: dict | None = None
+        self._cache: Block | None = None
         self._cache_key: tuple[int, bool] | None = None
 
     def add(self, value: float) -> None:
@@ -173,7 +171,7 @@ class MetricColumn:
         var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
         return n, self.total, var**0.5 if var > 0 else 0.0
 
-    def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> dict:
+    def stats(self, frozen: tuple[int, float, float], exact: bool = True) -> Block:
         """Statistics of the frozen prefix. exact=False (live view) takes the running std
         instead of the two-pass one; every other number is identical. Callers serialise
         calls (the accumulator's stats lock)."""
@@ -184,7 +182,8 @@ class MetricColumn:
         if len(self._sorted) != n:
             self._sorted.update(self.values[len(self._sorted) : n])  # slicing is atomic
         # The exact (two-pass) std walks every value: a plain list is faster to index.
-        xs = self._sorted.to_list() if exact else self._sorted
+        # compute_stats only indexes and takes len(): SortedValues offers both
+        xs = self._sorted.to_list() if exact else cast(Sequence[float], self._sorted)
         stats = compute_stats(xs, total=total, presorted=True, std=None if exact else running_std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
@@ -200,8 +199,8 @@ class RunSnapshot:
     error_count: int
     warmup_count: int
     error_summary: dict[str, int]
-    spec_stats: dict[str, dict]
-    std_stats: dict[str, dict]
+    spec_stats: dict[str, Block]
+    std_stats: dict[str, Block]
     pooled_histogram: dict[int, int]
     zero_step_requests: int
     spec_reasons: dict[str, int]
@@ -209,6 +208,11 @@ class RunSnapshot:
     num_spec_tokens: int | None
     version: int = 0  # bumps on every add; lets a view skip redraws
     cancelled_count: int = 0  # in flight when the user stopped the run: not server errors
+    # The spec-decode totals as integers (the export's total_* blocks are floats, as
+    # AIPerf's sums; the /metrics reconciliation compares these exact counts).
+    total_steps: int = 0
+    total_accepted: int = 0
+    total_drafted: int = 0
 
 
 @dataclass
@@ -284,28 +288,22 @@ class RunAccumulator:
         if result.end_ns is not None:
             if self.max_end_ns is None or result.end_ns > self.max_end_ns:
                 self.max_end_ns = result.end_ns
-        base = result.base_metrics
-        for tag, value in result.metrics.items():
-            column = self.columns.get(tag)
-            if tag in base:
-                if column is None:
-                    column = self.columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
-                value = base[tag] if column.scale != 1.0 else value
-            elif column is None:
-                column = self.columns[tag] = MetricColumn()
-            elif column.scale != 1.0:  # a display value into an ns column (mixed sources)
-                value = value / column.scale
+        columns = self.columns
+        for tag, value in result.values.items():
+            column = columns.get(tag)
+            if column is None:
+                column = columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
             column.add(value)
-        if result.spec_reason:
-            self.spec_reasons[result.spec_reason] += 1
-        if result.spec_zero_step:
+        outcome = result.outcome
+        if outcome.reason:
+            self.spec_reasons[outcome.reason] += 1
+        if outcome.zero_step:
             self.zero_step_requests += 1
-            self._note_engine(result.spec_trace)
-        elif result.spec is not None:
-            self._add_spec(result)
+            self._note_engine(outcome.trace)
+        elif outcome.record is not None:
+            self._add_spec(result, outcome.record)
 
-    def _add_spec(self, result: RequestResult) -> None:
-        rec = result.spec
+    def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
         hist = self.pooled_histogram
         for j, n in rec.acceptance_histogram.items():
@@ -320,7 +318,7 @@ class RunAccumulator:
         tl.accepted.append(rec.num_accepted_draft_tokens)
         tl.drafted.append(rec.num_draft_tokens)
 
-    def _note_engine(self, rec: Any) -> None:
+    def _note_engine(self, rec: SpecDecodeAcceptanceRecord | None) -> None:
         if rec is None:
             return
         self.engine = rec.engine
@@ -415,8 +413,12 @@ class RunAccumulator:
         return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
 
     @staticmethod
-    def _blocks(frozen: dict, derived: dict[str, float | int], exact: bool) -> dict[str, dict]:
-        blocks: dict[str, dict] = {}
+    def _blocks(
+        frozen: dict[str, tuple[MetricColumn, tuple[int, float, float]]],
+        derived: dict[str, float | int],
+        exact: bool,
+    ) -> dict[str, Block]:
+        blocks: dict[str, Block] = {}
         for tag, mdef in METRICS.items():
             if mdef.kind == RECORD and tag in frozen:
                 column, state = frozen[tag]
@@ -425,7 +427,7 @@ class RunAccumulator:
                 blocks[tag] = metric_block(tag, value=derived[tag])
         return blocks
 
-    def metric_blocks(self, exact: bool = True) -> dict[str, dict]:
+    def metric_blocks(self, exact: bool = True) -> dict[str, Block]:
         """{tag: export block} for every metric with a value, in METRICS order."""
         with self._stats_lock:
             with self._lock:
@@ -461,6 +463,9 @@ class RunAccumulator:
                     engine=self.engine,
                     num_spec_tokens=self.num_spec_tokens,
                     version=self._version,
+                    total_steps=self.total_steps,
+                    total_accepted=self.total_accepted,
+                    total_drafted=self.total_drafted,
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
             for tag, block in self._blocks(frozen, derived, exact=False).items():
@@ -468,16 +473,16 @@ class RunAccumulator:
             self._snap = snap
             return snap
 
-    def summary(self) -> dict[str, dict]:
+    def summary(self) -> dict[str, Block]:
         """Every metric tag's export block (exact statistics), in METRICS order."""
         return self.metric_blocks(exact=True)
 
-    def error_summary_list(self) -> list[dict]:
+    def error_summary_list(self) -> list[dict[str, Any]]:
         """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
         out = []
         with self._lock:
-            details = self.error_details.most_common()
-        for (code, kind, message), count in details:
+            counted = self.error_details.most_common()
+        for (code, kind, message), count in counted:
             details: dict[str, Any] = {}
             if code is not None:
                 details["code"] = code

@@ -20,20 +20,48 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 log = logging.getLogger(__name__)
 
 
+# The stored unit of every time metric is ns (AIPerf's base unit); the display unit is ms,
+# reached by this factor (AIPerf's `value * target/source` conversion). Every other metric
+# is stored in its display unit. One table, read by the accumulator and every exporter.
+BASE_SCALE: dict[str, float] = {
+    "time_to_first_token": MS_PER_NS,
+    "time_to_second_token": MS_PER_NS,
+    "request_latency": MS_PER_NS,
+    "decode_duration": MS_PER_NS,
+    "inter_token_latency": MS_PER_NS,
+}
+
+
+def to_display(values: dict[str, int | float]) -> dict[str, int | float]:
+    """Stored values (time metrics in ns) in display units (time metrics in ms)."""
+    scale = BASE_SCALE
+    return {tag: v * scale[tag] if tag in scale else v for tag, v in values.items()}
+
+
+@dataclass(slots=True)
+class SpecOutcome:
+    """What the spec-decode detection made of one request's responses."""
+
+    # the record that counts (None for zero-step, absent, malformed)
+    record: SpecDecodeAcceptanceRecord | None = None
+    zero_step: bool = False
+    reason: str | None = None  # why there is no record: absent, n_gt_1, malformed:<kind>, ...
+    # What the per-request trace carries under spec_decode_acceptance: the record, or the
+    # zero-step record verbatim (it stays out of every distribution).
+    trace: SpecDecodeAcceptanceRecord | None = None
+    # The spec-decode wire object as the server sent it (also for rejected payloads), kept
+    # after the session drops the response bodies so the drill-down can show it.
+    payload: Any = None
+
+
 @dataclass(slots=True)
 class RequestResult:
     capture: RawCapture | None
-    spec: SpecDecodeAcceptanceRecord | None = None  # None for zero-step, absent, malformed
-    spec_zero_step: bool = False
-    spec_reason: str | None = None
-    # What the per-request trace carries under spec_decode_acceptance: the record, or the
-    # zero-step record verbatim (it stays out of every distribution).
-    spec_trace: SpecDecodeAcceptanceRecord | None = None
+    outcome: SpecOutcome = field(default_factory=SpecOutcome)
     engine: str | None = None
-    metrics: dict[str, int | float] = field(default_factory=dict)  # display units
-    # Time metrics in ns (AIPerf's base unit): the accumulator computes statistics on these
-    # and converts the statistics, as AIPerf does. Empty for results read back from JSONL.
-    base_metrics: dict[str, int | float] = field(default_factory=dict)
+    # This request's record-metric values in their stored unit (BASE_SCALE: time metrics
+    # in ns); `metrics` gives them in display units.
+    values: dict[str, int | float] = field(default_factory=dict)
     error: dict[str, Any] | None = None  # {"type", "message", "code"?}
     phase: str = "profiling"
     category: str | None = None
@@ -48,9 +76,16 @@ class RequestResult:
     x_request_id: str | None = None
     worker_id: str | None = None
     wall_start_ns: int | None = None
-    # The spec-decode wire object as the server sent it (also for rejected payloads), kept
-    # after the session drops the response bodies so the drill-down can show it.
-    spec_payload: Any = None
+
+    @property
+    def spec(self) -> SpecDecodeAcceptanceRecord | None:
+        """The acceptance record that counts (None for zero-step, absent, malformed)."""
+        return self.outcome.record
+
+    @property
+    def metrics(self) -> dict[str, int | float]:
+        """The record-metric values in display units (a new dict per call)."""
+        return to_display(self.values)
 
     @property
     def ok(self) -> bool:
@@ -95,17 +130,17 @@ def process_capture(capture: RawCapture) -> RequestResult:
         return result
     parsed = parse_responses(capture)
     _attach_spec(result, parsed, capture.request)
-    result.metrics, result.base_metrics, final_ns = request_timing(capture, parsed)
+    result.values, final_ns = request_timing(capture, parsed)
     if final_ns is not None:
         result.end_ns = final_ns
     if result.spec is not None:
-        result.metrics.update(spec_record_metrics(result.spec))
+        result.values.update(spec_record_metrics(result.spec))
     return result
 
 
 def _error_of(capture: RawCapture) -> dict[str, Any] | None:
     if capture.error is not None:
-        err = {
+        err: dict[str, Any] = {
             "type": str(capture.error.get("type")),
             "message": str(capture.error.get("message", "")),
         }
@@ -132,22 +167,21 @@ def _attach_spec(
         outcome = detect(parsed, request)
     except Exception as exc:  # an adapter bug must never stop a run
         log.warning("spec-decode detection failed: %s: %s", type(exc).__name__, exc)
-        result.spec_reason = f"adapter_error:{type(exc).__name__}"
+        result.outcome = SpecOutcome(reason=f"adapter_error:{type(exc).__name__}")
         return
-    record = getattr(outcome, "record", None)
-    result.spec_payload = getattr(outcome, "payload", None)
-    zero_step = bool(getattr(outcome, "zero_step", False))
-    result.spec_reason = getattr(outcome, "reason", None)
-    result.engine = getattr(outcome, "engine", None) or (record.engine if record else None)
-    if zero_step or (record is not None and record.num_spec_steps == 0):
+    record = outcome.record
+    spec = SpecOutcome(reason=outcome.reason, payload=outcome.payload)
+    result.outcome = spec
+    result.engine = outcome.engine or (record.engine if record else None)
+    if outcome.zero_step or (record is not None and record.num_spec_steps == 0):
         # Kept verbatim in the trace, left out of every distribution (docs/metrics.md §7).
-        result.spec_zero_step = True
-        result.spec_trace = getattr(outcome, "zero_step_record", None) or record
-        if result.engine is None and result.spec_trace is not None:
-            result.engine = result.spec_trace.engine
+        spec.zero_step = True
+        spec.trace = outcome.zero_step_record or record
+        if result.engine is None and spec.trace is not None:
+            result.engine = spec.trace.engine
         return
-    result.spec = record
-    result.spec_trace = record
+    spec.record = record
+    spec.trace = record
 
 
 def spec_record_metrics(rec: SpecDecodeAcceptanceRecord) -> dict[str, int | float]:
@@ -225,15 +259,10 @@ def _count(v: Any) -> int | None:
     return v if is_count(v) else None
 
 
-def standard_metrics(capture: RawCapture, parsed: list[ParsedResponse]) -> dict[str, int | float]:
-    """Display-unit standard metrics of one valid request (see `request_timing`)."""
-    return request_timing(capture, parsed)[0]
-
-
 def request_timing(
     capture: RawCapture, parsed: list[ParsedResponse]
-) -> tuple[dict[str, int | float], dict[str, int | float], int | None]:
-    """(display metrics, base-unit ns metrics, final content response ns) of one request.
+) -> tuple[dict[str, int | float], int | None]:
+    """(record-metric values in stored units, final content response ns) of one request.
 
     Streaming: TTFT and latency from the first / last response with content (the usage
     chunk does not count). Non-streaming: latency = end - start.
@@ -246,7 +275,7 @@ def request_timing(
     if start is not None:
         if capture.streaming:
             first, second, last = content_times(parsed)
-            if first is not None:
+            if first is not None and last is not None:
                 ttft_ns = first - start
                 latency_ns = last - start
                 if second is not None:
@@ -255,44 +284,41 @@ def request_timing(
             end = capture.end_ns if capture.end_ns is not None else _last_ns(capture)
             if end is not None:
                 latency_ns = end - start
-    display, base = derive_request_metrics(ttft_ns, ttst_ns, latency_ns, osl, isl)
-    final_ns = start + latency_ns if latency_ns is not None else None
-    return display, base, final_ns
+    values = derive_request_metrics(ttft_ns, ttst_ns, latency_ns, osl, isl)
+    final_ns = start + latency_ns if start is not None and latency_ns is not None else None
+    return values, final_ns
 
 
 def derive_request_metrics(
-    ttft_ns: int | None,
-    ttst_ns: int | None,
-    latency_ns: int | None,
+    ttft_ns: float | None,
+    ttst_ns: float | None,
+    latency_ns: float | None,
     osl: int | None,
     isl: int | None,
-) -> tuple[dict[str, int | float], dict[str, int | float]]:
-    """AIPerf's arithmetic: times in ns, converted to ms by `* 1e-06` (1000 / 1e9) as
-    AIPerf's unit conversion does, so values agree to the last digit (docs/metrics.md §1)."""
-    base: dict[str, int | float] = {}
-    display: dict[str, int | float] = {}
+) -> dict[str, int | float]:
+    """AIPerf's arithmetic on ns times (stored as ns; see BASE_SCALE for ms). The
+    throughputs use `* 1e-09` (1 / 1e9) as AIPerf's unit conversion does, so values agree
+    to the last digit (docs/metrics.md §1)."""
+    values: dict[str, int | float] = {}
     for tag, ns in (
         ("time_to_first_token", ttft_ns),
         ("time_to_second_token", ttst_ns),
         ("request_latency", latency_ns),
     ):
         if ns is not None:
-            base[tag] = ns
-            display[tag] = ns * MS_PER_NS
+            values[tag] = ns
     if ttft_ns is not None and latency_ns is not None:
-        base["decode_duration"] = latency_ns - ttft_ns
-        display["decode_duration"] = (latency_ns - ttft_ns) * MS_PER_NS
+        values["decode_duration"] = latency_ns - ttft_ns
     if ttft_ns is not None and latency_ns is not None and osl is not None and osl >= 2:
         itl_ns = (latency_ns - ttft_ns) / (osl - 1)
-        base["inter_token_latency"] = itl_ns
-        display["inter_token_latency"] = itl_ns * MS_PER_NS
+        values["inter_token_latency"] = itl_ns
         itl_s = itl_ns * S_PER_NS
         if itl_s > 0:
-            display["output_token_throughput_per_user"] = 1 / itl_s
+            values["output_token_throughput_per_user"] = 1 / itl_s
     if osl is not None and latency_ns:
-        display["e2e_output_token_throughput"] = osl / (latency_ns * S_PER_NS)
+        values["e2e_output_token_throughput"] = osl / (latency_ns * S_PER_NS)
     if osl is not None:
-        display["output_sequence_length"] = osl
+        values["output_sequence_length"] = osl
     if isl is not None:
-        display["input_sequence_length"] = isl
-    return display, base
+        values["input_sequence_length"] = isl
+    return values

@@ -82,7 +82,7 @@ def test_zero_step_requests_are_counted_and_excluded():
     assert s["total_spec_decode_steps"]["avg"] == 11.0
     assert acc.pooled_histogram_sorted() == {0: 2, 1: 3, 2: 2, 3: 3, 4: 1}
     assert s["request_count"]["avg"] == 3  # still a valid request
-    assert acc.results[-1].spec_zero_step
+    assert acc.results[-1].outcome.zero_step
 
 
 def test_only_zero_step_requests_give_no_spec_distribution():

@@ -240,7 +240,7 @@ def test_benchmark_captures_take_the_real_record_path(kind):
     # accepted = (0 + 1 + 2 + 3) * 7 = 42, drafted = 28 * 3 = 84,
     # AL = 1 + 42 / 28 = 2.5, rate = 42 / 84 = 0.5, completion tokens = 1 + 28 + 42 = 71.
     result = process_capture(bench_pipeline.build(kind, 1)[0])
-    assert result.error is None and result.spec_reason is None
+    assert result.error is None and result.outcome.reason is None
     spec = result.spec
     assert spec.acceptance_histogram == {0: 7, 1: 7, 2: 7, 3: 7}
     assert (spec.num_spec_steps, spec.num_accepted_draft_tokens, spec.num_draft_tokens) == (
@@ -254,9 +254,9 @@ def test_benchmark_captures_take_the_real_record_path(kind):
     if kind.startswith("stream"):
         # content events at start + 100 us + 10 us * j for j = 1..29 (j = 0 is the empty
         # role chunk): TTFT = 110 us = 0.11 ms, latency = 100 + 290 = 390 us = 0.39 ms
-        assert result.base_metrics["time_to_first_token"] == 110_000
-        assert result.base_metrics["request_latency"] == 390_000
-        assert result.base_metrics["time_to_second_token"] == 10_000
+        assert result.values["time_to_first_token"] == 110_000
+        assert result.values["request_latency"] == 390_000
+        assert result.values["time_to_second_token"] == 10_000
 
 
 def test_session_drops_response_times_with_responses(tmp_path):

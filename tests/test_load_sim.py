@@ -94,7 +94,7 @@ def test_records_equal_sim_ground_truth(shaped_sim, tmp_path, endpoint, streamin
         assert entry["category"] == capture["category"]  # X-Specmon-Category header arrived
         stats = entry["stats"][0]
         spec = result.spec
-        assert spec is not None, result.spec_reason
+        assert spec is not None, result.outcome.reason
         assert spec.num_spec_steps == stats["steps"]
         assert spec.num_accepted_draft_tokens == stats["accepted"]
         assert spec.num_draft_tokens == stats["drafted"]
@@ -370,4 +370,4 @@ def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path):
         assert capture["streaming"] is True and capture["error"] is None  # parsed as SSE
         assert truth[capture["x_request_id"]]["include_usage"] is False
         # no usage chunk -> vLLM sends no stats -> no record, counted as absent
-        assert result.spec is None and result.spec_reason == "absent"
+        assert result.spec is None and result.outcome.reason == "absent"

@@ -37,7 +37,7 @@ def test_worked_example_non_streaming_record_metrics():
     assert m["spec_decode_draft_acceptance_rate"] == 56.25  # 100 * 18/32
     assert m["spec_decode_accepted_per_verified"] == 0.65  # (18+8)/(32+8) = 26/40
     assert r.spec.acceptance_histogram == {0: 1, 1: 1, 2: 2, 3: 3, 4: 1}
-    assert r.spec_trace is r.spec and not r.spec_zero_step and r.engine == "vllm"
+    assert r.outcome.trace is r.spec and not r.outcome.zero_step and r.engine == "vllm"
     # non-streaming: latency = end - start, no TTFT / ITL
     assert m["request_latency"] == 50.0
     assert m["output_sequence_length"] == 20 and m["input_sequence_length"] == 10
@@ -103,26 +103,26 @@ def test_legacy_per_choice_shape_gives_the_same_record():
 
 def test_zero_step_kept_in_trace_only():
     r = process_capture(nonstream_capture(vllm_payload([], k=3), completion_tokens=1))
-    assert r.spec is None and r.spec_zero_step
-    assert r.spec_trace is not None and r.spec_trace.num_spec_steps == 0
+    assert r.spec is None and r.outcome.zero_step
+    assert r.outcome.trace is not None and r.outcome.trace.num_spec_steps == 0
     assert not SPEC_TAGS & set(r.metrics)
     assert r.metrics["request_latency"] == 50.0  # still a valid request
 
 
 def test_no_payload_and_n_gt_1_give_no_record():
     r = process_capture(nonstream_capture(None))
-    assert r.spec is None and r.spec_trace is None and r.spec_reason == "absent"
+    assert r.spec is None and r.outcome.trace is None and r.outcome.reason == "absent"
     cap = nonstream_capture(vllm_payload(WORKED, k=4))
     cap.request["n"] = 2
     r = process_capture(cap)
-    assert r.spec is None and r.spec_reason == "n_gt_1"
+    assert r.spec is None and r.outcome.reason == "n_gt_1"
 
 
 def test_malformed_payload_is_a_reason_not_an_exception():
     payload = vllm_payload(WORKED, k=4)
     payload["num_spec_steps"] = 9  # histogram sums to 8
     r = process_capture(nonstream_capture(payload))
-    assert r.spec is None and r.spec_reason.startswith("malformed")
+    assert r.spec is None and r.outcome.reason.startswith("malformed")
     assert r.metrics["request_latency"] == 50.0
 
 
@@ -272,10 +272,10 @@ def test_time_units_follow_aiperfs_conversion_arithmetic():
     )
     r = process_capture(cap)
     assert r.metrics["time_to_first_token"] == 1.0000069999999999
-    assert r.base_metrics["time_to_first_token"] == 1_000_007  # integer ns kept
+    assert r.values["time_to_first_token"] == 1_000_007  # integer ns kept
     assert r.metrics["request_latency"] == 3_000_007 * 1e-06
     # ITL in ns = (3_000_007 - 1_000_007) / (2 - 1) = 2_000_000; 1 / (2e6 * 1e-09) = 500
-    assert r.base_metrics["inter_token_latency"] == 2_000_000.0
+    assert r.values["inter_token_latency"] == 2_000_000.0
     assert r.metrics["output_token_throughput_per_user"] == 500.0
     assert r.end_ns == 3_000_007  # the final content response, not the usage chunk
 

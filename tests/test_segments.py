@@ -18,7 +18,8 @@ from specmon.analysis.segments import (
 )
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
-from specmon.pipeline import RequestResult
+from specmon.pipeline import RequestResult, SpecOutcome
+from specmon.session import RunSession
 from specmon.sources.load.multi import MultiRun, folder_name
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -53,13 +54,13 @@ def result(
     phase="profiling",
     server=None,
 ):
-    metrics = {"output_sequence_length": osl}
+    values: dict[str, float] = {"output_sequence_length": osl}
     if itl is not None:
-        metrics["inter_token_latency"] = itl
+        values["inter_token_latency"] = itl * 1e6  # stored in ns, given in ms
     return RequestResult(
         capture=None,
-        spec=record(hist, k) if hist else None,
-        metrics=metrics,
+        outcome=SpecOutcome(record=record(hist, k) if hist else None),
+        values=values,
         error=error,
         phase=phase,
         segment=segment,
@@ -226,7 +227,12 @@ def build_multi(argv: list[str], tmp_path) -> MultiRun:
         [*argv, "--artifact-dir", str(tmp_path), "--random-seed", "7", "--no-server-metrics"]
     )
     config.model = "m"
-    return MultiRun(config, lambda cfg: cfg, lambda cfg, session: cfg, detect=lambda *a: None)
+    return MultiRun(
+        config,
+        lambda cfg: RunSession(None, "summary", live=False),
+        lambda cfg, session: cfg,
+        detect=lambda *a: None,
+    )
 
 
 def test_multirun_shares_labels_folders_and_seeds(tmp_path):

@@ -12,6 +12,7 @@ from test_segments import result
 
 from specmon.analysis.segments import SegmentLog, SegmentTable
 from specmon.config import RunConfig
+from specmon.session import RunSession
 from specmon.sources.load.multi import MultiRun
 
 KS = {"a": 2, "b": 4, "c": 6}
@@ -85,7 +86,7 @@ def fake_multi(urls: list[str], **kw) -> MultiRun:
     config = RunConfig(url=urls, concurrency=4, server_metrics=False, model="m", **kw)
 
     def make_session(cfg):
-        return SimpleNamespace(accumulator=SimpleNamespace(results=[]))
+        return RunSession(None, "summary", live=False)
 
     def make_runner(cfg, session):
         return SimpleNamespace(segment_log=SegmentLog(cfg.concurrency, None, 128))
@@ -103,9 +104,8 @@ def test_multirun_segment_rows_is_incremental_and_exact(urls):
     for step in range(15):
         for run in multi.runs:
             label = run.label if several else None
-            run.session.accumulator.results.extend(
-                random_result(rng, label, 3) for _ in range(rng.randint(0, 40))
-            )
+            for _ in range(rng.randint(0, 40)):  # each lands through the session's sinks
+                run.session.add_result(random_result(rng, label, 3))
             if step == 5:
                 run.runner.segment_log.change(concurrency=8)  # a knob: segment 1's settings
         results = {r.label: r.session.accumulator.results for r in multi.runs}

@@ -92,9 +92,9 @@ def test_session_keeps_payloads_of_the_newest_results_and_of_every_zero_step_one
     zero = session.add(_capture(5, [0, 0, 0]))  # zero-step: no record, payload kept for good
     results += [session.add(_capture(i, [2, 0, 1])) for i in range(6, 8)]
     # window of 3 valid results: r0..r4, r6, r7 are valid; the newest three keep theirs
-    kept = [r.x_request_id for r in results if r.spec_payload is not None]
+    kept = [r.x_request_id for r in results if r.outcome.payload is not None]
     assert kept == ["r4", "r6", "r7"]
-    assert zero.spec is None and zero.spec_payload["num_spec_steps"] == 0
+    assert zero.spec is None and zero.outcome.payload["num_spec_steps"] == 0
     assert results[0].capture.responses == []  # bodies are dropped in live sessions
     # the drill-down shows the payload as sent once the bodies are gone
     text = raw_payload(results[-1])

@@ -265,6 +265,19 @@ class SegmentTable:
                 sums.add(r)
             self._seen[label] = end
 
+    def add(self, label: str | None, result: Any) -> None:
+        """Fold in one result as it lands (the push form of `update`, for a sink): the same
+        sums as `update` over the same results in the same order. Thread-safe."""
+        if result.phase != "profiling":
+            return
+        index = 0 if result.segment is None else int(result.segment)
+        with self._lock:
+            by_segment = self._sums.setdefault(label, {})
+            sums = by_segment.get(index)
+            if sums is None:
+                sums = by_segment[index] = _SegmentSums()
+            sums.add(result)
+
     def rows(self, settings: Mapping | None = None) -> list[dict]:
         """`settings`: SegmentLog.settings(), or {label: ...} when the
         table was updated with labels."""

@@ -129,32 +129,49 @@ def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any
 
 def run_headless(config: RunConfig, multi: Any, out: Any) -> int:
     print(describe_run(config), file=out, flush=True)
+    printer = HeadlessProgress(multi)
     previous = signal.signal(signal.SIGTERM, lambda *_: multi.stop())
     try:
         multi.start()
-        _wait_printing(multi, out)
+        _wait_printing(multi, out, printer)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print(_progress(multi), file=out, flush=True)
+    print(printer.line(), file=out, flush=True)
     multi.finish()
     _print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
     return _exit_status(multi, out)
 
 
-def _progress(multi: Any) -> str:
-    """The progress line; with several servers, each one's running acceptance length."""
-    if len(multi.runs) == 1:
-        return progress_line(multi.progress(), multi.primary.session)
-    line = progress_line(multi.progress(), None)
-    per_server = []
-    for run in multi.runs:
-        al = _running_acceptance_length(run.session)
-        per_server.append(f"{run.label}={al:.2f}" if al is not None else f"{run.label}=n/a")
-    return line.replace("accept-len n/a", "accept-len " + " ".join(per_server))
+class HeadlessProgress:
+    """The progress line over a MultiRun: the load's progress, and each server's running
+    acceptance length from an AcceptanceTally sink registered on its session (before the
+    load starts)."""
+
+    def __init__(self, multi: Any) -> None:
+        from specmon.sinks.progress import AcceptanceTally
+
+        self.multi = multi
+        self.tallies: dict[str, AcceptanceTally] = {}
+        for run in multi.runs:
+            tally = self.tallies[run.label] = AcceptanceTally()
+            run.session.add_sink(tally)
+
+    def line(self) -> str:
+        """With several servers, each one's running acceptance length."""
+        progress = self.multi.progress()
+        if len(self.tallies) == 1:
+            (tally,) = self.tallies.values()
+            return format_progress(progress, tally.mean())
+        line = format_progress(progress, None)
+        per_server = []
+        for label, tally in self.tallies.items():
+            al = tally.mean()
+            per_server.append(f"{label}={al:.2f}" if al is not None else f"{label}=n/a")
+        return line.replace("accept-len n/a", "accept-len " + " ".join(per_server))
 
 
-def _wait_printing(runner: Any, out: Any) -> None:
+def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
     """Join the runner, printing progress; Ctrl-C stops the load and keeps waiting."""
     lag_warned = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
@@ -164,7 +181,7 @@ def _wait_printing(runner: Any, out: Any) -> None:
                 return
             if time.monotonic() >= next_print:
                 next_print += PROGRESS_EVERY_S
-                print(_progress(runner), file=out, flush=True)
+                print(printer.line(), file=out, flush=True)
             lag_warned = _warn_lag(runner.progress(), lag_warned, out)
         except KeyboardInterrupt:
             print("specmon: stopping (Ctrl-C): cancelling in-flight requests", file=out, flush=True)
@@ -207,11 +224,15 @@ def describe_run(config: RunConfig) -> str:
 
 
 def progress_line(progress: Any, session: Any) -> str:
+    """The progress line with the running acceptance length from a session's snapshot."""
+    return format_progress(progress, _running_acceptance_length(session))
+
+
+def format_progress(progress: Any, al: float | None) -> str:
     """One line: elapsed, done/total, errors, req/s, running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
     elapsed = max(progress.elapsed_s, 1e-9)
     rate = progress.completed / elapsed if progress.elapsed_s > 0 else 0.0
-    al = _running_acceptance_length(session)
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
     return (

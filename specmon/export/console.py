@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import io
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -52,7 +52,7 @@ def histogram_line(hist: dict[int, int] | None) -> str | None:
     return f"  {HIST_LABEL}  " + "   ".join(entries)
 
 
-def _table(title: str, blocks: dict[str, dict], group: str) -> Table | None:
+def _table(title: str, blocks: dict[str, dict[str, Any]], group: str) -> Table | None:
     tags = sorted((t for t in blocks if METRICS[t].group == group), key=lambda t: METRICS[t].order)
     if not tags:
         return None
@@ -69,7 +69,7 @@ def _table(title: str, blocks: dict[str, dict], group: str) -> Table | None:
 
 
 def render_console(
-    blocks: dict[str, dict],
+    blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     *,
     error_summary: dict[str, int] | None = None,
@@ -84,7 +84,7 @@ def render_console(
 
 
 def print_console(
-    blocks: dict[str, dict],
+    blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     *,
     error_summary: dict[str, int] | None = None,
@@ -97,11 +97,11 @@ def print_console(
 
 
 def _renderables(
-    blocks: dict[str, dict],
+    blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     error_summary: dict[str, int] | None,
-) -> list:
-    items: list = []
+) -> list[RenderableType]:
+    items: list[RenderableType] = []
     main = _table(f"{TITLE_PREFIX} | LLM Metrics", blocks, LLM)
     if main is not None:
         items.append(main)

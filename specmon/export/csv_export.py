@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 from specmon.export.common import atomic_write
 from specmon.formatting import fmt_number
@@ -30,7 +31,7 @@ def format_number(value: object) -> str:
     return fmt_number(value, na="", grouping=False, plain_int=True)
 
 
-def build_csv(blocks: dict[str, dict]) -> str:
+def build_csv(blocks: dict[str, dict[str, Any]]) -> str:
     records = {t: b for t, b in blocks.items() if any(k in b for k in PCT_KEYS)}
     scalars = {t: b for t, b in blocks.items() if t not in records}
     buf = io.StringIO()
@@ -51,5 +52,5 @@ def build_csv(blocks: dict[str, dict]) -> str:
     return buf.getvalue()
 
 
-def write_csv(path: str | Path, blocks: dict[str, dict]) -> Path:
+def write_csv(path: str | Path, blocks: dict[str, dict[str, Any]]) -> Path:
     return atomic_write(path, build_csv(blocks).encode("utf-8"))

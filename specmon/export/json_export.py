@@ -48,12 +48,12 @@ def iso_local(ns: int | None) -> str | None:
 
 
 def build_json(
-    blocks: dict[str, dict],
+    blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     *,
     input_config: dict[str, Any] | None = None,
     was_cancelled: bool = False,
-    error_summary: list[dict] | None = None,
+    error_summary: list[dict[str, Any]] | None = None,
     start_ns: int | None = None,
     end_ns: int | None = None,
     benchmark_id: str | None = None,

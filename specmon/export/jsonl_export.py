@@ -14,7 +14,13 @@ from typing import Any
 import orjson
 
 from specmon.constants import MS_PER_NS
-from specmon.pipeline import RequestResult, derive_request_metrics
+from specmon.pipeline import (
+    BASE_SCALE,
+    RequestResult,
+    SpecOutcome,
+    derive_request_metrics,
+    to_display,
+)
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
@@ -47,9 +53,10 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
         value = getattr(result, key)
         if value is not None:
             meta[key] = value
-    if result.spec_reason:
-        meta["spec_decode_reason"] = result.spec_reason
-    if result.spec_zero_step:
+    outcome = result.outcome
+    if outcome.reason:
+        meta["spec_decode_reason"] = outcome.reason
+    if outcome.zero_step:
         meta["spec_decode_zero_step"] = True
     out: dict[str, Any] = {
         "metadata": meta,
@@ -59,8 +66,8 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
             if tag in _UNITS
         },
     }
-    if result.spec_trace is not None:
-        out["spec_decode_acceptance"] = result.spec_trace.to_export_dict()
+    if outcome.trace is not None:
+        out["spec_decode_acceptance"] = outcome.trace.to_export_dict()
     if result.error is not None:
         out["error"] = result.error
     return out
@@ -74,26 +81,32 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _recover_base(metrics: dict[str, Any]) -> dict[str, int | float]:
-    """Recover the integer-ns timings behind ms values (ns * 1e-06) so a replay computes
-    statistics exactly as the live run did; recompute ITL from them. Values that do not
-    round-trip are left as display values."""
+def _stored_values(metrics: dict[str, Any]) -> dict[str, int | float]:
+    """The stored (ns) values behind a line's display values. The integer-ns timings
+    behind ms values (ns * 1e-06) are recovered so a replay computes statistics exactly as
+    the live run did, and ITL is recomputed from them; a time value that does not
+    round-trip is stored as ms / 1e-06."""
     ns: dict[str, int | None] = {}
     for tag in ("time_to_first_token", "time_to_second_token", "request_latency"):
         ms = metrics.get(tag)
         guess = round(ms / MS_PER_NS) if ms is not None else None
         ns[tag] = guess if guess is not None and guess * MS_PER_NS == ms else None
     osl, isl = metrics.get("output_sequence_length"), metrics.get("input_sequence_length")
-    display, base = derive_request_metrics(
+    derived = derive_request_metrics(
         ns["time_to_first_token"], ns["time_to_second_token"], ns["request_latency"], osl, isl
     )
-    if all(metrics[tag] == value for tag, value in display.items() if tag in metrics):
-        return {tag: v for tag, v in base.items() if tag in metrics}
-    return {
-        tag: v
-        for tag, v in base.items()
-        if tag in metrics and tag not in ("inter_token_latency", "decode_duration")
-    }
+    display = to_display(derived)
+    exact = all(metrics[tag] == value for tag, value in display.items() if tag in metrics)
+    values: dict[str, int | float] = {}
+    for tag, value in metrics.items():
+        if tag in BASE_SCALE:
+            recovered = tag in derived and (
+                exact or tag not in ("inter_token_latency", "decode_duration")
+            )
+            values[tag] = derived[tag] if recovered else value / BASE_SCALE[tag]
+        else:
+            values[tag] = value  # displayed in its stored unit
+    return values
 
 
 def result_from_record(obj: dict[str, Any]) -> RequestResult:
@@ -108,21 +121,22 @@ def result_from_record(obj: dict[str, Any]) -> RequestResult:
         for tag, m in (obj.get("metrics") or {}).items()
         if tag in METRICS and isinstance(m, dict) and _is_number(m.get("value"))
     }
-    base = _recover_base(metrics)
     spec_dict = obj.get("spec_decode_acceptance")
     trace = record_from_export_dict(spec_dict) if spec_dict else None
     zero_step = bool(meta.get("spec_decode_zero_step")) or (
         trace is not None and trace.num_spec_steps == 0
     )
+    outcome = SpecOutcome(
+        record=None if zero_step else trace,
+        zero_step=zero_step,
+        reason=meta.get("spec_decode_reason"),
+        trace=trace,
+    )
     return RequestResult(
         capture=None,
-        spec=None if zero_step else trace,
-        spec_zero_step=zero_step,
-        spec_reason=meta.get("spec_decode_reason"),
-        spec_trace=trace,
+        outcome=outcome,
         engine=trace.engine if trace else None,
-        metrics=metrics,
-        base_metrics=base,
+        values=_stored_values(metrics),
         error=obj.get("error") or None,
         phase=meta.get("benchmark_phase") or "profiling",
         category=meta.get("category"),

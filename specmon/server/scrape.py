@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specmon.accumulator import RunSnapshot
 from specmon.errors import UserError
 
 PREFIX = "vllm:spec_decode_"
@@ -202,9 +203,20 @@ class RunTotals:
 
 
 def run_totals_from(source: Any) -> RunTotals:
-    """RunTotals from a RunTotals, an export summary dict or a RunSnapshot-like object."""
+    """RunTotals from a RunTotals, a RunSnapshot or an export summary dict (whose totals
+    are floats, as AIPerf writes them)."""
     if isinstance(source, RunTotals):
         return source
+    if isinstance(source, RunSnapshot):  # the live run's integer totals, as counted
+        pooled = source.pooled_histogram
+        return RunTotals(
+            steps=source.total_steps,
+            accepted=source.total_accepted,
+            drafted=source.total_drafted,
+            histogram=dict(pooled) if pooled else None,
+            spec_reasons=dict(source.spec_reasons),
+            errors=source.error_count,
+        )
     if isinstance(source, Mapping):
         stats, hist = source, source.get("pooled_spec_decode_acceptance_histogram")
         reasons, errors = source.get("spec_reasons") or {}, _avg(source, "error_request_count")

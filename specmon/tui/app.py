@@ -569,7 +569,7 @@ class SpecmonApp(App[int]):
         self.theme = nxt
         self.notify(f"theme {nxt}", timeout=2)
 
-    def action_screenshot(self) -> None:
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         self.artifact_dir.mkdir(parents=True, exist_ok=True)
         path = self.save_screenshot(path=str(self.artifact_dir))
         self.notify(f"saved {path}", timeout=4)

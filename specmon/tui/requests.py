@@ -35,10 +35,10 @@ def status(result: RequestResult) -> tuple[str, str]:
         return f"ERR {error.get('type', 'error')}", "error"
     if result.phase == "warmup":
         return "warmup", "warmup"
-    if result.spec_zero_step:
+    if result.outcome.zero_step:
         return "ok 0-step", "ok"
-    if result.spec is None and result.spec_reason:
-        return f"ok no-spec:{result.spec_reason}", "ok"
+    if result.spec is None and result.outcome.reason:
+        return f"ok no-spec:{result.outcome.reason}", "ok"
     return "ok", "ok"
 
 
@@ -82,7 +82,7 @@ def per_step(result: RequestResult) -> tuple[list[int] | None, list[int] | None]
 def raw_payload(result: RequestResult) -> str:
     """The request's own spec-decode payload and last response body, pretty-printed."""
     parts: dict[str, Any] = {}
-    spec = result.spec_trace or result.spec
+    spec = result.outcome.trace or result.spec
     if spec is not None:
         parts["spec_decode_acceptance"] = spec.to_export_dict()
     responses = result.capture.responses if result.capture is not None else []
@@ -90,7 +90,7 @@ def raw_payload(result: RequestResult) -> str:
         parts["last_response"] = responses[-1]
     if result.error:
         parts["error"] = result.error
-    payload = result.spec_payload
+    payload = result.outcome.payload
     if not responses and payload is not None:  # live run: the payload outlives the bodies
         parts["payload_as_sent"] = payload
     if not responses:  # replayed records, or live results whose bodies were dropped
@@ -103,7 +103,7 @@ def payload_title(result: RequestResult) -> str:
     capture = result.capture
     if capture is not None and capture.responses:
         return "raw payload (last response body)"
-    if capture is not None and result.spec_payload is not None:
+    if capture is not None and result.outcome.payload is not None:
         return (
             "spec-decode payload as sent; live runs keep only this part of the "
             "body (--export-level raw writes whole bodies)"

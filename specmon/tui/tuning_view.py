@@ -205,7 +205,7 @@ SEGMENT_HEADERS = (
 
 def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     """One display row per segment row of SegmentTable.rows()."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         out.append(
             (

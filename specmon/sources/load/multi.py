@@ -24,15 +24,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from specmon.analysis.segments import SegmentTable, format_segments, parse_segments, split_plan
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.export.json_export import write_json
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
-from specmon.server.server_view import CounterWatch, SessionProbe, server_metrics_report
+from specmon.server.server_view import CounterWatch, SessionProbe
+from specmon.sinks.segments import SegmentSink
+from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import detect_engine
 
@@ -94,6 +93,24 @@ class MultiRun:
         self._segments = SegmentTable(
             draft_cost=config.draft_cost, across_servers=self.mode != "split"
         )
+        self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
+
+    def _add_sinks(self, run: ServerRun) -> ServerCounterSink:
+        """Each session feeds the shared segment table and contributes `segments` and
+        `server_metrics` to its summary JSON (in that order)."""
+        key = run.label if len(self.runs) > 1 else None
+        settings = (
+            self._segment_settings
+            if key is not None
+            else partial(_segment_settings, self.primary.runner)
+        )
+        run.session.add_sink(SegmentSink(self._segments, key, run.label, settings))
+        counters = ServerCounterSink(self.watch, run.label, run.session.accumulator)
+        run.session.add_sink(counters)
+        return counters
+
+    def _segment_settings(self) -> dict[str, dict[int, dict]]:
+        return {r.label: _segment_settings(r.runner) for r in self.runs}
 
     # per-server configuration ---------------------------------------------------------
     def _server_config(self, index: int, count: int) -> RunConfig:
@@ -149,13 +166,10 @@ class MultiRun:
         return self.watch.pollers.get(label) if self.watch is not None else None
 
     def segment_rows(self) -> list[dict]:
-        """The segments table over every server so far; each call folds in only the results
-        that landed since the last one."""
-        several = len(self.runs) > 1
-        for run in self.runs:
-            self._segments.update(run.label if several else None, run.session.accumulator.results)
-        if several:
-            return self._segments.rows({r.label: _segment_settings(r.runner) for r in self.runs})
+        """The segments table over every server, as segment_table() gives it on every result
+        so far (the sessions' SegmentSinks fold each result in as it lands)."""
+        if len(self.runs) > 1:
+            return self._segments.rows(self._segment_settings())
         return self._segments.rows(_segment_settings(self.primary.runner))
 
     # RunControl ------------------------------------------------------------------------
@@ -218,42 +232,21 @@ class MultiRun:
 
     # the end -----------------------------------------------------------------------------
     def finish(self) -> None:
-        """Write every server's exports, then add `segments` and `server_metrics` to its JSON."""
+        """Stop the /metrics watch (its final views go into the exports), then finish every
+        session: each writes its JSON and CSV once, with `segments` and `server_metrics`."""
         cancelled = self.stopped_early
+        if self.watch is not None:
+            self.watch.stop()
         for run in self.runs:
             run.session.finish(was_cancelled=cancelled)
-        views = self.watch.stop() if self.watch is not None else {}
         rows = self.segment_rows()
         self.segment_rows_final = rows
         for run in self.runs:
-            run.counter_view = views.get(run.label)
-            if run.counter_view is not None and run.counter_view.delta is not None:
-                acc = run.session.accumulator
-                warmup_in_window = 0 if run.label in self.watch.rebaselined else acc.warmup_count
-                run.server_metrics = server_metrics_report(
-                    run.counter_view, acc.snapshot(), warmup_in_window
-                )
+            counters = self._counter_sinks[run.label]
+            run.counter_view, run.server_metrics = counters.view, counters.report
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
-            _augment_export(run, self.watch.absent.get(run.label) if self.watch else "not polled")
 
 
 def _segment_settings(runner: Any) -> dict[int, dict]:
     log = getattr(runner, "segment_log", None)
     return log.settings() if log is not None else {}
-
-
-def _augment_export(run: ServerRun, absent_reason: str | None) -> None:
-    """Add the run-level extras to the written JSON, atomically (temp file + rename)."""
-    path = run.session.paths.get("json")
-    if path is None:
-        return
-    doc = orjson.loads(Path(path).read_bytes())
-    doc["segments"] = [
-        {k: v for k, v in row.items() if k != "server"} | {"server": run.label}
-        for row in run.segments
-    ]
-    if run.server_metrics is not None:
-        doc["server_metrics"] = run.server_metrics
-    else:
-        doc["server_metrics"] = {"available": False, "reason": absent_reason}
-    write_json(path, doc)

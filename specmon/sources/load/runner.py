@@ -207,7 +207,12 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
     # run-time knobs (SegmentKnobs): each real change starts a new load segment -----------
     def _apply(self, knob: str, args: tuple[Any, ...], segment: int | None) -> None:
         setter = _SETTERS[knob]
-        self._call(lambda g: (setter(g, *args), _tag(g, segment)))
+
+        def apply(generator: LoadGenerator) -> None:
+            setter(generator, *args)
+            _tag(generator, segment)
+
+        self._call(apply)
 
     def unlanded(self, landed: int, progress: LoadProgress) -> int | None:
         """Exact: a request counts as in flight until after it is recorded, so sent - landed
@@ -244,6 +249,8 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         self._loop = loop
         label, base = self.config.targets()[0]
         try:
+            if self.config.model is None:  # preflight() resolves it before any runner starts
+                raise RuntimeError("LoadRunner needs config.model; run preflight() first")
             self._generator = LoadGenerator(
                 self.config,
                 self.config.model,

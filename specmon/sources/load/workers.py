@@ -103,8 +103,9 @@ class _Gate:
         keeps the profiling requests back until the parent says go."""
         self.announce()
         self.released.wait()
-        if self.stopped:  # the loop is blocked, so the queued stop has not reached it yet
-            runner.generator.request_stop()
+        generator = runner.generator
+        if self.stopped and generator is not None:  # the loop is blocked: the queued stop
+            generator.request_stop()  # has not reached it yet
         self.sleep_until_start()
 
 

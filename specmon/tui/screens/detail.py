@@ -102,5 +102,5 @@ class RequestDetail(ModalScreen[None]):
             )
         return "\n".join(lines)
 
-    def action_dismiss(self) -> None:
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -112,5 +112,5 @@ class ExplainScreen(ModalScreen[None]):
                     classes="explain-item",
                 )
 
-    def action_dismiss(self) -> None:
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

@@ -54,7 +54,7 @@ class HelpScreen(ModalScreen[None]):
             body.border_title = "Keys (esc closes)"
             yield Static(table)
 
-    def action_dismiss(self) -> None:
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
 
 

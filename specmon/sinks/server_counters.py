@@ -1,0 +1,43 @@
+"""The server's /metrics view as a sink: at the finish, this server's counter window and
+its reconciliation with the run's own totals become the export's `server_metrics`
+(`{"available": false, "reason": ...}` when there is none). The live side (the polling and
+the client's view of each scrape) stays with CounterWatch and SessionProbe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specmon.accumulator import RunAccumulator
+from specmon.server.scrape import ServerCounterView
+from specmon.server.server_view import CounterWatch, server_metrics_report
+from specmon.sinks.base import BaseSink
+
+NOT_POLLED = "not polled"
+
+
+class ServerCounterSink(BaseSink):
+    """`watch` must be stopped (CounterWatch.stop) before the session finishes: the final
+    view is read in on_finish. `watch` None: the run did not poll /metrics."""
+
+    def __init__(self, watch: CounterWatch | None, label: str, accumulator: RunAccumulator):
+        self.watch = watch
+        self.label = label
+        self.accumulator = accumulator
+        self.view: ServerCounterView | None = None  # the final view, after on_finish
+        self.report: dict[str, Any] | None = None  # the server_metrics object, when available
+
+    def on_finish(self, was_cancelled: bool) -> None:
+        watch = self.watch
+        self.view = watch.views.get(self.label) if watch is not None else None
+        if watch is None or self.view is None or self.view.delta is None:
+            return
+        acc = self.accumulator
+        # a window restarted after warmup does not hold the warmup requests
+        warmup_in_window = 0 if self.label in watch.rebaselined else acc.warmup_count
+        self.report = server_metrics_report(self.view, acc.snapshot(), warmup_in_window)
+
+    def export_extras(self) -> dict[str, Any]:
+        if self.report is not None:
+            return {"server_metrics": self.report}
+        reason = self.watch.absent.get(self.label) if self.watch is not None else NOT_POLLED
+        return {"server_metrics": {"available": False, "reason": reason}}
