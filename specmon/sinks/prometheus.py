@@ -59,12 +59,13 @@ def _figures(result: Any) -> _RequestFigures:
     """The only place that reads RequestResult fields (specmon/pipeline.py)."""
     kind = result.error_kind
     counted = result.phase != "warmup" and kind != "cancelled"
-    labels = {"server": result.server or "", "category": result.category or ""}
+    server, category = result.server or "", result.category or ""
     if kind is not None:
-        return _RequestFigures(**labels, counted=counted, error_kind=kind)
+        return _RequestFigures(server, category, counted=counted, error_kind=kind)
     spec = result.spec
     return _RequestFigures(
-        **labels,
+        server,
+        category,
         counted=counted,
         error_kind=None,
         acceptance_length=result.metrics.get("spec_decode_acceptance_length"),
