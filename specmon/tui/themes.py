@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tomllib
 from pathlib import Path
@@ -10,7 +11,23 @@ from textual.theme import Theme
 
 from specmon.errors import UserError
 
-THEME_DIR = Path(__file__).resolve().parents[2] / "themes"
+
+def bundled_theme_dir() -> Path:
+    """themes/ at the repository root; installed, it is the package `specmon.themes`.
+
+    A checkout (also an editable install) reads the repository's folder directly; a wheel or
+    `pip install .` carries the same files as `specmon.themes` (setup.py maps the folder).
+    """
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "themes").is_dir():
+        return checkout / "themes"
+    spec = importlib.util.find_spec("specmon.themes")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return checkout / "themes"  # absent: load_themes finds nothing, errors name the choices
+
+
+THEME_DIR = bundled_theme_dir()
 USER_THEME_DIR = (
     Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "specmon" / "themes"
 )

@@ -1,0 +1,229 @@
+"""The server's health from its /metrics page: queue, KV cache, preemptions, prefix cache,
+token counters (vLLM's names), per engine / data-parallel label set and summed.
+
+Pure functions over the Prometheus text page; the poller that fetches it is
+`specmon/server/scrape.py`. Whatever the server does not expose is None (absent), never 0.
+
+Over an interval (`HealthDelta.between`): generation tokens/s = Δgeneration_tokens / dt,
+preemptions/s = Δpreemptions / dt, prefix-cache hit rate = Δhits / Δqueries (both count
+tokens). A counter that went down restarted (server restart): the interval counts it from
+zero and `reset` is set, so no rate is ever negative.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from specmon.errors import UserError
+
+LabelSet = tuple[tuple[str, str], ...]  # sorted (name, value) pairs, e.g. engine="0"
+
+# vLLM sample name -> field. Gauges are current values; counters are cumulative.
+GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",  # a fraction 0..1 despite the name
+}
+COUNTERS = {
+    "vllm:num_preemptions_total": "preemptions",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:prompt_tokens_total": "prompt_tokens",
+}
+COUNTER_FIELDS = tuple(COUNTERS.values())
+
+
+@dataclass(frozen=True)
+class HealthFigures:
+    """One label set's (or the server's summed) figures at one scrape; None = not exposed."""
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # 0..1; summed view: mean over label sets
+    preemptions: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    generation_tokens: float | None = None
+    prompt_tokens: float | None = None
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Hits / queries since the server started (None without queries)."""
+        q, h = self.prefix_cache_queries, self.prefix_cache_hits
+        return h / q if q and h is not None else None
+
+
+@dataclass(frozen=True)
+class HealthSample:
+    """One scrape: figures per label set (engine / DP rank), and when it was taken."""
+
+    per_labels: dict[LabelSet, HealthFigures]
+    taken_s: float  # time.monotonic() when the page arrived
+
+    @property
+    def present(self) -> bool:
+        """The page carries at least one health series."""
+        return any(
+            getattr(f, name.name) is not None
+            for f in self.per_labels.values()
+            for name in fields(f)
+        )
+
+    @property
+    def total(self) -> HealthFigures:
+        """Summed over label sets; KV-cache usage is the mean (each engine has its own cache)."""
+        return _combine(list(self.per_labels.values()))
+
+    @property
+    def kv_cache_usage_max(self) -> float | None:
+        """The fullest engine's KV-cache usage (the one that preempts first)."""
+        values = [
+            f.kv_cache_usage for f in self.per_labels.values() if f.kv_cache_usage is not None
+        ]
+        return max(values) if values else None
+
+
+def _combine(items: list[HealthFigures]) -> HealthFigures:
+    out: dict[str, float | None] = {}
+    for fld in fields(HealthFigures):
+        values = [v for v in (getattr(f, fld.name) for f in items) if v is not None]
+        if not values:
+            out[fld.name] = None
+        elif fld.name == "kv_cache_usage":
+            out[fld.name] = sum(values) / len(values)
+        else:
+            out[fld.name] = sum(values)
+    return HealthFigures(**out)
+
+
+def parse_health(text: str, taken_s: float | None = None) -> HealthSample:
+    """Parse a Prometheus text page; keeps only the health series above (`_created` ignored)."""
+    raw: dict[LabelSet, dict[str, float]] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"/metrics is not valid Prometheus text: {exc}") from None
+    for family in families:
+        for sample in family.samples:
+            fld = GAUGES.get(sample.name) or COUNTERS.get(sample.name)
+            if fld is not None:
+                values = raw.setdefault(tuple(sorted(sample.labels.items())), {})
+                values[fld] = values.get(fld, 0.0) + float(sample.value)
+    per_labels = {labels: HealthFigures(**values) for labels, values in raw.items()}
+    return HealthSample(per_labels, time.monotonic() if taken_s is None else taken_s)
+
+
+def label_text(labels: LabelSet) -> str:
+    """engine="0",model_name="m" (as the page writes it); "" for an unlabelled series."""
+    return ",".join(f'{name}="{value}"' for name, value in labels)
+
+
+@dataclass(frozen=True)
+class HealthDelta:
+    """What happened between two scrapes (summed, or one label set); None = not exposed."""
+
+    duration_s: float
+    # current gauges (at the later scrape)
+    running: float | None
+    waiting: float | None
+    kv_cache_usage: float | None
+    # counter increases over the interval (a reset counter counted from zero)
+    preemptions: float | None
+    prefix_cache_queries: float | None
+    prefix_cache_hits: float | None
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    reset: bool  # some counter went down: the server restarted during the interval
+    per_labels: dict[LabelSet, HealthDelta]  # empty on the per-label-set deltas themselves
+
+    @property
+    def generation_tokens_per_s(self) -> float | None:
+        return self._rate(self.generation_tokens)
+
+    @property
+    def prompt_tokens_per_s(self) -> float | None:
+        return self._rate(self.prompt_tokens)
+
+    @property
+    def preemptions_per_s(self) -> float | None:
+        return self._rate(self.preemptions)
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Δhits / Δqueries over the interval (None when nothing was queried)."""
+        q, h = self.prefix_cache_queries, self.prefix_cache_hits
+        return h / q if q and h is not None else None
+
+    def _rate(self, increase: float | None) -> float | None:
+        if increase is None or self.duration_s <= 0:
+            return None
+        return increase / self.duration_s
+
+    @classmethod
+    def between(cls, prev: HealthSample, cur: HealthSample, dt: float | None = None) -> HealthDelta:
+        """cur − prev per label set, then summed; dt defaults to the scrapes' time apart.
+
+        A label set new in `cur` (an engine that started) counts from zero, as Prometheus's
+        rate() does for a new series; one gone from `cur` contributes nothing.
+        """
+        duration = cur.taken_s - prev.taken_s if dt is None else dt
+        per = {
+            labels: _label_delta(prev.per_labels.get(labels), figures, duration)
+            for labels, figures in cur.per_labels.items()
+        }
+        gauges = cur.total
+        increases = _combine([_as_figures(d) for d in per.values()])
+        return cls(
+            duration_s=duration,
+            running=gauges.running,
+            waiting=gauges.waiting,
+            kv_cache_usage=gauges.kv_cache_usage,
+            **{name: getattr(increases, name) for name in COUNTER_FIELDS},
+            reset=any(d.reset for d in per.values()),
+            per_labels=per,
+        )
+
+
+def _label_delta(prev: HealthFigures | None, cur: HealthFigures, duration: float) -> HealthDelta:
+    increases: dict[str, float | None] = {}
+    reset = False
+    for name in COUNTER_FIELDS:
+        now = getattr(cur, name)
+        before = getattr(prev, name) if prev is not None else None
+        if now is None:
+            increases[name] = None
+        elif before is None:
+            increases[name] = now
+        elif now < before:
+            reset, increases[name] = True, now
+        else:
+            increases[name] = now - before
+    return HealthDelta(
+        duration_s=duration,
+        running=cur.running,
+        waiting=cur.waiting,
+        kv_cache_usage=cur.kv_cache_usage,
+        **increases,
+        reset=reset,
+        per_labels={},
+    )
+
+
+def _as_figures(delta: HealthDelta) -> HealthFigures:
+    return HealthFigures(**{name: getattr(delta, name) for name in COUNTER_FIELDS})
+
+
+__all__ = [
+    "COUNTERS",
+    "GAUGES",
+    "HealthDelta",
+    "HealthFigures",
+    "HealthSample",
+    "LabelSet",
+    "label_text",
+    "parse_health",
+]
