@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.errors import UserError
-from specmon.pipeline import RequestResult
+from specmon.pipeline import BASE_SCALE, RequestResult, SpecOutcome
 from specmon.sinks.prometheus import PrometheusExporter
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -34,15 +34,17 @@ def _spec(hist: dict[int, int], k: int) -> SpecDecodeAcceptanceRecord:
     )
 
 
-def _ok(server, category, spec=None, base=None, metrics=None, **kw) -> RequestResult:
+def _ok(server, category, spec=None, base=None, metrics=None, zero_step=False, **kw):
     m = dict(metrics or {})
     if spec is not None:
         m["spec_decode_acceptance_length"] = spec.mean_acceptance_length
+    # stored units: times in ns (a result read back from JSONL gives ms, converted once)
+    values = {t: round(v * 1e6) if t in BASE_SCALE else v for t, v in m.items()}
+    values.update(base or {})
     return RequestResult(
         capture=None,
-        spec=spec,
-        metrics=m,
-        base_metrics=dict(base or {}),
+        outcome=SpecOutcome(record=spec, zero_step=zero_step),
+        values=values,
         server=server,
         category=category,
         **kw,
@@ -66,7 +68,7 @@ RESULTS = [
     # b/no category: 5 steps accepting nothing (0 of 15; length 1.0, rate 0.0)
     _ok("b", None, _spec({0: 5}, 3), base={"time_to_first_token": 50_000_000}),
     # b: a zero-step request: counted and timed, no spec-decode figures
-    _ok("b", None, None, base={"time_to_first_token": 200_000_000}, spec_zero_step=True),
+    _ok("b", None, None, base={"time_to_first_token": 200_000_000}, zero_step=True),
     _err("a", "coding", "http_error"),
     _err("a", "coding", "timeout"),
     _err("b", None, "http_error"),

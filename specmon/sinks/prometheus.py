@@ -21,6 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from specmon.constants import S_PER_NS
 from specmon.errors import UserError
 
 LABELS = ("server", "category")
@@ -81,12 +82,9 @@ def _figures(result: Any) -> _RequestFigures:
 
 
 def _seconds(result: Any, tag: str) -> float | None:
-    """ns (base_metrics, live runs) or ms (metrics, results read back from JSONL) -> s."""
-    if tag in result.base_metrics:
-        return result.base_metrics[tag] * 1e-9
-    if tag in result.metrics:
-        return result.metrics[tag] * 1e-3
-    return None
+    """A time metric in seconds: `values` holds times in ns (specmon/pipeline.py)."""
+    value = result.values.get(tag)
+    return None if value is None else float(value) * S_PER_NS
 
 
 class _Series:
