@@ -162,13 +162,13 @@ def choose(
     spec = [m for m in measurements if m.k > 0 and m.steps > 0]
     if not spec:
         return KChoice(None, "no verify steps yet", HISTOGRAM, why="no verify steps yet")
-    timed = [m for m in spec if m.step_ms and m.step_ms > 0 and m.concurrency]
+    timed = [m for m in spec if m.step_ms and m.step_ms > 0]
     if concurrency is None:
         loads = [m.concurrency for m in timed] or [None]
         concurrency = max(set(loads), key=lambda c: (loads.count(c), -(c or 0)))
     if len({m.k for m in timed}) >= 2:
         return _across_k(spec, timed, concurrency)
-    if len({m.concurrency for m in timed}) >= 2:
+    if len({m.concurrency for m in timed if m.concurrency}) >= 2:
         return _segments(spec, timed, concurrency, draft_cost)
     return _histogram(spec, draft_cost)
 
@@ -208,7 +208,8 @@ def _histogram(spec: Sequence[Measurement], draft_cost: float | None) -> KChoice
 def _cells(timed: Sequence[Measurement]) -> list[Cell]:
     by_key: dict[tuple[int, int], Cell] = {}
     for m in timed:
-        assert m.concurrency is not None
+        if m.concurrency is None:
+            continue
         steps = m.steps
         al = 1 + sum(int(j) * int(n) for j, n in m.histogram.items()) / steps
         assert m.step_ms is not None
@@ -232,7 +233,7 @@ def _across_k(
 ) -> KChoice:
     k_max, lengths, _ = _lengths(spec)
     try:
-        model = kmodel.fit(_cells(timed))
+        model = kmodel.fit(_cells(timed)) if concurrency is not None else None
     except kmodel.NotEnoughData:
         model = None
     if model is not None and concurrency is not None:
@@ -410,7 +411,8 @@ def _step_by_load(timed: Sequence[Measurement]) -> dict[int, float]:
     """Step time per load: step-weighted mean over the measurements at that load."""
     sums: dict[int, tuple[float, int]] = {}
     for m in timed:
-        assert m.concurrency is not None and m.step_ms is not None
+        if m.concurrency is None or m.step_ms is None:
+            continue
         t, n = sums.get(m.concurrency, (0.0, 0))
         sums[m.concurrency] = (t + m.step_ms * m.steps, n + m.steps)
     return {c: t / n for c, (t, n) in sums.items() if n}
