@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specmon.analysis import kchoice
 from specmon.commands.compare import (
     HISTOGRAM_KEY,
     RECORDS_FILE,
@@ -28,7 +29,6 @@ from specmon.commands.compare import (
     single_k,
     unique_labels,
 )
-from specmon.analysis import kchoice
 from specmon.errors import UserError
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
 from specmon.specdecode import tuning
