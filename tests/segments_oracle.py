@@ -85,4 +85,6 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
         "recommended_k": None,
         "draft_cost": None,
         "recommended_from": None,
+        "recommendation": None,
+        "basis": None,
     }

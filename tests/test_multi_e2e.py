@@ -226,7 +226,8 @@ def test_scripted_segments_recommended_k_falls_with_concurrency(tmp_path):
     best = [r["recommended_k"] for r in rows]
     assert all(b is not None for b in best), rows
     assert best == sorted(best, reverse=True) and best[-1] < best[0], best
-    assert all(r["recommended_from"] == "across_servers" for r in rows)
+    # servers at several k over several loads: the batch-aware model (issue 11 item 4)
+    assert all(r["recommended_from"] == "model" for r in rows), rows
     # the per-segment spec counts are the simulator's, summed over that segment's requests
     records = read_jsonl(out / "k6" / "profile_export.jsonl")
     for row in rows:
@@ -500,5 +501,6 @@ def test_duration_segments_with_two_keys(tmp_path):
         assert {r["metrics"]["output_sequence_length"]["value"] for r in mine} == {
             row["settings"]["output_tokens"]
         }
-        assert row["recommended_from"] == "histogram" and row["recommended_k"] is not None
+        # one k over two loads: the per-segment step time (issue 11 item 6)
+        assert row["recommended_from"] == "segments" and row["recommended_k"] is not None
     assert "Segments" in proc.stdout

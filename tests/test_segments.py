@@ -154,8 +154,11 @@ def test_segment_row_figures_by_hand():
     assert (seg1["request_count"], seg1["error_count"]) == (2, 1)
     assert seg1["histogram"] == {"0": 2, "1": 4, "2": 2}
     assert seg1["settings"] == {"concurrency": 8}
-    # no draft cost and one k: nothing to recommend
-    assert seg1["recommended_k"] is None
+    # no draft cost, one k, no load known: the histogram with the assumed c = 0.10, said so
+    # (issue 11: never a silent default). S_1 = 6/8, S_2 = 2/8 -> E = 1.75, 2.0;
+    # 1.75/1.1 = 1.591 < 2.0/1.2 = 1.667 -> k = 2
+    assert seg1["recommended_k"] == 2
+    assert seg1["basis"] == "histogram only, draft cost assumed 0.10"
     assert "Segments" in render_segment_table(rows) and "conc=8" in render_segment_table(rows)
 
 
@@ -184,10 +187,13 @@ def test_recommended_k_across_servers_fits_the_draft_cost_from_step_times():
     for row in rows:
         assert row["recommended_k"] == 2
         assert row["draft_cost"] == pytest.approx(0.2)
-        assert row["recommended_from"] == "across_servers"
+        assert row["recommended_from"] == "across_k"
+        assert row["basis"] == "measured at k=2,4, step time t0(1+c k) fitted, c=0.200"
     assert recommended_by_segment(rows) == {0: 2}
-    # split load: the servers ran under different loads, so no fit across them
-    assert segment_table(results, across_servers=False)[0]["recommended_k"] is None
+    # split load: no fit across the servers; each row is its own histogram at the assumed
+    # c = 0.10 (server a, k=2: S = .5 .25 -> 1.5/1.1 = 1.364 < 1.75/1.2 = 1.458 -> k = 2)
+    alone = segment_table(results, across_servers=False)
+    assert alone[0]["recommended_from"] == "histogram" and alone[0]["recommended_k"] == 2
 
 
 # ------------------------------------------------------------------ config and MultiRun rules

@@ -91,8 +91,13 @@ def test_dir_json_matches_hand_computation(tmp_path, capsys):
     assert preds[5]["acceptance_length"] == pytest.approx(4.62)  # 1 + .87+.78+.71+.65+.61
     assert preds[5]["speedup"] == pytest.approx(4.62 / 1.5)  # E(5) / (1 + 0.1*5)
     assert preds[6]["extrapolated"] and not preds[5]["extrapolated"]
-    # c = 0.1: E(9)/1.9 = 6.707/1.9 = 3.530 is the largest (E(8)/1.8 = 3.463)
-    assert rep["recommended_k"] == 9
+    # c = 0.1: E(9)/1.9 = 6.707/1.9 = 3.530 is the largest (E(8)/1.8 = 3.463), but k=9 is
+    # beyond the measured 5: the plain answer stays within it (issue 11 item 6): E(5)/1.5 =
+    # 3.08 beats 4.01/1.4 = 2.86 -> 5, and 9 is the "extrapolated, measure it" hint
+    assert rep["histogram_best_k"] == 9
+    assert rep["recommended_k"] == 5
+    assert rep["recommendation"]["extrapolated_k"] == 9
+    assert rep["recommendation"]["basis"] == "histogram only, draft cost given 0.10"
     assert err == ""  # k came from the records: nothing to say
 
 
@@ -115,6 +120,7 @@ def test_aiperf_summary_alone_uses_max_key_and_says_so(tmp_path, capsys):
     rep, err = _run_json(capsys, str(run / "profile_export_aiperf.json"))
     assert rep["num_spec_tokens"] == 5 and "k not recorded" in err
     assert rep["draft_cost"] == 0.1  # the documented default
+    assert rep["recommendation"]["draft_cost_assumed"] is True  # and the JSON says so
     assert main(["tune", str(run)]) == 0
     text = capsys.readouterr().out
     assert "note: k not recorded" in text and "assumed; pass --draft-cost" in text
@@ -137,7 +143,12 @@ def test_text_output_tables_and_recommendation(tmp_path, capsys):
     assert "k = 5, 100 verify steps" in text
     assert "a_i 95% CI" in text and "[0.790, 0.922]" in text  # Wilson of 87/100
     assert "4.620" in text and "measured k" in text and "extrapolated" in text
-    assert "recommended k = 9" in text and "batch size" in text
+    assert "histogram-only best k = 9" in text and "batch size" in text
+    # one combined answer, within the measured k, the extrapolated one only as a hint
+    assert (
+        "recommendation for this run: best k=5 (3.08x) · histogram only, draft cost given" in text
+    )
+    assert "k=9 (3.53x) extrapolated, measure it" in text
     assert "draft cost c = 0.100 (--draft-cost)" in text
     assert "\x1b[" not in text  # plain text, no colour codes
 
@@ -158,6 +169,14 @@ def test_draft_cost_fitted_from_runs_at_several_k(tmp_path, capsys):
     reps, err = _run_json(capsys, str(tmp_path / "multi"))
     assert [r["num_spec_tokens"] for r in reps] == [2, 4, 5]
     assert all(r["draft_cost"] == pytest.approx(0.1) for r in reps)
+    # one combined answer on every report: c = 0.1 fitted, the k=5 histogram: E(5)/1.5 = 3.08
+    # is the best within the measured k (k=9 beyond it only a hint)
+    assert {json.dumps(r["recommendation"], sort_keys=True) for r in reps} == {
+        json.dumps(reps[0]["recommendation"], sort_keys=True)
+    }
+    assert [r["recommended_k"] for r in reps] == [5, 5, 5]
+    assert reps[0]["recommendation"]["source"] == "across_k"
+    assert reps[0]["recommendation"]["extrapolated_k"] == 9
     assert main(["tune", str(tmp_path / "multi")]) == 0
     assert "fitted from step times (ITL x AL) of runs at k = 2, 4, 5" in capsys.readouterr().out
 

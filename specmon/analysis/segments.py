@@ -19,9 +19,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specmon.analysis import kchoice
 from specmon.constants import NS_PER_S
 from specmon.formatting import fmt_number
-from specmon.specdecode.tuning import RunPoint, analyze, recommend_across_runs
 
 SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
 _KEY_ALIASES = {
@@ -233,6 +233,8 @@ class _SegmentSums:
             "recommended_k": None,
             "draft_cost": None,
             "recommended_from": None,
+            "recommendation": None,
+            "basis": None,
         }
 
 
@@ -306,31 +308,34 @@ def _window_s(valid: Sequence[Any]) -> float | None:
 
 
 def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool) -> None:
-    by_segment: dict[int, list[dict]] = {}
+    """Every row's k from analysis/kchoice.choose(): the measurements are this server's
+    segments (every server's under the same load, `across_servers`), the load the row's."""
+    points = [_measurement(r) for r in rows]
     for row in rows:
-        by_segment.setdefault(row["segment"], []).append(row)
-    for segment_rows in by_segment.values():
-        ks = {r["num_spec_tokens"] for r in segment_rows if r["num_spec_tokens"] and r["steps"]}
-        if across_servers and draft_cost is None and len(ks) >= 2:
-            _recommend_across(segment_rows)
-        else:
-            for row in segment_rows:
-                _recommend_alone(row, draft_cost)
+        peers = [
+            m
+            for m, r in zip(points, rows, strict=True)
+            if m is not None and (across_servers or r["server"] == row["server"])
+        ]
+        choice = kchoice.choose(peers, row["settings"].get("concurrency"), draft_cost)
+        row["recommended_k"] = choice.k
+        row["draft_cost"] = choice.draft_cost
+        row["recommended_from"] = choice.source
+        row["recommendation"] = choice.text()
+        row["basis"] = choice.basis
 
 
-def _recommend_across(rows: list[dict]) -> None:
-    points = [
-        RunPoint(
-            r["num_spec_tokens"], {int(j): n for j, n in r["histogram"].items()}, _step_time(r)
-        )
-        for r in rows
-        if r["num_spec_tokens"] and r["steps"]
-    ]
-    estimate = recommend_across_runs(points)
-    for row in rows:
-        row["recommended_k"] = estimate.recommended_k if estimate else None
-        row["draft_cost"] = estimate.draft_cost if estimate else None
-        row["recommended_from"] = "across_servers"
+def _measurement(row: dict) -> kchoice.Measurement | None:
+    if not row["num_spec_tokens"] or not row["steps"]:
+        return None
+    return kchoice.Measurement(
+        k=row["num_spec_tokens"],
+        concurrency=row["settings"].get("concurrency"),
+        histogram={int(j): n for j, n in row["histogram"].items()},
+        step_ms=_step_time(row),
+        throughput=row["output_token_throughput"],
+        label=str(row["server"]),
+    )
 
 
 def _step_time(row: dict) -> float | None:
@@ -338,16 +343,6 @@ def _step_time(row: dict) -> float | None:
     if row["tpot_ms"] is None or row["acceptance_length"] is None:
         return None
     return row["tpot_ms"] * row["acceptance_length"]
-
-
-def _recommend_alone(row: dict, draft_cost: float | None) -> None:
-    if draft_cost is None or not row["steps"] or not row["num_spec_tokens"]:
-        return
-    hist = {int(j): n for j, n in row["histogram"].items()}
-    estimate = analyze(hist, row["num_spec_tokens"], draft_cost)
-    row["recommended_k"] = estimate.recommended_k
-    row["draft_cost"] = draft_cost
-    row["recommended_from"] = "histogram"
 
 
 def recommended_by_segment(rows: Sequence[Mapping]) -> dict[int, int | None]:
@@ -396,6 +391,12 @@ def render_segment_table(rows: Sequence[Mapping]) -> str:
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    bases = dict.fromkeys(r.get("basis") for r in rows if r.get("basis"))
+    lines += [f"best k: {b}" for b in bases]
+    hints = dict.fromkeys(
+        r["recommendation"] for r in rows if "measure it" in (r.get("recommendation") or "")
+    )
+    lines += [f"beyond the measured k: {h.split(' · ')[-1]}" for h in hints]
     return "Segments\n" + "\n".join(line.rstrip() for line in lines)
 
 

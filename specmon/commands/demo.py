@@ -29,6 +29,7 @@ DEMO_SIM_DEFAULTS: dict[str, Any] = {"ttft_ms": 15.0, "step_ms": 3.0}
 DEMO_SETS_ITSELF = ("host", "port", "model", "api_key", "seed", "num_spec_tokens")
 # Simulator flags that read differently next to the run flags.
 DEMO_SIM_FLAGS = {"log_path": "--sim-log"}
+ACCEPTANCE_DEST = "sim_acceptance"  # where argparse keeps the simulator's --acceptance
 # Categories draft differently on a real server; the demo shows that (code and translation
 # are predictable, open writing and chat less so). Used at k = 3 unless acceptance is given.
 DEMO_CATEGORY_ACCEPTANCE = (
@@ -70,6 +71,23 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
+def first_k_acceptance(raw: Any, ks: list[int], k: int) -> str | None:
+    """--acceptance with one value per position of the largest k: simulator k takes the
+    first k values (None: leave the flag to the simulator's own parsing)."""
+    if raw is None or len(ks) < 2 or isinstance(raw, (int, float)):
+        return None
+    parts = [p.strip() for p in str(raw).strip("[]").split(",") if p.strip()]
+    if len(parts) <= 1:
+        return None
+    if len(parts) < max(ks):
+        raise UserError(
+            f"--acceptance: {len(parts)} values for --num-spec-tokens "
+            f"{','.join(map(str, ks))}; give 1 or {max(ks)} (one per position of the largest "
+            "k; each simulator takes its first k)"
+        )
+    return ",".join(parts[:k])
+
+
 def sim_config(args: argparse.Namespace, seed: int | None, k: int) -> SimConfig:
     """One simulator's settings: demo defaults < SPECMON_SIM_* env < flags < what demo sets."""
     ks = args.num_spec_tokens
@@ -78,6 +96,9 @@ def sim_config(args: argparse.Namespace, seed: int | None, k: int) -> SimConfig:
     overrides["seed"] = seed
     if sim_log:
         overrides["log_path"] = sim_log if len(ks) == 1 else f"{sim_log}.k{k}"
+    per_position = first_k_acceptance(getattr(args, ACCEPTANCE_DEST, None), ks, k)
+    if per_position is not None:  # this simulator's share of the flag, before it is parsed
+        args = argparse.Namespace(**{**vars(args), ACCEPTANCE_DEST: per_position})
     cfg = SIM_OPTIONS.build(
         args, overrides=overrides, defaults=DEMO_SIM_DEFAULTS, rename=DEMO_SIM_FLAGS
     )

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specmon.analysis import kchoice
 from specmon.analysis.compare import (
     HISTOGRAM_KEY,
     RECORDS_FILE,
@@ -41,6 +42,12 @@ class TuneInput:
     k: int
     step_time_ms: float | None  # ITL avg x token-weighted AL, when the summary has both
     notes: list[str] = field(default_factory=list)
+    concurrency: int | None = None  # the run's client concurrency, when its config says
+
+    def measurement(self) -> kchoice.Measurement:
+        return kchoice.Measurement(
+            self.k, self.concurrency, self.histogram, self.step_time_ms, label=self.label
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +89,10 @@ def main(args: argparse.Namespace) -> int:
     inputs = gather_inputs(args.paths, args.num_spec_tokens)
     cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
     estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
+    # one combined answer over every run (analysis/kchoice.py), the same the TUI gives
+    choice = kchoice.choose([i.measurement() for i in inputs], None, args.draft_cost)
     if args.json:
-        reports = [tuning.estimate_to_dict(e) for e in estimates]
+        reports = [_report(e, choice) for e in estimates]
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
         for inp in inputs:
             for note in inp.notes:
@@ -92,7 +101,23 @@ def main(args: argparse.Namespace) -> int:
     blocks = [render_estimate(inp, est) for inp, est in zip(inputs, estimates)]
     print(("\n\n").join(blocks))
     print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
+    print(f"\n{combined_line(choice, len(inputs))}")
     return 0
+
+
+def combined_line(choice: kchoice.KChoice, runs: int) -> str:
+    over = f"over {runs} runs" if runs > 1 else "for this run"
+    return f"recommendation {over}: {choice.text()}"
+
+
+def _report(est: tuning.TuningEstimate, choice: kchoice.KChoice) -> dict:
+    """The run's estimate, its plain recommended_k replaced by the combined answer (the
+    histogram's own pick, maybe extrapolated, stays as histogram_best_k)."""
+    out = tuning.estimate_to_dict(est)
+    out["histogram_best_k"] = out["recommended_k"]
+    out["recommended_k"] = choice.k
+    out["recommendation"] = choice.to_dict()
+    return out
 
 
 def _is_url(text: str) -> bool:
@@ -178,7 +203,22 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path
     rec_k = single_k(scan, records_path) if scan is not None else None
     k = _choose_k(histogram, rec_k, flag_k, notes, source)
-    return TuneInput(label or str(path), str(source), histogram, k, step_time_ms(summary), notes)
+    return TuneInput(
+        label or str(path),
+        str(source),
+        histogram,
+        k,
+        step_time_ms(summary),
+        notes,
+        _concurrency(summary),
+    )
+
+
+def _concurrency(summary: dict) -> int | None:
+    """The client concurrency from the export's input config (AIPerf's loadgen section)."""
+    loadgen = (summary.get("input_config") or {}).get("loadgen") or {}
+    value = loadgen.get("concurrency") if isinstance(loadgen, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
@@ -262,7 +302,7 @@ def render_estimate(inp: TuneInput, est: tuning.TuningEstimate) -> str:
     if est.predictions:
         lines += ["", _predictions_table(est)]
     best = {None: "-", 0: "0 (speculation off)"}.get(est.recommended_k, str(est.recommended_k))
-    lines += ["", f"recommended k = {best}", f"caveat: {est.caveat}"]
+    lines += ["", f"histogram-only best k = {best}", f"caveat: {est.caveat}"]
     return "\n".join(lines)
 
 
