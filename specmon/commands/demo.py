@@ -76,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the simulator's per-request ground-truth log",
     )
+    sim.add_argument(
+        "--sweep",
+        action="store_true",
+        help="measure k 0-6 x concurrency 1,4,16,64 (one simulator per k) and pick k per load",
+    )
 
 
 def parse_ks(text: str) -> list[int]:
@@ -131,6 +136,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(
             "demo runs its own simulated server; use `specmon run --url URL` for a real one"
         )
+    if args.sweep:
+        from specmon.commands.sweep import demo_sweep
+
+        return demo_sweep(args)
     ks = args.num_spec_tokens
     defaults = (
         dict(DEMO_DEFAULTS, mirror=True)
