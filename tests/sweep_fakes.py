@@ -97,10 +97,12 @@ def install() -> None:
 
 LAUNCH = (
     "import sys; sys.path.insert(0, {tests!r}); import sweep_fakes; sweep_fakes.install(); "
-    "from specmon.cli import main; sys.exit(main(sys.argv[1:]))"
+    "{prelude}; from specmon.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
-def sweep_argv(args: list[str], command: str = "sweep") -> list[str]:
-    """`python -c ... sweep ARGS`: `specmon sweep` with the stand-in (when needed)."""
-    return [sys.executable, "-c", LAUNCH.format(tests=str(TESTS)), command, *args]
+def sweep_argv(args: list[str], command: str = "sweep", prelude: str = "pass") -> list[str]:
+    """`python -c ... sweep ARGS`: `specmon sweep` with the stand-in (when needed);
+    `prelude` is Python run first in the child (to adjust a module constant)."""
+    code = LAUNCH.format(tests=str(TESTS), prelude=prelude)
+    return [sys.executable, "-c", code, command, *args]
