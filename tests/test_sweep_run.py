@@ -228,7 +228,7 @@ def test_interrupted_sweep_resumes_with_only_the_missing_cells(tmp_path: Path) -
         for key, c in kept.items()
     }
 
-    resumed = run_sweep(args[: -len(load_flags(20))] + ["--resume", str(tmp_path)] + load_flags(20))
+    resumed = run_sweep(["--resume", str(tmp_path)])  # alone: the settings in sweep.json
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resuming: {len(kept)} cell(s) already measured" in resumed.stdout
     assert resumed.stdout.count("cell k=") == 4 - len(kept)  # only the missing ones ran
@@ -239,6 +239,12 @@ def test_interrupted_sweep_resumes_with_only_the_missing_cells(tmp_path: Path) -
         path = Path(cell["repeats"][0]["artifact_dir"], "profile_export.jsonl")
         assert path.stat().st_mtime_ns == mtimes[key]
     assert read_doc(tmp_path)["complete"] is True
+    # the same flags again with --resume: the same settings hash, so nothing is left to run
+    again = run_sweep(args + ["--resume", str(tmp_path)])
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming: 4 cell(s) already measured" in again.stdout
+    assert again.stdout.count("cell k=") == 0
+    assert "starting" not in again.stdout  # no server was started
 
 
 def test_url_form_runs_one_concurrency_at_a_time_across_servers(tmp_path: Path) -> None:

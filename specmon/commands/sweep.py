@@ -112,6 +112,8 @@ def main(args: argparse.Namespace) -> int:
         settings, config = _settings_from(previous)  # `--resume DIR` alone: the same sweep
     else:
         settings, config = _settings_from_args(args)
+    if args.resume and config.artifact_dir and Path(config.artifact_dir) != Path(args.resume):
+        raise UserError("--resume DIR continues the sweep in DIR: drop --artifact-dir")
     artifact_dir = args.resume or config.artifact_dir or _default_dir()
     return execute(settings, config, artifact_dir, previous=previous)
 
