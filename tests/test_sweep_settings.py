@@ -61,6 +61,8 @@ def test_settings_need_the_placeholders_and_one_length() -> None:
         settings(baseline_serve="srv")
     with pytest.raises(UserError, match="exactly one of"):
         settings(segment_duration=2.0)
+    with pytest.raises(UserError, match="k=0 is the baseline"):
+        settings(ks=[0, 2])
     with pytest.raises(UserError, match="either --serve"):
         settings(urls={2: "http://h:1"})
 
@@ -89,3 +91,30 @@ def test_k_mismatch() -> None:
     assert k_mismatch(2, 3, 5) == "the server for k=2 reports num_spec_tokens 3"
     assert k_mismatch(0, None, 0) is None
     assert "baseline (k=0) server reports speculation" in k_mismatch(0, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--serve", "srv {k}", "--num-spec-tokens", "1"], "--serve needs the {port} placeholder"),
+        (["--serve", "srv {k} {port}"], "--serve needs --num-spec-tokens"),
+        (
+            ["--serve", "s {k} {port}", "--num-spec-tokens", "1", "--request-count", "5"],
+            "--request-count",
+        ),
+        (["--url", "gpu=http://127.0.0.1:1"], "label it with its k"),
+        (["--num-spec-tokens", "1,1"], "give distinct whole numbers"),
+        (["--resume", "/nonexistent/sweep"], "no sweep.json there"),
+    ],
+)
+def test_bad_command_lines_are_one_line_errors(argv, message, capsys) -> None:
+    from specmon.cli import main
+
+    try:
+        status = main(["sweep", *argv])
+    except SystemExit as exc:  # argparse's type errors exit from parse_args
+        status = exc.code
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert message in err
+    assert len(err.splitlines()) == 1

@@ -84,6 +84,8 @@ class SweepSettings:
                     raise UserError(f"{name} needs the {{port}} placeholder: '{template}'")
             if "{k}" not in self.serve:
                 raise UserError(f"--serve needs the {{k}} placeholder: '{self.serve}'")
+            if 0 in self.ks:
+                raise UserError("k=0 is the baseline: give its command with --baseline-serve")
         if (self.segment_requests is None) == (self.segment_duration is None):
             raise UserError("give exactly one of --segment-requests N or --segment-duration S")
         if self.repeats < 1:
@@ -94,7 +96,7 @@ class SweepSettings:
         """The k values in the order they run: the baseline (0) first."""
         if self.urls:
             return sorted(self.urls)
-        return ([0] if self.baseline_serve else []) + [k for k in self.ks if k != 0]
+        return ([0] if self.baseline_serve else []) + list(self.ks)
 
     def settings_hash(self) -> str:
         """A cell measured under the same hash is not measured again on --resume. The grid
@@ -265,7 +267,7 @@ def list_models(base: str, api_key: str | None = None) -> list[str]:
             data = json.loads(response.read())
     except (urllib.error.URLError, OSError, ValueError):
         return []
-    return [m.get("id") for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+    return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
 
 
 # --------------------------------------------------------------------------------------
