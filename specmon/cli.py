@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("specmon.commands.replay", "open the monitor over a finished run"),
     "tune": ("specmon.commands.tune", "estimate acceptance and speedup at other k"),
     "compare": ("specmon.commands.compare", "compare two or more runs side by side"),
+    "sweep": ("specmon.commands.sweep", "measure every k x concurrency and pick k per load"),
 }
 
 

@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="drafts per verify step of the simulated server (default 3); "
         "several (2,4,6) start one simulator each, side by side",
     )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="measure k 0-6 x concurrency 1,4,16,64 (one simulator per k) and pick k per load",
+    )
 
 
 def parse_ks(text: str) -> list[int]:
@@ -115,6 +120,10 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(
             "demo runs its own simulated server; use `specmon run --url URL` for a real one"
         )
+    if args.sweep:
+        from specmon.commands.sweep import demo_sweep
+
+        return demo_sweep(args)
     ks = args.num_spec_tokens
     defaults = (
         dict(DEMO_DEFAULTS, mirror=True)

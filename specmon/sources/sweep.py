@@ -1,0 +1,620 @@
+"""The k sweep runner: one server per k (or given URLs), every concurrency, repeated.
+
+For each k (the baseline k = 0 first when given) the `--serve` template is started as its
+own process group with its output in `server-k{k}.log`, ready once /v1/models lists the
+model; each (k, concurrency) cell then runs `repeats` times with the ordinary LoadRunner +
+RunSession (AIPerf-compatible exports in `k{k}/c{c}/r{rep}/`), and the server is stopped
+(SIGTERM to the group, SIGKILL after a grace period). `sweep.json` is rewritten atomically
+after every cell, so a stop (Ctrl-C, SIGTERM) or a crash keeps every finished cell, and
+`--resume` skips the cells measured with the same settings hash. The decision math, the
+schedule and the model live in specmon/analysis (see docs/architecture.md, "k sweep").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.config import RunConfig
+from specmon.errors import UserError
+from specmon.export.common import atomic_write
+
+SWEEP_JSON = "sweep.json"
+SCHEDULE_JSON = "speculative_k_schedule.json"
+SCHEMA = "specmon-sweep/1"
+PLACEHOLDERS = ("{k}", "{port}", "{python}")
+STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL; vLLM ends its engine tree in a few seconds
+LOG_TAIL_LINES = 12
+# RunConfig fields the sweep sets per cell, or that do not change what is measured
+_PER_CELL_FIELDS = (
+    "url",
+    "concurrency",
+    "request_count",
+    "benchmark_duration",
+    "warmup_request_count",
+    "segments",
+    "segment_duration",
+    "segment_requests",
+)
+_NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics")
+
+
+@dataclass
+class SweepSettings:
+    """Everything that defines a sweep (stored in sweep.json; the hash decides --resume)."""
+
+    ks: list[int]
+    concurrencies: list[int]
+    serve: str | None = None  # template with {k} {port} {python}
+    baseline_serve: str | None = None  # template with {port} {python}: k = 0
+    urls: dict[int, str] = field(default_factory=dict)  # --url kN=URL: k -> base URL
+    repeats: int = 3
+    segment_requests: int | None = None
+    segment_duration: float | None = None
+    warmup_request_count: int = 0
+    ready_timeout: float = 600.0
+    stop_on_error: bool = False
+    load: dict[str, Any] = field(default_factory=dict)  # the run flags, less _PER_CELL_FIELDS
+
+    def __post_init__(self) -> None:
+        if (self.serve is None) == (not self.urls):
+            raise UserError("give either --serve 'COMMAND' or --url kN=URL ..., not both")
+        if self.serve is not None:
+            for template, name in (
+                (self.serve, "--serve"),
+                (self.baseline_serve, "--baseline-serve"),
+            ):
+                if template is not None and "{port}" not in template:
+                    raise UserError(f"{name} needs the {{port}} placeholder: '{template}'")
+            if "{k}" not in self.serve:
+                raise UserError(f"--serve needs the {{k}} placeholder: '{self.serve}'")
+            if 0 in self.ks:
+                raise UserError("k=0 is the baseline: give its command with --baseline-serve")
+        if (self.segment_requests is None) == (self.segment_duration is None):
+            raise UserError("give exactly one of --segment-requests N or --segment-duration S")
+        if self.repeats < 1:
+            raise UserError("--repeats must be at least 1")
+
+    @property
+    def grid_ks(self) -> list[int]:
+        """The k values in the order they run: the baseline (0) first."""
+        if self.urls:
+            return sorted(self.urls)
+        return ([0] if self.baseline_serve else []) + list(self.ks)
+
+    def settings_hash(self) -> str:
+        """A cell measured under the same hash is not measured again on --resume. The grid
+        (ks, concurrencies) and how failures are handled are left out: a resumed sweep may
+        add k or concurrency values."""
+        data = asdict(self)
+        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls"):
+            data.pop(key)
+        data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
+        data = dict(data)
+        data["urls"] = {int(k): u for k, u in (data.get("urls") or {}).items()}
+        return cls(**data)
+
+
+def load_settings_of(config: RunConfig) -> dict[str, Any]:
+    """The run flags that shape what a cell measures (SweepSettings.load)."""
+    return config.model_dump(exclude=set(_PER_CELL_FIELDS) | set(_NOT_MEASURED))
+
+
+def parse_url_labels(entries: list[str]) -> dict[int, str]:
+    """['k2=http://h:1', 'k0=http://h:2'] -> {2: ..., 0: ...}; the label names the k."""
+    from specmon.config import split_url_label
+
+    out: dict[int, str] = {}
+    for entry in entries:
+        label, target = split_url_label(entry)
+        if not label or not label.startswith("k") or not label[1:].isdigit():
+            raise UserError(f"--url '{entry}': label it with its k, e.g. k2=http://HOST:PORT")
+        k = int(label[1:])
+        if k in out:
+            raise UserError(f"--url: k{k} given twice")
+        out[k] = target.rstrip("/")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The decision code (B2's specmon.analysis.sweep / kmodel) behind one seam.
+
+
+def _analysis() -> tuple[Any, Any]:
+    """(specmon.analysis.sweep, specmon.analysis.kmodel), imported when first needed."""
+    from specmon.analysis import kmodel
+    from specmon.analysis import sweep as decisions
+
+    return decisions, kmodel
+
+
+def _as_dict(obj: Any) -> Any:
+    if obj is None:
+        return None
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------------------
+# Servers.
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def substitute(template: str, k: int, port: int) -> str:
+    """Fill {k} {port} {python} (shell-quoted); any other brace (JSON) is left alone."""
+    values = {"{k}": str(k), "{port}": str(port), "{python}": sys.executable}
+    out = template
+    for placeholder in PLACEHOLDERS:
+        out = out.replace(placeholder, shlex.quote(values[placeholder]))
+    return out
+
+
+class ServerFailed(Exception):
+    """The server for one k could not be started or died; the message names k and log."""
+
+
+class ServerProcess:
+    """One server command for one k, in its own process group, logging to a file."""
+
+    def __init__(self, command: str, k: int, port: int, log_path: Path) -> None:
+        self.command = command
+        self.k = k
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            log.write(f"$ {command}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                ["bash", "-c", command],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: one signal reaches all its children
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def failure(self, what: str) -> ServerFailed:
+        tail = self.log_tail()
+        return ServerFailed(
+            f"server for k={self.k} {what}; last lines of {self.log_path}:\n{tail}".rstrip()
+        )
+
+    def wait_ready(self, model: str | None, timeout: float, stopping: threading.Event) -> str:
+        """Poll /v1/models until it lists `model` (or any model when None); return the model."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not stopping.is_set():
+            if self.proc.poll() is not None:
+                raise self.failure(f"exited with status {self.proc.returncode} before it was ready")
+            ids = list_models(self.url)
+            if ids and (model is None or model in ids):
+                return model or ids[0]
+            stopping.wait(0.25)
+        if stopping.is_set():
+            raise ServerFailed(f"server for k={self.k}: stopped before it was ready")
+        listed = f" (never listed model '{model}')" if model else ""
+        raise self.failure(f"was not ready within {timeout:g} s{listed}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM the group, SIGKILL it after grace_s; waits for the leader."""
+        _signal_group(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        # children may outlive the leader (bash -c 'a; b'): the group gets SIGKILL either way
+        _signal_group(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(grace_s)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def list_models(base: str, api_key: str | None = None) -> list[str]:
+    request = urllib.request.Request(base + "/v1/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            data = json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return []
+    return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+
+
+# --------------------------------------------------------------------------------------
+# Measuring.
+
+
+def _p50(summary: dict[str, dict], tag: str) -> float | None:
+    value = (summary.get(tag) or {}).get("p50")
+    return float(value) if value is not None else None
+
+
+def _avg(summary: dict[str, dict], tag: str) -> float | None:
+    value = (summary.get(tag) or {}).get("avg")
+    return float(value) if value is not None else None
+
+
+def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
+    """One repeat's figures from its session's summary (the same numbers as its export)."""
+    acc = session.accumulator
+    summary = acc.summary()
+    itl = _p50(summary, "inter_token_latency")
+    return RepeatMeasurement(
+        output_token_throughput=_avg(summary, "output_token_throughput") or 0.0,
+        request_throughput=_avg(summary, "request_throughput") or 0.0,
+        request_count=int(_avg(summary, "request_count") or 0),
+        ttft_ms=_p50(summary, "time_to_first_token"),
+        itl_ms=itl,
+        tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
+        request_latency_ms=_p50(summary, "request_latency"),
+        acceptance_length=_avg(summary, "spec_decode_token_weighted_acceptance_length"),
+        histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
+        error_count=int(_avg(summary, "error_request_count") or 0),
+        artifact_dir=str(artifact_dir),
+    )
+
+
+def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
+    """Why a server's payloads contradict the k it was started / labelled with, or None."""
+    if k == 0 and spec_requests:
+        return f"the baseline (k=0) server reports speculation (num_spec_tokens {reported})"
+    if k > 0 and reported is not None and reported != k:
+        return f"the server for k={k} reports num_spec_tokens {reported}"
+    return None
+
+
+@dataclass
+class SweepResult:
+    cells: list[Cell]
+    stopped: bool
+    decisions: list[Any] | None = None
+    model: Any = None
+    schedule: Any = None
+
+
+class SweepRunner:
+    """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly."""
+
+    def __init__(
+        self,
+        settings: SweepSettings,
+        load_config: RunConfig,
+        artifact_dir: str | Path,
+        *,
+        out: TextIO | None = None,
+        previous: list[dict[str, Any]] | None = None,
+        on_cell: Callable[[Cell], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.load_config = load_config
+        self.dir = Path(artifact_dir)
+        self.out = out or sys.stdout
+        self.hash = settings.settings_hash()
+        self.on_cell = on_cell
+        # cells kept from an earlier run of this sweep: (k, c) -> (cell, its settings hash)
+        self.cells: dict[tuple[int, int], tuple[Cell, str]] = {}
+        for entry in previous or []:
+            cell = Cell.from_dict(entry)
+            self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
+        self.stopping = threading.Event()
+        self._runner: Any = None
+        self._lock = threading.Lock()
+        self._warmed: set[int] = set()
+
+    # control ----------------------------------------------------------------------
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            if self._runner is not None:
+                self._runner.stop()
+
+    def is_done(self, k: int, c: int) -> bool:
+        kept = self.cells.get((k, c))
+        if kept is None:
+            return False
+        cell, cell_hash = kept
+        return (
+            cell.error is None
+            and cell_hash == self.hash
+            and len(cell.repeats) >= self.settings.repeats
+        )
+
+    # the grid -------------------------------------------------------------------------
+    def run(self) -> SweepResult:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        skipped = sum(
+            self.is_done(k, c) for k in self.settings.grid_ks for c in self.settings.concurrencies
+        )
+        if skipped:
+            self._say(f"specmon sweep: resuming: {skipped} cell(s) already measured, skipped")
+        self.save()
+        if self.settings.urls:
+            self._run_urls()
+        else:
+            self._run_serve()
+        return SweepResult(self.ordered_cells(), self.stopping.is_set())
+
+    def _run_serve(self) -> None:
+        for k in self.settings.grid_ks:
+            todo = [c for c in self.settings.concurrencies if not self.is_done(k, c)]
+            if not todo or self.stopping.is_set():
+                continue
+            template = self.settings.baseline_serve if k == 0 else self.settings.serve
+            assert template is not None
+            port = free_port()
+            command = substitute(template, k, port)
+            self._say(f"specmon sweep: k={k}: starting `{command}`")
+            server = ServerProcess(command, k, port, self.dir / f"server-k{k}.log")
+            try:
+                model = server.wait_ready(
+                    self.load_config.model, self.settings.ready_timeout, self.stopping
+                )
+                self._say(f"specmon sweep: k={k}: ready at {server.url} (model {model})")
+                failed = self._measure_row(k, todo, server.url, model, server)
+            except ServerFailed as exc:
+                failed = not self.stopping.is_set()
+                if failed:
+                    for c in todo:
+                        self._record(Cell(k, c, error=str(exc)))
+            finally:
+                server.stop()
+            if failed and self.settings.stop_on_error:
+                self._say("specmon sweep: stopping (--stop-on-error)")
+                return
+
+    def _measure_row(
+        self, k: int, todo: list[int], url: str, model: str, server: ServerProcess
+    ) -> bool:
+        """Every pending concurrency at one k; True when the server failed."""
+        for i, c in enumerate(todo):
+            if self.stopping.is_set():
+                return False
+            cell = self._measure_cell(k, c, url, model)
+            if cell is None:
+                return False
+            if not server.alive:
+                error = server.failure(
+                    f"exited with status {server.proc.returncode} during concurrency {c}"
+                )
+                for rest in todo[i:]:
+                    self._record(Cell(k, rest, error=str(error)))
+                return True
+            self._record(cell)
+        return False
+
+    def _run_urls(self) -> None:
+        """Servers that cannot be restarted: one concurrency at a time across all of them."""
+        models: dict[int, str] = {}
+        for k, url in sorted(self.settings.urls.items()):
+            ids = list_models(url, self.load_config.api_key)
+            model = self.load_config.model
+            if not ids or (model is not None and model not in ids):
+                raise UserError(f"--url k{k}={url}: /v1/models does not answer or list the model")
+            models[k] = model or ids[0]
+        for c in self.settings.concurrencies:
+            for k, url in sorted(self.settings.urls.items()):
+                if self.stopping.is_set():
+                    return
+                if self.is_done(k, c):
+                    continue
+                cell = self._measure_cell(k, c, url, models[k])
+                if cell is None:
+                    return
+                self._record(cell)
+                if cell.error and self.settings.stop_on_error:
+                    self._say("specmon sweep: stopping (--stop-on-error)")
+                    return
+
+    # one cell -------------------------------------------------------------------------
+    def _measure_cell(self, k: int, c: int, url: str, model: str) -> Cell | None:
+        """All repeats of (k, c); None when stopped part-way (the cell is not kept)."""
+        cell = Cell(k, c)
+        for rep in range(self.settings.repeats):
+            self._say(
+                f"specmon sweep: k={k} concurrency={c} repeat {rep + 1}/{self.settings.repeats}"
+            )
+            repeat, reported, spec_requests = self._run_repeat(k, c, rep, url, model)
+            if repeat is None:
+                return None
+            mismatch = k_mismatch(k, reported, spec_requests)
+            if mismatch:
+                cell.error = mismatch
+                return cell
+            if repeat.request_count == 0:
+                cell.error = (
+                    f"no valid request at k={k} concurrency {c} ({repeat.error_count} errors)"
+                )
+                return cell
+            cell.repeats.append(repeat)
+        return cell
+
+    def _run_repeat(
+        self, k: int, c: int, rep: int, url: str, model: str
+    ) -> tuple[RepeatMeasurement | None, int | None, int]:
+        from specmon.commands.run import make_runner, make_session
+
+        repeat_dir = self.dir / f"k{k}" / f"c{c}" / f"r{rep + 1}"
+        warmup = 0 if k in self._warmed else self.settings.warmup_request_count
+        self._warmed.add(k)
+        config = self._cell_config(url, model, c, warmup, repeat_dir)
+        session = make_session(config)
+        runner = make_runner(config, session)
+        with self._lock:
+            if self.stopping.is_set():
+                return None, None, 0
+            self._runner = runner
+        try:
+            runner.start()
+            while not runner.join(0.2):
+                pass
+        finally:
+            with self._lock:
+                self._runner = None
+            session.finish(was_cancelled=self.stopping.is_set())
+        error = getattr(runner, "error", None)
+        if error is not None and not isinstance(error, KeyboardInterrupt):
+            raise UserError(f"the load loop failed at k={k} concurrency {c}: {error}")
+        if self.stopping.is_set():
+            return None, None, 0
+        acc = session.accumulator
+        return measurement_of(session, repeat_dir), acc.num_spec_tokens, acc.spec_request_count
+
+    def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
+        s = self.settings
+        data = self.load_config.model_dump()
+        data.update(
+            url=[url],
+            model=model,
+            concurrency=c,
+            request_count=s.segment_requests,
+            benchmark_duration=s.segment_duration,
+            warmup_request_count=warmup,
+            segments=None,
+            segment_duration=None,
+            segment_requests=None,
+            artifact_dir=str(where),
+            headless=True,
+        )
+        return RunConfig(**data)
+
+    # bookkeeping ------------------------------------------------------------------------
+    def _record(self, cell: Cell) -> None:
+        self.cells[(cell.k, cell.concurrency)] = (cell, self.hash)
+        self.save()
+        self._say(cell_line(cell))
+        if self.on_cell is not None:
+            self.on_cell(cell)
+
+    def ordered_cells(self) -> list[Cell]:
+        return [cell for _, (cell, _) in sorted(self.cells.items())]
+
+    def save(self, extra: dict[str, Any] | None = None) -> Path:
+        """sweep.json, atomically: settings, hash, every cell (with the hash it was measured under)."""
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "settings": self.settings.to_dict(),
+            "settings_hash": self.hash,
+            "cells": [
+                dict(cell.to_dict(), settings_hash=h) for _, (cell, h) in sorted(self.cells.items())
+            ],
+        }
+        doc.update(extra or {})
+        path = self.dir / SWEEP_JSON
+        atomic_write(path, json.dumps(doc, indent=2).encode() + b"\n")
+        return path
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    # the end: decisions, model, schedule --------------------------------------------------
+    def conclude(self, result: SweepResult) -> SweepResult:
+        """Decide, fit, write the schedule and the final sweep.json; a failure of the analysis
+        is reported and leaves the measured cells in sweep.json."""
+        measured = [cell for cell in result.cells if cell.error is None and cell.repeats]
+        extra: dict[str, Any] = {"complete": not result.stopped}
+        try:
+            decisions_mod, kmodel = _analysis()
+            result.decisions = decisions_mod.decide(measured)
+            extra["decisions"] = [_as_dict(d) for d in result.decisions]
+            try:
+                result.model = kmodel.fit(measured)
+                extra["model"] = _as_dict(result.model)
+            except Exception as exc:  # too few cells or k values to fit: decisions still stand
+                extra["model"] = None
+                extra["model_error"] = str(exc)
+                self._say(f"specmon sweep: model not fitted: {exc}")
+            result.schedule = decisions_mod.build_schedule(result.decisions, result.model)
+            decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+        except Exception as exc:
+            extra["analysis_error"] = f"{type(exc).__name__}: {exc}"
+            self._say(f"specmon sweep: warning: no decisions ({type(exc).__name__}: {exc})")
+        self.save(extra)
+        return result
+
+    def tables(self, result: SweepResult) -> str | None:
+        if result.decisions is None:
+            return None
+        decisions_mod, _ = _analysis()
+        return decisions_mod.render_sweep_tables(
+            result.cells, result.decisions, result.schedule, result.model
+        )
+
+
+def cell_line(cell: Cell) -> str:
+    """The headless line printed as each cell finishes."""
+    head = f"cell k={cell.k} concurrency={cell.concurrency}:"
+    if cell.error is not None:
+        first = cell.error.splitlines()[0] if cell.error else ""
+        return f"{head} error: {first}"
+    tput = [r.output_token_throughput for r in cell.repeats]
+    med = statistics.median(tput)
+    spread = f" (min {min(tput):.1f}, max {max(tput):.1f})" if len(tput) > 1 else ""
+    als = [r.acceptance_length for r in cell.repeats if r.acceptance_length is not None]
+    al = f", accept-len {statistics.median(als):.2f}" if als else ""
+    ttfts = [r.ttft_ms for r in cell.repeats if r.ttft_ms is not None]
+    ttft = f", TTFT p50 {statistics.median(ttfts):.1f} ms" if ttfts else ""
+    return f"{head} {len(tput)} repeat(s), output {med:.1f} tok/s median{spread}{al}{ttft}"
+
+
+def read_sweep(artifact_dir: str | Path) -> dict[str, Any]:
+    """An earlier sweep.json (for --resume); one-line error when missing or unreadable."""
+    path = Path(artifact_dir) / SWEEP_JSON
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"--resume {artifact_dir}: no {SWEEP_JSON} there") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--resume {artifact_dir}: cannot read {SWEEP_JSON} ({exc})") from None
+    if doc.get("schema") != SCHEMA:
+        raise UserError(f"--resume {artifact_dir}: {SWEEP_JSON} is not a {SCHEMA} document")
+    return doc
