@@ -19,13 +19,23 @@ from specmon.sim.config import (
     parse_category_acceptance,
     validate,
 )
+from specmon.sim.model import LATENCY_MODELS
 
-LATENCY_HELP = """latency model (milliseconds; B = requests in flight):
-  step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+LATENCY_HELP = """latency models (milliseconds; B = requests running incl. this one, k drafts):
+  linear (default):
+    step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+  roofline:
+    step_time = max(step_floor_ms, compute_ms_per_token * B * (k + 1))
+                + draft_ms_per_token * k
   The first token arrives after ttft_ms; then one verify step per step_time, each emitting
-  the accepted drafts plus one token. With every latency at 0 the server answers at once.
-  batch_slope makes verifying k+1 tokens for many requests costly, so the best k falls
-  as concurrency grows."""
+  the accepted drafts plus one token (k = 0: one token per step, no speculation). Steps run
+  against absolute monotonic deadlines, so the mean step equals the formula. With every
+  latency at 0 the server answers at once. batch_slope (linear) or the compute term
+  (roofline) makes verifying k+1 tokens for many requests costly, so the best k falls as
+  concurrency grows.
+capacity: at most --max-num-seqs requests run per engine, the rest wait (FIFO); KV usage =
+  tokens held (prompt + generated) / --kv-cache-tokens; a step that would overflow it
+  preempts the newest running request (it waits, then recomputes and resumes)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         metavar="K",
-        help="drafts per verify step (k, default 3)",
+        help="drafts per verify step (k, default 3; 0 = no speculation)",
     )
     parser.add_argument(
         "--acceptance",
@@ -64,6 +74,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="step-time growth per extra verified token in flight",
+    )
+    parser.add_argument(
+        "--latency-model",
+        choices=LATENCY_MODELS,
+        default="linear",
+        help="step-time formula (see below; default linear)",
+    )
+    parser.add_argument(
+        "--step-floor-ms", type=float, default=0.0, help="roofline: memory-bound step floor"
+    )
+    parser.add_argument(
+        "--compute-ms-per-token",
+        type=float,
+        default=0.0,
+        help="roofline: cost per verified token in the batch (B * (k + 1) of them)",
+    )
+    parser.add_argument(
+        "--max-num-seqs", type=int, default=1_000_000, help="running requests per engine"
+    )
+    parser.add_argument(
+        "--kv-cache-tokens", type=int, default=1_000_000_000, help="KV-cache capacity per engine"
     )
     parser.add_argument(
         "--shape",
@@ -116,8 +147,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     k = args.num_spec_tokens
-    if k < 1:
-        raise UserError("--num-spec-tokens must be at least 1")
+    if k < 0:
+        raise UserError("--num-spec-tokens must be 0 (no speculation) or more")
     cfg = SimConfig(
         model=args.model,
         num_spec_tokens=k,
@@ -139,6 +170,11 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         default_max_tokens=args.default_max_tokens,
         force_include_usage=args.enable_force_include_usage,
         per_request_metrics=args.enable_per_request_metrics,
+        latency_model=args.latency_model,
+        step_floor_ms=args.step_floor_ms,
+        compute_ms_per_token=args.compute_ms_per_token,
+        max_num_seqs=args.max_num_seqs,
+        kv_cache_tokens=args.kv_cache_tokens,
     )
     return validate(cfg)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specmon.errors import UserError
+from specmon.sim.model import LATENCY_MODELS, LatencyModel
 
 SHAPES = ("vllm", "vllm-legacy", "trtllm", "sglang", "none")
 LEVELS = ("summary", "detailed")
@@ -33,6 +34,22 @@ class SimConfig:
     default_max_tokens: int = 64
     force_include_usage: bool = False  # vLLM --enable-force-include-usage
     per_request_metrics: bool = False  # vLLM --enable-per-request-metrics (timing keys)
+    # Latency model and server capacity (docs in specmon/sim/model.py and scheduler.py).
+    latency_model: str = "linear"
+    step_floor_ms: float = 0.0
+    compute_ms_per_token: float = 0.0
+    max_num_seqs: int = 1_000_000  # large: nothing waits unless asked
+    kv_cache_tokens: int = 1_000_000_000  # large: nothing is preempted unless asked
+
+    def latency(self) -> LatencyModel:
+        return LatencyModel(
+            kind=self.latency_model,
+            step_ms=self.step_ms,
+            batch_slope=self.batch_slope,
+            step_floor_ms=self.step_floor_ms,
+            compute_ms_per_token=self.compute_ms_per_token,
+            draft_ms_per_token=self.draft_ms_per_token,
+        )
 
     def acceptance_for(self, category: str | None) -> list[float]:
         """Per-position conditional acceptance for a request of this category."""
@@ -84,15 +101,27 @@ def parse_category_acceptance(text: str, k: int) -> dict[str, list[float]]:
 
 def validate(cfg: SimConfig) -> SimConfig:
     """Reject impossible settings with one clear line."""
-    if cfg.num_spec_tokens < 1:
-        raise UserError("--num-spec-tokens must be at least 1")
+    if cfg.num_spec_tokens < 0:
+        raise UserError("--num-spec-tokens must be 0 (no speculation) or more")
     if cfg.shape not in SHAPES:
         raise UserError(f"--shape must be one of {', '.join(SHAPES)}")
     if cfg.level not in LEVELS:
         raise UserError(f"--level must be one of {', '.join(LEVELS)}")
     if cfg.engines < 1:
         raise UserError("--engines must be at least 1")
-    for name in ("ttft_ms", "step_ms", "draft_ms_per_token", "batch_slope"):
+    if cfg.latency_model not in LATENCY_MODELS:
+        raise UserError(f"--latency-model must be one of {', '.join(LATENCY_MODELS)}")
+    for name in ("max_num_seqs", "kv_cache_tokens"):
+        if getattr(cfg, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in (
+        "ttft_ms",
+        "step_ms",
+        "draft_ms_per_token",
+        "batch_slope",
+        "step_floor_ms",
+        "compute_ms_per_token",
+    ):
         if getattr(cfg, name) < 0:
             raise UserError(f"--{name.replace('_', '-')} must not be negative")
     for name in ("error_rate", "malformed_rate", "disconnect_rate"):
