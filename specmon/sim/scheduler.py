@@ -4,7 +4,8 @@ Per engine, like vLLM's scheduler but much simpler:
 
 - Admission: at most `max_num_seqs` requests run (decode); the rest wait in FIFO order
   (vllm:num_requests_running / vllm:num_requests_waiting). A waiting request is admitted
-  when a slot is free and its tokens fit in the KV cache (a lone request always fits).
+  when a slot is free and its tokens, and those its next step adds, fit in the KV cache
+  (a lone request always fits).
 - KV cache: a running request holds prompt + generated-so-far tokens; usage is the sum over
   running requests / `kv_cache_tokens` (vllm:kv_cache_usage_perc, 0..1).
 - Preemption: when a step's new tokens would overflow the cache, the newest running request
@@ -38,8 +39,10 @@ class Seq:
 
     engine: int
     tokens: int  # prompt + generated so far
-    preempted: bool = False
-    resume: asyncio.Future | None = None  # set while waiting for (re)admission
+    need: int = 0  # tokens its next step must add (kept while it waits after a preemption)
+    running: bool = False
+    preempted: bool = False  # cleared by the request once it has recomputed
+    resume: asyncio.Future | None = None  # resolved at each (re)admission
 
 
 @dataclass
@@ -75,15 +78,16 @@ class Scheduler:
         await self.wait_resumed(seq)
 
     async def wait_resumed(self, seq: Seq) -> None:
-        """Wait until a queued or preempted `seq` runs again."""
-        if seq.resume is not None:
+        """Wait until a queued or preempted `seq` runs again. Loops because it may be
+        readmitted and preempted again (a new future) before this coroutine wakes."""
+        while not seq.running:
+            assert seq.resume is not None
             await seq.resume
-            seq.resume = None
 
     def release(self, seq: Seq) -> None:
         """The request ended (or was cancelled): drop it from wherever it is."""
         eng = self.engines[seq.engine]
-        if seq in eng.running:
+        if seq.running:
             self._stop(eng, seq)
         elif seq in eng.waiting:
             eng.waiting.remove(seq)
@@ -94,6 +98,8 @@ class Scheduler:
     def grow(self, seq: Seq, tokens: int) -> bool:
         """Hold `tokens` more for a running seq; False when seq itself had to be preempted."""
         eng = self.engines[seq.engine]
+        assert seq.running, "grow() on a request that is not running"
+        seq.need = tokens
         while eng.held + tokens > self.capacity and len(eng.running) > 1:
             victim = eng.running[-1]
             self._preempt(eng, victim)
@@ -101,6 +107,7 @@ class Scheduler:
                 self._publish(seq.engine)
                 return False
         seq.tokens += tokens
+        seq.need = 0
         eng.held += tokens
         self._publish(seq.engine)
         return True
@@ -135,10 +142,13 @@ class Scheduler:
     def _fits(self, eng: _Engine, seq: Seq) -> bool:
         if len(eng.running) >= self.max_num_seqs:
             return False
-        return not eng.running or eng.held + seq.tokens <= self.capacity
+        # room for its next step too, or a request preempted for want of it would be
+        # readmitted at once and preempted again
+        return not eng.running or eng.held + seq.tokens + seq.need <= self.capacity
 
     def _start(self, eng: _Engine, seq: Seq) -> None:
         eng.running.append(seq)
+        seq.running = True
         eng.held += seq.tokens
         self.running_total += 1
         if seq.resume is not None and not seq.resume.done():
@@ -146,6 +156,7 @@ class Scheduler:
 
     def _stop(self, eng: _Engine, seq: Seq) -> None:
         eng.running.remove(seq)
+        seq.running = False
         eng.held -= seq.tokens
         self.running_total -= 1
 

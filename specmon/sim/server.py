@@ -476,6 +476,7 @@ class SimRequest:
                 self.preemptions += 1
                 deadline = time.perf_counter() + self.ttft / 1000.0
                 await _sleep_until(deadline)
+                continue  # it may have been preempted again while recomputing
             if scheduler.grow(self.seq, tokens):
                 return deadline
 
