@@ -227,6 +227,7 @@ def test_scheduler_preempts_newest_and_readmits_when_room():
         sched.release(a)  # room again: b (3) then c (2) are admitted, in that order
         await waiter
         assert b.running and c.running and sched.engines[0].held == 5
+        sched.refresh_gauges()
         values = {s.name: s.value for f in counters.registry.collect() for s in f.samples}
         assert values["vllm:num_preemptions_total"] == 1
         assert values["vllm:num_requests_running"] == 2

@@ -74,7 +74,6 @@ class Scheduler:
             return
         seq.resume = asyncio.get_running_loop().create_future()
         eng.waiting.append(seq)
-        self._publish(seq.engine)
         await self.wait_resumed(seq)
 
     async def wait_resumed(self, seq: Seq) -> None:
@@ -92,7 +91,6 @@ class Scheduler:
         elif seq in eng.waiting:
             eng.waiting.remove(seq)
         self._admit_waiting(eng)
-        self._publish(seq.engine)
 
     # ----- KV cache -----------------------------------------------------------------------
     def grow(self, seq: Seq, tokens: int) -> bool:
@@ -104,12 +102,12 @@ class Scheduler:
             victim = eng.running[-1]
             self._preempt(eng, victim)
             if victim is seq:
-                self._publish(seq.engine)
+                self._admit_waiting(eng)
                 return False
         seq.tokens += tokens
         seq.need = 0
         eng.held += tokens
-        self._publish(seq.engine)
+        self._admit_waiting(eng)
         return True
 
     def _preempt(self, eng: _Engine, victim: Seq) -> None:
@@ -164,12 +162,12 @@ class Scheduler:
         while eng.waiting and self._fits(eng, eng.waiting[0]):
             self._start(eng, eng.waiting.popleft())
 
-    def _publish(self, engine: int) -> None:
-        eng = self.engines[engine]
-        self._admit_waiting(eng)
-        self.counters.set_health(
-            engine, len(eng.running), len(eng.waiting), eng.held / self.capacity
-        )
+    def refresh_gauges(self) -> None:
+        """Set the running/waiting/KV gauges from the state (at each scrape, not each step:
+        a zero-latency simulator should not pay for gauges nobody reads)."""
+        for engine, eng in enumerate(self.engines):
+            usage = eng.held / self.capacity
+            self.counters.set_health(engine, len(eng.running), len(eng.waiting), usage)
 
 
 def _blocks(prompt: str | list[int]) -> list[bytes]:

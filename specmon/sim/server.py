@@ -712,7 +712,9 @@ async def version(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    body = request.app.state.sim.counters.exposition()
+    state: SimState = request.app.state.sim
+    state.scheduler.refresh_gauges()
+    body = state.counters.exposition()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
