@@ -61,7 +61,7 @@ def test_linear_step_time_within_2_percent(tmp_path, k):
     args = ["--num-spec-tokens", str(k), "--step-ms", "4.6", "--draft-ms-per-token", "0.7"]
     args += ["--ttft-ms", "10", "--log", str(log), "--acceptance", "0.6"]
     with start_sim(args) as sim:
-        for concurrency, requests in ((1, 4), (8, 16), (32, 64)):
+        for concurrency, requests in ((1, 6), (8, 16), (32, 64)):
             before = len(read_log(log)) if log.exists() else 0
             asyncio.run(_load(sim.url, concurrency, requests))
             entries = read_log(log)[before:]
