@@ -21,7 +21,7 @@ from specmon.sim.config import (
 )
 from specmon.sim.model import LATENCY_MODELS
 
-LATENCY_HELP = """latency models (milliseconds; B = requests running incl. this one, k drafts):
+LATENCY_HELP = """latency models (ms; B = requests running on all engines incl. this one, k drafts):
   linear (default):
     step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
   roofline:

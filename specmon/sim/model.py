@@ -13,8 +13,8 @@ and is a non-spec decode step (vLLM does not count steps without drafts as spec 
 Hence, always: sum(hist) = steps, sum(j*h_j) = accepted <= drafted, and
 completion_tokens = 1 + steps + accepted + nonspec_steps.
 
-Latency (all milliseconds; B = requests running, including this one; k = drafts per step,
-k = 0 meaning no speculation). Two models (`--latency-model`):
+Latency (all milliseconds; B = requests running on all engines, including this one; k = drafts
+per step, k = 0 meaning no speculation). Two models (`--latency-model`):
 
     linear:   step_time(k, B) = step_ms * (1 + batch_slope * (B - 1) * (k + 1))
                                 + draft_ms_per_token * k
