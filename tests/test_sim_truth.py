@@ -308,10 +308,12 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
     [
         (["--acceptance", "1.5"], "outside 0..1"),
         (["--acceptance", "0.5,0.5"], "--acceptance"),
-        (["--num-spec-tokens", "0"], "--num-spec-tokens"),
+        (["--num-spec-tokens", "-1"], "--num-spec-tokens"),
         (["--error-rate", "2"], "--error-rate"),
         (["--category-acceptance", "code"], "CATEGORY=P"),
         (["--log", "/nonexistent-dir/x.jsonl"], "--log"),
+        (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--kv-cache-tokens", "0"], "--kv-cache-tokens"),
     ],
 )
 def test_bad_flags_are_one_line_errors(args, words):

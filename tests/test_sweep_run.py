@@ -21,8 +21,8 @@ from sweep_fakes import sweep_argv
 from specmon.sim.process import start_sim
 
 # Flip to True once `specmon sim` serves k=0 / has the roofline model (issue 11 item 7).
-SIM_HAS_K0 = False
-SIM_HAS_ROOFLINE = False
+SIM_HAS_K0 = True
+SIM_HAS_ROOFLINE = True
 
 WAIT_S = 120  # generous bound for any one sweep on a busy 2-core machine
 OUTPUT_TOKENS = 24

@@ -13,12 +13,21 @@ import socket
 from specmon.errors import UserError
 from specmon.sim.config import SIM_OPTIONS, SimConfig
 
-LATENCY_HELP = """latency model (milliseconds; B = requests in flight):
-  step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+LATENCY_HELP = """latency models (ms; B = requests running on all engines incl. this one, k drafts):
+  linear (default):
+    step_time = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+  roofline:
+    step_time = max(step_floor_ms, compute_ms_per_token * B * (k + 1))
+                + draft_ms_per_token * k
   The first token arrives after ttft_ms; then one verify step per step_time, each emitting
-  the accepted drafts plus one token. With every latency at 0 the server answers at once.
-  batch_slope makes verifying k+1 tokens for many requests costly, so the best k falls
-  as concurrency grows."""
+  the accepted drafts plus one token (k = 0: one token per step, no speculation). Steps run
+  against absolute monotonic deadlines, so the mean step equals the formula. With every
+  latency at 0 the server answers at once. batch_slope (linear) or the compute term
+  (roofline) makes verifying k+1 tokens for many requests costly, so the best k falls as
+  concurrency grows.
+capacity: at most --max-num-seqs requests run per engine, the rest wait (FIFO); KV usage =
+  tokens held (prompt + generated) / --kv-cache-tokens; a step that would overflow it
+  preempts the newest running request (it waits, then recomputes and resumes)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

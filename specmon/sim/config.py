@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
+from specmon.sim.model import LatencyModel
 
 Shape = Literal["vllm", "vllm-legacy", "trtllm", "sglang", "none"]
 Level = Literal["summary", "detailed"]
+LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
 SHAPES: tuple[str, ...] = typing.get_args(Shape)
 LEVELS: tuple[str, ...] = typing.get_args(Level)
 
@@ -34,7 +36,9 @@ class SimConfig(BaseModel):
     api_key: str | None = option(
         None, "require 'Authorization: Bearer KEY'", metavar="KEY", secret=True
     )
-    num_spec_tokens: int = option(3, "drafts per verify step, k", ge=1, metavar="K")
+    num_spec_tokens: int = option(
+        3, "drafts per verify step, k (0: no speculation)", ge=0, metavar="K"
+    )
     # Conditional acceptance per draft position 1..k (P(accept i | accepted i-1)).
     acceptance: list[float] = option(
         "0.7",
@@ -53,6 +57,16 @@ class SimConfig(BaseModel):
     step_ms: float = option(0.0, "target step time at batch 1", ge=0)
     draft_ms_per_token: float = option(0.0, "draft cost per drafted token", ge=0)
     batch_slope: float = option(0.0, "step-time growth per extra verified token in flight", ge=0)
+    # Latency model and server capacity (formulas in specmon/sim/model.py and scheduler.py).
+    latency_model: LatencyKind = option("linear", "step-time formula (see below)")
+    step_floor_ms: float = option(0.0, "roofline: memory-bound step floor", ge=0)
+    compute_ms_per_token: float = option(
+        0.0, "roofline: cost per verified token in the batch (B * (k + 1) of them)", ge=0
+    )
+    max_num_seqs: int = option(1_000_000, "running requests per engine (the rest wait)", ge=1)
+    kv_cache_tokens: int = option(
+        1_000_000_000, "KV-cache capacity per engine, in tokens (overflow preempts)", ge=1
+    )
     shape: Shape = option("vllm", "where and how the per-request stats are sent")
     level: Level = option("detailed", "summary omits per-step arrays")
     seed: int | None = option(None, "same seed + same requests -> same answers")
@@ -98,6 +112,16 @@ class SimConfig(BaseModel):
         if isinstance(value, dict):  # a TOML table: {code = [0.9, 0.8, 0.7]}
             value = ",".join(f"{name}={_positions(v)}" for name, v in value.items())
         return parse_category_acceptance(str(value), k)
+
+    def latency(self) -> LatencyModel:
+        return LatencyModel(
+            kind=self.latency_model,
+            step_ms=self.step_ms,
+            batch_slope=self.batch_slope,
+            step_floor_ms=self.step_floor_ms,
+            compute_ms_per_token=self.compute_ms_per_token,
+            draft_ms_per_token=self.draft_ms_per_token,
+        )
 
     def acceptance_for(self, category: str | None) -> list[float]:
         """Per-position conditional acceptance for a request of this category."""

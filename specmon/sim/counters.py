@@ -1,4 +1,9 @@
-"""vLLM's Prometheus spec-decode counters, one label set per simulated engine."""
+"""vLLM's Prometheus series on /metrics, one label set per simulated engine.
+
+Spec-decode counters (vllm:spec_decode_*) exist only with speculation (k >= 1), as on a real
+vLLM started without a speculative config. The health series (running, waiting, KV-cache
+usage, preemptions, prefix cache) are driven by specmon.sim.scheduler.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +13,37 @@ from specmon.sim.model import SequencePlan
 
 
 class SpecCounters:
-    """The counter families vLLM exposes on /metrics, written by prometheus_client like vLLM."""
+    """The series vLLM exposes on /metrics, written by prometheus_client like vLLM."""
 
     def __init__(self, model: str, k: int, engines: int) -> None:
         self.registry = CollectorRegistry()
         self.k = k
         labels = ["engine", "model_name"]
         reg = self.registry
-        self.drafts = Counter(
-            "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels, registry=reg
-        )
-        self.draft_tokens = Counter(
-            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels, registry=reg
-        )
-        self.accepted = Counter(
-            "vllm:spec_decode_num_accepted_tokens",
-            "Number of accepted tokens.",
-            labels,
-            registry=reg,
-        )
-        self.per_pos = Counter(
-            "vllm:spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            labels + ["position"],
-            registry=reg,
-        )
+        families: list[Counter | Gauge] = []
+        if k > 0:
+            self.drafts = Counter(
+                "vllm:spec_decode_num_drafts",
+                "Number of spec decoding drafts.",
+                labels,
+                registry=reg,
+            )
+            self.draft_tokens = Counter(
+                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels, registry=reg
+            )
+            self.accepted = Counter(
+                "vllm:spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                labels,
+                registry=reg,
+            )
+            self.per_pos = Counter(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                labels + ["position"],
+                registry=reg,
+            )
+            families += [self.drafts, self.draft_tokens, self.accepted]
         self.prompt_tokens = Counter(
             "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=reg
         )
@@ -42,16 +53,43 @@ class SpecCounters:
         self.running = Gauge(
             "vllm:num_requests_running", "Number of requests running.", labels, registry=reg
         )
+        self.waiting = Gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting.", labels, registry=reg
+        )
+        self.kv_usage = Gauge(
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            labels,
+            registry=reg,
+        )
+        self.preemptions = Counter(
+            "vllm:num_preemptions", "Cumulative number of preemption.", labels, registry=reg
+        )
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            labels,
+            registry=reg,
+        )
+        self.prefix_hits = Counter(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            labels,
+            registry=reg,
+        )
+        families += [
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.running,
+            self.waiting,
+            self.kv_usage,
+            self.preemptions,
+            self.prefix_queries,
+            self.prefix_hits,
+        ]
         self.labels = [(str(e), model) for e in range(engines)]
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
-            for family in (
-                self.drafts,
-                self.draft_tokens,
-                self.accepted,
-                self.prompt_tokens,
-                self.generation_tokens,
-                self.running,
-            ):
+            for family in families:
                 family.labels(engine, name)
             for position in range(k):
                 self.per_pos.labels(engine, name, str(position))
@@ -62,7 +100,7 @@ class SpecCounters:
             plan.per_step_accepted if steps_done is None else plan.per_step_accepted[:steps_done]
         )
         drafted = plan.per_step_drafted[: len(accepted)]
-        if not accepted:
+        if not accepted or self.k == 0:
             return
         labels = self.labels[engine]
         self.drafts.labels(*labels).inc(len(accepted))
@@ -79,8 +117,20 @@ class SpecCounters:
         self.prompt_tokens.labels(*labels).inc(prompt_tokens)
         self.generation_tokens.labels(*labels).inc(generation_tokens)
 
-    def set_running(self, engine: int, delta: int) -> None:
-        self.running.labels(*self.labels[engine]).inc(delta)
+    def set_health(self, engine: int, running: int, waiting: int, kv_usage: float) -> None:
+        labels = self.labels[engine]
+        self.running.labels(*labels).set(running)
+        self.waiting.labels(*labels).set(waiting)
+        self.kv_usage.labels(*labels).set(kv_usage)
+
+    def add_preemption(self, engine: int) -> None:
+        self.preemptions.labels(*self.labels[engine]).inc()
+
+    def add_prefix(self, engine: int, queried: int, hits: int) -> None:
+        labels = self.labels[engine]
+        self.prefix_queries.labels(*labels).inc(queried)
+        if hits:
+            self.prefix_hits.labels(*labels).inc(hits)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

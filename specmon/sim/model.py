@@ -13,15 +13,22 @@ and is a non-spec decode step (vLLM does not count steps without drafts as spec 
 Hence, always: sum(hist) = steps, sum(j*h_j) = accepted <= drafted, and
 completion_tokens = 1 + steps + accepted + nonspec_steps.
 
-Latency (all milliseconds; B = requests in flight, including this one):
+Latency (all milliseconds; B = requests running on all engines, including this one; k = drafts
+per step, k = 0 meaning no speculation). Two models (`--latency-model`):
 
-    step_time(k, B) = step_ms * (1 + batch_slope * (B - 1) * (k + 1)) + draft_ms_per_token * k
+    linear:   step_time(k, B) = step_ms * (1 + batch_slope * (B - 1) * (k + 1))
+                                + draft_ms_per_token * k
+    roofline: step_time(k, B) = max(step_floor_ms, compute_ms_per_token * B * (k + 1))
+                                + draft_ms_per_token * k
 
-step_ms is the target's step time at batch 1 (memory bound: verifying k+1 tokens costs about
-one step). batch_slope is the fractional growth of the step time per extra verified token in
-flight, so at high concurrency the verify cost grows with B*(k+1) (compute bound) and a
-smaller k gives more tokens/s, as on a real server. Time to first token is ttft_ms. With every
-latency at 0 the simulator answers as fast as it can (no sleeps at all).
+linear: step_ms is the target's step time at batch 1 (memory bound: verifying k+1 tokens
+costs about one step); batch_slope is the fractional growth of the step time per extra
+verified token in flight, so at high concurrency a smaller k gives more tokens/s.
+roofline: a memory-bound floor until the batch's verified tokens B*(k+1) make the step
+compute bound; the knee moves the best k, and step time is not a straight line in k or B.
+Time to first token is ttft_ms. With every latency at 0 the simulator answers as fast as it
+can (no sleeps at all). `LatencyModel.step_ms(k, B)` is the one implementation of both; the
+steady-state throughput per request is E(k) / step_time(k, B) (see tokens_per_second).
 """
 
 from __future__ import annotations
@@ -108,6 +115,61 @@ def step_time_ms(
     """Time of one verify step drafting k tokens with `in_flight` requests running."""
     extra = max(in_flight, 1) - 1
     return step_ms * (1.0 + batch_slope * extra * (k + 1)) + draft_ms_per_token * k
+
+
+LATENCY_MODELS = ("linear", "roofline")
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Step time of one verify step (module docstring): `kind` is linear or roofline."""
+
+    kind: str = "linear"
+    step_ms: float = 0.0  # linear: step time at batch 1
+    batch_slope: float = 0.0  # linear
+    step_floor_ms: float = 0.0  # roofline: memory-bound floor
+    compute_ms_per_token: float = 0.0  # roofline: cost per verified token in the batch
+    draft_ms_per_token: float = 0.0  # both: cost per drafted token
+
+    def step_ms_at(self, k: int, in_flight: int) -> float:
+        """step_time(k, B) in ms; B < 1 counts as batch 1."""
+        batch = max(in_flight, 1)
+        if self.kind == "roofline":
+            verify = max(self.step_floor_ms, self.compute_ms_per_token * batch * (k + 1))
+            return verify + self.draft_ms_per_token * k
+        return step_time_ms(k, batch, self.step_ms, self.draft_ms_per_token, self.batch_slope)
+
+    def tokens_per_second(self, acceptance: list[float], k: int, in_flight: int) -> float:
+        """Server-wide steady-state decode tokens/s: B * E(k) / step_time(k, B)."""
+        step = self.step_ms_at(k, in_flight)
+        if step <= 0:
+            return float("inf")
+        return max(in_flight, 1) * expected_tokens_per_step(acceptance, k) * 1000.0 / step
+
+    def best_k(self, acceptance: list[float], in_flight: int) -> int:
+        """The k in 0..len(acceptance) with the highest tokens/s (ties to the smaller k)."""
+        rates = [
+            self.tokens_per_second(acceptance, k, in_flight) for k in range(len(acceptance) + 1)
+        ]
+        return max(range(len(rates)), key=lambda k: (rates[k], -k))
+
+    @property
+    def sleeps(self) -> bool:
+        return any(
+            v > 0
+            for v in (
+                self.step_ms,
+                self.step_floor_ms,
+                self.compute_ms_per_token,
+                self.draft_ms_per_token,
+            )
+        )
+
+
+def latency_step_ms(model: str, k: int, in_flight: int, **params: float) -> float:
+    """step_time(k, B) of the named model: latency_step_ms("roofline", 4, 16, step_floor_ms=8,
+    compute_ms_per_token=0.1, draft_ms_per_token=0.5). Parameters are LatencyModel's fields."""
+    return LatencyModel(kind=model, **params).step_ms_at(k, in_flight)
 
 
 def expected_tokens_per_step(acceptance: list[float], k: int) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -39,6 +39,9 @@ class ParsedRequest:
     include_usage: bool
     prompt_tokens: list[int]  # one entry per prompt (completions may send several)
     return_spec_details: bool  # SGLang's per-request opt-in
+    # Each prompt as text (chat: role and content of every message) or token ids, for the
+    # prefix-cache model (specmon/sim/scheduler.py).
+    prompts: list[str | list[int]] = field(default_factory=list)
 
     @property
     def num_choices(self) -> int:
@@ -70,6 +73,20 @@ def _chat_prompt(body: dict[str, Any]) -> list[int]:
             raise ApiError(400, "Each message must be an object with a 'role'.", param="messages")
         total += 1 + estimate_tokens(_message_text(message.get("content")))  # +1: role marker
     return [total]
+
+
+def prompt_keys(endpoint: str, body: dict[str, Any]) -> list[str | list[int]]:
+    """The prompts of a validated body, as the prefix cache sees them."""
+    if endpoint == "chat":
+        return [
+            "".join(f"{m['role']}\0{_message_text(m.get('content'))}\0" for m in body["messages"])
+        ]
+    prompt = body["prompt"]
+    if isinstance(prompt, str):
+        return [prompt]
+    if all(isinstance(t, int) for t in prompt):
+        return [list(prompt)]
+    return list(prompt)
 
 
 def _completion_prompts(body: dict[str, Any]) -> list[int]:
@@ -137,4 +154,5 @@ def parse_request(
         include_usage=include_usage,
         prompt_tokens=prompts,
         return_spec_details=bool(body.get("return_spec_tokens_details", False)),
+        prompts=prompt_keys(endpoint, body),
     )

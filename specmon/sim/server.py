@@ -4,6 +4,22 @@ Each request gets its own RNG seeded from --seed, a hash of the raw body and cat
 how many times that same body was seen before, so the same requests give the same responses
 whatever order they arrive in. Everything a request was sent is written to --log as one
 JSON line before the response's last bytes leave (the ground truth for tests).
+
+Pacing: a request waits for admission (specmon/sim/scheduler.py), its first token is due
+ttft_ms later, and each step is due step_time after the previous deadline, on absolute
+perf_counter deadlines: a late wake-up (the event loop's timers are whole milliseconds)
+delays one chunk, never the ones after it, so the mean step equals the formula.
+
+Timing fields of a --log line (integers, time.monotonic_ns(), i.e. CLOCK_MONOTONIC on Linux,
+the clock of time.perf_counter_ns(), shared by every process on the host):
+  start_ns     when the request was parsed (before admission)
+  admitted_ns  when it first started running
+  chunk_ns     streaming: one entry per write, just before the bytes go to the socket:
+               entry r (r < rounds) is round r (round 0 = role chunk + first token,
+               round r = decode step r), the last entry is the tail (usage chunk and
+               [DONE]); non-streaming: one entry, the JSON body's write
+  step_ms      each decode step's step_time (ms) as the latency model gave it
+  preemptions  times the request was preempted (KV cache full) and recomputed
 """
 
 from __future__ import annotations
@@ -25,8 +41,9 @@ from starlette.routing import Route
 from specmon.sim import payloads
 from specmon.sim.config import SimConfig
 from specmon.sim.counters import SpecCounters
-from specmon.sim.model import SequencePlan, plan_sequence, step_time_ms
+from specmon.sim.model import SequencePlan, plan_sequence
 from specmon.sim.requests import ApiError, ParsedRequest, parse_request
+from specmon.sim.scheduler import Scheduler, Seq
 
 # 64 cheap fake words: a token is " " + one of them.
 WORDS = tuple(
@@ -117,9 +134,12 @@ class SimState:
         self.base_seed = cfg.seed if cfg.seed is not None else int.from_bytes(os.urandom(8), "big")
         self.occurrences: dict[bytes, int] = {}  # body digest -> times seen (with --seed)
         self.unseeded = 0
-        self.in_flight = 0
         self.request_seq = 0
+        self.latency = cfg.latency()
         self.counters = SpecCounters(cfg.model, cfg.num_spec_tokens, cfg.engines)
+        self.scheduler = Scheduler(
+            self.counters, cfg.engines, cfg.max_num_seqs, cfg.kv_cache_tokens
+        )
         self.log_file = open(cfg.log_path, "ab") if cfg.log_path else None
         self.started = int(time.time())
 
@@ -143,18 +163,28 @@ class SimState:
             self.log_file.write(orjson.dumps(entry) + b"\n")
             self.log_file.flush()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests running (decoding) on every engine: B of the latency model."""
+        return self.scheduler.running_total
+
     def step_ms(self, k: int) -> float:
-        cfg = self.cfg
-        return step_time_ms(k, self.in_flight, cfg.step_ms, cfg.draft_ms_per_token, cfg.batch_slope)
+        return self.latency.step_ms_at(k, self.in_flight)
 
 
 def _error_response(err: ApiError) -> Response:
     return Response(orjson.dumps(err.body()), status_code=err.status, media_type=JSON)
 
 
-async def _sleep_ms(ms: float) -> None:
-    if ms > 0:
-        await asyncio.sleep(ms / 1000.0)
+# A wake-up this close to its deadline counts as on time: uvloop's timers are whole
+# milliseconds on a cached clock, so sleeping the last fraction again would only spin.
+_ON_TIME_S = 0.0002
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Sleep until time.perf_counter() reaches `deadline` (absolute, so lateness never adds up)."""
+    while (left := deadline - time.perf_counter()) > _ON_TIME_S:
+        await asyncio.sleep(left)
 
 
 class _Cut(Exception):
@@ -244,6 +274,12 @@ class SimRequest:
         self.ttft = cfg.ttft_ms
         self.rounds_sent: int | None = None
         self.client_gone = False
+        # KV tokens held once running: the prompt(s) and the prefill token of every choice.
+        self.seq = Seq(self.engine, sum(parsed.prompt_tokens) + parsed.num_choices)
+        self.start_ns = time.monotonic_ns()
+        self.admitted_ns: int | None = None
+        self.chunk_ns: list[int] = []
+        self.preemptions = 0
 
     def _client_left(self) -> None:
         self.client_gone = True
@@ -269,7 +305,7 @@ class SimRequest:
         return obj
 
     def vllm_spec(self, streaming: bool) -> dict[str, Any] | None:
-        if self.cfg.shape != "vllm" or not self.single:
+        if self.cfg.shape != "vllm" or not self.single or self.k == 0:
             return None
         plan = self.plans[0]
         return self._maybe_corrupt(payloads.vllm_object(plan, self.k, self.cfg.level, streaming))
@@ -277,6 +313,8 @@ class SimRequest:
     def choice_spec(self, index: int, streaming: bool) -> tuple[str, dict[str, Any]] | None:
         """(key, object) to put on choice `index` for the per-choice shapes."""
         plan = self.plans[index]
+        if self.k == 0:  # no speculation: no spec-decode object anywhere
+            return None
         if self.cfg.shape == "vllm-legacy":
             return "speculative_decoding_stats", self._maybe_corrupt(
                 payloads.legacy_object(plan, self.cfg.level, streaming)
@@ -287,7 +325,7 @@ class SimRequest:
         return None
 
     def sglext(self) -> dict[str, Any] | None:
-        if self.cfg.shape != "sglang" or not self.parsed.return_spec_details:
+        if self.cfg.shape != "sglang" or not self.parsed.return_spec_details or self.k == 0:
             return None
         objs = [self._maybe_corrupt(payloads.sglang_object(p, self.k)) for p in self.plans]
         if self.single:
@@ -369,6 +407,10 @@ class SimRequest:
             "ttft_ms": self.ttft,
             "step_ms": self.step_times,
             "rounds_sent": self.rounds_sent,
+            "start_ns": self.start_ns,
+            "admitted_ns": self.admitted_ns,
+            "chunk_ns": self.chunk_ns,
+            "preemptions": self.preemptions,
         }
         self.state.write_log(entry)
 
@@ -381,8 +423,7 @@ class SimRequest:
             )
         if self.parsed.stream:
             # Watching for a client that leaves costs a task; worth it only when steps take time.
-            cfg = self.cfg
-            slow = cfg.ttft_ms > 0 or cfg.step_ms > 0 or cfg.draft_ms_per_token > 0
+            slow = self.cfg.ttft_ms > 0 or self.state.latency.sleeps
             return RawResponse(self._stream(), SSE, self._client_left if slow else None)
         return await self._respond_json()
 
@@ -390,15 +431,13 @@ class SimRequest:
         return max(1 + len(p.step_tokens) for p in self.plans)
 
     async def _respond_json(self) -> Any:
-        self._enter()
         try:
-            for _ in range(self._rounds() - 1):
-                self.step_times.append(self.state.step_ms(self.k))
-            await _sleep_ms(self.ttft)
-            self.t_first = time.perf_counter()
-            await _sleep_ms(sum(self.step_times))
+            async for rnd in self._paced(self._rounds()):
+                if rnd == 0:
+                    self.t_first = time.perf_counter()
             body, payload = self._json_body()
             data = orjson.dumps(body)
+            self.chunk_ns.append(time.monotonic_ns())
             if self.fault == "disconnect":
                 self.rounds_sent = 0
                 self.account(0)
@@ -408,15 +447,42 @@ class SimRequest:
             self.log(200, payload)
             return Response(data, media_type=JSON)
         finally:
-            self._leave()
+            self.state.scheduler.release(self.seq)
 
-    def _enter(self) -> None:
-        self.state.in_flight += 1
-        self.state.counters.set_running(self.engine, 1)
+    # ----- pacing ---------------------------------------------------------------------
+    async def _paced(self, rounds: int) -> AsyncIterator[int]:
+        """Yield each round when it is due: 0 after admission + ttft, r after step r."""
+        scheduler = self.state.scheduler
+        await scheduler.admit(self.seq)
+        self.admitted_ns = time.monotonic_ns()
+        for prompt, tokens in zip(self.parsed.prompts, self.parsed.prompt_tokens, strict=False):
+            scheduler.prefix_lookup(self.engine, prompt, tokens)
+        deadline = time.perf_counter() + self.ttft / 1000.0
+        await _sleep_until(deadline)
+        yield 0
+        for rnd in range(1, rounds):
+            deadline = await self._claim_step(rnd, deadline)
+            step = self.state.step_ms(self.k)
+            self.step_times.append(step)
+            deadline += step / 1000.0
+            await _sleep_until(deadline)
+            yield rnd
 
-    def _leave(self) -> None:
-        self.state.in_flight -= 1
-        self.state.counters.set_running(self.engine, -1)
+    async def _claim_step(self, rnd: int, deadline: float) -> float:
+        """Hold the KV tokens of round `rnd`, waiting out preemptions; returns the deadline
+        the step starts from (a resumed request recomputes for ttft_ms first)."""
+        tokens = sum(p.step_tokens[rnd - 1] for p in self.plans if rnd <= len(p.step_tokens))
+        scheduler = self.state.scheduler
+        while True:
+            if self.seq.preempted:
+                await scheduler.wait_resumed(self.seq)
+                self.seq.preempted = False
+                self.preemptions += 1
+                deadline = time.perf_counter() + self.ttft / 1000.0
+                await _sleep_until(deadline)
+                continue  # it may have been preempted again while recomputing
+            if scheduler.grow(self.seq, tokens):
+                return deadline
 
     def _json_body(self) -> tuple[dict[str, Any], Any]:
         """The non-streaming body and the spec-decode payload as sent (None if none)."""
@@ -586,30 +652,27 @@ class SimRequest:
         self._sent_choice_specs: list[dict[str, Any]] = []
         rounds = self._rounds()
         cut_at = max(1, rounds // 2) if self.fault == "disconnect" else None
-        self._enter()
         try:
-            await _sleep_ms(self.ttft)
-            for rnd in range(rounds):
+            async for rnd in self._paced(rounds):
                 if self.client_gone:  # abort like vLLM: count only what was generated
                     self._stop_early(rnd, "client_disconnect")
                     return
                 if rnd == cut_at:
                     self._stop_early(rnd, "disconnect")
                     raise _Cut()
-                if rnd > 0:
-                    step = self.state.step_ms(self.k)
-                    self.step_times.append(step)
-                    await _sleep_ms(step)
                 if rnd == 0:
                     self.t_first = time.perf_counter()
-                yield self._round_chunks(rnd)
+                data = self._round_chunks(rnd)
+                self.chunk_ns.append(time.monotonic_ns())
+                yield data
             tail, payload = self._tail()
             self.rounds_sent = rounds
             self.account()
+            self.chunk_ns.append(time.monotonic_ns())
             self.log(200, payload)
             yield tail + b"data: [DONE]\n\n"
         finally:
-            self._leave()
+            self.state.scheduler.release(self.seq)
 
 
 async def _cut_after(data: bytes) -> AsyncIterator[bytes]:
@@ -653,7 +716,9 @@ async def version(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    body = request.app.state.sim.counters.exposition()
+    state: SimState = request.app.state.sim
+    state.scheduler.refresh_gauges()
+    body = state.counters.exposition()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
@@ -665,7 +730,7 @@ async def server_info(request: Request) -> Response:
         "server_args": {
             "model_path": cfg.model,
             "served_model_name": cfg.model,
-            "speculative_algorithm": "EAGLE",
+            "speculative_algorithm": "EAGLE" if cfg.num_spec_tokens else None,
             "speculative_num_steps": cfg.num_spec_tokens,
             "speculative_num_draft_tokens": cfg.num_spec_tokens + 1,
         },
