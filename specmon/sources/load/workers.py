@@ -27,6 +27,7 @@ from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
+from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
@@ -118,7 +119,7 @@ def _worker_main(
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
-        results.put(("cap", index, orjson.dumps(capture)))
+        results.put(("cap", index, dumps_safe(capture)))
 
     runner = LoadRunner(
         RunConfig(**share), None, sink=sink, worker_id=worker_id, arrival_offset_s=offset
