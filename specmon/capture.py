@@ -17,6 +17,7 @@ import orjson
 
 from specmon.checks import is_int
 from specmon.errors import UserError
+from specmon.export.safe_json import dumps_safe
 
 ENDPOINTS = ("chat", "completions")
 PHASES = ("profiling", "warmup")
@@ -106,6 +107,7 @@ class RawCapture:
             isinstance(response_ns, list) and all(is_int(t) for t in response_ns)
         ):
             raise CaptureError("'response_ns' must be a list of integers")
+        _check_times(d, response_ns or [])
         return cls(
             endpoint=endpoint,
             streaming=streaming,
@@ -148,7 +150,24 @@ class RawCapture:
         return d
 
     def to_json_line(self) -> bytes:
-        return orjson.dumps(self.to_dict()) + b"\n"
+        return dumps_safe(self.to_dict()) + b"\n"
+
+
+# Clock readings (perf_counter_ns, time_ns) are int64 nanoseconds: anything outside is not a
+# time this process could have read, and would overflow every time difference downstream.
+TIME_NS_MAX = 2**63 - 1
+
+
+def _check_times(d: dict, response_ns: list) -> None:
+    for key in ("start_ns", "end_ns", "wall_start_ns"):
+        v = d.get(key)
+        if is_int(v) and not 0 <= v <= TIME_NS_MAX:
+            raise CaptureError(f"'{key}' out of range: {v} (a clock reading is 0 to 2**63-1 ns)")
+    if any(not 0 <= t <= TIME_NS_MAX for t in response_ns):
+        raise CaptureError("'response_ns' out of range (a clock reading is 0 to 2**63-1 ns)")
+    start, end = d.get("start_ns"), d.get("end_ns")
+    if is_int(start) and is_int(end) and end < start:
+        raise CaptureError(f"'end_ns' ({end}) is before 'start_ns' ({start})")
 
 
 def _opt_int(d: dict, key: str) -> int | None:

@@ -60,3 +60,13 @@ def format_table(
         ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def server_down_text(down_since: float | None) -> str:
+    """ "server down since HH:MM:SS, retrying" (local time) while an outage lasts, else ""
+    (LoadProgress.down_since; the header and the headless progress line both show it)."""
+    if down_since is None:
+        return ""
+    import time
+
+    return f"server down since {time.strftime('%H:%M:%S', time.localtime(down_since))}, retrying"

@@ -41,6 +41,12 @@ class LoadProgress:
     warmup_completed: int = 0
     lag_warning: bool = False
     elapsed_s: float = 0.0  # seconds since profiling began
+    # Connection failures (nothing reached a server) are retried after a backoff and do not
+    # use up --request-count: `retries` counts those attempts (each one is also recorded as a
+    # `connection_error`), `down_since` is the wall-clock time (time.time()) of the first
+    # failure of the current outage, None while the server answers.
+    retries: int = 0
+    down_since: float | None = None
 
 
 @runtime_checkable

@@ -14,12 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def real_page() -> Path:
-    """../shared/reference/vllm032-metrics-full.prom from the checkout (or a folder above it)."""
+    """The real vLLM 0.32 /metrics page: test data in the shared folder beside the checkout."""
     for base in (ROOT, *ROOT.parents):
         candidate = base.parent / "shared" / "reference" / "vllm032-metrics-full.prom"
         if candidate.is_file():
             return candidate
-    raise AssertionError("the real vLLM 0.32 /metrics page is not in ../shared/reference/")
+    raise AssertionError("the real vLLM 0.32 /metrics page (vllm032-metrics-full.prom) is missing")
 
 
 ENGINE0 = (("engine", "0"), ("model_name", "tiny"))

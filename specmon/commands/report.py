@@ -58,13 +58,16 @@ def run_report(
     )
     good = bad = 0
     for line_no, item in lines:
-        if isinstance(item, str):
-            bad += 1
-            if bad <= MAX_REPORTED_BAD_LINES:
-                print(f"specmon: {input_path}:{line_no}: skipped: {item}", file=err)
-            continue
-        session.add(item)
-        good += 1
+        if not isinstance(item, str):
+            try:
+                session.add(item)
+                good += 1
+                continue
+            except Exception as exc:  # a hostile line never stops the report: skip, go on
+                item = f"cannot process: {type(exc).__name__}: {str(exc)[:200]}"
+        bad += 1
+        if bad <= MAX_REPORTED_BAD_LINES:
+            print(f"specmon: {input_path}:{line_no}: skipped: {item}", file=err)
     if bad > MAX_REPORTED_BAD_LINES:
         print(f"specmon: ... {bad - MAX_REPORTED_BAD_LINES} more bad lines skipped", file=err)
     if good == 0:

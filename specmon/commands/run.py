@@ -18,6 +18,7 @@ from typing import Any
 
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
 from specmon.errors import UserError
+from specmon.formatting import server_down_text
 
 PROGRESS_EVERY_S = 2.0
 
@@ -232,13 +233,17 @@ def format_progress(progress: Any, al: float | None) -> str:
     """One line: elapsed, done/total, errors, req/s, running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
     elapsed = max(progress.elapsed_s, 1e-9)
-    rate = progress.completed / elapsed if progress.elapsed_s > 0 else 0.0
+    # requests that finished without an error (connection retries never finished one)
+    answered = progress.completed - (progress.errors - getattr(progress, "retries", 0))
+    rate = answered / elapsed if progress.elapsed_s > 0 else 0.0
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
+    down = server_down_text(getattr(progress, "down_since", None))
     return (
         f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
         f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
         f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms"
+        + (f"  {down}" if down else "")
     )
 
 
@@ -303,5 +308,16 @@ def _exit_status(runner: Any, out: Any) -> int:
         if isinstance(error, UserError):
             raise error
         print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
+        return 1
+    return _all_failed_status(runner, out)
+
+
+def _all_failed_status(multi: Any, out: Any) -> int:
+    """1 when requests were made and none succeeded (README, exit status), else 0."""
+    accs = [run.session.accumulator for run in getattr(multi, "runs", [])]
+    valid = sum(acc.request_count for acc in accs)
+    errors = sum(acc.error_count for acc in accs)
+    if valid == 0 and errors > 0:
+        print(f"specmon: error: every request failed ({errors} errors)", file=out)
         return 1
     return 0

@@ -19,6 +19,7 @@ import orjson
 from specmon import __version__
 from specmon.constants import NS_PER_S
 from specmon.export.common import AIPERF_COMPAT_VERSION, SCHEMA_VERSION, atomic_write
+from specmon.export.safe_json import dumps_safe
 
 # AIPerf's JsonExportData field order for the metrics it declares.
 _DECLARED_ORDER = (
@@ -87,7 +88,7 @@ def build_json(
 
 def dumps_json(doc: dict[str, Any]) -> bytes:
     # orjson writes NaN/inf as null, as AIPerf's exporter does.
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    return dumps_safe(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def write_json(path: str | Path, doc: dict[str, Any]) -> Path:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from specmon.constants import MS_PER_NS
+from specmon.export.safe_json import dumps_safe
 from specmon.pipeline import (
     BASE_SCALE,
     RequestResult,
@@ -74,7 +73,7 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
 
 
 def record_line(result: RequestResult) -> bytes:
-    return orjson.dumps(record_dict(result)) + b"\n"
+    return dumps_safe(record_dict(result)) + b"\n"
 
 
 def _is_number(v: Any) -> bool:

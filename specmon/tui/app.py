@@ -676,7 +676,12 @@ def _runner_progress(runner: RunControl | None) -> dict[str, Any]:
         p = runner.progress()
     except Exception:  # a progress read must never break the screen
         return {}
-    return {"in_flight": p.in_flight, "phase": p.phase}
+    return {
+        "in_flight": p.in_flight,
+        "phase": p.phase,
+        "retries": p.retries,
+        "down_since": p.down_since,
+    }
 
 
 def _target(config: MonitorConfig | None) -> str:

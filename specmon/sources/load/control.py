@@ -40,6 +40,8 @@ def merge_progress(parts: Sequence[LoadProgress], total: int | None = None) -> L
         warmup_completed=sum(p.warmup_completed for p in parts),
         lag_warning=any(p.lag_warning for p in parts),
         elapsed_s=max(p.elapsed_s for p in parts),
+        retries=sum(p.retries for p in parts),
+        down_since=min((p.down_since for p in parts if p.down_since is not None), default=None),
     )
 
 

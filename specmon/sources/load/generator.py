@@ -18,6 +18,7 @@ from typing import Any
 
 from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
+from specmon.errors import UserError
 from specmon.interfaces import LoadProgress
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
@@ -28,6 +29,56 @@ Sink = Callable[[dict[str, Any]], None]
 LAG_INTERVAL_S = 0.1
 LAG_WARN_MS = 25.0  # sustained loop lag above this means latency figures include client delay
 DURATION_GRACE_S = 30.0  # after --benchmark-duration, how long in-flight requests may finish
+# A connection failure (nothing reached a server) is retried by the same slot after
+# min(CAP, BASE * 2**attempt) seconds, times a jitter in [0.5, 1) so slots do not retry in
+# step (docs/architecture.md, "A dead or wrong server").
+BACKOFF_BASE_S = 0.05
+BACKOFF_CAP_S = 2.0
+FIRST_N = 10  # the first N decided requests all failing with one HTTP status is a user error
+
+
+def backoff_delay(attempt: int, rng: random.Random) -> float:
+    """Seconds before retry number `attempt` (0 for the first retry)."""
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** min(attempt, 30)) * rng.uniform(0.5, 1.0)
+
+
+def unreachable(capture: dict[str, Any]) -> bool:
+    """Nothing reached a server: no status line came back (refused, reset, DNS, ...)."""
+    error = capture["error"]
+    return error is not None and error.get("type") == "connection_error" and not capture["status"]
+
+
+class FirstStatusCheck:
+    """Watches the first FIRST_N decided requests (not cancelled, not unreachable): when all
+    failed with the same 4xx status (404 wrong model, 401 bad key) the run is a user error,
+    reported with the server's own message. A shorter run is judged on what it made."""
+
+    def __init__(self, n: int = FIRST_N) -> None:
+        self.n = n
+        self.seen: list[tuple[int, str]] = []  # (status, message); status 0 for a success
+
+    def note(self, capture: dict[str, Any]) -> UserError | None:
+        """Record one decided request; the error once the window is full and uniform."""
+        if len(self.seen) >= self.n:
+            return None
+        error = capture["error"]
+        if error is not None and error.get("type") == "http_error":
+            self.seen.append((int(capture["status"]), str(error.get("message", ""))))
+        else:
+            self.seen.append((0, ""))
+        return self.verdict() if len(self.seen) == self.n else None
+
+    def verdict(self) -> UserError | None:
+        """The user error when every request seen so far failed with one HTTP status."""
+        statuses = {status for status, _ in self.seen}
+        if len(statuses) != 1 or not 400 <= min(statuses) < 500:
+            return None  # a success, mixed statuses or a 5xx (the server's fault) is no verdict
+        status, message = self.seen[0]
+        message = " ".join(message.split())[:300]  # the server's message, on one line
+        return UserError(
+            f"all of the first {len(self.seen)} requests failed with HTTP {status} "
+            f"(check --model, --api-key and --url): {message}"
+        )
 
 
 class RequestFactory:
@@ -195,6 +246,11 @@ class LoadGenerator:
         # perf_counter seconds of recent open-loop arrivals (bounded: a monitor may run for days)
         self.arrival_times: deque[float] = deque(maxlen=100_000)
         self.last_dispatch_s: float | None = None
+        self.retries = 0  # connection-failed attempts, each recorded as a connection_error
+        self.down_since: float | None = None  # time.time() of the current outage's start
+        self.fatal: UserError | None = None  # why the run stopped itself (FirstStatusCheck)
+        self._first = FirstStatusCheck()
+        self._backoff_rng = random.Random(rng.random())
 
     # run-time knobs (loop thread) ---------------------------------------------------
     def set_concurrency(self, value: int | None) -> None:
@@ -234,6 +290,8 @@ class LoadGenerator:
             self.warmup_completed,
             self.lag.warning,
             elapsed,
+            self.retries,
+            self.down_since,
         )
 
     # the loop ------------------------------------------------------------------------
@@ -272,6 +330,9 @@ class LoadGenerator:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             lag_task.cancel()
             self.phase = "done"
+        fatal = self.fatal or self._first.verdict()  # a short run that failed uniformly
+        if fatal is not None:
+            raise fatal
 
     async def _scripted_segments(self) -> None:
         """--segments: each step's settings for N requests or S seconds, drained between steps
@@ -390,22 +451,64 @@ class LoadGenerator:
         self._poke()
 
     async def _one(self, capture: dict[str, Any], prompt: Prompt) -> None:
+        """Send one request; while nothing reaches the server, record the failed attempt and
+        retry it after a backoff, so an outage neither spins nor uses up --request-count."""
+        attempt = 0
         try:
-            await self._client.send(capture, prompt.category)
+            while True:
+                await self._client.send(capture, prompt.category)
+                if not unreachable(capture) or self._stop_requested:
+                    break
+                self._record_retry(capture)
+                await asyncio.sleep(backoff_delay(attempt, self._backoff_rng))
+                attempt += 1
+                capture = _fresh(capture)
+        except asyncio.CancelledError:
+            if not capture["error"]:  # cancelled during a backoff: the request never finished
+                capture["error"] = {
+                    "type": "cancelled",
+                    "message": "request cancelled (run stopped)",
+                }
+                capture["start_ns"] = capture["end_ns"] = time.perf_counter_ns()
+            raise
         finally:  # also on cancellation: the capture is marked cancelled, still recorded
             self.factory.answered(prompt, capture)  # before the completion pokes the loop
             self._record(capture)
 
+    def _record_retry(self, capture: dict[str, Any]) -> None:
+        """A connection failure that will be retried: an error in the exports, not a finished
+        request (counted before the sink, so `sent` never trails what landed)."""
+        if self.down_since is None:
+            self.down_since = time.time()
+        self.retries += 1
+        self.errors += 1
+        self.sink(capture)
+
     def _record(self, capture: dict[str, Any]) -> None:
+        error = capture["error"]
+        if capture["status"]:
+            self.down_since = None  # a server answered: the outage (if any) is over
         if capture.get("benchmark_phase") == "warmup":
             self.warmup_completed += 1
         else:
             self.completed += 1
-            error = capture["error"]
             if error is not None and error.get("type") != "cancelled":  # a stop is not an error
                 self.errors += 1
+        if (error is None or error.get("type") != "cancelled") and self.fatal is None:
+            self.fatal = self._first.note(capture)
+            if self.fatal is not None:
+                self.request_stop()
         self.sink(capture)
 
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
+
+
+def _fresh(capture: dict[str, Any]) -> dict[str, Any]:
+    """A new attempt of the same request: same body and tags, new id, timestamps and result."""
+    keep = {k: capture[k] for k in _TAGS if k in capture}
+    return new_capture(capture["endpoint"], capture["streaming"], capture["request"], **keep)
+
+
+_TAGS = ("category", "question_id", "turn", "benchmark_phase", "server", "worker_id", "segment")

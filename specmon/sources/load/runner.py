@@ -218,6 +218,7 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         """Exact: a request counts as in flight until after it is recorded, so sent - landed
         (landed read before progress; a landing in between only raises the count)."""
         sent = progress.in_flight + progress.completed + progress.warmup_completed
+        sent += progress.retries  # each failed connection attempt lands as an error
         return sent - landed if sent >= landed else None
 
     def set_segment(self, segment: int | None) -> None:

@@ -26,12 +26,15 @@ import orjson
 from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
+from specmon.errors import UserError
+from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
 
 __all__ = ["WorkerPool", "effective_workers", "split_int", "worker_configs"]
 
+_USER_ERROR = "UserError: "  # how a worker's "done" message names a user error
 PROGRESS_EVERY_S = 0.25  # progress is also sent as soon as the counts change
 GO_LEAD_S = 0.05  # the "go" names an instant this far ahead, so every worker starts at once
 
@@ -116,7 +119,7 @@ def _worker_main(
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
-        results.put(("cap", index, orjson.dumps(capture)))
+        results.put(("cap", index, dumps_safe(capture)))
 
     runner = LoadRunner(
         RunConfig(**share), None, sink=sink, worker_id=worker_id, arrival_offset_s=offset
@@ -258,7 +261,7 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
         for index in sorted(dropped - self._finished):  # its "done" never came
             code = self._processes[index].exitcode
             errors.append(f"worker {index}: exited (code {code}) before finishing its share")
-        if errors:
+        if errors and not isinstance(self.error, UserError):
             self.error = RuntimeError("; ".join(errors))
 
     def _handle(self, message: tuple, errors: list[str]) -> None:
@@ -273,7 +276,10 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
         elif kind == "done":
             self._running.discard(index)
             self._finished.add(index)
-            if message[2]:
+            if message[2] and message[2].startswith(_USER_ERROR) and self.error is None:
+                self.error = UserError(message[2][len(_USER_ERROR) :])  # e.g. wrong --model
+                self._broadcast("stop")
+            elif message[2]:
                 errors.append(f"worker {index}: {message[2]}")
         self._release_when_warm()
 
@@ -304,7 +310,7 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
             sent = (
                 0
                 if report is None
-                else report.in_flight + report.completed + report.warmup_completed
+                else report.in_flight + report.completed + report.warmup_completed + report.retries
             )
             unlanded = max(0, sent - self._received.get(index, 0))
             total += max(unlanded, 1) if index in self._running else unlanded

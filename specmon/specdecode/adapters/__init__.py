@@ -210,6 +210,7 @@ def _note(kind: str, detail: str) -> None:
         _logged.add(kind)
     if first:
         level = logging.INFO if kind in QUIET_REASONS else logging.WARNING
+        detail = detail[:200] + "..." if detail and len(detail) > 200 else detail  # one line
         log.log(level, "spec-decode: no record (%s)%s", kind, f": {detail}" if detail else "")
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from specmon.formatting import server_down_text
 from specmon.tui.view import bar, fmt_duration, run_progress
 
 
@@ -29,6 +30,8 @@ class HeaderInfo:
     error_kinds: dict[str, int] | None = None  # kind -> count
     failure: str | None = None  # why the load loop ended abnormally
     phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
+    retries: int = 0  # connection-failed attempts (in `errors`, but no request finished)
+    down_since: float | None = None  # time.time() the current outage began (LoadProgress)
 
 
 class RunHeader(Static):
@@ -82,7 +85,10 @@ class RunHeader(Static):
         out = Text(no_wrap=True)
         # Progress counts every finished request (errors too), as the load loop does.
         prog = run_progress(
-            info.completed + info.errors, info.elapsed_s, info.request_count, info.duration_s
+            info.completed + info.errors - info.retries,
+            info.elapsed_s,
+            info.request_count,
+            info.duration_s,
         )
         rate = info.completed / info.elapsed_s if info.elapsed_s > 0 else 0.0
         if prog.fraction is not None:
@@ -105,6 +111,9 @@ class RunHeader(Static):
         if info.error_kinds:
             kinds = sorted(info.error_kinds.items(), key=lambda kv: -kv[1])
             out.append(" (" + ", ".join(f"{k} {n}" for k, n in kinds[:2]) + ")")
+        if info.down_since is not None and not info.finished:
+            down = server_down_text(info.down_since)
+            out.append(f" · {down}", style=self._style("header--error"))
         if info.failure:
             out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
         elif info.finished and info.source == "live":

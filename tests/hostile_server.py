@@ -1,0 +1,171 @@
+"""A hostile OpenAI-compatible server for tests (asyncio streams, no framework): each request
+to /v1/chat/completions or /v1/completions gets the next case of CASES in turn, as a JSON body
+or, when the request asks for a stream, as SSE events ending with [DONE].
+
+Every case is valid HTTP; the bodies are what a broken or malicious server could send:
+integers that sum past 64 bits, JSON nested deeper than an encoder allows, numbers at or past
+the double range, timing values out of range.
+
+    server = HostileServer(); server.start(); ... server.url ...; server.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+import orjson
+
+MODEL = "hostile-model"
+I64_MAX = 2**63 - 1
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def _body(usage: bytes, spec: bytes = b"null", timing: bytes = b"", extra: bytes = b"") -> bytes:
+    return (
+        b'{"id":"x","object":"chat.completion","model":"' + MODEL.encode() + b'",'
+        b'"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},'
+        b'"finish_reason":"stop"}],"usage":'
+        + usage
+        + b',"metrics":{'
+        + timing
+        + b'"speculative_decoding":'
+        + spec
+        + b"}"
+        + extra
+        + b"}"
+    )
+
+
+def _usage(prompt: object, completion: object) -> bytes:
+    return (
+        f'{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":3}}'.encode()
+    )
+
+
+def _spec(
+    steps: object, accepted: object, drafted: object, hist: str = "[1,1,0,0]", k: int = 3
+) -> bytes:
+    return (
+        f'{{"mean_acceptance_length":2.0,"draft_acceptance_rate":0.5,"acceptance_histogram":{hist},'
+        f'"num_spec_steps":{steps},"num_accepted_draft_tokens":{accepted},'
+        f'"num_draft_tokens":{drafted},"num_spec_tokens":{k}}}'
+    ).encode()
+
+
+GOOD = _body(_usage(2, 2), _spec(2, 1, 6))
+# name -> JSON text of the body (also the last SSE event when streaming)
+CASES: dict[str, bytes] = {
+    "good": GOOD,
+    # each fits 64 bits; two of them sum past 2**64 in any total
+    "totals_64bit": _body(_usage(I64_MAX, I64_MAX), _spec(I64_MAX, I64_MAX, I64_MAX)),
+    # a self-consistent k=1 record at the int64 edge: three of them sum past 2**64 steps
+    "totals_consistent": _body(
+        _usage(I64_MAX, I64_MAX),
+        _spec(I64_MAX, I64_MAX - 1, I64_MAX, hist=f"[1,{I64_MAX - 1}]", k=1),
+    ),
+    "beyond_u64": _body(_usage(2**64 + 5, 2**70), _spec(2**65, 2**64, 2**66)),
+    "negative_i64": _body(_usage(-(2**63), -(2**63)), _spec(-(2**63), -1, -(2**63))),
+    "near_double_max": _body(_usage(1.7e308, 1.7e308), _spec(1.7e308, 1.7e308, 1.7e308)),
+    "past_double_max": _body(_usage(2, "1e400"), _spec(2, 1, 6)),  # inf when parsed
+    "timing_out_of_range": _body(
+        _usage(2, 2),
+        _spec(2, 1, 6),
+        timing=b'"time_to_first_token_ms":1e300,"generation_time_ms":-1e300,'
+        b'"queue_time_ms":18446744073709551615,"mean_itl_ms":-5,"tokens_per_second":1.7e308,',
+    ),
+    # orjson writes at most 255 levels and reads at most 1024
+    "nested_300": _body(_usage(2, 2), _spec(2, 1, 6), extra=b',"x":' + _nested(300)),
+    "nested_1000": _body(_usage(2, 2), _spec(2, 1, 6), extra=b',"x":' + _nested(1000)),
+    "nested_2000": _body(_usage(2, 2), _spec(2, 1, 6), extra=b',"x":' + _nested(2000)),
+    "deep_histogram": _body(_usage(2, 2), _spec(2, 1, 6, hist=_nested(400).decode())),
+}
+
+
+class HostileServer:
+    """Serves CASES in order (cycling) on 127.0.0.1 and an ephemeral port, in a thread."""
+
+    def __init__(self, cases: dict[str, bytes] | None = None) -> None:
+        self.cases = list((cases or CASES).items())
+        self.sent: list[str] = []  # case names in the order they were served
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.AbstractServer | None = None
+
+    def start(self) -> HostileServer:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
+        port = future.result(10)
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def stop(self) -> None:
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> HostileServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _listen(self) -> int:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # keep-alive: one request after another on this connection
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = _content_length(head)
+                body = await reader.readexactly(length) if length else b""
+                await self._answer(head, body, writer.write)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, head: bytes, body: bytes, write: Callable[[bytes], object]) -> None:
+        path = head.split(b" ", 2)[1]
+        if path == b"/v1/models":
+            listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+            write(_response(b"application/json", orjson.dumps(listing)))
+            return
+        if path not in (b"/v1/chat/completions", b"/v1/completions"):
+            write(_response(b"application/json", b'{"error":"not found"}', b"404 Not Found"))
+            return
+        name, payload = self.cases[len(self.sent) % len(self.cases)]
+        self.sent.append(name)
+        request = orjson.loads(body) if body else {}
+        if request.get("stream"):
+            first = b'{"id":"x","choices":[{"index":0,"delta":{"content":"hi"}}]}'
+            events = b"data: " + first + b"\n\ndata: " + payload + b"\n\ndata: [DONE]\n\n"
+            write(_response(b"text/event-stream", events))
+        else:
+            write(_response(b"application/json", payload))
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    return 0
+
+
+def _response(content_type: bytes, body: bytes, status: bytes = b"200 OK") -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
+        + str(len(body)).encode() + b"\r\nConnection: keep-alive\r\n\r\n" + body
+    )  # fmt: skip
