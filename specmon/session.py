@@ -14,6 +14,7 @@ the JSON and the CSV once each, atomically. A session built with `RunSession.fro
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -140,7 +141,10 @@ class RunSession:
             end_ns=time.time_ns(),
         )
         for sink in self.sinks:
-            doc.update(sink.export_extras())
+            try:
+                doc.update(sink.export_extras())
+            except Exception as exc:  # one sink's bug must never cost the summary export
+                _sink_failed(doc, sink, "export_extras", exc)
         return doc
 
     def finish(self, was_cancelled: bool = False) -> dict[str, Path]:
@@ -152,7 +156,10 @@ class RunSession:
             self._finished = True
             self.was_cancelled = self.was_cancelled or was_cancelled
             for sink in self.sinks:
-                sink.on_finish(self.was_cancelled)
+                try:
+                    sink.on_finish(self.was_cancelled)
+                except Exception as exc:  # finish() never raises: the others still finish
+                    _sink_failed(None, sink, "on_finish", exc)
             if self.artifact_dir is None:
                 return dict(self.paths)
             doc = self.export_document()
@@ -164,3 +171,11 @@ class RunSession:
     @property
     def finished(self) -> bool:
         return self._finished
+
+
+def _sink_failed(doc: dict[str, Any] | None, sink: object, step: str, exc: Exception) -> None:
+    """Say on stderr (and in the summary, under `sink_errors`) that one sink failed."""
+    what = f"{type(sink).__name__}.{step}: {type(exc).__name__}: {exc}"
+    print(f"specmon: internal error in {what}", file=sys.stderr)
+    if doc is not None:
+        doc.setdefault("sink_errors", []).append(what)

@@ -36,9 +36,9 @@ from typing import Any
 
 from specmon.analysis import kmodel
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.constants import DEFAULT_DRAFT_COST  # always reported as assumed
 from specmon.specdecode import tuning
 
-DEFAULT_DRAFT_COST = 0.1  # c of the tuning-math worked example; always reported as assumed
 TIE_TOLERANCE = 0.01
 # One run at one k cannot tell the draft cost: without a given one the per-segment model takes
 # the k that loses least for any c in this range (n-gram drafters ~0, small models ~0.2).

@@ -218,6 +218,8 @@ def position_trend(positions: Sequence[PositionEstimate]) -> PositionTrend | Non
     for p in positions:
         if p.trials > 0 and p.conditional is not None:
             smooth = (p.conditional * p.trials + 0.5) / (p.trials + 1)
+            # clipped: at huge trial counts (or a hostile count) smooth rounds to 0 or 1
+            smooth = min(max(smooth, 1e-9), 1.0 - 1e-9)
             pts.append((p.position, p.conditional, p.trials / (smooth * (1 - smooth))))
     if len(pts) < 2:
         return None
