@@ -3,8 +3,8 @@
 `add(capture)` is thread-safe: it processes the capture (outside the lock) and hands the
 result to every sink in registration order, under one lock (see specmon/sinks/base.py).
 The built-in sinks, in order: the raw-capture writer (export level "raw"), the per-request
-JSONL writer (levels "records" and "raw"), the release of response bodies (live runs), and
-the accumulator; `add_sink` appends more (segments, server counters, a screen, ...).
+JSONL writer (levels "records" and "raw"), the release of response bodies (live runs), the
+accumulator and the per-category table (`per_category`); `add_sink` appends more (segments, server counters, a screen, ...).
 
 `finish()` calls every sink's `on_finish`, then composes the summary document once, in
 memory (the accumulator's AIPerf blocks, then each sink's `export_extras()`), and writes
@@ -30,6 +30,7 @@ from specmon.export.json_export import build_json, write_json
 from specmon.pipeline import RequestResult, process_capture
 from specmon.sinks.accumulator import AccumulatorSink
 from specmon.sinks.base import ResultSink
+from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink
 from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 
@@ -96,6 +97,8 @@ class RunSession:
         if not self.keep_responses:
             self.sinks.append(ReleaseBodies(PAYLOAD_WINDOW))
         self.sinks.append(AccumulatorSink(self.accumulator))
+        self.categories = CategorySink()
+        self.sinks.append(self.categories)
 
     def add_sink(self, sink: ResultSink) -> None:
         """Register one more consumer: it sees every result added from now on, in order,
@@ -165,7 +168,8 @@ class RunSession:
             doc = self.export_document()
             self.paths["json"] = write_json(self.artifact_dir / JSON_NAME, doc)
             blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
-            self.paths["csv"] = write_csv(self.artifact_dir / CSV_NAME, blocks)
+            per_category = doc.get(PER_CATEGORY_KEY)
+            self.paths["csv"] = write_csv(self.artifact_dir / CSV_NAME, blocks, per_category)
             return dict(self.paths)
 
     @property

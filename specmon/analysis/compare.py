@@ -48,6 +48,16 @@ LATENCY_ROWS = [
     )
     for stat in ("p50", "p90", "p99")
 ]
+# Per category (the summary's per_category block, docs/metrics.md §12):
+# one section per category, its acceptance and speed figures against the baseline's.
+CATEGORY_ROWS = [
+    ("request_count", "avg", "Requests"),
+    ("spec_decode_token_weighted_acceptance_length", "avg", "Token-Wtd Accept Len"),
+    ("spec_decode_overall_draft_acceptance_rate", "avg", "Overall Draft Accept Rate"),
+    ("output_token_throughput", "avg", "Output Token Throughput"),
+    ("time_to_first_token", "p50", "TTFT p50"),
+]
+PER_CATEGORY_KEY = "per_category"
 THROUGHPUT_ROWS = [
     ("throughput", "output_token_throughput", "avg", "Output Token Throughput"),
     ("throughput", "output_token_throughput_per_user", "avg", "Output Tokens/s/user (avg)"),
@@ -280,6 +290,28 @@ def build_rows(summaries: Sequence[Mapping], ks: Sequence[int | None]) -> list[R
                 percent_points=True,
             )
         )
+    return rows + category_rows(summaries)
+
+
+def _per_category(summary: Mapping) -> Mapping[str, Mapping]:
+    block = summary.get(PER_CATEGORY_KEY)
+    return block if isinstance(block, Mapping) else {}
+
+
+def category_rows(summaries: Sequence[Mapping]) -> list[Row]:
+    """One section per category any run has (first-seen order); a run without that
+    category shows no value, so its delta is empty."""
+    blocks = [_per_category(s) for s in summaries]
+    names = list(dict.fromkeys(name for b in blocks for name in b))
+    rows = []
+    for name in names:
+        per_run = [b.get(name, {}) for b in blocks]
+        for tag, stat, label in CATEGORY_ROWS:
+            cells = [_stat(c, tag, stat) for c in per_run]
+            if all(v is None for v, _ in cells):
+                continue
+            unit = next((u for v, u in cells if u), "")
+            rows.append(Row(f"category {name}", tag, stat, label, unit, [v for v, _ in cells]))
     return rows
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from specmon.analysis import kchoice
 from specmon.analysis.compare import (
     HISTOGRAM_KEY,
+    PER_CATEGORY_KEY,
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordScan,
@@ -79,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON object (a list of them for several runs)",
     )
+    parser.add_argument(
+        "--by-category",
+        action="store_true",
+        help="one estimate per prompt category (the summary's per_category histograms)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -87,12 +93,16 @@ def main(args: argparse.Namespace) -> int:
     if args.num_spec_tokens is not None and args.num_spec_tokens < 1:
         raise UserError(f"--num-spec-tokens {args.num_spec_tokens}: must be >= 1")
     inputs = gather_inputs(args.paths, args.num_spec_tokens)
+    if args.by_category:
+        inputs = [part for inp in inputs for part in split_by_category(inp)]
     cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
     estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
     # one combined answer over every run (analysis/kchoice.py), the same the TUI gives
     choice = kchoice.choose([i.measurement() for i in inputs], None, args.draft_cost)
     if args.json:
         reports = [_report(e, choice) for e in estimates]
+        if args.by_category:  # which category each estimate is of
+            reports = [{"label": i.label, **r} for i, r in zip(inputs, reports)]
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
         for inp in inputs:
             for note in inp.notes:
@@ -165,6 +175,31 @@ def load_server(url: str, flag_k: int | None) -> TuneInput:
         )
     hist = dict(enumerate(delta.histogram()))
     return TuneInput(url, metrics_url(url), hist, delta.num_spec_tokens, None, notes)
+
+
+def split_by_category(inp: TuneInput) -> list[TuneInput]:
+    """One input per category of the run's summary (docs/metrics.md
+    §12), each with that category's pooled histogram and step time; same k."""
+    source = Path(inp.source)
+    summary_path = source if source.name == SUMMARY_FILE else source.with_name(SUMMARY_FILE)
+    if _is_url(inp.source) or not summary_path.is_file():
+        raise UserError(f"{inp.label}: --by-category needs the run's {SUMMARY_FILE}")
+    per_category = read_summary(summary_path).get(PER_CATEGORY_KEY)
+    if not isinstance(per_category, dict) or not per_category:
+        raise UserError(
+            f"{summary_path}: no {PER_CATEGORY_KEY} block (no request carried a category; "
+            "run with --dataset)"
+        )
+    out = []
+    for name, block in per_category.items():
+        if not isinstance(block, dict) or not block.get(HISTOGRAM_KEY):
+            continue  # a category without spec-decode records has nothing to tune
+        hist = _histogram_from_summary(block, summary_path)
+        label = f"{inp.label} · {name}"
+        out.append(TuneInput(label, str(summary_path), hist, inp.k, step_time_ms(block)))
+    if not out:
+        raise UserError(f"{summary_path}: no category has spec-decode records")
+    return out
 
 
 def expand_paths(raw: list[str]) -> list[Path]:

@@ -48,6 +48,7 @@ from specmon.tui.view import (
     TimeBins,
     acceptance_series,
 )
+from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel
@@ -77,6 +78,7 @@ PANELS = (
     "panel-whatif",
     "panel-segments",
     "panel-servers",
+    "panel-categories",
 )
 PANEL_TITLES = (
     "1 Spec Decode",
@@ -87,6 +89,7 @@ PANEL_TITLES = (
     "6 What if k were different",
     "7 Segments · server counters",
     "8 Servers side by side",
+    "9 Per category (c sort, C reverse)",
 )
 PLOT_EVERY_S = 1.0
 TUNE_EVERY_S = 1.0  # servers, segments and /metrics views: 1 Hz is plenty and bounds their cost
@@ -123,6 +126,9 @@ class SpecmonApp(App[int]):
         Binding("6", "maximize(6)", "What-if", show=False),
         Binding("7", "maximize(7)", "Segments", show=False),
         Binding("8", "maximize(8)", "Servers", show=False),
+        Binding("9", "maximize(9)", "Categories", show=False),
+        Binding("c", "sort_categories(False)", "Sort categories", show=False),
+        Binding("C", "sort_categories(True)", "reverse the category order", show=False),
         Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-"),
         Binding("minus", "draft_cost(-1)", "lower the draft cost c", show=False),
         Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]"),
@@ -210,6 +216,8 @@ class SpecmonApp(App[int]):
             with Panel(id="panel-segments", classes="panel"):
                 yield CountersView(id="counters")
                 yield SegmentsView(id="segments")
+        with Panel(id="panel-categories", classes="panel"):
+            yield CategoriesView(id="categories")
         with Horizontal(id="row-mid"):
             with Panel(id="panel-plot", classes="panel"):
                 yield AcceptancePlot(id="al-plot")
@@ -362,6 +370,14 @@ class SpecmonApp(App[int]):
             compact = self.screen_stack[0].has_class("compact")
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
         self._show_segments()
+        self._widget(CategoriesView).sync(self._results())
+
+    def _results(self) -> Any:
+        return self.servers[self.selected][1].accumulator.results
+
+    def action_sort_categories(self, reverse: bool) -> None:
+        column = self._widget(CategoriesView).cycle_sort(self._results(), reverse)
+        self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
 
     def _poll_counters(self, snaps: list[RunSnapshot]) -> None:
         lines: list[str] = []

@@ -147,7 +147,11 @@ class RequestLog(ScrollView, can_focus=True):
         if not self._filter:
             return True
         line, kind = self.row_text(index)
-        return self._filter in line.lower() or self._filter == kind
+        if self._filter in line.lower() or self._filter == kind:
+            return True
+        # the line shows 8 characters of the category: match the whole name too
+        category = self._source[index].category  # a RequestResult
+        return bool(category) and self._filter == str(category).lower()
 
     def _at_end(self) -> bool:
         return self.scroll_y >= self.max_scroll_y - 0.5

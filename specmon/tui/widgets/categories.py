@@ -1,0 +1,100 @@
+"""The per-category table: requests, acceptance length (with its 95 % interval), draft
+acceptance rate, output tokens/s and TTFT p50 per prompt category (docs/metrics.md
+§12), sortable by any column (`c` next column, `C` reverses).
+
+The widget keeps its own `CategoryTable` per results list and reads only the results that
+arrived since the last refresh (`CategoryTable.catch_up`), so a refresh is O(new results)
+plus one snapshot per category.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich import box
+from rich.console import JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from specmon.analysis.categories import ROW_FIELDS, CategoryRow, CategoryTable, sort_rows
+from specmon.tui.widgets.shaped import ShapedStatic
+
+HEADERS = {
+    "category": "category",
+    "requests": "requests",
+    "acceptance_length": "accept len",
+    "draft_acceptance_rate": "draft acc %",
+    "output_token_throughput": "output tok/s",
+    "ttft_p50_ms": "TTFT p50 ms",
+}
+EMPTY = "no categories yet (prompts from --dataset carry one)"
+
+
+def _cell(row: CategoryRow, column: str) -> str:
+    value: Any = row.value(column)
+    if value is None:
+        return "-"
+    if column == "category":
+        return str(value)
+    if column == "requests":
+        return f"{value:,}"
+    if column == "acceptance_length":
+        ci = row.acceptance_length_ci95
+        band = "" if ci is None else f" [{ci[0]:.2f}-{ci[1]:.2f}]"
+        return f"{value:.2f}{band}"
+    if column == "output_token_throughput":
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def render_rows(rows: Sequence[CategoryRow], column: str, descending: bool) -> Table | Text:
+    """The table as Rich renders it; the sorted column's header carries the arrow."""
+    if not rows:
+        return Text(EMPTY, style="italic")
+    table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, show_edge=False)
+    for name in ROW_FIELDS:
+        arrow = (" ▼" if descending else " ▲") if name == column else ""
+        justify: JustifyMethod = "left" if name == "category" else "right"
+        table.add_column(HEADERS[name] + arrow, justify=justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*(_cell(row, name) for name in ROW_FIELDS))
+    return table
+
+
+class CategoriesView(ShapedStatic):
+    """Live per-category figures of the selected server's results."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._tables: dict[int, CategoryTable] = {}  # id(results list) -> its table
+        self.sort_column = "category"
+        self.descending = False
+        self._shown: tuple | None = None
+        self.rows: list[CategoryRow] = []  # as shown, sorted
+
+    def sync(self, results: Sequence[Any]) -> None:
+        """Read the results that arrived since the last call and repaint if anything moved."""
+        table = self._tables.setdefault(id(results), CategoryTable())
+        table.catch_up(results)
+        self.rows = sort_rows(table.rows(), self.sort_column, self.descending)
+        key = (tuple(self.rows), self.sort_column, self.descending)
+        if key == self._shown:
+            return
+        self._shown = key
+        lines = len(self.rows) + 2 if self.rows else 1  # header + rule
+        self.show_content(
+            render_rows(self.rows, self.sort_column, self.descending), len(self.rows), lines
+        )
+
+    def cycle_sort(self, results: Sequence[Any], reverse: bool = False) -> str:
+        """`reverse`: flip the order of the current column; else sort by the next column
+        (acceptance-like figures biggest first). Returns the column now sorted by."""
+        if reverse:
+            self.descending = not self.descending
+        else:
+            i = ROW_FIELDS.index(self.sort_column)
+            self.sort_column = ROW_FIELDS[(i + 1) % len(ROW_FIELDS)]
+            self.descending = self.sort_column != "category"
+        self.sync(results)
+        return self.sort_column
