@@ -348,6 +348,7 @@ class SweepRunner:
             self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
         self.stopping = threading.Event()
         self._runner: Any = None
+        self._server: ServerProcess | None = None  # the server of the row being measured
         self._lock = threading.Lock()
         self._warmed: set[int] = set()
 
@@ -400,6 +401,7 @@ class SweepRunner:
                     self.load_config.model, self.settings.ready_timeout, self.stopping
                 )
                 self._say(f"specmon sweep: k={k}: ready at {server.url} (model {model})")
+                self._server = server
                 failed = self._measure_row(k, todo, server.url, model, server)
             except ServerFailed as exc:
                 failed = not self.stopping.is_set()
@@ -407,6 +409,7 @@ class SweepRunner:
                     for c in todo:
                         self._record(Cell(k, c, error=str(exc)))
             finally:
+                self._server = None
                 server.stop()
             if failed and self.settings.stop_on_error:
                 self._say("specmon sweep: stopping (--stop-on-error)")
@@ -496,7 +499,13 @@ class SweepRunner:
         try:
             runner.start()
             while not runner.join(0.2):
-                pass
+                server = self._server
+                if server is not None and not server.alive:
+                    # the load loop retries a dead server until it returns: this one will
+                    # not (it is ours), so end the repeat; _measure_row records the failure
+                    runner.stop()
+                    runner.join()
+                    break
         finally:
             with self._lock:
                 self._runner = None
