@@ -13,6 +13,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -45,15 +46,15 @@ from specmon.tui.view import (
     LATENCY_ROWS,
     SPEC_COLUMNS,
     SPEC_ROWS,
-    TimeBins,
-    acceptance_series,
 )
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
+from specmon.tui.widgets.headline import HeadlineView, headline_of
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
-from specmon.tui.widgets.panel import HPanel, Panel
+from specmon.tui.widgets.panel import HPanel, Panel, Slot
 from specmon.tui.widgets.request_log import RequestLog
+from specmon.tui.widgets.series import SeriesBins, SeriesView
 from specmon.tui.widgets.stats_table import StatsTable
-from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
+from specmon.tui.widgets.timeline import WINDOWS
 from specmon.tui.widgets.tuning import (
     CountersView,
     SegmentsView,
@@ -81,7 +82,7 @@ PANELS = (
 PANEL_TITLES = (
     "1 Spec Decode",
     "2 Accepted drafts per step",
-    "3 Acceptance length over time",
+    "3 Time series",
     "4 Latency & throughput",
     "5 Requests",
     "6 What if k were different",
@@ -105,17 +106,18 @@ class SpecmonApp(App[int]):
     TITLE = "specmon"
     ENABLE_COMMAND_PALETTE = False
     ESCAPE_TO_MINIMIZE = False  # our escape action restores and re-focuses the log
+    ALLOW_IN_MAXIMIZED_VIEW = "#header, Footer"  # a maximized panel keeps the header
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_monitor", "Quit"),
         Binding("ctrl+c", "quit_monitor", "Quit", show=False, priority=True),
         Binding("p", "pause", "Pause"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("e", "explain", "Explain"),
-        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("slash", "filter", "Filter", key_display="/", show=False),
+        Binding("s", "screenshot", "Save"),
+        Binding("1", "maximize(1)", "Max", key_display="1-8"),  # one footer entry
         Binding("w", "cycle_window", "Window"),
-        Binding("t", "cycle_theme", "Theme"),
-        Binding("s", "screenshot", "Screenshot"),
-        Binding("1", "maximize(1)", "Maximize 1-8", key_display="1-8"),  # one footer entry
+        Binding("t", "cycle_theme", "Theme", show=False),
         Binding("2", "maximize(2)", "Histogram", show=False),
         Binding("3", "maximize(3)", "AL over time", show=False),
         Binding("4", "maximize(4)", "Latency", show=False),
@@ -123,13 +125,11 @@ class SpecmonApp(App[int]):
         Binding("6", "maximize(6)", "What-if", show=False),
         Binding("7", "maximize(7)", "Segments", show=False),
         Binding("8", "maximize(8)", "Servers", show=False),
-        Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-"),
+        Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-", show=False),
         Binding("minus", "draft_cost(-1)", "lower the draft cost c", show=False),
-        Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]"),
+        Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]", show=False),
         Binding("left_square_bracket", "next_server(-1)", "previous server", show=False),
-        Binding(
-            "greater_than_sign", "load_knob('concurrency', 1)", "Concurrency", key_display="</>"
-        ),
+        Binding("greater_than_sign", "load_knob('concurrency', 1)", "Load", key_display="</>"),
         Binding("less_than_sign", "load_knob('concurrency', -1)", "lower concurrency", show=False),
         Binding("R", "load_knob('request_rate', 1)", "raise request rate", show=False),
         Binding("r", "load_knob('request_rate', -1)", "lower request rate", show=False),
@@ -166,7 +166,7 @@ class SpecmonApp(App[int]):
         self._last_key: tuple | None = None
         self._last_snapshot: RunSnapshot | None = None
         self._marked = False
-        self._bins = TimeBins()
+        self._bins = SeriesBins()
         self._plot_key: int | None = None
         self._plot_at = 0.0
         self._plot_stale = False
@@ -194,6 +194,8 @@ class SpecmonApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        with Panel(id="panel-head", classes="panel"):
+            yield HeadlineView(id="headline")
         with Panel(id="panel-servers", classes="panel"):
             yield ServersView(id="servers")
         with Horizontal(id="row-top"):
@@ -204,19 +206,22 @@ class SpecmonApp(App[int]):
             with HPanel(id="panel-hist", classes="panel"):
                 yield HistogramView(id="histogram")
                 yield PositionsView(id="positions")
+            yield Slot(id="slot-health")
         with Horizontal(id="row-tune"):
             with Panel(id="panel-whatif", classes="panel"):
                 yield WhatIfView(id="whatif")
             with Panel(id="panel-segments", classes="panel"):
                 yield CountersView(id="counters")
                 yield SegmentsView(id="segments")
+            yield Slot(id="slot-sweep")
         with Horizontal(id="row-mid"):
             with Panel(id="panel-plot", classes="panel"):
-                yield AcceptancePlot(id="al-plot")
+                yield SeriesView(id="series")
             with Panel(id="panel-latency", classes="panel"):
                 yield StatsTable(
                     LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet", id="latency-table"
                 )
+            yield Slot(id="slot-categories")
         with Panel(id="panel-log", classes="panel"):
             yield Static(LOG_HEADER, id="log-header", markup=False)
             yield RequestLog(id="request-log")
@@ -224,7 +229,7 @@ class SpecmonApp(App[int]):
                 placeholder="filter (text, 'error', category); enter applies, esc closes",
                 id="log-filter",
             )
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         for panel_id, title in zip(PANELS, PANEL_TITLES):
@@ -322,14 +327,9 @@ class SpecmonApp(App[int]):
             self._widget(PositionsView).show(hist, k)
             estimate = what_if(hist, k, self.draft_cost.value)
             self._widget(WhatIfView).show(estimate, source)
-            # In the title, so layouts without the what-if row (and without bottom borders)
-            # still show its answer; 6 opens the panel.
-            answer = (
-                ""
-                if estimate is None
-                else f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
-            )
-            self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source + answer
+            # The what-if answer is in the headline, at every size; 6 opens the panel.
+            self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source
+            self._show_headline(snap, estimate, hist, source)
             self._q("#panel-whatif", Widget).border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
@@ -453,19 +453,23 @@ class SpecmonApp(App[int]):
             model=str((config and config.model) or "-"),
             engine=str(snap.engine or "-"),
             k=self._k_text(snap),
-            load=_load_text(self.config),
+            load=_load_text(self.config, self.load_settings),
             elapsed_s=self._elapsed(snap),
             completed=int(snap.request_count),
             errors=int(snap.error_count),
             error_kinds=dict(snap.error_summary or {}),
             failure=_failure(runner),
             request_count=config.request_count if config else None,
+            request_throughput=(snap.std_stats.get("request_throughput") or {}).get("avg"),
             duration_s=config.benchmark_duration if config else None,
             paused_arrivals=paused_arrivals,
             finished=runner.finished if runner is not None else self.source != "live",
             source=self.source,
             **_runner_progress(self._shown_runner()),
         )
+        if info.request_count is None:  # a replay knows its record count: no "(until q)"
+            done, total = _known_total(runner)
+            info = replace(info, request_count=total, progress_done=done)
         self._widget(RunHeader).show(info)
 
     def _shown_runner(self) -> RunControl | None:
@@ -501,12 +505,31 @@ class SpecmonApp(App[int]):
             self._plot_stale = True  # plotext redraws are the costliest paint: 1 Hz at most
             return
         self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
-        self._bins.add(*self.accumulator.timeline())
-        times, steps, accepted = self._bins.arrays()
-        now = max(times[-1] if times else 0.0, self._elapsed(snap))
-        xs, ys = acceptance_series(times, steps, accepted, window, now)
-        self._widget(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
-        self._q("#panel-plot", Widget).border_subtitle = f"w: window {label}"
+        self._bins.add(self.accumulator.results)
+        now = max(self._bins.last_s(), self._elapsed(snap))
+        bins = self._bins
+        self._widget(SeriesView).show(lambda columns: bins.series(window, now, columns))
+        self._q("#panel-plot", Widget).border_title = f"{PANEL_TITLES[2]} · window {label} (w)"
+
+    def _show_headline(
+        self, snap: RunSnapshot, estimate: Any, hist: dict[int, int], source: str
+    ) -> None:
+        steps = sum(hist.values())
+        basis = (
+            f"{steps:,} steps{' ' + source.strip(' ·') if source else ''}, "
+            f"c={self.draft_cost.value:.2f} (+/-)"
+            if estimate is not None
+            else ""
+        )
+        self._widget(HeadlineView).show(
+            headline_of(
+                snap.spec_stats or {},
+                snap.std_stats or {},
+                int(snap.error_count),
+                recommendation_text(estimate),
+                basis,
+            )
+        )
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
@@ -591,7 +614,7 @@ class SpecmonApp(App[int]):
         label, session = self.servers[index]
         self.session = session
         self.accumulator = session.accumulator
-        self._bins = TimeBins()
+        self._bins = SeriesBins()
         self._plot_key = None
         self._last_key = None
         self._tune_at = 0.0
@@ -683,12 +706,26 @@ def _target(config: MonitorConfig | None) -> str:
     return ", ".join(config.targets) or "-" if config is not None else "-"
 
 
-def _load_text(config: MonitorConfig | None) -> str:
+def _known_total(runner: RunControl | None) -> tuple[int | None, int | None]:
+    """(done, total) a runner counts itself (a replay: records fed of its file's count,
+    warmup records included), or (None, None)."""
+    if runner is None:
+        return None, None
+    try:
+        p = runner.progress()
+    except Exception:  # a progress read must never break the screen
+        return None, None
+    return (p.completed, p.total) if p.total else (None, None)
+
+
+def _load_text(config: MonitorConfig | None, settings: dict[str, Any]) -> str:
+    """The load as it is now: the knobs' current values (`>` shows at once), not the start."""
     if config is None:
         return "replay"
     if config.load_label:
         return config.load_label
-    rate, conc = config.request_rate, config.concurrency
+    rate = settings.get("request_rate", config.request_rate)
+    conc = settings.get("concurrency") or config.concurrency
     parts = []
     if rate:
         parts.append(f"rate {rate:g}/s {config.request_rate_mode or ''}".rstrip())

@@ -100,7 +100,7 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
 
 
 class ExplainScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,e", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,e", "dismiss", "Close"), Binding("s", "app.screenshot", "Save")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-body", classes="modal-body") as body:

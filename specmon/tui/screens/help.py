@@ -35,7 +35,10 @@ EXTRA_KEYS = (
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+        Binding("s", "app.screenshot", "Save"),
+    ]
 
     def __init__(self, bindings: list[Binding]) -> None:
         super().__init__()

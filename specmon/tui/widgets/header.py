@@ -29,6 +29,9 @@ class HeaderInfo:
     error_kinds: dict[str, int] | None = None  # kind -> count
     failure: str | None = None  # why the load loop ended abnormally
     phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
+    # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
+    request_throughput: float | None = None
+    progress_done: int | None = None  # what counts toward request_count when the runner says
 
 
 class RunHeader(Static):
@@ -81,10 +84,9 @@ class RunHeader(Static):
     def _second_line(self, info: HeaderInfo, width: int) -> Text:
         out = Text(no_wrap=True)
         # Progress counts every finished request (errors too), as the load loop does.
-        prog = run_progress(
-            info.completed + info.errors, info.elapsed_s, info.request_count, info.duration_s
-        )
-        rate = info.completed / info.elapsed_s if info.elapsed_s > 0 else 0.0
+        done = info.completed + info.errors if info.progress_done is None else info.progress_done
+        prog = run_progress(done, info.elapsed_s, info.request_count, info.duration_s)
+        rate = "-" if info.request_throughput is None else f"{info.request_throughput:.2f}"
         if prog.fraction is not None:
             bar_w = max(8, min(40, width // 5))
             out.append(
@@ -93,12 +95,13 @@ class RunHeader(Static):
             eta = "done" if info.finished else f"ETA {fmt_duration(prog.eta_s)}"
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
         else:
-            out.append(f"{prog.label}" + (" (finished)" if info.finished else " (until q)"))
+            ongoing = " (until q)" if info.source == "live" else ""
+            out.append(f"{prog.label}" + (" (finished)" if info.finished else ongoing))
         if info.phase == "warmup" and not info.finished:
             out.append(" · warmup")
         if info.in_flight is not None and not info.finished:
             out.append(f" · in flight {info.in_flight}")
-        out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate:.2f} req/s · ")
+        out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate} req/s · ")
         out.append(
             f"errors {info.errors}", style=self._style("header--error") if info.errors else ""
         )
