@@ -121,6 +121,7 @@ def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any
         multi.join()
         multi.finish()
     print(f"exports written to {config.artifact_dir}", file=out)
+    _print_results(multi, out)  # the headless run's console tables, once the screen is gone
     return _exit_status(multi, out)
 
 
