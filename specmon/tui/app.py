@@ -647,6 +647,7 @@ class SpecmonApp(App[int]):
             runner.set_output_tokens(int(value))
         self._tune_at = self._segments_at = 0.0
         self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
+        self.refresh_data()  # the header says the new value at once, not at the next tick
 
     def action_maximize(self, number: int) -> None:
         if self.screen is not self.screen_stack[0]:
