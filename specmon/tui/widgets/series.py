@@ -23,7 +23,8 @@ from textual.widgets import Static
 
 BLOCKS = " ▁▂▃▄▅▆▇█"  # index = eighths of a cell filled
 BIN_S = 0.25  # fine bins; a window folds them into at most `columns` display bins
-LABEL_W = 18  # "name      current"
+NAME_W = 12  # "TTFT p50 ms "
+LABEL_W = 19  # name + current
 RANGE_W = 16  # "max 1,234.56" / "min 0.00"
 
 
@@ -112,7 +113,10 @@ class SeriesBins:
         columns = max(columns, 1)
         start = 0.0 if window_s is None else max(0.0, now_s - window_s)
         span = max(now_s - start, self.width_s)
-        width = span / columns
+        # a display bin is never finer than a fine bin: a short run gets fewer columns
+        # (a 10 ms bin would turn one request's tokens into a huge tokens/s)
+        width = max(span / columns, self.width_s)
+        columns = max(1, min(columns, math.ceil(span / width - 1e-9)))
         folded = [[0, 0, 0, 0, 0, []] for _ in range(columns)]
         for b, cell in self._bins.items():
             t = b * self.width_s
@@ -174,8 +178,8 @@ def series_lines(
         sparks = spark_rows(values, rows, lo, hi)
         for r, spark in enumerate(sparks):
             if r == 0:
-                out.append(f"{spec.name:<11}", style=styles.get("name", ""))
-                out.append(f"{_num(cur, spec.fmt):>{LABEL_W - 11}}", style="bold")
+                out.append(f"{spec.name:<{NAME_W}}", style=styles.get("name", ""))
+                out.append(f"{_num(cur, spec.fmt):>{LABEL_W - NAME_W}}", style="bold")
             else:
                 out.append(" " * LABEL_W)
             out.append(" " + spark.rjust(spark_w - 1), style=styles.get(spec.key, ""))
