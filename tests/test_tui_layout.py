@@ -6,6 +6,7 @@ one req/s, replays show their total), maximized panels keep the header, the foot
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 from textual.widgets import Static
@@ -254,3 +255,26 @@ async def _until(pilot, predicate, what: str, timeout: float = 60.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"never saw {what}"
         await pilot.pause(0.05)
+
+
+async def test_every_servers_latency_and_throughput_is_reachable():
+    """Three servers, one 200 ms request each; output tokens = Σ (j+1) h_j: H2 [1,1,2] -> 9,
+    H4 [2,2,4,6,2] -> 52, H6 [1,0,0,0,0,0,3] -> 22; over 0.2 s: 45, 260, 110 tokens/s and
+    1 / 0.2 s = 5 requests/s each. Wide: on screen; 80x24: key 4 shows them."""
+    from tui_tuning_fixtures import H2, H4, H6, three_server_app
+
+    for hist, tokens in ((H2, 9), (H4, 52), (H6, 22)):
+        assert sum((j + 1) * n for j, n in enumerate(hist)) == tokens
+    for size, keys in (((160, 48), ()), ((80, 24), ("4",))):
+        app, _ = three_server_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await pilot.press(*keys)
+            await pilot.pause()
+            text = screen_text(app)
+        pattern = r"(k[246])\s+N/A\s+N/A\s+N/A\s+200\.00\s+([\d.,]+)\s+([\d.]+)"
+        assert re.findall(pattern, text) == [
+            ("k2", "45.00", "5.00"),
+            ("k4", "260.00", "5.00"),
+            ("k6", "110.00", "5.00"),
+        ], (size, text)

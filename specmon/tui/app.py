@@ -53,6 +53,7 @@ from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel, Slot
 from specmon.tui.widgets.request_log import RequestLog
 from specmon.tui.widgets.series import SeriesBins, SeriesView
+from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS
 from specmon.tui.widgets.tuning import (
@@ -221,6 +222,7 @@ class SpecmonApp(App[int]):
                 yield StatsTable(
                     LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet", id="latency-table"
                 )
+                yield ServerLatencyView(id="server-latency")
             yield Slot(id="slot-categories")
         with Panel(id="panel-log", classes="panel"):
             yield Static(LOG_HEADER, id="log-header", markup=False)
@@ -361,6 +363,10 @@ class SpecmonApp(App[int]):
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
+            self._widget(ServerLatencyView).show(
+                [(label, s.std_stats or {}) for (label, _), s in zip(self.servers, snaps)],
+                self.selected,
+            )
         self._show_segments()
 
     def _poll_counters(self, snaps: list[RunSnapshot]) -> None:

@@ -16,10 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from specmon.pipeline import RequestResult
 
 BLOCKS = " ▁▂▃▄▅▆▇█"  # index = eighths of a cell filled
 BIN_S = 0.25  # fine bins; a window folds them into at most `columns` display bins
@@ -84,7 +87,7 @@ class SeriesBins:
         # bin -> [requests, errors, output tokens, steps, accepted, [ttft ms...]]
         self._bins: dict[int, list[Any]] = {}
 
-    def add(self, results: Sequence[Any]) -> None:
+    def add(self, results: Sequence[RequestResult]) -> None:
         for i in range(self.seen, len(results)):
             point = result_point(results[i])
             if point is None:
@@ -135,15 +138,17 @@ class SeriesBins:
         return out
 
 
-def result_point(r: Any) -> tuple[int, int | None, bool, int, int, int, float | None] | None:
+def result_point(
+    r: RequestResult,
+) -> tuple[int, int | None, bool, int, int, int, float | None] | None:
     """(end ns, start ns, ok, output tokens, steps, accepted, TTFT ms) of one result; the
     one place that reads RequestResult fields for the time series. Warmup is left out."""
-    if getattr(r, "phase", "profiling") == "warmup" or r.end_ns is None:
+    if r.phase == "warmup" or r.end_ns is None:
         return None
     metrics = r.metrics or {}
     spec = r.spec
-    steps = int(getattr(spec, "num_spec_steps", 0) or 0) if spec is not None else 0
-    accepted = int(getattr(spec, "num_accepted_draft_tokens", 0) or 0) if spec is not None else 0
+    steps = spec.num_spec_steps if spec is not None else 0
+    accepted = spec.num_accepted_draft_tokens if spec is not None else 0
     ttft = metrics.get("time_to_first_token")
     return (
         int(r.end_ns),
