@@ -508,7 +508,7 @@ class SpecmonApp(App[int]):
         label, window = WINDOWS[self.window_index]
         now_mono = time.monotonic()
         if self._plot_key == self.window_index and now_mono - self._plot_at < PLOT_EVERY_S:
-            self._plot_stale = True  # plotext redraws are the costliest paint: 1 Hz at most
+            self._plot_stale = True  # the series fold every bin of the window: 1 Hz is plenty
             return
         self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
         self._bins.add(self.accumulator.results)

@@ -39,7 +39,7 @@ class RequestLog(ScrollView, can_focus=True):
         Binding("pageup", "cursor(-10)", show=False),
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "first", show=False),
-        Binding("end,f", "follow", "Follow", show=False),
+        Binding("end,f,F", "follow", "Follow", show=False),
         Binding("enter", "open", "Open"),
     ]
     DEFAULT_CSS = """

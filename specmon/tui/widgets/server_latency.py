@@ -51,6 +51,6 @@ class ServerLatencyView(ShapedStatic):
         for header, *_ in COLUMNS:
             table.add_column(header, justify="right", no_wrap=True)
         for i, row in enumerate(rows):
-            marker = "▶ " if i == selected else "  "
+            marker = "> " if i == selected else "  "
             table.add_row(Text(marker + row[0], style="bold" if i == selected else ""), *row[1:])
         self.show_content(table, (len(rows), selected), len(rows) + 1)
