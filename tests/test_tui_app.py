@@ -339,7 +339,7 @@ async def test_layout_responds_to_size():
         assert app.screen.has_class("compact")
         text = screen_text(app)
         assert "tok-wtd AL 2.66" in text and "req-00" in text  # headline and log readable
-        await pilot.resize_terminal(120, 40)  # medium: top panels stacked, plot kept
+        await pilot.resize_terminal(120, 48)  # medium: top panels stacked, series kept
         await pilot.pause()
         assert app.screen.has_class("medium") and not app.screen.has_class("compact")
         text = screen_text(app)

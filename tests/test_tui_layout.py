@@ -278,3 +278,37 @@ async def test_every_servers_latency_and_throughput_is_reachable():
             ("k4", "260.00", "5.00"),
             ("k6", "110.00", "5.00"),
         ], (size, text)
+
+
+async def test_every_selection_key_and_a_click_stop_following_in_place():
+    """Up, Down, PgUp, PgDn, Home and a click each stop following at once; five more
+    requests landing keep the same request under the cursor at the same screen row;
+    F resumes following."""
+    from tui_fixtures import make_capture
+
+    from specmon.capture import RawCapture
+    from specmon.pipeline import process_capture
+
+    for keys in (["up"], ["up", "down"], ["pageup"], ["pageup", "pagedown"], ["home"], None):
+        acc = accumulate(run_captures(60), live=True)
+        app = SpecmonApp(session_view(acc), None, None, freeze_elapsed=1.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            log = app.query_one(RequestLog)
+            await pilot.pause()
+            if keys is None:
+                await pilot.click(RequestLog, offset=(3, 1))
+            else:
+                await pilot.press(*keys)
+            assert not log.following, keys
+            chosen, row = log.selected_index(), log.cursor - int(log.scroll_y)
+            n = len(acc.results)
+            for i in range(n + 1, n + 6):
+                capture = make_capture(i, [1, 1, 1, 1], start_ms=250.0 * i)
+                acc.add(process_capture(RawCapture.from_dict(capture)))
+            app.refresh_data()
+            await pilot.pause()
+            assert log.selected_index() == chosen and log.cursor - int(log.scroll_y) == row
+            assert log.pending == 5, keys
+            await pilot.press("F")
+            await pilot.pause()
+            assert log.following and log.scroll_y == log.max_scroll_y

@@ -51,6 +51,11 @@ def test_three_servers_80x24(snap_compare):
     assert snap_compare(app, terminal_size=(80, 24))
 
 
+def test_main_120x36(snap_compare):
+    """Medium under 44 rows: the percentile table waits for key 1; series and latency shown."""
+    assert snap_compare(recorded_app(), terminal_size=(120, 36))
+
+
 def test_main_160x48(snap_compare):
     assert snap_compare(recorded_app(), terminal_size=(160, 48))
 

@@ -281,6 +281,7 @@ class SpecmonApp(App[int]):
             self.screen_stack[0].set_class(medium, "medium")
             short = not compact and not medium and len(self.servers) == 1 and height < TUNE_ROW_FROM
             self.screen_stack[0].set_class(short, "short")
+            self.screen_stack[0].set_class(height >= TUNE_ROW_FROM, "tall")
             self._tune_at = 0.0  # the servers view switches between columns and a strip
 
     # -- the refresh tick -------------------------------------------------------------
