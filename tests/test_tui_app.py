@@ -159,7 +159,7 @@ async def test_help_and_explain_screens():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = screen_text(app)
-        assert "Pause" in text and "Save" in text and "Explain" in text
+        assert "Pause" in text and "save a screenshot (SVG)" in text and "Explain" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("e")
