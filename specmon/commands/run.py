@@ -210,16 +210,26 @@ def describe_run(config: RunConfig) -> str:
 def progress_line(progress: Any, session: Any) -> str:
     """One line: elapsed, done/total, errors, req/s, running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
-    elapsed = max(progress.elapsed_s, 1e-9)
-    rate = progress.completed / elapsed if progress.elapsed_s > 0 else 0.0
+    rate = _request_throughput(session)  # AIPerf's request_throughput, as the TUI shows it
+    rate_text = "n/a" if rate is None else f"{rate:.2f}"
     al = _running_acceptance_length(session)
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
     return (
         f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
-        f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
+        f"errors {progress.errors}  {rate_text} req/s  in-flight {progress.in_flight}  "
         f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms"
     )
+
+
+def _request_throughput(session: Any) -> float | None:
+    try:
+        value = (session.accumulator.snapshot().std_stats.get("request_throughput") or {}).get(
+            "avg"
+        )
+    except Exception:
+        return None
+    return float(value) if value is not None else None
 
 
 def _running_acceptance_length(session: Any) -> float | None:
