@@ -43,6 +43,7 @@ def test_spark_two_rows_by_hand():
 def test_spark_three_rows_gaps_and_flat():
     assert spark_rows([0.0, None, 10.0], 3, 0.0, 10.0) == ["  █", "  █", "▁ █"]
     assert spark_rows([5.0, 5.0], 1, 5.0, 5.0) == ["▄▄"]  # flat: mid height (4 of 8)
+    assert spark_rows([0.0, 0.0], 2, 0.0, 0.0) == ["  ", "▁▁"]  # flat zero: the baseline
 
 
 def test_series_labels_are_current_min_max_of_the_data():
@@ -312,3 +313,15 @@ async def test_every_selection_key_and_a_click_stop_following_in_place():
             await pilot.press("F")
             await pilot.pause()
             assert log.following and log.scroll_y == log.max_scroll_y
+
+
+async def test_header_keeps_req_s_and_errors_at_80_columns_with_a_progress_bar():
+    """A bounded live run: bar, %, done/total and ETA, then req/s and errors (what the issue
+    saw cut off); in flight and elapsed come last and may be cut."""
+    app = one_server_app(request_count=600)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        second = screen_text(app).splitlines()[1]
+    # one 200 ms request: request_throughput 1 / 0.2 s = 5.00
+    assert "1/600" in second and "ETA" in second
+    assert "5.00 req/s · errors 0" in second, second

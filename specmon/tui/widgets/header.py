@@ -88,7 +88,8 @@ class RunHeader(Static):
         prog = run_progress(done, info.elapsed_s, info.request_count, info.duration_s)
         rate = "-" if info.request_throughput is None else f"{info.request_throughput:.2f}"
         if prog.fraction is not None:
-            bar_w = max(8, min(40, width // 5))
+            # narrow terminals: a shorter bar, so req/s and errors still fit at 80 columns
+            bar_w = max(6, min(40, width // 5 if width >= 120 else width // 10))
             out.append(
                 bar(prog.fraction, bar_w).replace(" ", "░"), style=self._style("header--bar")
             )
@@ -99,9 +100,8 @@ class RunHeader(Static):
             out.append(f"{prog.label}" + (" (finished)" if info.finished else ongoing))
         if info.phase == "warmup" and not info.finished:
             out.append(" · warmup")
-        if info.in_flight is not None and not info.finished:
-            out.append(f" · in flight {info.in_flight}")
-        out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate} req/s · ")
+        # Most needed first: what gets cut on a narrow terminal is at the end.
+        out.append(f" · {rate} req/s · ")
         out.append(
             f"errors {info.errors}", style=self._style("header--error") if info.errors else ""
         )
@@ -110,6 +110,9 @@ class RunHeader(Static):
             out.append(" (" + ", ".join(f"{k} {n}" for k, n in kinds[:2]) + ")")
         if info.failure:
             out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
-        elif info.finished and info.source == "live":
+        if info.in_flight is not None and not info.finished:
+            out.append(f" · in flight {info.in_flight}")
+        out.append(f" · elapsed {fmt_duration(info.elapsed_s)}")
+        if info.finished and info.source == "live" and not info.failure:
             out.append(" · q writes the exports")
         return out

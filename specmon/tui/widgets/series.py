@@ -51,15 +51,15 @@ def spark_rows(values: Sequence[float | None], rows: int, lo: float, hi: float) 
 
     A value maps to a level of 1..rows*8 eighth-cells: lo -> 1 (a visible baseline), hi ->
     rows*8, linear between; None (no data in that bin) is a blank column. With hi == lo
-    every value sits at mid height.
+    a zero sits on the baseline and any other value at mid height.
     """
     cells = rows * 8
     levels: list[int | None] = []
     for v in values:
         if v is None or not math.isfinite(v):
             levels.append(None)
-        elif hi <= lo:
-            levels.append(max(1, cells // 2))
+        elif hi <= lo:  # flat: zero on the baseline (no errors), anything else mid height
+            levels.append(1 if v == 0 else max(1, cells // 2))
         else:
             frac = min(max((v - lo) / (hi - lo), 0.0), 1.0)
             levels.append(1 + round(frac * (cells - 1)))
