@@ -325,3 +325,27 @@ async def test_header_keeps_req_s_and_errors_at_80_columns_with_a_progress_bar()
     # one 200 ms request: request_throughput 1 / 0.2 s = 5.00
     assert "1/600" in second and "ETA" in second
     assert "5.00 req/s · errors 0" in second, second
+
+
+async def test_one_req_s_per_server_even_between_the_1hz_ticks():
+    """k2 gets a second request (start 700 ms, 200 ms): the run spans 100..900 ms, so
+    request_throughput = 2 / 0.8 s = 2.50. The header and k2's row in panel 4 must both
+    say so at once, not 5.00 from the last 1 Hz tick."""
+    from tui_tuning_fixtures import H2, capture_k, three_server_app
+
+    from specmon.capture import RawCapture
+    from specmon.pipeline import process_capture
+
+    app, runner = three_server_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        k2 = app.servers[0][1].accumulator
+        app._tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
+        k2.add(process_capture(RawCapture.from_dict(capture_k(2, H2, 2, start_ms=700.0))))
+        app.refresh_data()
+        await pilot.pause()
+        text = screen_text(app)
+    assert "2.50 req/s" in text.splitlines()[1]
+    # output tokens/s: 9 + 9 tokens (H2 twice) / 0.8 s = 22.50
+    row = re.search(r"> k2 .*", text).group(0).split()
+    assert row[:8] == [">", "k2", "N/A", "N/A", "N/A", "200.00", "22.50", "2.50"], row

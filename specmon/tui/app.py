@@ -181,6 +181,7 @@ class SpecmonApp(App[int]):
         self._counters: dict[str, CounterStatus] = {}
         self._tune_at = 0.0
         self._segments_at = 0.0  # next time the segments table may be recomputed
+        self._server_std: list[dict[str, dict]] = []  # per server, from the last 1 Hz tick
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -307,6 +308,7 @@ class SpecmonApp(App[int]):
         self._last_snapshot = snap
         self._show_header(snap, None)
         self._refresh_tuning(snap)
+        self._show_server_latency(snap)
         counters = self._counters.get(self._label())
         key = (
             snap.request_count,
@@ -364,11 +366,18 @@ class SpecmonApp(App[int]):
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
-            self._widget(ServerLatencyView).show(
-                [(label, s.std_stats or {}) for (label, _), s in zip(self.servers, snaps)],
-                self.selected,
-            )
+            self._server_std = [s.std_stats or {} for s in snaps]
         self._show_segments()
+
+    def _show_server_latency(self, snap: RunSnapshot) -> None:
+        """Every server's latency row; the selected one's from this tick's snapshot, the
+        header's, so one server never shows two request-throughput figures."""
+        if len(self.servers) < 2 or len(self._server_std) != len(self.servers):
+            return
+        stats = list(self._server_std)
+        stats[self.selected] = snap.std_stats or {}
+        rows = [(label, std) for (label, _), std in zip(self.servers, stats)]
+        self._widget(ServerLatencyView).show(rows, self.selected)
 
     def _poll_counters(self, snaps: list[RunSnapshot]) -> None:
         lines: list[str] = []
