@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -72,6 +72,26 @@ def spark_rows(values: Sequence[float | None], rows: int, lo: float, hi: float) 
     return out
 
 
+@dataclass
+class _Cell:
+    """What the requests that ended in one time bin add up to."""
+
+    requests: int = 0
+    errors: int = 0
+    tokens: int = 0
+    steps: int = 0
+    accepted: int = 0
+    ttfts: list[float] = field(default_factory=list)
+
+    def merge(self, other: _Cell) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.tokens += other.tokens
+        self.steps += other.steps
+        self.accepted += other.accepted
+        self.ttfts.extend(other.ttfts)
+
+
 class SeriesBins:
     """Per-request figures summed into fine time bins, fed incrementally from `results`.
 
@@ -84,8 +104,7 @@ class SeriesBins:
         self.width_s = width_s
         self.seen = 0
         self._origin_ns: int | None = None
-        # bin -> [requests, errors, output tokens, steps, accepted, [ttft ms...]]
-        self._bins: dict[int, list[Any]] = {}
+        self._bins: dict[int, _Cell] = {}
 
     def add(self, results: Sequence[RequestResult]) -> None:
         for i in range(self.seen, len(results)):
@@ -96,14 +115,14 @@ class SeriesBins:
             if self._origin_ns is None:
                 self._origin_ns = start_ns if start_ns is not None else end_ns
             t = max(0.0, (end_ns - self._origin_ns) / 1e9)
-            cell = self._bins.setdefault(int(t / self.width_s), [0, 0, 0, 0, 0, []])
-            cell[0] += 1
-            cell[1] += 0 if ok else 1
-            cell[2] += tokens
-            cell[3] += steps
-            cell[4] += accepted
+            cell = self._bins.setdefault(int(t / self.width_s), _Cell())
+            cell.requests += 1
+            cell.errors += 0 if ok else 1
+            cell.tokens += tokens
+            cell.steps += steps
+            cell.accepted += accepted
             if ttft is not None:
-                cell[5].append(ttft)
+                cell.ttfts.append(ttft)
         self.seen = len(results)
 
     def last_s(self) -> float:
@@ -120,21 +139,18 @@ class SeriesBins:
         # (a 10 ms bin would turn one request's tokens into a huge tokens/s)
         width = max(span / columns, self.width_s)
         columns = max(1, min(columns, math.ceil(span / width - 1e-9)))
-        folded = [[0, 0, 0, 0, 0, []] for _ in range(columns)]
+        folded = [_Cell() for _ in range(columns)]
         for b, cell in self._bins.items():
             t = b * self.width_s
             if t < start:
                 continue
-            dst = folded[min(int((t - start) / width), columns - 1)]
-            for j in range(5):
-                dst[j] += cell[j]
-            dst[5].extend(cell[5])
+            folded[min(int((t - start) / width), columns - 1)].merge(cell)
         out: dict[str, list[float | None]] = {s.key: [] for s in SERIES}
-        for n, err, tokens, steps, accepted, ttfts in folded:
-            out["al"].append(1 + accepted / steps if steps else None)
-            out["tok_s"].append(tokens / width if n else None)
-            out["ttft_p50"].append(_median(ttfts))
-            out["err_pct"].append(100.0 * err / n if n else None)
+        for c in folded:
+            out["al"].append(1 + c.accepted / c.steps if c.steps else None)
+            out["tok_s"].append(c.tokens / width if c.requests else None)
+            out["ttft_p50"].append(_median(c.ttfts))
+            out["err_pct"].append(100.0 * c.errors / c.requests if c.requests else None)
         return out
 
 
