@@ -668,6 +668,12 @@ class SpecmonApp(App[int]):
     def action_maximize(self, number: int) -> None:
         if self.screen is not self.screen_stack[0]:
             return  # a help or detail screen is on top
+        if PANELS[number - 1] == "panel-servers" and len(self.servers) < 2:
+            self.notify(
+                "one server: 8 compares several (--url A --url B, demo --num-spec-tokens 2,4)",
+                timeout=4,
+            )
+            return
         panel = self._q(f"#{PANELS[number - 1]}", Widget)
         self.screen.minimize()
         self.screen.maximize(panel, container=False)
