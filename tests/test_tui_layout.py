@@ -359,3 +359,22 @@ async def test_key_8_with_one_server_says_why_instead_of_an_empty_panel():
         assert app.screen.maximized is None
         messages = [n.message for n in app._notifications]
     assert any(m.startswith("one server: 8 compares several") for m in messages), messages
+
+
+async def test_servers_maximized_get_their_columns_at_100x30():
+    """The compact layout shows the servers as a one-line strip; key 8 gives them the
+    screen and their columns (AL 1 + 36/16 = 3.25 for k4's H4)."""
+    from tui_tuning_fixtures import three_server_app
+
+    app, _ = three_server_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        strip = screen_text(app)
+        await pilot.press("8")
+        await pilot.pause()
+        columns = screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        again = screen_text(app)
+    assert "AL 3.25 · acc" not in strip and "AL 3.25 · acc" in columns
+    assert "AL 3.25 · acc" not in again  # restored: the strip again

@@ -364,7 +364,9 @@ class SpecmonApp(App[int]):
         ]
         self._poll_counters(snaps)
         if len(self.servers) > 1:
-            compact = self.screen_stack[0].has_class("compact")
+            main = self.screen_stack[0]
+            # maximized, the servers get their columns even in the compact layout
+            compact = main.has_class("compact") and main.maximized is None
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
             self._server_std = [s.std_stats or {} for s in snaps]
         self._show_segments()
@@ -677,6 +679,8 @@ class SpecmonApp(App[int]):
         panel = self._q(f"#{PANELS[number - 1]}", Widget)
         self.screen.minimize()
         self.screen.maximize(panel, container=False)
+        self._tune_at = 0.0  # the servers view picks columns or a strip by the room it has
+        self.refresh_data()
 
     def action_restore(self) -> None:
         box = self._q("#log-filter", Input)
@@ -685,6 +689,8 @@ class SpecmonApp(App[int]):
         elif self.screen.maximized is not None:
             self.screen.minimize()
             self._widget(RequestLog).focus()
+            self._tune_at = 0.0
+            self.refresh_data()
 
 
 def _server_list(runner: MonitoredRun | None, session: SessionView) -> list[tuple[str, Any]]:
