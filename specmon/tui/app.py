@@ -273,6 +273,9 @@ class SpecmonApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
+        # size-dependent views (the servers' columns) repaint once the new layout is done,
+        # not at the next timer tick (a snapshot taken before it would be of the old size)
+        self.call_after_refresh(self.refresh_data)
 
     def _apply_layout(self, width: int, height: int) -> None:
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
