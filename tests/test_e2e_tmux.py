@@ -22,9 +22,9 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 REQUESTS = 240
-# The Spec Decode table uses short labels under 100 columns, full ones from 100 on.
-AL_LABEL = r"(?:Accept Len|Acceptance Length \(ratio\))"
-TW_LABEL = r"(?:Tok-Wtd AL|Token-Weighted Acceptance Length \(ratio\))"
+# The headline (every size) names both acceptance lengths the same way.
+AL_LABEL = r"\bAL"
+TW_LABEL = r"tok-wtd AL"
 
 
 class Pane:
@@ -43,8 +43,9 @@ class Pane:
         )
         return out.stdout
 
-    def text(self) -> str:
-        return self._tmux("capture-pane", "-p", "-t", "e2e")
+    def text(self, history: bool = False) -> str:
+        """The visible screen; with `history`, the scrolled-off lines above it too."""
+        return self._tmux("capture-pane", "-p", "-t", "e2e", *(("-S", "-400") if history else ()))
 
     def keys(self, *keys: str) -> None:
         self._tmux("send-keys", "-t", "e2e", *keys)
@@ -120,11 +121,13 @@ def test_demo_in_tmux(tmp_path: Path):
         last = pane.text()
         pane.keys("q")
         pane.wait_for(lambda t: "SPECMON-EXITED 0" in t, "a clean exit", 60)
-        after = pane.text()
+        after = pane.text(history=True)
     finally:
         pane.close()
 
     assert f"exports written to {art}" in after.replace("\n", "")
+    # below the path, the console tables a headless run prints
+    assert "Spec Decode" in after.split("exports written to")[1]
     for name in ("profile_export.jsonl", "profile_export_aiperf.json", "profile_export_aiperf.csv"):
         assert (art / name).is_file()
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
@@ -210,3 +213,55 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
         assert len(records) == doc["request_count"]["avg"] + doc.get("error_request_count", {}).get(
             "avg", 0
         ) + doc.get("cancelled_request_count", 0)
+
+
+HEADLINE = re.compile(
+    r"AL ([\d.]+)  tok-wtd AL ([\d.]+)  draft acc ([\d.]+)%.*?\n"
+    r"\s*out tok/s ([\d,.]+)  TTFT p50 ([\d,.]+)  p99 ([\d,.]+) ms  ITL p50 ([\d,.]+) ms"
+)
+
+
+def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: Path):
+    """80x24, nothing maximized: every headline number is on screen and, after q, equal to
+    the AIPerf export; `>` doubles concurrency 4 -> 8 and the header says so at once."""
+    art = tmp_path / "art"
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon demo --request-count {REQUESTS} "
+        f"--concurrency 4 --step-ms 4 --artifact-dir {shlex.quote(str(art))} --refresh-hz 4; "
+        f"echo SPECMON-EXITED $?; sleep 60"
+    )
+    pane = Pane(cmd, 80, 24)
+    try:
+        first = pane.wait_for(lambda t: "concurrency 4" in t and HEADLINE.search(t), "headline")
+        assert "request id" in first and "best k=" in first and "Time series" in first
+        assert sum(bucket_counts(first).values()) > 0  # the histogram with per-position rows
+        assert "P(acc>=i)" in first
+        pane.keys(">")
+        pane.wait_for(lambda t: "concurrency 8" in t, "the header following >", 10)
+        done = f"{REQUESTS}/{REQUESTS} done"
+        pane.wait_for(lambda t: done in t, "the finished run", 180)
+        time.sleep(0.6)  # one more refresh tick after the last request
+        last = pane.text()
+        pane.keys("q")
+        pane.wait_for(lambda t: "SPECMON-EXITED 0" in t, "a clean exit", 60)
+    finally:
+        pane.close()
+    doc = json.loads((art / "profile_export_aiperf.json").read_text())
+    m = HEADLINE.search(last)
+    assert m, last
+    al, tw, rate, tok_s, ttft50, ttft99, itl50 = m.groups()
+
+    def shown(tag: str, col: str, fmt: str) -> str:
+        return format(doc[tag][col], fmt)
+
+    assert al == shown("spec_decode_acceptance_length", "avg", ",.2f")
+    assert tw == shown("spec_decode_token_weighted_acceptance_length", "avg", ",.2f")
+    assert rate == shown("spec_decode_draft_acceptance_rate", "avg", ",.2f")
+    assert tok_s == shown("output_token_throughput", "avg", ",.1f")
+    assert ttft50 == shown("time_to_first_token", "p50", ",.1f")
+    assert ttft99 == shown("time_to_first_token", "p99", ",.1f")
+    assert itl50 == shown("inter_token_latency", "p50", ",.2f")
+    req_s = re.search(r"([\d.]+) req/s", last).group(1)
+    assert req_s == shown("request_throughput", "avg", ".2f")
+    errors = int(re.search(r"errors (\d+)", last).group(1))
+    assert doc["request_count"]["avg"] + errors == REQUESTS

@@ -83,11 +83,11 @@ def test_progress_line_shows_the_outage_and_leaves_retries_out_of_the_rate():
         sent=40, completed=30, total=100, in_flight=8, errors=25, loop_lag_ms=0.5,
         elapsed_s=10.0, retries=20, down_since=down,
     )  # fmt: skip
-    line = format_progress(progress, None)
+    line = format_progress(progress, None, None)
     # 30 done, of which 5 failed (25 errors - 20 retried attempts): 25 answered / 10 s
     assert "done 30/100  errors 25  2.5 req/s" in line
     assert line.endswith("  server down since 13:04:05, retrying")
-    assert "server down" not in format_progress(replace(progress, down_since=None), None)
+    assert "server down" not in format_progress(replace(progress, down_since=None), None, None)
 
 
 def test_merged_progress_sums_retries_and_keeps_the_earliest_outage():

@@ -10,8 +10,8 @@ from specmon.sources.load.generator import LoadProgress
 
 
 class FakeSession:
-    def __init__(self, spec_stats: dict) -> None:
-        snapshot = SimpleNamespace(spec_stats=spec_stats)
+    def __init__(self, spec_stats: dict, std_stats: dict | None = None) -> None:
+        snapshot = SimpleNamespace(spec_stats=spec_stats, std_stats=std_stats or {})
         self.accumulator = SimpleNamespace(snapshot=lambda: snapshot)
 
 
@@ -19,10 +19,15 @@ def test_progress_line_reads_well_when_piped():
     progress = LoadProgress(
         sent=60, completed=50, total=200, in_flight=10, errors=2, loop_lag_ms=1.25, elapsed_s=10.0
     )
-    line = progress_line(progress, FakeSession({"spec_decode_acceptance_length": {"avg": 2.456}}))
-    # 50 completed, 2 of them errors: 48 answered in 10 s -> 4.8 req/s (errors never count)
+    session = FakeSession(
+        {"spec_decode_acceptance_length": {"avg": 2.456}},
+        {"request_throughput": {"avg": 48 / 9.6}},  # 48 valid over a 9.6 s benchmark duration
+    )
+    line = progress_line(progress, session)
+    # req/s is AIPerf's request_throughput (the TUI's and the exports' figure): 48 / 9.6 = 5.00,
+    # not completed / elapsed
     assert line == (
-        "[   10.0s] done 50/200  errors 2  4.8 req/s  in-flight 10  "
+        "[   10.0s] done 50/200  errors 2  5.00 req/s  in-flight 10  "
         "accept-len 2.46  loop-lag 1.2 ms"
     )
     assert "\r" not in line and "\x1b" not in line
@@ -31,7 +36,7 @@ def test_progress_line_reads_well_when_piped():
 def test_progress_line_without_total_or_spec_and_in_warmup():
     progress = LoadProgress(0, 0, None, 4, 0, 0.0, phase="warmup", elapsed_s=0.0)
     line = progress_line(progress, FakeSession({}))
-    assert "[warmup] done 0  errors 0  0.0 req/s" in line and "accept-len n/a" in line
+    assert "[warmup] done 0  errors 0  n/a req/s" in line and "accept-len n/a" in line
 
 
 def test_describe_run_names_the_load():

@@ -121,9 +121,13 @@ async def test_latency_panel_and_header():
         text = screen_text(app)
     assert "4 Latency & throughput" in text and "TTFT ms" in text and "Req/s" in text
     # 60 requests: every 9th (6) is an HTTP error -> 54 valid; warmups not counted;
-    # "done" counts every finished request; req/s = 54 valid / 15 s = 3.60
+    # "done" counts every finished request; req/s is AIPerf's request_throughput, 54 valid /
+    # benchmark duration: first start 250 ms (request 1) to the last content response,
+    # request 60 (streaming, 2 steps: 15000 + TTFT 40 + 1 * 15 ms) = 15055 ms -> 14.805 s;
+    # 54 / 14.805 = 3.647 -> "3.65", the same figure in the header and the Req/s row
     assert "errors 6" in text
-    assert "60 done" in text and "3.60 req/s" in text and "errors 6 (http_error 6)" in text
+    assert "60 done" in text and "3.65 req/s" in text and "errors 6 (http_error 6)" in text
+    assert "3.60" not in text
 
 
 async def test_pause_freezes_display_but_counts_arrivals():
@@ -155,7 +159,7 @@ async def test_help_and_explain_screens():
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = screen_text(app)
-        assert "Pause" in text and "Screenshot" in text and "Explain" in text
+        assert "Pause" in text and "save a screenshot (SVG)" in text and "Explain" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("e")
@@ -219,13 +223,13 @@ async def test_window_cycles():
     app = big_app()
     async with app.run_test(size=WIDE) as pilot:
         plot_panel = app.query_one("#panel-plot")
-        assert plot_panel.border_subtitle == "w: window 10 s"
+        assert plot_panel.border_title == "3 Time series · window 10 s (w)"
         await pilot.press("w")
-        assert plot_panel.border_subtitle == "w: window 60 s"
+        assert plot_panel.border_title == "3 Time series · window 60 s (w)"
         await pilot.press("w")
-        assert plot_panel.border_subtitle == "w: window run"
+        assert plot_panel.border_title == "3 Time series · window run (w)"
         await pilot.press("w")
-        assert plot_panel.border_subtitle == "w: window 10 s"
+        assert plot_panel.border_title == "3 Time series · window 10 s (w)"
 
 
 async def test_theme_cycles_and_option(monkeypatch):
@@ -334,8 +338,8 @@ async def test_layout_responds_to_size():
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.screen.has_class("compact")
         text = screen_text(app)
-        assert "Accept Len" in text and "req-00" in text  # table and log readable
-        await pilot.resize_terminal(120, 40)  # medium: top panels stacked, plot kept
+        assert "tok-wtd AL 2.66" in text and "req-00" in text  # headline and log readable
+        await pilot.resize_terminal(120, 48)  # medium: top panels stacked, series kept
         await pilot.pause()
         assert app.screen.has_class("medium") and not app.screen.has_class("compact")
         text = screen_text(app)
@@ -344,7 +348,7 @@ async def test_layout_responds_to_size():
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
         assert not app.screen.has_class("compact") and not app.screen.has_class("medium")
-        assert "acceptance length, window 10 s" in screen_text(app)
+        assert "Time series · window 10 s" in screen_text(app)
 
 
 async def test_q_stops_the_replay_feeder(tmp_path):
@@ -381,7 +385,8 @@ async def test_full_speed_replay_shows_every_record(tmp_path):
         text = screen_text(app)
     # 62 lines: 2 warmup (not shown) + 54 valid + 6 errors
     assert feeder.fed == 62
-    assert "60 done (finished)" in text and "errors 6" in text
+    # the replay knows its 62 records (2 warmup): a finished bar, never "(until q)"
+    assert "100% 62/62 done" in text and "errors 6" in text and "until q" not in text
     assert "replay of raw capture, 62 records, full speed" in text
 
 
@@ -441,7 +446,7 @@ async def test_replay_of_a_real_aiperf_export(tmp_path):
     # AIPerf wrote: 30 requests, pooled histogram {0:176, 1:131, 2:93, 3:171} (571 steps),
     # AL avg 2.4997 -> "2.50"; 176/571 = 30.8 %, 171/571 = 29.9 %
     assert truth["request_count"]["avg"] == 30
-    assert "30 done (finished)" in text
+    assert "100% 30/30 done" in text
     assert "176  30.8%" in text and "171  29.9%" in text
     assert f"{truth['spec_decode_acceptance_length']['avg']:,.2f}" == "2.50" and "2.50" in text
 

@@ -29,6 +29,33 @@ def test_main_80x24(snap_compare):
     assert snap_compare(recorded_app(), terminal_size=(80, 24))
 
 
+def test_main_100x30(snap_compare):
+    """Compact too (< 36 rows): headline, histogram + positions, series, log."""
+    assert snap_compare(recorded_app(), terminal_size=(100, 30))
+
+
+@pytest.mark.parametrize("panel", range(1, 8))  # 8 needs several servers: test_three_servers
+def test_maximized_panel_80x24(snap_compare, panel):
+    """Each panel maximized fills the screen under the header (the footer stays)."""
+    assert snap_compare(recorded_app(), terminal_size=(80, 24), press=[str(panel)])
+
+
+def test_monochrome_80x24(snap_compare, monkeypatch):
+    """NO_COLOR selects the monochrome theme; meaning is carried by bold/reverse/dim."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(recorded_app(), terminal_size=(80, 24))
+
+
+def test_three_servers_80x24(snap_compare):
+    app, _ = three_server_app()
+    assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_main_120x36(snap_compare):
+    """Medium under 44 rows: the percentile table waits for key 1; series and latency shown."""
+    assert snap_compare(recorded_app(), terminal_size=(120, 36))
+
+
 def test_main_160x48(snap_compare):
     assert snap_compare(recorded_app(), terminal_size=(160, 48))
 
@@ -68,3 +95,8 @@ def test_three_servers_100x30(snap_compare):
     """The small layout: servers as a one-line strip."""
     app, _ = three_server_app()
     assert snap_compare(app, terminal_size=(100, 30))
+
+
+def test_three_servers_maximized_8_100x30(snap_compare):
+    app, _ = three_server_app()
+    assert snap_compare(app, terminal_size=(100, 30), press=["8"])

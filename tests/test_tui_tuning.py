@@ -79,7 +79,7 @@ async def test_whatif_panel_by_hand():
     ):
         assert row in text, row
     assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
-    assert "what-if best k=3 (2.40x) at c=0.10 (6)" in text  # panel 2's title carries it
+    assert "k: best k=3 (2.40x)  16 steps, c=0.10 (+/-)" in text  # the headline carries it
     assert "batch size moves the best k" in text
 
 
@@ -225,7 +225,8 @@ async def test_reconciliation_equal_when_counters_match():
         await pilot.pause()
         text = screen_text(app)
     assert "reconciliation: equal" in text
-    assert "2 Accepted drafts per step · what-if" in text  # per-request data, not server-wide
+    assert "2 Accepted drafts per step─" in text or "2 Accepted drafts per step ─" in text
+    assert "server-wide" not in text.split("2 Accepted drafts per step")[1][:20]
 
 
 async def test_maximize_the_new_panels_and_help_explain_name_them():

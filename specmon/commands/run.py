@@ -122,6 +122,7 @@ def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any
         multi.join()
         multi.finish()
     print(f"exports written to {config.artifact_dir}", file=out)
+    _print_results(multi, out)  # the headless run's console tables, once the screen is gone
     return _exit_status(multi, out)
 
 
@@ -161,10 +162,13 @@ class HeadlessProgress:
     def line(self) -> str:
         """With several servers, each one's running acceptance length."""
         progress = self.multi.progress()
+        rates = [_request_throughput(run.session) for run in self.multi.runs]
+        known = [r for r in rates if r is not None]
+        rate = sum(known) if known else None  # several servers: their throughputs add up
         if len(self.tallies) == 1:
             (tally,) = self.tallies.values()
-            return format_progress(progress, tally.mean())
-        line = format_progress(progress, None)
+            return format_progress(progress, tally.mean(), rate)
+        line = format_progress(progress, None, rate)
         per_server = []
         for label, tally in self.tallies.items():
             al = tally.mean()
@@ -226,25 +230,35 @@ def describe_run(config: RunConfig) -> str:
 
 def progress_line(progress: Any, session: Any) -> str:
     """The progress line with the running acceptance length from a session's snapshot."""
-    return format_progress(progress, _running_acceptance_length(session))
+    return format_progress(
+        progress, _running_acceptance_length(session), _request_throughput(session)
+    )
 
 
-def format_progress(progress: Any, al: float | None) -> str:
-    """One line: elapsed, done/total, errors, req/s, running acceptance length, lag."""
+def format_progress(progress: Any, al: float | None, rate: float | None) -> str:
+    """One line: elapsed, done/total, errors, req/s (AIPerf's request_throughput, the figure
+    the TUI shows), running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
-    elapsed = max(progress.elapsed_s, 1e-9)
-    # requests that finished without an error (connection retries never finished one)
-    answered = progress.completed - (progress.errors - getattr(progress, "retries", 0))
-    rate = answered / elapsed if progress.elapsed_s > 0 else 0.0
+    rate_text = "n/a" if rate is None else f"{rate:.2f}"
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
     down = server_down_text(getattr(progress, "down_since", None))
     return (
         f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
-        f"errors {progress.errors}  {rate:.1f} req/s  in-flight {progress.in_flight}  "
+        f"errors {progress.errors}  {rate_text} req/s  in-flight {progress.in_flight}  "
         f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms"
         + (f"  {down}" if down else "")
     )
+
+
+def _request_throughput(session: Any) -> float | None:
+    try:
+        value = (session.accumulator.snapshot().std_stats.get("request_throughput") or {}).get(
+            "avg"
+        )
+    except Exception:
+        return None
+    return float(value) if value is not None else None
 
 
 def _running_acceptance_length(session: Any) -> float | None:

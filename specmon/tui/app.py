@@ -13,6 +13,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -45,16 +46,17 @@ from specmon.tui.view import (
     LATENCY_ROWS,
     SPEC_COLUMNS,
     SPEC_ROWS,
-    TimeBins,
-    acceptance_series,
 )
 from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
+from specmon.tui.widgets.headline import HeadlineView, headline_of
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
-from specmon.tui.widgets.panel import HPanel, Panel
+from specmon.tui.widgets.panel import HPanel, Panel, Slot
 from specmon.tui.widgets.request_log import RequestLog
+from specmon.tui.widgets.series import SeriesBins, SeriesView
+from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
-from specmon.tui.widgets.timeline import WINDOWS, AcceptancePlot
+from specmon.tui.widgets.timeline import WINDOWS
 from specmon.tui.widgets.tuning import (
     CountersView,
     SegmentsView,
@@ -83,7 +85,7 @@ PANELS = (
 PANEL_TITLES = (
     "1 Spec Decode",
     "2 Accepted drafts per step",
-    "3 Acceptance length over time",
+    "3 Time series",
     "4 Latency & throughput",
     "5 Requests",
     "6 What if k were different",
@@ -108,17 +110,18 @@ class SpecmonApp(App[int]):
     TITLE = "specmon"
     ENABLE_COMMAND_PALETTE = False
     ESCAPE_TO_MINIMIZE = False  # our escape action restores and re-focuses the log
+    ALLOW_IN_MAXIMIZED_VIEW = "#header, Footer"  # a maximized panel keeps the header
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_monitor", "Quit"),
         Binding("ctrl+c", "quit_monitor", "Quit", show=False, priority=True),
         Binding("p", "pause", "Pause"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("e", "explain", "Explain"),
-        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("slash", "filter", "Filter", key_display="/", show=False),
+        Binding("s", "screenshot", "Save"),
+        Binding("1", "maximize(1)", "Max", key_display="1-8"),  # one footer entry
         Binding("w", "cycle_window", "Window"),
-        Binding("t", "cycle_theme", "Theme"),
-        Binding("s", "screenshot", "Screenshot"),
-        Binding("1", "maximize(1)", "Maximize 1-8", key_display="1-8"),  # one footer entry
+        Binding("t", "cycle_theme", "Theme", show=False),
         Binding("2", "maximize(2)", "Histogram", show=False),
         Binding("3", "maximize(3)", "AL over time", show=False),
         Binding("4", "maximize(4)", "Latency", show=False),
@@ -129,13 +132,11 @@ class SpecmonApp(App[int]):
         Binding("9", "maximize(9)", "Categories", show=False),
         Binding("c", "sort_categories(False)", "Sort categories", show=False),
         Binding("C", "sort_categories(True)", "reverse the category order", show=False),
-        Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-"),
+        Binding("plus,equals_sign", "draft_cost(1)", "Draft cost", key_display="+/-", show=False),
         Binding("minus", "draft_cost(-1)", "lower the draft cost c", show=False),
-        Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]"),
+        Binding("right_square_bracket", "next_server(1)", "Server", key_display="[/]", show=False),
         Binding("left_square_bracket", "next_server(-1)", "previous server", show=False),
-        Binding(
-            "greater_than_sign", "load_knob('concurrency', 1)", "Concurrency", key_display="</>"
-        ),
+        Binding("greater_than_sign", "load_knob('concurrency', 1)", "Load", key_display="</>"),
         Binding("less_than_sign", "load_knob('concurrency', -1)", "lower concurrency", show=False),
         Binding("R", "load_knob('request_rate', 1)", "raise request rate", show=False),
         Binding("r", "load_knob('request_rate', -1)", "lower request rate", show=False),
@@ -172,7 +173,7 @@ class SpecmonApp(App[int]):
         self._last_key: tuple | None = None
         self._last_snapshot: RunSnapshot | None = None
         self._marked = False
-        self._bins = TimeBins()
+        self._bins = SeriesBins()
         self._plot_key: int | None = None
         self._plot_at = 0.0
         self._plot_stale = False
@@ -186,6 +187,7 @@ class SpecmonApp(App[int]):
         self._counters: dict[str, CounterStatus] = {}
         self._tune_at = 0.0
         self._segments_at = 0.0  # next time the segments table may be recomputed
+        self._server_std: list[dict[str, dict]] = []  # per server, from the last 1 Hz tick
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -200,6 +202,8 @@ class SpecmonApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
+        with Panel(id="panel-head", classes="panel"):
+            yield HeadlineView(id="headline")
         with Panel(id="panel-servers", classes="panel"):
             yield ServersView(id="servers")
         with Horizontal(id="row-top"):
@@ -210,21 +214,25 @@ class SpecmonApp(App[int]):
             with HPanel(id="panel-hist", classes="panel"):
                 yield HistogramView(id="histogram")
                 yield PositionsView(id="positions")
+            yield Slot(id="slot-health")
         with Horizontal(id="row-tune"):
             with Panel(id="panel-whatif", classes="panel"):
                 yield WhatIfView(id="whatif")
             with Panel(id="panel-segments", classes="panel"):
                 yield CountersView(id="counters")
                 yield SegmentsView(id="segments")
-        with Panel(id="panel-categories", classes="panel"):
-            yield CategoriesView(id="categories")
+            yield Slot(id="slot-sweep")
         with Horizontal(id="row-mid"):
             with Panel(id="panel-plot", classes="panel"):
-                yield AcceptancePlot(id="al-plot")
+                yield SeriesView(id="series")
             with Panel(id="panel-latency", classes="panel"):
                 yield StatsTable(
                     LATENCY_ROWS, LATENCY_COLUMNS, "no completed requests yet", id="latency-table"
                 )
+                yield ServerLatencyView(id="server-latency")
+            # shown (class -filled) once requests carry categories: --dataset runs
+            with Slot(id="slot-categories"), Panel(id="panel-categories", classes="panel"):
+                yield CategoriesView(id="categories")
         with Panel(id="panel-log", classes="panel"):
             yield Static(LOG_HEADER, id="log-header", markup=False)
             yield RequestLog(id="request-log")
@@ -232,7 +240,7 @@ class SpecmonApp(App[int]):
                 placeholder="filter (text, 'error', category); enter applies, esc closes",
                 id="log-filter",
             )
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         for panel_id, title in zip(PANELS, PANEL_TITLES):
@@ -273,6 +281,9 @@ class SpecmonApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
+        # size-dependent views (the servers' columns) repaint once the new layout is done,
+        # not at the next timer tick (a snapshot taken before it would be of the old size)
+        self.call_after_refresh(self.refresh_data)
 
     def _apply_layout(self, width: int, height: int) -> None:
         compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
@@ -282,6 +293,7 @@ class SpecmonApp(App[int]):
             self.screen_stack[0].set_class(medium, "medium")
             short = not compact and not medium and len(self.servers) == 1 and height < TUNE_ROW_FROM
             self.screen_stack[0].set_class(short, "short")
+            self.screen_stack[0].set_class(height >= TUNE_ROW_FROM, "tall")
             self._tune_at = 0.0  # the servers view switches between columns and a strip
 
     # -- the refresh tick -------------------------------------------------------------
@@ -307,6 +319,7 @@ class SpecmonApp(App[int]):
         self._last_snapshot = snap
         self._show_header(snap, None)
         self._refresh_tuning(snap)
+        self._show_server_latency(snap)
         counters = self._counters.get(self._label())
         key = (
             snap.request_count,
@@ -330,14 +343,9 @@ class SpecmonApp(App[int]):
             self._widget(PositionsView).show(hist, k)
             estimate = what_if(hist, k, self.draft_cost.value)
             self._widget(WhatIfView).show(estimate, source)
-            # In the title, so layouts without the what-if row (and without bottom borders)
-            # still show its answer; 6 opens the panel.
-            answer = (
-                ""
-                if estimate is None
-                else f" · what-if {recommendation_text(estimate)} at c={self.draft_cost.value:.2f} (6)"
-            )
-            self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source + answer
+            # The what-if answer is in the headline, at every size; 6 opens the panel.
+            self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source
+            self._show_headline(snap, estimate, hist, source)
             self._q("#panel-whatif", Widget).border_subtitle = self.draft_cost.label()
             self._q("#latency-table", StatsTable).show(snap.std_stats)
             self._show_plot(snap)
@@ -367,10 +375,15 @@ class SpecmonApp(App[int]):
         ]
         self._poll_counters(snaps)
         if len(self.servers) > 1:
-            compact = self.screen_stack[0].has_class("compact")
+            main = self.screen_stack[0]
+            # maximized, the servers get their columns even in the compact layout
+            compact = main.has_class("compact") and main.maximized is None
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
+            self._server_std = [s.std_stats or {} for s in snaps]
         self._show_segments()
-        self._widget(CategoriesView).sync(self._results())
+        categories = self._widget(CategoriesView)
+        categories.sync(self._results())
+        self._q("#slot-categories", Slot).set_class(categories.has_rows, "-filled")
 
     def _results(self) -> Any:
         return self.servers[self.selected][1].accumulator.results
@@ -378,6 +391,16 @@ class SpecmonApp(App[int]):
     def action_sort_categories(self, reverse: bool) -> None:
         column = self._widget(CategoriesView).cycle_sort(self._results(), reverse)
         self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
+
+    def _show_server_latency(self, snap: RunSnapshot) -> None:
+        """Every server's latency row; the selected one's from this tick's snapshot, the
+        header's, so one server never shows two request-throughput figures."""
+        if len(self.servers) < 2 or len(self._server_std) != len(self.servers):
+            return
+        stats = list(self._server_std)
+        stats[self.selected] = snap.std_stats or {}
+        rows = [(label, std) for (label, _), std in zip(self.servers, stats)]
+        self._widget(ServerLatencyView).show(rows, self.selected)
 
     def _poll_counters(self, snaps: list[RunSnapshot]) -> None:
         lines: list[str] = []
@@ -469,19 +492,23 @@ class SpecmonApp(App[int]):
             model=str((config and config.model) or "-"),
             engine=str(snap.engine or "-"),
             k=self._k_text(snap),
-            load=_load_text(self.config),
+            load=_load_text(self.config, self.load_settings),
             elapsed_s=self._elapsed(snap),
             completed=int(snap.request_count),
             errors=int(snap.error_count),
             error_kinds=dict(snap.error_summary or {}),
             failure=_failure(runner),
             request_count=config.request_count if config else None,
+            request_throughput=(snap.std_stats.get("request_throughput") or {}).get("avg"),
             duration_s=config.benchmark_duration if config else None,
             paused_arrivals=paused_arrivals,
             finished=runner.finished if runner is not None else self.source != "live",
             source=self.source,
             **_runner_progress(self._shown_runner()),
         )
+        if info.request_count is None:  # a replay knows its record count: no "(until q)"
+            done, total = _known_total(runner)
+            info = replace(info, request_count=total, progress_done=done)
         self._widget(RunHeader).show(info)
 
     def _shown_runner(self) -> RunControl | None:
@@ -514,15 +541,34 @@ class SpecmonApp(App[int]):
         label, window = WINDOWS[self.window_index]
         now_mono = time.monotonic()
         if self._plot_key == self.window_index and now_mono - self._plot_at < PLOT_EVERY_S:
-            self._plot_stale = True  # plotext redraws are the costliest paint: 1 Hz at most
+            self._plot_stale = True  # the series fold every bin of the window: 1 Hz is plenty
             return
         self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
-        self._bins.add(*self.accumulator.timeline())
-        times, steps, accepted = self._bins.arrays()
-        now = max(times[-1] if times else 0.0, self._elapsed(snap))
-        xs, ys = acceptance_series(times, steps, accepted, window, now)
-        self._widget(AcceptancePlot).show(xs, ys, label, snap.num_spec_tokens)
-        self._q("#panel-plot", Widget).border_subtitle = f"w: window {label}"
+        self._bins.add(self.accumulator.results)
+        now = max(self._bins.last_s(), self._elapsed(snap))
+        bins = self._bins
+        self._widget(SeriesView).show(lambda columns: bins.series(window, now, columns))
+        self._q("#panel-plot", Widget).border_title = f"{PANEL_TITLES[2]} · window {label} (w)"
+
+    def _show_headline(
+        self, snap: RunSnapshot, estimate: Any, hist: dict[int, int], source: str
+    ) -> None:
+        steps = sum(hist.values())
+        basis = (
+            f"{steps:,} steps{' ' + source.strip(' ·') if source else ''}, "
+            f"c={self.draft_cost.value:.2f} (+/-)"
+            if estimate is not None
+            else ""
+        )
+        self._widget(HeadlineView).show(
+            headline_of(
+                snap.spec_stats or {},
+                snap.std_stats or {},
+                int(snap.error_count),
+                recommendation_text(estimate),
+                basis,
+            )
+        )
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
@@ -607,7 +653,7 @@ class SpecmonApp(App[int]):
         label, session = self.servers[index]
         self.session = session
         self.accumulator = session.accumulator
-        self._bins = TimeBins()
+        self._bins = SeriesBins()
         self._plot_key = None
         self._last_key = None
         self._tune_at = 0.0
@@ -640,13 +686,22 @@ class SpecmonApp(App[int]):
             runner.set_output_tokens(int(value))
         self._tune_at = self._segments_at = 0.0
         self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
+        self.refresh_data()  # the header says the new value at once, not at the next tick
 
     def action_maximize(self, number: int) -> None:
         if self.screen is not self.screen_stack[0]:
             return  # a help or detail screen is on top
+        if PANELS[number - 1] == "panel-servers" and len(self.servers) < 2:
+            self.notify(
+                "one server: 8 compares several (--url A --url B, demo --num-spec-tokens 2,4)",
+                timeout=4,
+            )
+            return
         panel = self._q(f"#{PANELS[number - 1]}", Widget)
         self.screen.minimize()
         self.screen.maximize(panel, container=False)
+        self._tune_at = 0.0  # the servers view picks columns or a strip by the room it has
+        self.refresh_data()
 
     def action_restore(self) -> None:
         box = self._q("#log-filter", Input)
@@ -655,6 +710,8 @@ class SpecmonApp(App[int]):
         elif self.screen.maximized is not None:
             self.screen.minimize()
             self._widget(RequestLog).focus()
+            self._tune_at = 0.0
+            self.refresh_data()
 
 
 def _server_list(runner: MonitoredRun | None, session: SessionView) -> list[tuple[str, Any]]:
@@ -704,12 +761,26 @@ def _target(config: MonitorConfig | None) -> str:
     return ", ".join(config.targets) or "-" if config is not None else "-"
 
 
-def _load_text(config: MonitorConfig | None) -> str:
+def _known_total(runner: RunControl | None) -> tuple[int | None, int | None]:
+    """(done, total) a runner counts itself (a replay: records fed of its file's count,
+    warmup records included), or (None, None)."""
+    if runner is None:
+        return None, None
+    try:
+        p = runner.progress()
+    except Exception:  # a progress read must never break the screen
+        return None, None
+    return (p.completed, p.total) if p.total else (None, None)
+
+
+def _load_text(config: MonitorConfig | None, settings: dict[str, Any]) -> str:
+    """The load as it is now: the knobs' current values (`>` shows at once), not the start."""
     if config is None:
         return "replay"
     if config.load_label:
         return config.load_label
-    rate, conc = config.request_rate, config.concurrency
+    rate = settings.get("request_rate", config.request_rate)
+    conc = settings.get("concurrency") or config.concurrency
     parts = []
     if rate:
         parts.append(f"rate {rate:g}/s {config.request_rate_mode or ''}".rstrip())

@@ -31,7 +31,7 @@ TIMING_TAGS = (
 
 
 class RequestDetail(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Back")]
+    BINDINGS = [Binding("escape,q", "dismiss", "Back"), Binding("s", "app.screenshot", "Save")]
 
     def __init__(self, result: Any, index: int) -> None:
         super().__init__()

@@ -12,6 +12,15 @@ from textual.widgets import Static
 # of one request; sums run over requests with a spec-decode record.
 EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     (
+        "Symbols",
+        "for one request: a = accepted draft tokens, d = proposed (drafted) tokens, s = verify "
+        "steps; k = draft tokens the server proposes per step (--num-spec-tokens); Σ sums over "
+        "the requests with a spec-decode record; h_j = verify steps that accepted exactly j "
+        "drafts; S_i, a_i, n_i and E(k') as defined below; c = draft cost (below); "
+        "p50 / p90 / p99 = percentiles over requests",
+        "AL, rates and histograms all follow from a, d, s and h",
+    ),
+    (
         "Acceptance Length (AL)",
         "tokens the target model emits per verify step, bonus token "
         "included; averaged per request (each request counts once)",
@@ -53,10 +62,11 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
         "a_i = S_i / S_{i-1}",
     ),
     (
-        "AL over time",
-        "token-weighted AL of the requests that ended in each time bin of the "
-        "window (w: 10 s, 60 s, whole run)",
-        "1 + Σa / Σs per bin",
+        "Time series (panel 3)",
+        "per time bin of the window (w: 10 s, 60 s, whole run), over the requests that ended "
+        "in the bin: token-weighted AL, output tokens/s, median TTFT and the error share; each "
+        "labelled with its current (latest bin), min and max",
+        "AL 1 + Σa / Σs · tok/s Σ output tokens / bin width · errors % 100 · errors / requests",
     ),
     ("TTFT", "time to first token: first content response minus request start", "ms"),
     (
@@ -67,7 +77,12 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ("Request Latency", "last content response minus request start", "ms"),
     ("Output tok/s/user", "decode speed seen by one user", "1 / ITL (s)"),
     ("Output tok/s", "run throughput", "Σ output tokens / benchmark duration"),
-    ("Requests/s", "completed valid requests per second", "request count / duration"),
+    (
+        "Requests/s (req/s)",
+        "AIPerf's request_throughput, the one request-rate figure (header and table): valid "
+        "requests over the benchmark duration, first request start to last response",
+        "request count / benchmark duration",
+    ),
     ("Errors", "failed requests (HTTP error, timeout, broken stream, cancelled...)", "count"),
     (
         "What-if E(k')",
@@ -100,7 +115,7 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
 
 
 class ExplainScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,e", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,e", "dismiss", "Close"), Binding("s", "app.screenshot", "Save")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="explain-body", classes="modal-body") as body:

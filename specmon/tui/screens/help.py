@@ -12,8 +12,8 @@ from textual.widgets import Static
 PANEL_NAMES = {
     "1": "maximize the Spec Decode table",
     "2": "maximize the histogram",
-    "3": "maximize acceptance length over time",
-    "4": "maximize latency & throughput",
+    "3": "maximize the time series (AL, output tok/s, TTFT p50, errors %)",
+    "4": "maximize latency & throughput (every server's, with several)",
     "5": "maximize the request log",
     "6": "maximize the what-if panel (other k)",
     "7": "maximize segments and the server's /metrics counters",
@@ -28,17 +28,28 @@ PANEL_NAMES = {
     "greater_than_sign": "double the concurrency (starts a new segment)",
     "less_than_sign": "halve the concurrency (starts a new segment)",
     "escape": "restore (or close the filter box)",
+    "s": "save a screenshot (SVG) into the artifact dir; works on every screen",
+    "w": "cycle the time series window: 10 s, 60 s, whole run",
+    "slash": "filter the request log",
+    "t": "cycle the themes",
 }
 EXTRA_KEYS = (
-    ("up/down, pgup/pgdn", "move the cursor in the request log"),
-    ("enter / click twice", "open the request under the cursor"),
-    ("end", "follow the tail of the request log again"),
+    (
+        "up/down, pgup/pgdn, home",
+        "select a row in the request log: following stops and the row "
+        "stays in place while requests land",
+    ),
+    ("enter / click twice", "open the selected request"),
+    ("end / f", "follow the tail of the request log again"),
     ("mouse wheel", "scroll the log (stops following; new rows are counted)"),
 )
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+        Binding("s", "app.screenshot", "Save"),
+    ]
 
     def __init__(self, bindings: list[Binding]) -> None:
         super().__init__()

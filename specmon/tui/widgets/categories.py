@@ -87,6 +87,11 @@ class CategoriesView(ShapedStatic):
             render_rows(self.rows, self.sort_column, self.descending), len(self.rows), lines
         )
 
+    @property
+    def has_rows(self) -> bool:
+        """Whether any request so far carried a category (the panel has something to say)."""
+        return bool(self.rows)
+
     def cycle_sort(self, results: Sequence[Any], reverse: bool = False) -> str:
         """`reverse`: flip the order of the current column; else sort by the next column
         (acceptance-like figures biggest first). Returns the column now sorted by."""

@@ -32,6 +32,9 @@ class HeaderInfo:
     phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
     retries: int = 0  # connection-failed attempts (in `errors`, but no request finished)
     down_since: float | None = None  # time.time() the current outage began (LoadProgress)
+    # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
+    request_throughput: float | None = None
+    progress_done: int | None = None  # what counts toward request_count when the runner says
 
 
 class RunHeader(Static):
@@ -84,27 +87,28 @@ class RunHeader(Static):
     def _second_line(self, info: HeaderInfo, width: int) -> Text:
         out = Text(no_wrap=True)
         # Progress counts every finished request (errors too), as the load loop does.
-        prog = run_progress(
-            info.completed + info.errors - info.retries,
-            info.elapsed_s,
-            info.request_count,
-            info.duration_s,
+        done = (
+            info.completed + info.errors - info.retries
+            if info.progress_done is None
+            else info.progress_done
         )
-        rate = info.completed / info.elapsed_s if info.elapsed_s > 0 else 0.0
+        prog = run_progress(done, info.elapsed_s, info.request_count, info.duration_s)
+        rate = "-" if info.request_throughput is None else f"{info.request_throughput:.2f}"
         if prog.fraction is not None:
-            bar_w = max(8, min(40, width // 5))
+            # narrow terminals: a shorter bar, so req/s and errors still fit at 80 columns
+            bar_w = max(6, min(40, width // 5 if width >= 120 else width // 10))
             out.append(
                 bar(prog.fraction, bar_w).replace(" ", "░"), style=self._style("header--bar")
             )
             eta = "done" if info.finished else f"ETA {fmt_duration(prog.eta_s)}"
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
         else:
-            out.append(f"{prog.label}" + (" (finished)" if info.finished else " (until q)"))
+            ongoing = " (until q)" if info.source == "live" else ""
+            out.append(f"{prog.label}" + (" (finished)" if info.finished else ongoing))
         if info.phase == "warmup" and not info.finished:
             out.append(" · warmup")
-        if info.in_flight is not None and not info.finished:
-            out.append(f" · in flight {info.in_flight}")
-        out.append(f" · elapsed {fmt_duration(info.elapsed_s)} · {rate:.2f} req/s · ")
+        # Most needed first: what gets cut on a narrow terminal is at the end.
+        out.append(f" · {rate} req/s · ")
         out.append(
             f"errors {info.errors}", style=self._style("header--error") if info.errors else ""
         )
@@ -116,6 +120,9 @@ class RunHeader(Static):
             out.append(f" · {down}", style=self._style("header--error"))
         if info.failure:
             out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
-        elif info.finished and info.source == "live":
+        if info.in_flight is not None and not info.finished:
+            out.append(f" · in flight {info.in_flight}")
+        out.append(f" · elapsed {fmt_duration(info.elapsed_s)}")
+        if info.finished and info.source == "live" and not info.failure:
             out.append(" · q writes the exports")
         return out

@@ -39,8 +39,8 @@ class RequestLog(ScrollView, can_focus=True):
         Binding("pageup", "cursor(-10)", show=False),
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "first", show=False),
-        Binding("end", "follow", "Follow", show=False),
-        Binding("enter", "open", "Open request"),
+        Binding("end,f,F", "follow", "Follow", show=False),
+        Binding("enter", "open", "Open"),
     ]
     DEFAULT_CSS = """
     RequestLog { overflow-y: scroll; overflow-x: hidden; }
@@ -93,7 +93,7 @@ class RequestLog(ScrollView, can_focus=True):
         total = len(self._source)
         if total == self._seen:
             return 0
-        at_end = self._at_end()
+        at_end = self._following  # a selection or a scroll up holds the rows in place
         before = len(self._rows)
         if self._filter:
             self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
@@ -129,11 +129,16 @@ class RequestLog(ScrollView, can_focus=True):
         self._filter = text.strip().lower()
         self._rows = [i for i in range(self._seen) if self._matches(i)]
         self.cursor = -1
+        self._following = True
         self.pending = 0
         self._set_row_count()
         self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
         self._post_counts()
+
+    @property
+    def following(self) -> bool:
+        return self._following
 
     @property
     def filter_text(self) -> str:
@@ -178,8 +183,8 @@ class RequestLog(ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        self._following = self._at_end()
-        if self.pending and self._at_end():
+        self._following = self.cursor < 0 and self._at_end()
+        if self.pending and self._following:
             self.pending = 0
             self._post_counts()
 
@@ -190,24 +195,27 @@ class RequestLog(ScrollView, can_focus=True):
         self.virtual_size = Size(event.size.width, len(self._rows))
         # Following: re-anchor, or the wheel starts from a stale target. A shrinking panel
         # (another panel grew) leaves scroll_y short of the new end, hence the flag.
-        if self._following or self._at_end():
+        if self._following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     # -- interaction --------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
         if not self._rows:
             return
+        self._following = False  # a selection stops following at once (a log viewer's way)
         start = self.cursor if self.cursor >= 0 else len(self._rows)
         self.cursor = min(max(start + delta, 0), len(self._rows) - 1)
         self._keep_cursor_visible()
 
     def action_first(self) -> None:
         if self._rows:
+            self._following = False
             self.cursor = 0
             self.scroll_home(animate=False, immediate=True)
 
     def action_follow(self) -> None:
         self.cursor = -1
+        self._following = True
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def action_open(self) -> None:
@@ -235,6 +243,7 @@ class RequestLog(ScrollView, can_focus=True):
         row = int(self.scroll_y) + offset.y
         if row >= len(self._rows):
             return
+        self._following = False
         if row == self.cursor or event.chain >= 2:
             self.post_message(self.Open(self._rows[row]))
         self.cursor = row

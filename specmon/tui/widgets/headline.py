@@ -1,0 +1,118 @@
+"""Panel 0, the headline: the figures a GPU-box user needs, in three dense lines.
+
+Shown at every size above the detailed panels, so an 80x24 terminal has acceptance length
+(per-request mean and token-weighted), the draft acceptance rate, output tokens/s, TTFT p50
+and p99, ITL p50, errors and the recommended k with its basis without maximizing anything.
+Every number comes from the same snapshot statistics as the tables and exports (one
+definition per figure); request throughput is in the header, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from specmon.tui.view import NA
+
+
+@dataclass(frozen=True)
+class Headline:
+    al: float | None  # per-request mean acceptance length
+    al_token_weighted: float | None
+    draft_rate_pct: float | None  # per-request mean draft acceptance rate
+    overall_rate_pct: float | None  # pooled Σa / Σd
+    output_tok_s: float | None
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    errors: int
+    recommendation: str  # "best k=5 (2.11x, extrapolated)"
+    basis: str  # what the recommendation rests on
+
+
+def headline_of(
+    spec: dict[str, dict], std: dict[str, dict], errors: int, recommendation: str, basis: str
+) -> Headline:
+    """The headline figures from a snapshot's spec_stats / std_stats blocks."""
+
+    def get(stats: dict[str, dict], tag: str, col: str) -> float | None:
+        value = (stats.get(tag) or {}).get(col)
+        return None if value is None else float(value)
+
+    return Headline(
+        al=get(spec, "spec_decode_acceptance_length", "avg"),
+        al_token_weighted=get(spec, "spec_decode_token_weighted_acceptance_length", "avg"),
+        draft_rate_pct=get(spec, "spec_decode_draft_acceptance_rate", "avg"),
+        overall_rate_pct=get(spec, "spec_decode_overall_draft_acceptance_rate", "avg"),
+        output_tok_s=get(std, "output_token_throughput", "avg"),
+        ttft_p50_ms=get(std, "time_to_first_token", "p50"),
+        ttft_p99_ms=get(std, "time_to_first_token", "p99"),
+        itl_p50_ms=get(std, "inter_token_latency", "p50"),
+        errors=errors,
+        recommendation=recommendation,
+        basis=basis,
+    )
+
+
+def _n(value: float | None, fmt: str = ",.2f") -> str:
+    return NA if value is None else format(value, fmt)
+
+
+def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
+    """Three lines: acceptance, latency/throughput, the k recommendation."""
+    label, value = styles.get("label", ""), styles.get("value", "bold")
+    out = Text(no_wrap=True, overflow="ellipsis")
+
+    def pair(name: str, text: str, style: Any = None) -> None:
+        out.append(name + " ", style=label)
+        out.append(text, style=value if style is None else style)
+        out.append("  ")
+
+    good = styles.get("good", value)
+    pair("AL", _n(h.al), good)
+    pair("tok-wtd AL", _n(h.al_token_weighted), good)
+    pair("draft acc", _n(h.draft_rate_pct) + "%")
+    pair("overall", _n(h.overall_rate_pct) + "%")
+    pair("errors", str(h.errors), styles.get("error", value) if h.errors else value)
+    out.append("\n")
+    pair("out tok/s", _n(h.output_tok_s, ",.1f"))
+    pair("TTFT p50", _n(h.ttft_p50_ms, ",.1f"))
+    pair("p99", _n(h.ttft_p99_ms, ",.1f") + " ms")
+    pair("ITL p50", _n(h.itl_p50_ms, ",.2f") + " ms")
+    out.append("\n")
+    pair("k:", h.recommendation, styles.get("accent", value))
+    out.append(h.basis, style=label)
+    out.rstrip()
+    return out
+
+
+class HeadlineView(Static):
+    COMPONENT_CLASSES = {"headline--label", "headline--good", "headline--error", "headline--accent"}
+    DEFAULT_CSS = """
+    HeadlineView { height: 3; }
+    HeadlineView > .headline--label { color: $text-muted; }
+    HeadlineView > .headline--good { color: $success; text-style: bold; }
+    HeadlineView > .headline--error { color: $error; text-style: bold reverse; }
+    HeadlineView > .headline--accent { color: $accent; text-style: bold; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._headline: Headline | None = None
+
+    def show(self, headline: Headline) -> None:
+        if headline == self._headline:
+            return
+        self._headline = headline
+        style = self.get_component_rich_style
+        styles = {
+            "label": style("headline--label", partial=True),
+            "value": "bold",
+            "good": style("headline--good", partial=True),
+            "error": style("headline--error", partial=True),
+            "accent": style("headline--accent", partial=True),
+        }
+        self.update(headline_text(headline, styles), layout=False)
