@@ -178,6 +178,8 @@ class MonitorConfig:
     refresh_hz: float = 4.0
     theme: str | None = None
     artifact_dir: str | None = None
+    # a published prompt set (--dataset): the per-category panel gets its layout slot
+    dataset: str | None = None
 
     @classmethod
     def of_run(cls, config: RunConfig) -> MonitorConfig:
@@ -199,4 +201,5 @@ class MonitorConfig:
             refresh_hz=config.refresh_hz,
             theme=config.theme,
             artifact_dir=config.artifact_dir,
+            dataset=config.dataset,
         )

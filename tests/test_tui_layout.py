@@ -151,7 +151,9 @@ async def test_maximized_panels_fill_the_screen_under_the_header():
     app = recorded()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        for n in range(1, len(PANELS)):  # 8 (servers side by side) needs several servers
+        for n in range(1, len(PANELS) + 1):
+            if PANELS[n - 1] == "panel-servers":  # 8 (side by side) needs several servers
+                continue
             await pilot.press(str(n))
             await pilot.pause()
             panel = app.query_one(f"#{PANELS[n - 1]}")
@@ -273,7 +275,7 @@ async def test_every_servers_latency_and_throughput_is_reachable():
             await pilot.press(*keys)
             await pilot.pause()
             text = screen_text(app)
-        pattern = r"(k[246])\s+N/A\s+N/A\s+N/A\s+200\.00\s+([\d.,]+)\s+([\d.]+)"
+        pattern = r"(k[246])\s+-\s+-\s+-\s+200\.00\s+([\d.,]+)\s+([\d.]+)"
         assert re.findall(pattern, text) == [
             ("k2", "45.00", "5.00"),
             ("k4", "260.00", "5.00"),
@@ -348,7 +350,7 @@ async def test_one_req_s_per_server_even_between_the_1hz_ticks():
     assert "2.50 req/s" in text.splitlines()[1]
     # output tokens/s: 9 + 9 tokens (H2 twice) / 0.8 s = 22.50
     row = re.search(r"> k2 .*", text).group(0).split()
-    assert row[:8] == [">", "k2", "N/A", "N/A", "N/A", "200.00", "22.50", "2.50"], row
+    assert row[:8] == [">", "k2", "-", "-", "-", "200.00", "22.50", "2.50"], row
 
 
 async def test_key_8_with_one_server_says_why_instead_of_an_empty_panel():

@@ -383,7 +383,10 @@ class SpecmonApp(App[int]):
         self._show_segments()
         categories = self._widget(CategoriesView)
         categories.sync(self._results())
-        self._q("#slot-categories", Slot).set_class(categories.has_rows, "-filled")
+        # its own place in large layouts for a --dataset run (categories are what it asks);
+        # otherwise (the built-in prompts' categories) key 9 shows it maximized
+        shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
+        self._q("#slot-categories", Slot).set_class(shown, "-filled")
 
     def _results(self) -> Any:
         return self.servers[self.selected][1].accumulator.results
