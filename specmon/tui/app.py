@@ -49,6 +49,7 @@ from specmon.tui.view import (
     acceptance_series,
 )
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
+from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel
 from specmon.tui.widgets.request_log import RequestLog
@@ -209,6 +210,7 @@ class SpecmonApp(App[int]):
                 yield WhatIfView(id="whatif")
             with Panel(id="panel-segments", classes="panel"):
                 yield CountersView(id="counters")
+                yield HealthView(id="health")  # C5: the server's health (until #slot-health)
                 yield SegmentsView(id="segments")
         with Horizontal(id="row-mid"):
             with Panel(id="panel-plot", classes="panel"):
@@ -373,6 +375,7 @@ class SpecmonApp(App[int]):
             self._counters[label] = status = counter_status(poller.latest(), snaps[i])
             if i == self.selected:
                 lines = status.lines
+                self._widget(HealthView).show_view(poller.latest())  # C5
         if not lines:
             lines = [
                 "server /metrics: not polled (no counters or polling off)"
@@ -713,4 +716,16 @@ def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -
     finally:
         if runner is not None:
             runner.stop()
+    return int(code or 0)
+
+
+def run_watch_monitor(config: MonitorConfig, watch: MonitoredRun) -> int:
+    """The monitor over a `specmon watch` (sources/watch.py WatchRun): no load, so the
+    per-request panels stay empty and say why; acceptance and health come from /metrics."""
+    (_, session), *_ = watch.servers.values()
+    app = SpecmonApp(session, watch, config, source="watch")
+    try:
+        code = app.run()
+    finally:
+        watch.stop()
     return int(code or 0)
