@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tune": ("specmon.commands.tune", "estimate acceptance and speedup at other k"),
     "compare": ("specmon.commands.compare", "compare two or more runs side by side"),
     "sweep": ("specmon.commands.sweep", "measure every k x concurrency and pick k per load"),
+    "watch": ("specmon.commands.watch", "observe live servers from /metrics, sending no load"),
 }
 
 

@@ -452,6 +452,16 @@ class RunConfig(BaseModel):
         ge=0,
     )
     server_metrics: bool = option(True, "poll each server's /metrics during the run")
+    prometheus_port: int | None = option(
+        None,
+        "serve specmon's own metrics for Prometheus on this port (0: a free one)",
+        ge=0,
+        le=65535,
+        metavar="PORT",
+    )
+    prometheus_host: str = option(
+        "127.0.0.1", "address the --prometheus-port endpoint binds", metavar="HOST"
+    )
 
     @field_validator("url", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from typing import Any
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
 from specmon.errors import UserError
 from specmon.formatting import server_down_text
+from specmon.sinks.prometheus import close_exporters
 
 PROGRESS_EVERY_S = 2.0
 
@@ -55,13 +56,16 @@ def execute(config: RunConfig, *, save_config_path: str | None = None, out: Any 
     # under load. Larger thresholds cut specmon's CPU per request by about 10% (measured with
     # benchmarks/bench_load.py), for a little garbage that lives longer.
     gc.set_threshold(10_000, 50, 1_000)
-    multi = MultiRun(config, make_session, make_runner)
-    if not config.headless:
-        if not sys.stdout.isatty():
-            print("specmon: stdout is not a terminal: running headless", file=out)
-        elif (monitor := _load_monitor(out)) is not None:
-            return _run_with_monitor(monitor, config, multi, out)
-    return run_headless(config, multi, out)
+    try:
+        multi = MultiRun(config, make_session, make_runner)
+        if not config.headless:
+            if not sys.stdout.isatty():
+                print("specmon: stdout is not a terminal: running headless", file=out)
+            elif (monitor := _load_monitor(out)) is not None:
+                return _run_with_monitor(monitor, config, multi, out)
+        return run_headless(config, multi, out)
+    finally:
+        close_exporters()
 
 
 def check_theme_early(config: RunConfig) -> None:
@@ -77,9 +81,12 @@ def check_theme_early(config: RunConfig) -> None:
 
 def make_session(config: RunConfig) -> Any:
     from specmon.session import RunSession
+    from specmon.sinks import prometheus
 
     input_config = config.model_dump(exclude={"api_key"})
-    return RunSession(config.artifact_dir, config.export_level, input_config)
+    session = RunSession(config.artifact_dir, config.export_level, input_config)
+    prometheus.attach(session, config.prometheus_port, config.prometheus_host)
+    return session
 
 
 def make_runner(config: RunConfig, session: Any) -> Any:

@@ -192,12 +192,17 @@ def execute(
             )
         runner.stop()
 
+    from specmon.sinks.prometheus import close_exporters, exporter_for
+
+    # up before the first server is ready; every repeat's session feeds it (make_session)
+    exporter_for(config.prometheus_port, config.prometheus_host)
     handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = runner.run()
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        close_exporters()
     result = runner.conclude(result)
     tables = runner.tables(result) if result.cells else None
     if tables:

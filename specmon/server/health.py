@@ -13,7 +13,9 @@ zero and `reset` is set, so no rate is ever negative.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -102,11 +104,16 @@ def _combine(items: list[HealthFigures]) -> HealthFigures:
 
 def parse_health(text: str, taken_s: float | None = None) -> HealthSample:
     """Parse a Prometheus text page; keeps only the health series above (`_created` ignored)."""
-    raw: dict[LabelSet, dict[str, float]] = {}
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:
         raise UserError(f"/metrics is not valid Prometheus text: {exc}") from None
+    return health_from_families(families, taken_s)
+
+
+def health_from_families(families: Iterable[Any], taken_s: float | None = None) -> HealthSample:
+    """The health sample of an already parsed page (the poller parses each page once)."""
+    raw: dict[LabelSet, dict[str, float]] = {}
     for family in families:
         for sample in family.samples:
             fld = GAUGES.get(sample.name) or COUNTERS.get(sample.name)
@@ -217,6 +224,52 @@ def _as_figures(delta: HealthDelta) -> HealthFigures:
     return HealthFigures(**{name: getattr(delta, name) for name in COUNTER_FIELDS})
 
 
+def figures_dict(figures: HealthFigures) -> dict[str, float]:
+    """The exposed figures only (an absent series has no key)."""
+    out = {f.name: getattr(figures, f.name) for f in fields(figures)}
+    out["prefix_cache_hit_rate"] = figures.prefix_cache_hit_rate
+    return {name: value for name, value in out.items() if value is not None}
+
+
+def delta_dict(delta: HealthDelta) -> dict[str, Any]:
+    """An interval's figures: current gauges, counter increases and their rates."""
+    out: dict[str, Any] = {
+        "duration_s": delta.duration_s,
+        "running": delta.running,
+        "waiting": delta.waiting,
+        "kv_cache_usage": delta.kv_cache_usage,
+        **{name: getattr(delta, name) for name in COUNTER_FIELDS},
+        "preemptions_per_s": delta.preemptions_per_s,
+        "generation_tokens_per_s": delta.generation_tokens_per_s,
+        "prompt_tokens_per_s": delta.prompt_tokens_per_s,
+        "prefix_cache_hit_rate": delta.prefix_cache_hit_rate,
+    }
+    out = {name: value for name, value in out.items() if value is not None}
+    out["reset"] = delta.reset
+    return out
+
+
+def health_export(first: HealthSample, last: HealthSample) -> dict[str, Any] | None:
+    """`server_metrics.health` of the summary JSON: the last sample (summed, and per label
+    set when there are several) and the deltas over the window first -> last. None when the
+    page carries no health series."""
+    if not last.present:
+        return None
+    window = HealthDelta.between(first, last)
+    several = len(last.per_labels) > 1
+    last_out: dict[str, Any] = figures_dict(last.total)
+    window_out = delta_dict(window)
+    if several:
+        last_out["kv_cache_usage_max"] = last.kv_cache_usage_max
+        last_out["per_labels"] = {
+            label_text(k): figures_dict(v) for k, v in sorted(last.per_labels.items())
+        }
+        window_out["per_labels"] = {
+            label_text(k): delta_dict(v) for k, v in sorted(window.per_labels.items())
+        }
+    return {"label_sets": len(last.per_labels), "last": last_out, "window": window_out}
+
+
 __all__ = [
     "COUNTERS",
     "GAUGES",
@@ -224,6 +277,10 @@ __all__ = [
     "HealthFigures",
     "HealthSample",
     "LabelSet",
+    "delta_dict",
+    "figures_dict",
+    "health_export",
+    "health_from_families",
     "label_text",
     "parse_health",
 ]

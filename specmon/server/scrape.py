@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.accumulator import RunSnapshot
 from specmon.errors import UserError
+from specmon.server.health import HealthDelta, HealthSample, health_from_families
 
 PREFIX = "vllm:spec_decode_"
 COUNTER_FIELDS = {
@@ -53,10 +54,12 @@ def metrics_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class CounterSample:
-    """One scrape: every spec-decode counter series, by field and label set."""
+    """One scrape: every spec-decode counter series, by field and label set, and the
+    server's health series of the same page (server/health.py; None when not parsed)."""
 
     series: dict[SeriesKey, float]
     taken_s: float  # time.monotonic() when the response arrived
+    health: HealthSample | None = field(default=None, compare=False)
 
     @property
     def present(self) -> bool:
@@ -95,8 +98,10 @@ def _position(labels: tuple[tuple[str, str], ...]) -> int | None:
 
 
 def parse_counters(text: str, taken_s: float | None = None) -> CounterSample:
-    """Parse Prometheus text exposition; keeps only vLLM's spec-decode counters."""
+    """Parse Prometheus text exposition once: vLLM's spec-decode counters, and the health
+    series as `.health`."""
     series: dict[SeriesKey, float] = {}
+    taken = time.monotonic() if taken_s is None else taken_s
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError) as exc:
@@ -107,7 +112,7 @@ def parse_counters(text: str, taken_s: float | None = None) -> CounterSample:
             if fld is not None:
                 key = (fld, tuple(sorted(sample.labels.items())))
                 series[key] = series.get(key, 0.0) + float(sample.value)
-    return CounterSample(series, time.monotonic() if taken_s is None else taken_s)
+    return CounterSample(series, taken, health_from_families(families, taken))
 
 
 def _field_of(sample_name: str) -> str | None:
@@ -403,6 +408,21 @@ class ServerCounterView:
     error: str | None  # the last scrape's failure, None after a good one
     probed: bool = False  # a ClientProbe marks each scrape (live verdicts need it)
     steady: SteadyScrape | None = None  # the latest steady scrape, with the client's totals
+    previous: CounterSample | None = None  # the good sample before `last` (live rates)
+
+    def health_window(self) -> HealthDelta | None:
+        """The health series over the window: baseline -> last (None without both)."""
+        return _health_between(self.baseline, self.last)
+
+    def health_recent(self) -> HealthDelta | None:
+        """The health series over the last scrape interval: previous -> last."""
+        return _health_between(self.previous, self.last)
+
+
+def _health_between(a: CounterSample | None, b: CounterSample | None) -> HealthDelta | None:
+    if a is None or b is None or a.health is None or b.health is None or a is b:
+        return None
+    return HealthDelta.between(a.health, b.health)
 
 
 class ServerCounterPoller:
@@ -424,6 +444,8 @@ class ServerCounterPoller:
         self.timeout_s = timeout_s
         self.probe = probe  # marks each scrape with the client's state (live verdicts)
         self.rebaselined = False  # the window restarted after the warmup requests
+        # called on the scrape loop after every scrape, good or failed (specmon watch)
+        self.on_sample: Callable[[ServerCounterView], None] | None = None
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task | None = None
         self._baseline: CounterSample | None = None
@@ -468,7 +490,15 @@ class ServerCounterPoller:
         self.rebaselined = True
         view = self._view  # a steady scrape of the old window compares nothing now
         self._view = ServerCounterView(
-            view.url, None, view.last, None, view.samples, view.error, view.probed, None
+            view.url,
+            None,
+            view.last,
+            None,
+            view.samples,
+            view.error,
+            view.probed,
+            None,
+            view.previous,
         )
         return await self.sample_now()
 
@@ -493,7 +523,9 @@ class ServerCounterPoller:
                 f"{type(exc).__name__}: {exc}",
                 view.probed,
                 view.steady,
+                view.previous,
             )
+            self._notify()
             return self._view
         if self._baseline is None:
             self._baseline = sample
@@ -508,8 +540,14 @@ class ServerCounterPoller:
             None,
             self.probe is not None,
             steady or self._view.steady,
+            self._view.last,
         )
+        self._notify()
         return self._view
+
+    def _notify(self) -> None:
+        if self.on_sample is not None:
+            self.on_sample(self._view)
 
     def _mark(self) -> ClientMark | None:
         return self.probe.mark() if self.probe is not None else None

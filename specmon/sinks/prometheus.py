@@ -15,14 +15,18 @@ adds to `specmon_requests_total` and the histograms, a failed one to
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from specmon.capture import RawCapture
 from specmon.constants import S_PER_NS
 from specmon.errors import UserError
+from specmon.pipeline import RequestResult
+from specmon.sinks.base import BaseSink
 
 LABELS = ("server", "category")
 # Bucket upper bounds (+Inf is added by prometheus_client).
@@ -196,3 +200,49 @@ class PrometheusExporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PrometheusSink(BaseSink):
+    """Feeds one session's results to a (shared) exporter: registered with each session of
+    a run, demo, sweep repeat or watch (commands/run.py make_session)."""
+
+    def __init__(self, exporter: PrometheusExporter) -> None:
+        self.exporter = exporter
+
+    def on_result(self, result: RequestResult, capture: RawCapture | None) -> None:
+        self.exporter.observe(result)
+
+
+# One exporter per (host, port) for the whole process: a sweep's repeats (one session each)
+# add to the same counters, as a Prometheus scrape across the sweep expects.
+_EXPORTERS: dict[tuple[str, int], PrometheusExporter] = {}
+_EXPORTERS_LOCK = threading.Lock()
+
+
+def exporter_for(port: int | None, host: str = "127.0.0.1") -> PrometheusExporter | None:
+    """The process's exporter for `--prometheus-port` (started on first use); None when the
+    option is not set."""
+    if port is None:
+        return None
+    with _EXPORTERS_LOCK:
+        exporter = _EXPORTERS.get((host, port))
+        if exporter is None:
+            exporter = _EXPORTERS[(host, port)] = PrometheusExporter(port, host)
+        return exporter
+
+
+def attach(session: Any, port: int | None, host: str = "127.0.0.1") -> PrometheusExporter | None:
+    """Register a PrometheusSink on `session` when `--prometheus-port` is set."""
+    exporter = exporter_for(port, host)
+    if exporter is not None:
+        session.add_sink(PrometheusSink(exporter))
+    return exporter
+
+
+def close_exporters() -> None:
+    """Stop every exporter this process started (at the end of a command)."""
+    with _EXPORTERS_LOCK:
+        exporters = list(_EXPORTERS.values())
+        _EXPORTERS.clear()
+    for exporter in exporters:
+        exporter.close()

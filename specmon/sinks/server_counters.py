@@ -1,6 +1,7 @@
 """The server's /metrics view as a sink: at the finish, this server's counter window and
 its reconciliation with the run's own totals become the export's `server_metrics`
-(`{"available": false, "reason": ...}` when there is none). The live side (the polling and
+(`{"available": false, "reason": ...}` when there is none), with the server's health
+(queue, KV cache, preemptions, ...) under `server_metrics.health` when /metrics has it. The live side (the polling and
 the client's view of each scrape) stays with CounterWatch and SessionProbe."""
 
 from __future__ import annotations
@@ -8,11 +9,20 @@ from __future__ import annotations
 from typing import Any
 
 from specmon.accumulator import RunAccumulator
+from specmon.server.health import health_export
 from specmon.server.scrape import ServerCounterView
 from specmon.server.server_view import CounterWatch, server_metrics_report
 from specmon.sinks.base import BaseSink
 
 NOT_POLLED = "not polled"
+
+
+def _health(view: ServerCounterView) -> dict[str, Any] | None:
+    """The server's health over the window (server/health.py), from the same scrapes."""
+    first, last = view.baseline, view.last
+    if first is None or last is None or first.health is None or last.health is None:
+        return None
+    return health_export(first.health, last.health)
 
 
 class ServerCounterSink(BaseSink):
@@ -35,6 +45,9 @@ class ServerCounterSink(BaseSink):
         # a window restarted after warmup does not hold the warmup requests
         warmup_in_window = 0 if self.label in watch.rebaselined else acc.warmup_count
         self.report = server_metrics_report(self.view, acc.snapshot(), warmup_in_window)
+        health = _health(self.view)
+        if health is not None:
+            self.report["health"] = health
 
     def export_extras(self) -> dict[str, Any]:
         if self.report is not None:

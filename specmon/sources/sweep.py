@@ -52,7 +52,8 @@ _PER_CELL_FIELDS = (
     "segment_duration",
     "segment_requests",
 )
-_NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics")
+_NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics",
+                 "prometheus_port", "prometheus_host")  # fmt: skip
 
 
 @dataclass

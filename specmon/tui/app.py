@@ -50,6 +50,7 @@ from specmon.tui.view import (
 from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.header import HeaderInfo, RunHeader
 from specmon.tui.widgets.headline import HeadlineView, headline_of
+from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel, Slot
 from specmon.tui.widgets.request_log import RequestLog
@@ -214,7 +215,9 @@ class SpecmonApp(App[int]):
             with HPanel(id="panel-hist", classes="panel"):
                 yield HistogramView(id="histogram")
                 yield PositionsView(id="positions")
-            yield Slot(id="slot-health")
+            # the server's health from /metrics, shown (class -filled) while a poller has it
+            with Slot(id="slot-health"), Panel(id="panel-health", classes="panel"):
+                yield HealthView(id="health")
         with Horizontal(id="row-tune"):
             with Panel(id="panel-whatif", classes="panel"):
                 yield WhatIfView(id="whatif")
@@ -415,6 +418,9 @@ class SpecmonApp(App[int]):
             self._counters[label] = status = counter_status(poller.latest(), snaps[i])
             if i == self.selected:
                 lines = status.lines
+                health = self._widget(HealthView)
+                health.show_view(poller.latest())
+                self._q("#slot-health", Slot).set_class(health.has_health, "-filled")
         if not lines:
             lines = [
                 "server /metrics: not polled (no counters or polling off)"
@@ -808,4 +814,16 @@ def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -
     finally:
         if runner is not None:
             runner.stop()
+    return int(code or 0)
+
+
+def run_watch_monitor(config: MonitorConfig, watch: MonitoredRun) -> int:
+    """The monitor over a `specmon watch` (sources/watch.py WatchRun): no load, so the
+    per-request panels stay empty and say why; acceptance and health come from /metrics."""
+    (_, session), *_ = watch.servers.values()
+    app = SpecmonApp(session, watch, config, source="watch")
+    try:
+        code = app.run()
+    finally:
+        watch.stop()
     return int(code or 0)

@@ -1,0 +1,505 @@
+"""`specmon watch`: observe live servers from their /metrics alone, sending no load.
+
+One `ServerCounterPoller` per server (server/scrape.py) on a scrape loop of its own thread;
+each scrape (its `on_sample` hook) becomes one `WatchRow` per server: the interval's
+spec-decode deltas (acceptance rate = Δaccepted / Δdraft_tokens, acceptance length =
+1 + Δaccepted / Δdrafts, per-position rate = ΔP_i / Δdrafts, the derived histogram
+H_0 = D − P_0, H_j = P_{j−1} − P_j, H_k = P_{k−1}: docs/metrics.md §11), the same over the
+whole watch (running totals), and the health series (server/health.py), summed and per
+label set (engine / DP rank). Rows go to `watch_timeseries.csv` and `.jsonl` as they come
+(flushed per row, so the files are complete whenever the watch stops).
+
+Counter resets: the deltas are taken scrape to scrape, never from the first sample, so a
+series that went down (the server restarted) counts from zero in that interval
+(`counter_delta`), the row is marked `reset`, and the totals go on from the new baseline.
+
+`WatchRun` is an interfaces.RunControl + RunView: no load (`drives_load` False, knobs do
+nothing), every server's session is empty (the monitor's per-request panels say why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from specmon.accumulator import RunAccumulator
+from specmon.interfaces import LoadProgress, SessionView
+from specmon.server.health import HealthDelta, label_text
+from specmon.server.scrape import (
+    CounterDelta,
+    CounterSample,
+    ServerCounterPoller,
+    ServerCounterView,
+    counter_delta,
+)
+from specmon.sources.load.runner import new_event_loop
+
+CSV_NAME = "watch_timeseries.csv"
+JSONL_NAME = "watch_timeseries.jsonl"
+KEEP_ROWS = 4096  # rows per server kept in memory for the screen (the files keep all)
+# the header's load text: why the per-request panels (latency, log, per-request acceptance)
+# stay empty while acceptance and health come from /metrics
+NO_LOAD_LABEL = "watch (no load): per-request panels stay empty; acceptance from /metrics"
+
+
+@dataclass(frozen=True)
+class SpecFigures:
+    """Spec-decode figures over an interval or the whole watch (one label set or summed)."""
+
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    acceptance_rate: float | None
+    acceptance_length: float | None
+    per_position: list[float] | None
+    histogram: list[int]
+
+    @classmethod
+    def of(cls, delta: CounterDelta) -> SpecFigures:
+        return cls(
+            delta.drafts,
+            delta.draft_tokens,
+            delta.accepted,
+            delta.acceptance_rate,
+            delta.acceptance_length,
+            delta.per_position_rates,
+            delta.histogram(),
+        )
+
+
+@dataclass(frozen=True)
+class HealthFiguresRow:
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    preemptions_per_s: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    generation_tokens_per_s: float | None = None
+
+    @classmethod
+    def of(cls, delta: HealthDelta | None) -> HealthFiguresRow:
+        if delta is None:
+            return cls()
+        return cls(
+            delta.running,
+            delta.waiting,
+            delta.kv_cache_usage,
+            delta.preemptions_per_s,
+            delta.prefix_cache_hit_rate,
+            delta.generation_tokens_per_s,
+        )
+
+
+@dataclass(frozen=True)
+class WatchRow:
+    """One scrape of one server."""
+
+    server: str
+    url: str
+    scrape: int  # 1, 2, ... per server
+    t_s: float  # seconds since the watch started
+    wall_time: float  # time.time() of the row
+    error: str | None  # the scrape failed: no figures
+    reset: bool = False  # a counter went down since the previous good scrape
+    resets: int = 0  # resets seen so far on this server
+    interval_s: float | None = None
+    interval: SpecFigures | None = None  # this scrape's deltas
+    total: SpecFigures | None = None  # since the watch started (across resets)
+    health: HealthFiguresRow = field(default_factory=HealthFiguresRow)
+    per_labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # several label sets
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def csv_row(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "server": self.server,
+            "url": self.url,
+            "scrape": self.scrape,
+            "t_s": round(self.t_s, 3),
+            "wall_time": round(self.wall_time, 3),
+            "error": self.error or "",
+            "reset": int(self.reset),
+            "resets": self.resets,
+            "interval_s": _num(self.interval_s),
+        }
+        for prefix, figs in (("", self.interval), ("total_", self.total)):
+            for name in CSV_SPEC:
+                value = getattr(figs, name) if figs is not None else None
+                if isinstance(value, list):
+                    value = ";".join(str(_num(v)) for v in value)
+                out[prefix + name] = _num(value)
+        for name in CSV_HEALTH:
+            out[name] = _num(getattr(self.health, name))
+        return out
+
+
+CSV_SPEC = [
+    "drafts",
+    "draft_tokens",
+    "accepted",
+    "acceptance_rate",
+    "acceptance_length",
+    "per_position",
+    "histogram",
+]
+CSV_HEALTH = [f for f in HealthFiguresRow.__dataclass_fields__]
+CSV_COLUMNS = [
+    *("server", "url", "scrape", "t_s", "wall_time", "error", "reset", "resets", "interval_s"),
+    *CSV_SPEC,
+    *(f"total_{name}" for name in CSV_SPEC),
+    *CSV_HEALTH,
+]
+
+
+def _num(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def split_labels(sample: CounterSample) -> dict[tuple[tuple[str, str], ...], CounterSample]:
+    """One sample per engine / DP label set (the `position` label kept within each)."""
+    out: dict[tuple[tuple[str, str], ...], dict] = {}
+    for key, value in sample.series.items():
+        labels = tuple(pair for pair in key[1] if pair[0] != "position")
+        out.setdefault(labels, {})[key] = value
+    return {labels: CounterSample(series, sample.taken_s) for labels, series in out.items()}
+
+
+class ServerTrack:
+    """One server's running state: the previous good sample and the totals since the start."""
+
+    def __init__(self, label: str, url: str, started_s: float) -> None:
+        self.label = label
+        self.url = url
+        self.started_s = started_s
+        self.scrapes = 0
+        self.resets = 0
+        self.errors = 0
+        self.previous: CounterSample | None = None
+        self.totals: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos": []}
+        self.rows: deque[WatchRow] = deque(maxlen=KEEP_ROWS)
+
+    def add(self, view: ServerCounterView) -> WatchRow:
+        self.scrapes += 1
+        now = time.monotonic()
+        base: dict[str, Any] = {
+            "server": self.label,
+            "url": self.url,
+            "scrape": self.scrapes,
+            "t_s": now - self.started_s,
+            "wall_time": time.time(),
+        }
+        sample = view.last
+        if view.error is not None or sample is None:
+            self.errors += 1
+            row = WatchRow(**base, error=view.error or "no sample", resets=self.resets)
+        elif self.previous is None or sample is self.previous:
+            # the first sample is the baseline: nothing to difference yet
+            self.previous = sample
+            health = HealthFiguresRow.of(_health_gauges(sample))
+            row = WatchRow(**base, error=None, resets=self.resets, health=health)
+        else:
+            row = self._interval_row(base, self.previous, sample)
+            self.previous = sample
+        self.rows.append(row)
+        return row
+
+    def _interval_row(
+        self, base: dict[str, Any], prev: CounterSample, cur: CounterSample
+    ) -> WatchRow:
+        delta = counter_delta(prev, cur)
+        health = (
+            HealthDelta.between(prev.health, cur.health)
+            if prev.health is not None and cur.health is not None
+            else None
+        )
+        reset = bool(delta.resets) or bool(health is not None and health.reset)
+        self.resets += int(reset)
+        t = self.totals
+        t["drafts"] += delta.drafts
+        t["draft_tokens"] += delta.draft_tokens
+        t["accepted"] += delta.accepted
+        pos = t["pos"] + [0] * max(0, len(delta.per_pos) - len(t["pos"]))
+        t["pos"] = [
+            p + (delta.per_pos[i] if i < len(delta.per_pos) else 0) for i, p in enumerate(pos)
+        ]
+        total = CounterDelta(
+            t["drafts"],
+            t["draft_tokens"],
+            t["accepted"],
+            list(t["pos"]),
+            base["t_s"],
+            delta.label_sets,
+            delta.present,
+        )
+        return WatchRow(
+            **base,
+            error=None,
+            reset=reset,
+            resets=self.resets,
+            interval_s=delta.duration_s,
+            interval=SpecFigures.of(delta) if delta.present else None,
+            total=SpecFigures.of(total) if delta.present else None,
+            health=HealthFiguresRow.of(health),
+            per_labels=_per_labels(prev, cur, health),
+        )
+
+
+def _health_gauges(sample: CounterSample) -> HealthDelta | None:
+    """The gauges of one sample (no interval yet: no rates)."""
+    if sample.health is None or not sample.health.present:
+        return None
+    return HealthDelta.between(sample.health, sample.health, 0.0)
+
+
+def _per_labels(
+    prev: CounterSample, cur: CounterSample, health: HealthDelta | None
+) -> dict[str, dict[str, Any]]:
+    """Each engine / DP label set's interval figures, when there are several."""
+    before, after = split_labels(prev), split_labels(cur)
+    health_per = health.per_labels if health is not None else {}
+    keys = set(after) | set(health_per)
+    if len(keys) <= 1:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for labels in sorted(keys):
+        entry: dict[str, Any] = {}
+        if labels in after:
+            empty = CounterSample({}, prev.taken_s)
+            entry["spec"] = asdict(
+                SpecFigures.of(counter_delta(before.get(labels, empty), after[labels]))
+            )
+        if labels in health_per:
+            entry["health"] = asdict(HealthFiguresRow.of(health_per[labels]))
+        out[label_text(labels) or "(no labels)"] = entry
+    return out
+
+
+class TimeseriesWriter:
+    """watch_timeseries.csv + .jsonl, one row per scrape, flushed as written."""
+
+    def __init__(self, artifact_dir: Path) -> None:
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        self.csv_path = artifact_dir / CSV_NAME
+        self.jsonl_path = artifact_dir / JSONL_NAME
+        self._csv_file: IO[str] = open(self.csv_path, "w", newline="", encoding="utf-8")
+        self._jsonl: IO[str] = open(self.jsonl_path, "w", encoding="utf-8")
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_COLUMNS)
+        self._csv.writeheader()
+        self._lock = threading.Lock()
+        self.rows = 0
+
+    def write(self, row: WatchRow) -> None:
+        with self._lock:
+            if self._jsonl.closed:
+                return
+            self._csv.writerow(row.csv_row())
+            self._jsonl.write(json.dumps(row.to_json(), separators=(",", ":")) + "\n")
+            self._csv_file.flush()
+            self._jsonl.flush()
+            self.rows += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._csv_file.close()
+            self._jsonl.close()
+
+
+class _EmptySession:
+    """A server's session in watch mode: no requests, so an empty accumulator."""
+
+    def __init__(self, artifact_dir: Path) -> None:
+        self.accumulator = RunAccumulator()
+        self._artifact_dir = artifact_dir
+
+    @property
+    def artifact_dir(self) -> Path | None:
+        return self._artifact_dir
+
+
+class WatchRun:
+    """Polls every server's /metrics every `interval_s` until `stop()` or `duration_s`.
+
+    `on_row(row)` is called on the scrape thread for every row (after it is written)."""
+
+    def __init__(
+        self,
+        targets: Mapping[str, str],
+        artifact_dir: str | Path,
+        interval_s: float = 2.0,
+        duration_s: float | None = None,
+        on_row: Any = None,
+    ) -> None:
+        self.targets = dict(targets)
+        self.artifact_dir = Path(artifact_dir)
+        self.interval_s = interval_s
+        self.duration_s = duration_s
+        self.on_row = on_row
+        self.started_s = time.monotonic()
+        self.tracks = {
+            label: ServerTrack(label, url, self.started_s) for label, url in self.targets.items()
+        }
+        self.pollers: dict[str, ServerCounterPoller] = {}
+        self._sessions = {label: _EmptySession(self.artifact_dir) for label in self.targets}
+        self.writer: TimeseriesWriter | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._stopped_early = False
+        self._error: BaseException | None = None
+
+    # RunControl -----------------------------------------------------------------------
+    def start(self) -> None:
+        self.writer = TimeseriesWriter(self.artifact_dir)
+        self.started_s = time.monotonic()
+        for track in self.tracks.values():
+            track.started_s = self.started_s
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._main, name="specmon-watch", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.run_until_complete(self._watch())
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._loop.close()
+            if self.writer is not None:
+                self.writer.close()
+            self._done.set()
+
+    async def _watch(self) -> None:
+        for label, url in self.targets.items():
+            poller = ServerCounterPoller(url, self.interval_s)
+            poller.on_sample = lambda view, label=label: self._on_sample(label, view)
+            self.pollers[label] = poller
+            await poller.start()  # the baseline row
+        deadline = None if self.duration_s is None else self.started_s + self.duration_s
+        while not self._stop.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        for poller in self.pollers.values():
+            poller.on_sample = None  # stop() takes a last sample: not a row of its own
+            await poller.stop()
+
+    def _on_sample(self, label: str, view: ServerCounterView) -> None:
+        row = self.tracks[label].add(view)
+        if self.writer is not None:
+            self.writer.write(row)
+        if self.on_row is not None:
+            self.on_row(row)
+
+    def stop(self) -> None:
+        self._stopped_early = not self._done.is_set()
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def stopped_early(self) -> bool:
+        return self._stopped_early
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    @property
+    def drives_load(self) -> bool:
+        return False
+
+    def progress(self) -> LoadProgress:
+        errors = sum(t.errors for t in self.tracks.values())
+        phase = "done" if self.finished else "profiling"
+        elapsed = time.monotonic() - self.started_s
+        return LoadProgress(0, 0, None, 0, errors, 0.0, phase, elapsed_s=elapsed)
+
+    def set_concurrency(self, value: int | None) -> None:
+        return None  # no load to steer
+
+    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
+        return None
+
+    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
+        return None
+
+    # RunView --------------------------------------------------------------------------
+    @property
+    def servers(self) -> dict[str, tuple[None, SessionView]]:
+        return {label: (None, session) for label, session in self._sessions.items()}
+
+    def poller(self, label: str) -> ServerCounterPoller | None:
+        return self.pollers.get(label)
+
+    def segment_rows(self) -> list[dict[str, Any]] | None:
+        return None
+
+    def latest_row(self, label: str) -> WatchRow | None:
+        rows = self.tracks[label].rows
+        return rows[-1] if rows else None
+
+
+def headless_line(row: WatchRow) -> str:
+    """One line per scrape and server: the interval's acceptance, the watch's, the health."""
+    head = f"[{row.t_s:7.1f}s] {row.server}"
+    if row.error is not None:
+        return f"{head}: scrape failed: {row.error}"
+    parts = []
+    if row.interval is None:
+        parts.append("baseline" if row.interval_s is None else "no spec-decode counters")
+    else:
+        parts.append(_spec_text(row.interval, row.total))
+    h = row.health
+    for name, value, fmt in (
+        ("run", h.running, "{:.0f}"),
+        ("wait", h.waiting, "{:.0f}"),
+        ("kv", _pct(h.kv_cache_usage), "{:.1f}%"),
+        ("preempt/s", h.preemptions_per_s, "{:.2f}"),
+        ("prefix-hit", _pct(h.prefix_cache_hit_rate), "{:.1f}%"),
+        ("gen tok/s", h.generation_tokens_per_s, "{:.0f}"),
+    ):
+        if value is not None:
+            parts.append(f"{name} {fmt.format(value)}")
+    if row.reset:
+        parts.append(f"RESET (server restarted; {row.resets} so far)")
+    return f"{head}: " + "  ".join(parts)
+
+
+def _spec_text(interval: SpecFigures, total: SpecFigures | None) -> str:
+    if not interval.drafts:
+        al = "AL -"
+    else:
+        rate = interval.acceptance_rate
+        al = (
+            f"AL {interval.acceptance_length:.2f} acc "
+            f"{'-' if rate is None else f'{100 * rate:.1f}%'} pos ["
+            + " ".join(f"{r:.2f}" for r in interval.per_position or [])
+            + f"] steps {interval.drafts}"
+        )
+    if total is not None and total.acceptance_length is not None:
+        al += f" | watch AL {total.acceptance_length:.2f} steps {total.drafts}"
+    return al
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else 100 * value

@@ -1,0 +1,100 @@
+"""The server's health beside acceptance: running / waiting requests, KV-cache usage,
+preemptions/s, prefix-cache hit rate and generation tokens/s, from the same /metrics
+scrapes as the spec-decode counters (server/scrape.py keeps each scrape's HealthSample).
+
+Gauges are the last scrape's; rates are over the last scrape interval
+(server/health.py HealthDelta.between). One row summed over engines / DP label sets, then
+one per label set when there are several; a series the server does not expose is simply
+left out (its column is dropped when no row has it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+
+from specmon.server.health import HealthDelta, label_text
+from specmon.tui.widgets.shaped import ShapedStatic
+
+# (column title, how to read it off a HealthDelta, format)
+COLUMNS: tuple[tuple[str, Callable[[HealthDelta], float | None], str], ...] = (
+    ("run", lambda d: d.running, "{:.0f}"),
+    ("wait", lambda d: d.waiting, "{:.0f}"),
+    ("KV%", lambda d: None if d.kv_cache_usage is None else 100 * d.kv_cache_usage, "{:.1f}"),
+    ("preempt/s", lambda d: d.preemptions_per_s, "{:.2f}"),
+    (
+        "prefix-hit%",
+        lambda d: None if d.prefix_cache_hit_rate is None else 100 * d.prefix_cache_hit_rate,
+        "{:.1f}",
+    ),
+    ("gen tok/s", lambda d: d.generation_tokens_per_s, "{:.0f}"),
+)
+NO_HEALTH = "server health: no queue / KV-cache series on /metrics"
+WAITING = "server health: waiting for a second /metrics scrape"
+
+
+def health_delta_of(view: Any) -> HealthDelta | None:
+    """The last interval's health of a ServerCounterView (None: not enough scrapes)."""
+    if view is None:
+        return None
+    recent = view.health_recent()
+    if recent is not None:
+        return recent
+    last = view.last
+    if last is not None and last.health is not None and last.health.present:
+        return HealthDelta.between(last.health, last.health, 0.0)  # gauges only
+    return None
+
+
+def health_lines(delta: HealthDelta | None, present: bool = True) -> list[str]:
+    """The panel's text: a header and one row summed, then one per label set."""
+    if delta is None:
+        return [WAITING if present else NO_HEALTH]
+    rows: list[tuple[str, HealthDelta]] = [("all" if delta.per_labels else "", delta)]
+    if len(delta.per_labels) > 1:
+        rows += [(label_text(k) or "-", d) for k, d in sorted(delta.per_labels.items())]
+    else:
+        rows = [("", delta)]
+    shown = [c for c in COLUMNS if any(c[1](d) is not None for _, d in rows)]
+    if not shown:
+        return [NO_HEALTH]
+    name_w = max(len(name) for name, _ in rows)
+    widths = [max(len(title), 7) for title, _, _ in shown]
+    head = " " * name_w + "".join(f" {t:>{w}}" for (t, _, _), w in zip(shown, widths))
+    lines = ["server health (/metrics)", head.rstrip() if name_w else head.lstrip()]
+    for name, d in rows:
+        cells = []
+        for (_, read, fmt), w in zip(shown, widths):
+            value = read(d)
+            cells.append(f" {'-' if value is None else fmt.format(value):>{w}}")
+        line = f"{name:<{name_w}}" + "".join(cells)
+        lines.append(line if name_w else line.lstrip())
+    if delta.reset:
+        lines.append("counters reset: the server restarted")
+    return lines
+
+
+class HealthView(ShapedStatic):
+    """Shows health_lines() for the selected server; repaints only when the text changes."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: list[str] | None = None
+        self.has_health = False  # the last view carried health series (the slot shows)
+
+    def show_view(self, view: Any) -> None:
+        present = view is not None and (view.last is None or _has_health(view.last))
+        self.has_health = view is not None and view.last is not None and _has_health(view.last)
+        self.show(health_lines(health_delta_of(view), present))
+
+    def show(self, lines: list[str]) -> None:
+        if lines == self._lines:
+            return
+        self._lines = list(lines)
+        self.show_content(Text("\n".join(lines)), tuple(len(line) for line in lines), len(lines))
+
+
+def _has_health(sample: Any) -> bool:
+    return sample.health is not None and sample.health.present
