@@ -180,6 +180,8 @@ class SpecmonApp(App[int]):
         self._counters: dict[str, CounterStatus] = {}
         self._tune_at = 0.0
         self._segments_at = 0.0  # next time the segments table may be recomputed
+        self._rows: list[dict[str, Any]] | None = None  # the last segment rows (what-if's k)
+        self._rows_version = 0
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -308,6 +310,7 @@ class SpecmonApp(App[int]):
             self.window_index,
             self.draft_cost,
             self.selected,
+            self._rows_version,
             counters.histogram if counters is not None else None,
         )
         if key == self._last_key:
@@ -320,7 +323,7 @@ class SpecmonApp(App[int]):
             hist, k, source = self._acceptance_source(snap)
             self._widget(HistogramView).show(hist)
             self._widget(PositionsView).show(hist, k)
-            estimate = what_if(hist, k, self.draft_cost.value)
+            estimate = what_if(hist, k, self.draft_cost.given, self._rows, self._label())
             self._widget(WhatIfView).show(estimate, source)
             # In the title, so layouts without the what-if row (and without bottom borders)
             # still show its answer; 6 opens the panel.
@@ -358,10 +361,10 @@ class SpecmonApp(App[int]):
             for i, (_, session) in enumerate(self.servers)
         ]
         self._poll_counters(snaps)
+        self._show_segments()  # first: the cards and the what-if read its rows' k
         if len(self.servers) > 1:
             compact = self.screen_stack[0].has_class("compact")
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
-        self._show_segments()
 
     def _poll_counters(self, snaps: list[RunSnapshot]) -> None:
         lines: list[str] = []
@@ -392,7 +395,7 @@ class SpecmonApp(App[int]):
             if source and counters is not None and counters.histogram:  # counters alone
                 total = sum(hist.values())
                 al = 1 + sum(j * n for j, n in hist.items()) / total if total else None
-            estimate = what_if(hist, k, self.draft_cost.value)
+            estimate = what_if(hist, k, self.draft_cost.given, self._rows, label)
             cards.append(
                 ServerCard(
                     label=label,
@@ -403,7 +406,7 @@ class SpecmonApp(App[int]):
                     histogram=tuple(sorted(hist.items())),
                     recommendation=recommendation_text(estimate),
                     source=" · server-wide" if source else "",
-                    survival=tuple(p.unconditional or 0.0 for p in estimate.positions)
+                    survival=tuple(p.unconditional or 0.0 for p in estimate.estimate.positions)
                     if estimate
                     else (),
                 )
@@ -424,8 +427,8 @@ class SpecmonApp(App[int]):
         started = time.monotonic()
         if started < self._segments_at:
             return
-        try:
-            rows = self.runner.segment_rows()
+        try:  # the live +/- cost: the table's recommendation moves with the what-if's
+            rows = self.runner.segment_rows(draft_cost=self.draft_cost.given)
         except Exception as exc:
             self._widget(SegmentsView).show([], f"segments unavailable: {exc}")
             return
@@ -434,6 +437,8 @@ class SpecmonApp(App[int]):
                 [], "segments: < > concurrency, r R rate, o O output length; each change starts one"
             )
             return
+        if rows != self._rows:
+            self._rows, self._rows_version = rows, self._rows_version + 1
         # a slow call (the first one, or a runner that re-reads every result) spaces the next
         self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
         self._widget(SegmentsView).show(
@@ -576,7 +581,7 @@ class SpecmonApp(App[int]):
 
     def action_draft_cost(self, direction: int) -> None:
         self.draft_cost = self.draft_cost.step(direction)
-        self._tune_at = 0.0
+        self._tune_at = self._segments_at = 0.0
         self.refresh_data()
 
     def action_next_server(self, step: int) -> None:
