@@ -6,7 +6,8 @@
 
 Placeholders: {k}, {port} (a free loopback port), {python} (this Python); other braces (JSON)
 are left as written. Or `--url k2=URL --url k4=URL` for servers that cannot be restarted.
-Headless: one line per finished cell, then the tables and the schedule. Ctrl-C / SIGTERM
+On a terminal without --headless the live sweep view (specmon/tui/sweep_app.py) shows the grid
+filling in; q stops. Headless: one line per finished cell, then the tables and the schedule. Ctrl-C / SIGTERM
 stop cleanly; `--resume DIR` continues (see specmon/sources/sweep.py).
 """
 
