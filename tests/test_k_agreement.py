@@ -24,9 +24,9 @@ from specmon.tui.tuning_view import what_if
 LABELS = ("k2", "k4")
 
 
-def _run_demo(out: Path) -> None:
+def _run_demo(out: Path, ks: str = "2,4") -> None:
     cmd = [
-        sys.executable, "-m", "specmon", "demo", "--num-spec-tokens", "2,4", "--headless",
+        sys.executable, "-m", "specmon", "demo", "--num-spec-tokens", ks, "--headless",
         "--request-count", "16", "--concurrency", "2", "--streaming", "--step-ms", "5",
         "--draft-ms-per-token", "1", "--acceptance", "0.8", "--output-tokens-mean", "48",
         "--artifact-dir", str(out),
@@ -94,3 +94,31 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
         assert w is not None, label
         assert w.k == seg_k, label
         assert seg_basis in w.text, label
+
+
+def test_one_server_gives_one_k_with_its_stated_assumption(tmp_path):
+    """One run at one k and one load: the histogram-only answer, the draft cost assumed and
+    said so, on every surface; the what-if reads the one-server row (server None)."""
+    out = tmp_path / "run"
+    _run_demo(out, "4")
+    results = _results(out)
+    summary = json.loads((out / "profile_export_aiperf.json").read_text())
+    settings = {row["segment"]: row["settings"] for row in summary["segments"]}
+    table = SegmentTable(draft_cost=None)
+    table.update(None, results)
+    rows = table.rows(settings)
+    assert len(rows) == 1
+    w = what_if(_pooled(results), 4, None, rows, "run")
+    done = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    basis = "histogram only, draft cost assumed 0.10"
+    assert rows[0]["basis"] == basis and report["recommendation"]["basis"] == basis
+    assert w is not None and basis in w.text
+    assert w.k == rows[0]["recommended_k"] == report["recommended_k"]
+    assert w.k is not None and 0 <= w.k <= 4

@@ -27,7 +27,8 @@ class SweepGrid(ShapedStatic):
         if view == self._view:
             return
         self._view = view
-        self.show_content(self._table(view), len(view.rows), len(view.rows) + 4)
+        # header, one line per k, the decision and speedup rows
+        self.show_content(self._table(view), len(view.rows), len(view.rows) + 3)
 
     def _table(self, view: GridView) -> Table:
         current = self.get_component_rich_style("sweep--current", partial=True)
