@@ -143,7 +143,9 @@ class RunView(Protocol):
 
     `servers`: label -> (that server's control, or None when only the whole run has one;
     its session), in display order. `poller(label)`: None without /metrics polling.
-    `segment_rows()`: the live segments table, None when the run has none (a replay).
+    `segment_rows(draft_cost)`: the live segments table, None when the run has none (a
+    replay); `draft_cost` is the cost its recommendations use: "run" (the run's
+    --draft-cost), None (unknown: kchoice's stated assumption) or a number (the TUI's +/-).
     """
 
     @property
@@ -151,7 +153,9 @@ class RunView(Protocol):
 
     def poller(self, label: str) -> CounterSource | None: ...
 
-    def segment_rows(self) -> list[dict[str, Any]] | None: ...
+    def segment_rows(
+        self, draft_cost: float | str | None = "run"
+    ) -> list[dict[str, Any]] | None: ...
 
 
 @runtime_checkable

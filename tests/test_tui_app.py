@@ -67,7 +67,7 @@ class StubRun:
     def poller(self, label):
         return None
 
-    def segment_rows(self):
+    def segment_rows(self, draft_cost="run"):
         return None
 
 

@@ -46,6 +46,14 @@ def whatif_text(app: SpecmonApp) -> str:
     return "\n".join(line[panel.x : panel.right] for line in lines)
 
 
+def segment_best_k(app: SpecmonApp) -> str:
+    """The 'best k' cell of the segments table's one row, as the screen shows it."""
+    panel = app.query_one("#panel-segments").region
+    lines = screen_text(app).splitlines()[panel.y : panel.bottom]
+    row = next(line[panel.x : panel.right] for line in lines if "conc=4" in line)
+    return row.strip(" │").split()[-1]
+
+
 async def test_whatif_panel_by_hand():
     # h = [2,2,4,6,2], N = 16: tails 14, 12, 8, 2 -> S = .875 .750 .500 .125;
     # a = 14/16 .875, 12/14 .857, 8/12 .667, 2/8 .250. Wilson 95%, z^2 = 3.8415: 14/16 ->
@@ -75,24 +83,30 @@ async def test_whatif_panel_by_hand():
         "1   1.88                1.70",
         "3   3.12                2.40",
         "4   3.25                2.32",
-        "5*   3.28  2.66-4.05     2.19",
+        "5*   3.28  2.66-4.05        -",  # extrapolated: no plain speedup, never the pick
     ):
         assert row in text, row
     assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
-    assert "k: best k=3 (2.40x)  16 steps, c=0.10 (+/-)" in text  # the headline carries it
+    assert "histogram only, draft cost assumed 0.10" in text  # kchoice names its basis
+    assert "what-if best k=3 (2.40x) at c=0.10 (6)" in text  # panel 2's title carries it
     assert "batch size moves the best k" in text
 
 
 async def test_draft_cost_keys_move_the_recommendation():
     # c = 0.02 (eight presses of -): 3.125/1.06 = 2.948, 3.25/1.08 = 3.009, 3.28125/1.10 = 2.983
     # -> best k = 4 (3.01x); one + back to 0.03: 3.125/1.09 = 2.867, 3.25/1.12 = 2.902 -> k = 4 (2.90x)
+    # The segments table (panel 7) answers from the same cost: assumed 0.10 -> k=3, 0.02 -> k=4.
     app = one_server()
     async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert segment_best_k(app) == "3"
         await pilot.press(*["minus"] * 8)
         await pilot.pause()
         assert app.draft_cost == DraftCost(0.02, False)
         text = screen_text(app)
         assert "c=0.02 (given; +/- 0.01)" in text and "best k=4 (3.01x)" in text
+        assert "histogram only, draft cost given 0.02" in text
+        assert segment_best_k(app) == "4"  # +/- moved the segments table's pick too
         await pilot.press("plus")
         await pilot.pause()
         assert "best k=4 (2.90x)" in screen_text(app)
@@ -114,21 +128,25 @@ async def test_side_by_side_three_servers_and_switching():
     #   E(4) = 2.583 + .5*4/9 = 2.806; c=.1: 1.591 1.875 1.987 2.004, E(5)/1.5 = 2.954/1.5 = 1.969
     #   -> best k=4 (2.00x, extrapolated)
     # k=6, h=[1,0,0,0,0,0,3]: S_i = .75 for i = 1..6, a_6 = 3/3 = 1, so E(k') = 1 + .75 k' and
-    #   E/(1 + .1k') grows to k' = 10: 8.5/2.0 = 4.25 -> best k=10 (4.25x, extrapolated)
+    #   E/(1 + .1k') grows to k' = 10: 8.5/2.0 = 4.25 (extrapolated)
+    # The servers share one load and these responses carry no step times, so the one k chooser
+    # (analysis/kchoice.py, as the segments table) answers from the widest-k histogram for
+    # every server, within the measured k: k6's E(6)/(1 + .6) = 5.5/1.6 = 3.44 (E(5)/1.5 =
+    # 4.75/1.5 = 3.17) -> best k=6 (3.44x) on every card; k=10 (4.25x) only as the hint.
     app, runner = three_servers()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         text = screen_text(app)
         assert "8 Servers side by side" in text
         assert "▶ k2 · k=2" in text and "k4 · k=4" in text and "k6 · k=6" in text
-        assert "what-if: best k=4 (2.00x, extrapolated)" in text
-        assert "what-if: best k=3 (2.40x)" in text
-        assert "what-if: best k=10 (4.25x, extrapolated)" in text
+        assert text.count("what-if: best k=6 (3.44x)") == 3
         assert "k=2,4,6 · showing k2" in text
         # per-position S_i per server: k2 .75 .50; k4 .88 .75 .50 .12 (14/16 .875 -> .88)
         assert "S_i 0.75 0.50 " in text and "S_i 0.88 0.75 0.50 0.12 " in text
         assert "S_i 0.75 0.75 0.75 0.75 0.75 0.75" in text  # k6: 3 of 4 steps accept all 6
-        assert "best k=4 (2.00x, extrapolated) · k=2 measured over 4 steps" in whatif_text(app)
+        whatif = whatif_text(app)
+        assert "best k=6 (3.44x) · k=2 measured over 4 steps" in whatif
+        assert "k=10 (4.25x) extrapolated, measure" in whatif  # the line wraps there
         await pilot.press("right_square_bracket")
         await pilot.pause()
         assert app.selected == 1 and app.accumulator is runner.sessions["k4"].accumulator
@@ -148,8 +166,8 @@ async def test_side_by_side_is_a_strip_on_a_small_terminal():
         assert app.screen.has_class("compact")
         line = next(l for l in text.splitlines() if "k4 k=4" in l)
         # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25)
-        assert "▶k2 k=2 AL 2.25 best k=4 (2.00x*)" in line  # * = extrapolated
-        assert "k4 k=4 AL 3.25 best k=3 (2.40x)" in line
+        assert "▶k2 k=2 AL 2.25 best k=6 (3.44x)" in line  # one answer for all (see above)
+        assert "k4 k=4 AL 3.25 best k=6 (3.44x)" in line
         assert "k6 k=6" in text
         await pilot.press("6")  # the what-if panel, hidden in this layout, maximizes
         await pilot.pause()

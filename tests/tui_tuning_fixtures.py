@@ -123,13 +123,16 @@ class StubMulti:
     def poller(self, label: str) -> StubPoller | None:
         return self.pollers.get(label)
 
-    def segment_rows(self) -> list[dict]:
+    def segment_rows(self, draft_cost: float | str | None = "run") -> list[dict]:
+        """As MultiRun: "run" is the run's own cost (None here: no --draft-cost)."""
+        cost = None if draft_cost == "run" else draft_cost
+        assert not isinstance(cost, str)
         results = {label: list(s.accumulator.results) for label, s in self.sessions.items()}
         settings = {label: self.log.settings() for label in self.sessions}
         if len(results) == 1:
             ((label, rs),) = results.items()
-            return segment_table(rs, settings=settings[label], draft_cost=0.1)
-        return segment_table(results, settings=settings, draft_cost=0.1)
+            return segment_table(rs, settings=settings[label], draft_cost=cost)
+        return segment_table(results, settings=settings, draft_cost=cost)
 
     def set_concurrency(self, value: int | None) -> None:
         self.calls.append(("concurrency", value))

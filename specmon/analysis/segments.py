@@ -23,6 +23,7 @@ from specmon.analysis import kchoice
 from specmon.constants import NS_PER_S
 from specmon.formatting import fmt_number
 
+RUN = "run"  # SegmentTable.rows(draft_cost=RUN): the table's own --draft-cost
 SETTING_KEYS = ("concurrency", "request_rate", "output_tokens")
 _KEY_ALIASES = {
     "concurrency": "concurrency",
@@ -235,6 +236,7 @@ class _SegmentSums:
             "recommended_from": None,
             "recommendation": None,
             "basis": None,
+            "predicted_gain_vs_k0": {},
         }
 
 
@@ -280,9 +282,13 @@ class SegmentTable:
                 sums = by_segment[index] = _SegmentSums()
             sums.add(result)
 
-    def rows(self, settings: Mapping | None = None) -> list[dict]:
+    def rows(
+        self, settings: Mapping | None = None, draft_cost: float | str | None = RUN
+    ) -> list[dict]:
         """`settings`: SegmentLog.settings(), or {label: ...} when the
-        table was updated with labels."""
+        table was updated with labels. `draft_cost`: the cost the recommendation uses; RUN
+        (the default) is the table's own (--draft-cost), None unknown, a number given (the
+        TUI's +/-)."""
         with self._lock:
             rows = []
             for label, by_segment in self._sums.items():
@@ -294,7 +300,9 @@ class SegmentTable:
                     row = by_segment[index].row(index, seg_settings.get(index))
                     row["server"] = label
                     rows.append(row)
-        _recommend(rows, self.draft_cost, self.across_servers)
+        cost = self.draft_cost if draft_cost == RUN else draft_cost
+        assert not isinstance(cost, str), f"draft_cost: a number, None or {RUN!r}"
+        _recommend(rows, cost, self.across_servers)
         rows.sort(key=lambda r: (r["segment"], str(r["server"])))
         return rows
 
@@ -323,6 +331,7 @@ def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool)
         row["recommended_from"] = choice.source
         row["recommendation"] = choice.text()
         row["basis"] = choice.basis
+        row["predicted_gain_vs_k0"] = {str(k): g for k, g in sorted(choice.gain.items())}
 
 
 def _measurement(row: dict) -> kchoice.Measurement | None:

@@ -6,7 +6,8 @@
 
 Placeholders: {k}, {port} (a free loopback port), {python} (this Python); other braces (JSON)
 are left as written. Or `--url k2=URL --url k4=URL` for servers that cannot be restarted.
-Headless: one line per finished cell, then the tables and the schedule. Ctrl-C / SIGTERM
+On a terminal without --headless the live sweep view (specmon/tui/sweep_app.py) shows the grid
+filling in; q stops. Headless: one line per finished cell, then the tables and the schedule. Ctrl-C / SIGTERM
 stop cleanly; `--resume DIR` continues (see specmon/sources/sweep.py).
 """
 
@@ -17,7 +18,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
@@ -176,17 +177,23 @@ def execute(
     previous: dict[str, Any] | None = None,
     out: Any = None,
 ) -> int:
-    """Run the sweep headless; Ctrl-C / SIGTERM stop it and keep every finished cell."""
+    """Run the sweep, headless or in the live view (without --headless, on a terminal);
+    Ctrl-C / SIGTERM / q stop it and keep every finished cell."""
     from specmon.sources.sweep import SWEEP_JSON, SweepRunner
 
     out = out or sys.stdout
+    live = not config.headless and out is sys.stdout and sys.stdout.isatty()
     runner = SweepRunner(
-        settings, config, artifact_dir, out=out, previous=(previous or {}).get("cells")
+        settings,
+        config,
+        artifact_dir,
+        out=_progress_log(artifact_dir) if live else out,
+        previous=(previous or {}).get("cells"),
     )
 
     def on_signal(signum: int, _frame: Any) -> None:
         if not runner.stopping.is_set():
-            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             print(
                 f"specmon sweep: stopping ({name}): finished cells are kept", file=out, flush=True
             )
@@ -196,13 +203,16 @@ def execute(
 
     # up before the first server is ready; every repeat's session feeds it (make_session)
     exporter_for(config.prometheus_port, config.prometheus_host)
-    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # an ssh drop stops it too
+    handlers = {sig: signal.signal(sig, on_signal) for sig in stop_signals}
     try:
-        result = runner.run()
+        result = run_live(runner, config.theme) if live else runner.run()
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         close_exporters()
+    if live:
+        runner.out = out  # the screen has closed: the rest goes to the terminal
     result = runner.conclude(result)
     tables = runner.tables(result) if result.cells else None
     if tables:
@@ -211,6 +221,37 @@ def execute(
     if result.stopped:
         return 130
     return 1 if any(cell.error for cell in result.cells) else 0
+
+
+PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
+
+
+def _progress_log(artifact_dir: str) -> TextIO:
+    """Where the runner's progress lines go while the screen is up (not over it)."""
+    Path(artifact_dir).mkdir(parents=True, exist_ok=True)
+    return open(Path(artifact_dir) / PROGRESS_LOG, "a", encoding="utf-8")
+
+
+def run_live(runner: Any, theme: str | None = None) -> Any:
+    """The sweep on its thread under the live view; returns its SweepResult once the user
+    has quit (q stops it; a finished sweep stays on screen until q)."""
+    from specmon.sources.sweep import SweepResult
+    from specmon.sources.sweep_control import SweepControl
+    from specmon.tui.sweep_app import SweepApp
+
+    control = SweepControl(runner)
+    control.start()
+    try:
+        SweepApp(control, theme_name=theme).run()
+    finally:
+        control.stop()
+        control.join()
+        log = runner.out
+        if log is not sys.stdout and hasattr(log, "close"):
+            log.close()
+    if control.error is not None:
+        raise control.error
+    return control.result or SweepResult(runner.ordered_cells(), True)
 
 
 # `specmon demo --sweep` ------------------------------------------------------------------

@@ -194,5 +194,5 @@ class ReplayFeeder:
     def poller(self, label: str) -> CounterSource | None:
         return None
 
-    def segment_rows(self) -> list[dict] | None:
+    def segment_rows(self, draft_cost: float | str | None = "run") -> list[dict] | None:
         return None

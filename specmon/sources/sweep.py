@@ -323,8 +323,28 @@ class SweepResult:
     schedule: Any = None
 
 
+@dataclass(frozen=True)
+class SweepNow:
+    """Where the sweep is, for a live view (replaced whole, so any thread reads it whole).
+
+    phase: "idle" (not started), "starting" (the server for k is starting: its log is at
+    `log_path`), "measuring" (repeat `repeat` of `repeats` of (k, concurrency), its session
+    in `session`) or "done". `session` is the repeat's RunSession (a SessionView)."""
+
+    phase: str = "idle"
+    k: int | None = None
+    concurrency: int | None = None
+    repeat: int = 0  # 1-based; 0 before the first repeat of the cell
+    repeats: int = 0
+    log_path: Path | None = None
+    session: Any = None
+
+
 class SweepRunner:
-    """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly."""
+    """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly.
+
+    Live views read `now` (a SweepNow) and get `on_cell(cell)` as each cell is recorded and
+    `on_repeat(now)` as each repeat's session starts (both on the sweep's thread)."""
 
     def __init__(
         self,
@@ -335,6 +355,7 @@ class SweepRunner:
         out: TextIO | None = None,
         previous: list[dict[str, Any]] | None = None,
         on_cell: Callable[[Cell], None] | None = None,
+        on_repeat: Callable[[SweepNow], None] | None = None,
     ) -> None:
         self.settings = settings
         self.load_config = load_config
@@ -342,6 +363,8 @@ class SweepRunner:
         self.out = out or sys.stdout
         self.hash = settings.settings_hash()
         self.on_cell = on_cell
+        self.on_repeat = on_repeat
+        self.now = SweepNow(repeats=settings.repeats)
         # cells kept from an earlier run of this sweep: (k, c) -> (cell, its settings hash)
         self.cells: dict[tuple[int, int], tuple[Cell, str]] = {}
         for entry in previous or []:
@@ -380,10 +403,13 @@ class SweepRunner:
         if skipped:
             self._say(f"specmon sweep: resuming: {skipped} cell(s) already measured, skipped")
         self.save()
-        if self.settings.urls:
-            self._run_urls()
-        else:
-            self._run_serve()
+        try:
+            if self.settings.urls:
+                self._run_urls()
+            else:
+                self._run_serve()
+        finally:
+            self.now = SweepNow("done", repeats=self.settings.repeats)
         return SweepResult(self.ordered_cells(), self.stopping.is_set())
 
     def _run_serve(self) -> None:
@@ -397,6 +423,9 @@ class SweepRunner:
             command = substitute(template, k, port)
             self._say(f"specmon sweep: k={k}: starting `{command}`")
             server = ServerProcess(command, k, port, self.dir / f"server-k{k}.log")
+            self.now = SweepNow(
+                "starting", k, repeats=self.settings.repeats, log_path=server.log_path
+            )
             try:
                 model = server.wait_ready(
                     self.load_config.model, self.settings.ready_timeout, self.stopping
@@ -497,6 +526,9 @@ class SweepRunner:
             if self.stopping.is_set():
                 return None, None, 0
             self._runner = runner
+        self.now = SweepNow("measuring", k, c, rep + 1, self.settings.repeats, session=session)
+        if self.on_repeat is not None:
+            self.on_repeat(self.now)
         try:
             runner.start()
             while not runner.join(0.2):

@@ -189,6 +189,8 @@ class SpecmonApp(App[int]):
         self._tune_at = 0.0
         self._segments_at = 0.0  # next time the segments table may be recomputed
         self._server_std: list[dict[str, dict]] = []  # per server, from the last 1 Hz tick
+        self._rows: list[dict[str, Any]] | None = None  # the last segment rows (what-if's k)
+        self._rows_version = 0
         self._load_theme_files()
 
     # -- setup ------------------------------------------------------------------------
@@ -332,6 +334,7 @@ class SpecmonApp(App[int]):
             self.window_index,
             self.draft_cost,
             self.selected,
+            self._rows_version,
             counters.histogram if counters is not None else None,
         )
         if key == self._last_key:
@@ -344,7 +347,7 @@ class SpecmonApp(App[int]):
             hist, k, source = self._acceptance_source(snap)
             self._widget(HistogramView).show(hist)
             self._widget(PositionsView).show(hist, k)
-            estimate = what_if(hist, k, self.draft_cost.value)
+            estimate = what_if(hist, k, self.draft_cost.given, self._rows, self._label())
             self._widget(WhatIfView).show(estimate, source)
             # The what-if answer is in the headline, at every size; 6 opens the panel.
             self._q("#panel-hist", Widget).border_title = PANEL_TITLES[1] + source
@@ -377,13 +380,13 @@ class SpecmonApp(App[int]):
             for i, (_, session) in enumerate(self.servers)
         ]
         self._poll_counters(snaps)
+        self._show_segments()  # first: the cards and the what-if read its rows' k
         if len(self.servers) > 1:
             main = self.screen_stack[0]
             # maximized, the servers get their columns even in the compact layout
             compact = main.has_class("compact") and main.maximized is None
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
             self._server_std = [s.std_stats or {} for s in snaps]
-        self._show_segments()
         categories = self._widget(CategoriesView)
         categories.sync(self._results())
         # its own place in large layouts for a --dataset run (categories are what it asks);
@@ -440,7 +443,7 @@ class SpecmonApp(App[int]):
             if source and counters is not None and counters.histogram:  # counters alone
                 total = sum(hist.values())
                 al = 1 + sum(j * n for j, n in hist.items()) / total if total else None
-            estimate = what_if(hist, k, self.draft_cost.value)
+            estimate = what_if(hist, k, self.draft_cost.given, self._rows, label)
             cards.append(
                 ServerCard(
                     label=label,
@@ -451,7 +454,7 @@ class SpecmonApp(App[int]):
                     histogram=tuple(sorted(hist.items())),
                     recommendation=recommendation_text(estimate),
                     source=" · server-wide" if source else "",
-                    survival=tuple(p.unconditional or 0.0 for p in estimate.positions)
+                    survival=tuple(p.unconditional or 0.0 for p in estimate.estimate.positions)
                     if estimate
                     else (),
                 )
@@ -472,8 +475,8 @@ class SpecmonApp(App[int]):
         started = time.monotonic()
         if started < self._segments_at:
             return
-        try:
-            rows = self.runner.segment_rows()
+        try:  # the live +/- cost: the table's recommendation moves with the what-if's
+            rows = self.runner.segment_rows(draft_cost=self.draft_cost.given)
         except Exception as exc:
             self._widget(SegmentsView).show([], f"segments unavailable: {exc}")
             return
@@ -482,6 +485,8 @@ class SpecmonApp(App[int]):
                 [], "segments: < > concurrency, r R rate, o O output length; each change starts one"
             )
             return
+        if rows != self._rows:
+            self._rows, self._rows_version = rows, self._rows_version + 1
         # a slow call (the first one, or a runner that re-reads every result) spaces the next
         self._segments_at = started + (time.monotonic() - started) / SEGMENTS_DUTY
         self._widget(SegmentsView).show(
@@ -562,13 +567,11 @@ class SpecmonApp(App[int]):
     def _show_headline(
         self, snap: RunSnapshot, estimate: Any, hist: dict[int, int], source: str
     ) -> None:
+        # the basis kchoice names (docs/tuning.md), after the measured steps it rests on
         steps = sum(hist.values())
-        basis = (
-            f"{steps:,} steps{' ' + source.strip(' ·') if source else ''}, "
-            f"c={self.draft_cost.value:.2f} (+/-)"
-            if estimate is not None
-            else ""
-        )
+        said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
+        where = f" {source.strip(' ·')}" if source else ""
+        basis = f"{steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
         self._widget(HeadlineView).show(
             headline_of(
                 snap.spec_stats or {},
@@ -647,7 +650,7 @@ class SpecmonApp(App[int]):
 
     def action_draft_cost(self, direction: int) -> None:
         self.draft_cost = self.draft_cost.step(direction)
-        self._tune_at = 0.0
+        self._tune_at = self._segments_at = 0.0
         self.refresh_data()
 
     def action_next_server(self, step: int) -> None:

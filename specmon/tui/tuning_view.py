@@ -1,8 +1,10 @@
 """View-model for "tune k while you watch": the what-if panel, one card per server,
 the segments table and the server's own counters. No Textual here: plain data and strings,
-so every number is testable without a terminal. The estimates come from
-specmon.specdecode.tuning (docs/tuning.md §2-§5); this module only chooses
-which histogram to feed it and how to print the answer.
+so every number is testable without a terminal. Per-position acceptance and E(k') come from
+specmon.specdecode.tuning (docs/tuning.md §2-§5); the recommended k from
+specmon.analysis.kchoice, through the segments table's rows when the run has them (the
+same measurements, the same live draft cost), so the what-if panel, the cards, the segments
+table and `specmon tune` give one k and name its basis (docs/tuning.md §6).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specmon.analysis import kchoice
 from specmon.analysis.segments import _settings_text
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.server.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
@@ -31,6 +34,11 @@ class DraftCost:
     def label(self) -> str:
         source = "assumed" if self.assumed else "given"
         return f"c={self.value:.2f} ({source}; +/- {COST_STEP:g})"
+
+    @property
+    def given(self) -> float | None:
+        """What kchoice is told: None while assumed (it then states its own assumption)."""
+        return None if self.assumed else self.value
 
     def step(self, direction: int) -> DraftCost:
         """One +/- press; the user's choice is no longer an assumption."""
@@ -53,12 +61,51 @@ def measured_k(hist: Mapping[int, int], k: int | None) -> int | None:
     return max(int(k), observed or 0)
 
 
-def what_if(hist: Mapping[int, int], k: int | None, cost: float) -> TuningEstimate | None:
-    """analyze() for one server's pooled histogram; None with no steps or no k."""
+@dataclass(frozen=True)
+class WhatIf:
+    """One server's what-if: the estimate (a_i, E(k'), bands) and the recommended k with its
+    basis, predicted gains vs k'=0 and text, as kchoice gave it (KChoice.text format)."""
+
+    estimate: TuningEstimate
+    k: int | None
+    gain: Mapping[int, float]
+    text: str
+
+    @property
+    def head(self) -> str:
+        """'best k=3 (2.40x)' without the basis (KChoice.text joins its parts with ' · ')."""
+        return self.text.split(" · ", 1)[0]
+
+
+def current_row(rows: Sequence[Mapping[str, Any]] | None, label: str) -> Mapping[str, Any] | None:
+    """The server's latest segment row with verify steps (the load it runs now); a row of
+    server None is a one-server run's."""
+    mine = [r for r in rows or () if r.get("server") in (label, None) and r.get("steps")]
+    return max(mine, key=lambda r: r["segment"], default=None)
+
+
+def what_if(
+    hist: Mapping[int, int],
+    k: int | None,
+    cost: float | None,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+    label: str = "run",
+) -> WhatIf | None:
+    """The what-if for one server's pooled histogram; None with no steps or no k. The k is
+    the segments table's answer for the server's current segment when `rows` has one (rows
+    computed with this `cost`), else kchoice over the histogram alone; `cost` None =
+    unknown (kchoice assumes its default and says so)."""
     kk = measured_k(hist, k)
     if not kk or sum(hist.values()) <= 0:
         return None
-    return analyze({int(j): int(n) for j, n in hist.items()}, kk, cost)
+    dense = {int(j): int(n) for j, n in hist.items()}
+    est = analyze(dense, kk, DEFAULT_DRAFT_COST if cost is None else cost)
+    row = current_row(rows, label)
+    if row is not None:
+        gains = {int(j): float(g) for j, g in (row.get("predicted_gain_vs_k0") or {}).items()}
+        return WhatIf(est, row["recommended_k"], gains, str(row["recommendation"]))
+    choice = kchoice.choose([kchoice.Measurement(kk, None, dense)], None, cost)
+    return WhatIf(est, choice.k, choice.gain, choice.text())
 
 
 def short_caveat(est: TuningEstimate) -> str:
@@ -79,34 +126,23 @@ def position_cells(est: TuningEstimate) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def prediction_cells(est: TuningEstimate) -> list[tuple[str, str, str, str, bool]]:
-    """(k', E(k'), band, speedup, best) per predicted k'; extrapolated k' carry a '*'."""
+def prediction_cells(w: WhatIf) -> list[tuple[str, str, str, str, bool]]:
+    """(k', E(k'), band, gain, best) per predicted k'; extrapolated k' carry a '*' and no
+    gain (never the plain recommendation: the hint names the best of them)."""
     out = []
-    for p in est.predictions:
+    for p in w.estimate.predictions:
         band = "" if not p.extrapolated or p.low is None else f"{p.low:.2f}-{p.high:.2f}"
         label = f"{p.k}*" if p.extrapolated else str(p.k)
-        out.append(
-            (
-                label,
-                _f(p.acceptance_length, ".2f"),
-                band,
-                _f(p.speedup, ".2f"),
-                p.k == est.recommended_k,
-            )
-        )
+        gain = w.gain.get(p.k)
+        out.append((label, _f(p.acceptance_length, ".2f"), band, _f(gain, ".2f"), p.k == w.k))
     return out
 
 
-def recommendation_text(est: TuningEstimate | None) -> str:
-    if est is None:
+def recommendation_text(w: WhatIf | None) -> str:
+    """The short answer (cards, panel titles): 'best k=3 (2.40x)'."""
+    if w is None:
         return "what-if appears with the first verify steps"
-    best = est.recommended_k
-    if best is None:
-        return "no recommendation"
-    if best == 0:
-        return "best k=0 (speculation does not pay at this c)"
-    row = next(p for p in est.predictions if p.k == best)
-    return f"best k={best} ({row.speedup:.2f}x{', extrapolated' if row.extrapolated else ''})"
+    return w.head
 
 
 # ---------------------------------------------------------------- the server's counters

@@ -24,7 +24,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.segments import SegmentTable, format_segments, parse_segments, split_plan
+from specmon.analysis.segments import (
+    RUN,
+    SegmentTable,
+    format_segments,
+    parse_segments,
+    split_plan,
+)
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
@@ -165,12 +171,13 @@ class MultiRun:
     def poller(self, label: str) -> ServerCounterPoller | None:
         return self.watch.pollers.get(label) if self.watch is not None else None
 
-    def segment_rows(self) -> list[dict]:
+    def segment_rows(self, draft_cost: float | str | None = RUN) -> list[dict]:
         """The segments table over every server, as segment_table() gives it on every result
-        so far (the sessions' SegmentSinks fold each result in as it lands)."""
+        so far (the sessions' SegmentSinks fold each result in as it lands); `draft_cost`
+        as SegmentTable.rows takes it (the TUI passes its live +/- cost)."""
         if len(self.runs) > 1:
-            return self._segments.rows(self._segment_settings())
-        return self._segments.rows(_segment_settings(self.primary.runner))
+            return self._segments.rows(self._segment_settings(), draft_cost)
+        return self._segments.rows(_segment_settings(self.primary.runner), draft_cost)
 
     # RunControl ------------------------------------------------------------------------
     def start(self) -> None:

@@ -14,9 +14,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from specmon.specdecode.tuning import TuningEstimate
 from specmon.tui.tuning_view import (
     SEGMENT_HEADERS,
+    WhatIf,
     position_cells,
     prediction_cells,
     recommendation_text,
@@ -29,7 +29,8 @@ BATCH_NOTE = "batch size moves the best k: compare TPOT per segment (7)"
 
 
 class WhatIfView(ShapedStatic):
-    """Per-position S_i, a_i [95% CI] beside E(k'), band and predicted speedup per k'."""
+    """Per-position S_i, a_i [95% CI] beside E(k'), band and predicted gain vs k'=0 per k';
+    below them the recommended k with its basis (tuning_view.WhatIf)."""
 
     COMPONENT_CLASSES = {"whatif--best"}
     DEFAULT_CSS = "WhatIfView > .whatif--best { color: $success; text-style: bold; }"
@@ -38,37 +39,37 @@ class WhatIfView(ShapedStatic):
         super().__init__(id=id)
         self._key: Any = object()
 
-    def show(self, est: TuningEstimate | None, source: str) -> None:
-        key = (est, source)
+    def show(self, w: WhatIf | None, source: str) -> None:
+        key = (w, source)
         if key == self._key:
             return
         self._key = key
-        if est is None:
+        if w is None:
             self.show_content(Text(recommendation_text(None), style="italic"), 0)
             return
-        # Height left to Textual: the two text lines wrap on a narrow panel instead of
-        # being cut; a relayout happens only when the table or those lines change.
+        # Height left to Textual: the text lines wrap on a narrow panel instead of being
+        # cut; a relayout happens only when the table or those lines change.
+        est = w.estimate
         self.show_content(
-            self._render_estimate(est, source),
-            (len(est.predictions), recommendation_text(est), est.caveat, est.steps),
+            self._render_estimate(w, source),
+            (len(est.predictions), w.text, est.caveat, est.steps),
         )
 
-    def _render_estimate(self, est: TuningEstimate, source: str) -> Group:
+    def _render_estimate(self, w: WhatIf, source: str) -> Group:
+        est = w.estimate
         grid = Table.grid(padding=(0, 3))
         grid.add_column(vertical="top")
         grid.add_column(vertical="top")
-        grid.add_row(self._positions(est), self._predictions(est))
+        grid.add_row(self._positions(est), self._predictions(w))
         best = Text()
-        best.append(
-            recommendation_text(est),
-            style=self.get_component_rich_style("whatif--best", partial=True),
-        )
+        best.append(w.head, style=self.get_component_rich_style("whatif--best", partial=True))
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
+        basis = Text(w.text[len(w.head) :].removeprefix(" · "))
         caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic")
-        return Group(grid, best, caveat)
+        return Group(grid, best, basis, caveat)
 
     @staticmethod
-    def _positions(est: TuningEstimate) -> Table:
+    def _positions(est: Any) -> Table:
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         for name in ("i", "S_i", "a_i", "95% CI"):
             table.add_column(name, justify="right", no_wrap=True)
@@ -76,12 +77,12 @@ class WhatIfView(ShapedStatic):
             table.add_row(*cells)
         return table
 
-    def _predictions(self, est: TuningEstimate) -> Table:
+    def _predictions(self, w: WhatIf) -> Table:
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         for name in ("k'", "E(k')", "band", "speedup"):
             table.add_column(name, justify="right", no_wrap=True)
         style = self.get_component_rich_style("whatif--best", partial=True)
-        for label, length, band, speed, best in prediction_cells(est):
+        for label, length, band, speed, best in prediction_cells(w):
             table.add_row(label, length, band, Text(speed, style=style) if best else speed)
         return table
 

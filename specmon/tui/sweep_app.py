@@ -1,0 +1,150 @@
+"""The live sweep view (`specmon sweep` / `specmon demo --sweep` without --headless).
+
+The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunControl);
+this app samples it on a timer: the k x concurrency grid filling in with each finished
+cell's median ± MAD, the cell and repeat being measured, the decision row forming
+(analysis/sweep.py decide over the finished cells), the server's log tail while it starts,
+and the acceptance panels of the current repeat's session. q stops the sweep (the repeat in
+flight is not kept) and closes; the command then writes the decisions and prints the tables.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.css.query import NoMatches
+from textual.widgets import Footer, Static
+
+from specmon.tui.sweep_view import grid_view, log_tail, status_line
+from specmon.tui.themes import load_themes, resolve_theme
+from specmon.tui.view import SPEC_COLUMNS, SPEC_ROWS
+from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.panel import HPanel, Panel
+from specmon.tui.widgets.stats_table import StatsTable
+from specmon.tui.widgets.sweep import SweepGrid
+
+REFRESH_HZ = 4.0
+
+
+class SweepApp(App[int]):
+    """`control`: a SweepControl (or anything with its members: runner.now / settings /
+    stopping / dir, cells(), stop(), finished, error)."""
+
+    TITLE = "specmon sweep"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #sweep-header { height: 2; padding: 0 1; background: $panel; text-wrap: nowrap;
+                    text-overflow: ellipsis; }
+    .panel { border: round $primary 60%; border-title-color: $accent;
+             border-title-style: bold; padding: 0 1; }
+    #panel-grid { height: auto; }
+    #panel-serverlog { height: auto; max-height: 12; display: none; }
+    #panel-serverlog.visible { display: block; }
+    #row-cell { height: 1fr; }
+    #panel-cellspec { width: 3fr; }
+    #panel-cellhist { width: 2fr; }
+    #cell-hist { width: 1fr; }
+    #cell-positions { width: auto; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit_sweep", "Stop and quit"),
+        Binding("ctrl+c", "quit_sweep", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, control: Any, *, theme_name: str | None = None) -> None:
+        super().__init__()
+        self.control = control
+        self._theme_name = theme_name
+        self._session: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="sweep-header", markup=False)
+        with Panel(id="panel-grid", classes="panel"):
+            yield SweepGrid(id="grid")
+        with Panel(id="panel-serverlog", classes="panel"):
+            yield Static("", id="server-log", markup=False)
+        with Horizontal(id="row-cell"):
+            with Panel(id="panel-cellspec", classes="panel"):
+                yield StatsTable(SPEC_ROWS, SPEC_COLUMNS, "no cell measured yet", id="cell-spec")
+            with HPanel(id="panel-cellhist", classes="panel"):
+                yield HistogramView(id="cell-hist")
+                yield PositionsView(id="cell-positions")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        names = []
+        for theme in load_themes():
+            self.register_theme(theme)
+            names.append(theme.name)
+        no_color = "NO_COLOR" in os.environ
+        self.theme = resolve_theme(self._theme_name, names or list(self.available_themes), no_color)
+        self.query_one(
+            "#panel-grid"
+        ).border_title = "Sweep · output tok/s, median ± MAD over repeats · * selected k"
+        self.query_one("#panel-serverlog").border_title = "Server log"
+        self.refresh_data()
+        self.set_interval(1.0 / REFRESH_HZ, self.refresh_data)
+
+    def refresh_data(self) -> None:
+        try:
+            self._refresh()
+        except NoMatches:  # closing: the widgets go before the timer stops
+            pass
+
+    def _refresh(self) -> None:
+        runner = self.control.runner
+        settings, now = runner.settings, runner.now
+        if self.control.finished and runner.stopping.is_set():
+            self.exit(0)  # stopped from outside (SIGTERM): nothing left to show
+            return
+        cells = self.control.cells()
+        ks, concs = list(settings.grid_ks), list(settings.concurrencies)
+        line = status_line(now, len(cells), len(ks) * len(concs), runner.stopping.is_set())
+        error = self.control.error if self.control.finished else None
+        if error is not None:
+            line = f"the sweep failed: {error}"
+        head = (
+            f"specmon sweep · k {','.join(map(str, ks))} · concurrency "
+            f"{','.join(map(str, concs))} · {settings.repeats} repeat(s) · {runner.dir}"
+        )  # one line each, cut rather than wrapped: the status line must stay in view
+        self.query_one("#sweep-header", Static).update(
+            Text(f"{head}\n{line}", no_wrap=True, overflow="ellipsis")
+        )
+        self.query_one(SweepGrid).show(grid_view(ks, concs, cells, now))
+        log_panel = self.query_one("#panel-serverlog")
+        starting = now.phase == "starting"
+        log_panel.set_class(starting, "visible")
+        if starting:
+            log_panel.border_title = f"Server log · k={now.k} · {now.log_path}"
+            self.query_one("#server-log", Static).update(
+                log_tail(now.log_path) or "(no output yet)"
+            )
+        self._show_cell(now)
+
+    def _show_cell(self, now: Any) -> None:
+        """The acceptance panels of the repeat being measured (the last one between cells)."""
+        if now.session is not None:
+            self._session = now.session
+            self.query_one(
+                "#panel-cellspec"
+            ).border_title = (
+                f"Spec decode · k={now.k} concurrency={now.concurrency} repeat {now.repeat}"
+            )
+        if self._session is None:
+            return
+        acc = self._session.accumulator
+        snap = acc.snapshot()
+        hist = dict(snap.pooled_histogram or {})
+        self.query_one("#cell-spec", StatsTable).show(snap.spec_stats)
+        self.query_one(HistogramView).show(hist)
+        self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
+        self.query_one("#panel-cellhist").border_title = "Accepted drafts per step"
+
+    def action_quit_sweep(self) -> None:
+        self.control.stop()  # the repeat in flight is cancelled and not kept
+        self.exit(0)

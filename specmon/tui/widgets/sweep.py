@@ -1,0 +1,51 @@
+"""The live sweep grid: k x concurrency cells (median ± MAD of output tok/s), the cell being
+measured highlighted, the selected k per column marked, and the decision rows below
+(tui/sweep_view.py builds every string)."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from specmon.tui.sweep_view import GridView
+from specmon.tui.widgets.shaped import ShapedStatic
+
+
+class SweepGrid(ShapedStatic):
+    COMPONENT_CLASSES = {"sweep--current", "sweep--selected"}
+    DEFAULT_CSS = """
+    SweepGrid > .sweep--current { background: $accent 30%; text-style: bold; }
+    SweepGrid > .sweep--selected { color: $success; text-style: bold; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._view: GridView | None = None
+
+    def show(self, view: GridView) -> None:
+        if view == self._view:
+            return
+        self._view = view
+        # header, one line per k, the decision and speedup rows
+        self.show_content(self._table(view), len(view.rows), len(view.rows) + 3)
+
+    def _table(self, view: GridView) -> Table:
+        current = self.get_component_rich_style("sweep--current", partial=True)
+        chosen = self.get_component_rich_style("sweep--selected", partial=True)
+        table = Table(box=None, padding=(0, 2), pad_edge=False, header_style="bold")
+        for i, name in enumerate(view.headers):
+            table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+        for r, row in enumerate(view.rows):
+            cells: list[Text] = [Text(row[0])]
+            for c, text in enumerate(row[1:]):
+                style: Style | str = ""
+                if view.current == (r, c):
+                    style = current
+                elif view.selected[c] == r:
+                    style = chosen
+                cells.append(Text(text + (" *" if view.selected[c] == r else ""), style=style))
+            table.add_row(*cells, end_section=r == len(view.rows) - 1)
+        table.add_row(*(Text(t, style="bold") for t in view.decision))
+        table.add_row(*(Text(t) for t in view.speedup))
+        return table

@@ -1,0 +1,109 @@
+"""The live sweep view (issue 11 item 8): cells fed through SweepRunner's on_cell hook fill
+the grid with their medians ± MAD (checked against hand arithmetic), the decision row forms
+from them, the current cell and repeat are marked, and the current repeat's session fills
+the acceptance panels. A snapshot pins the layout; q stops the runner (RunControl.stop)."""
+
+from __future__ import annotations
+
+import io
+
+from tui_screen import screen_text
+from tui_tuning_fixtures import H2, capture_k, session_of
+
+from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.config import RunConfig
+from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings
+from specmon.sources.sweep_control import SweepControl
+from specmon.tui.sweep_app import SweepApp
+from specmon.tui.sweep_view import grid_view, log_tail, status_line
+
+SERVE = "{python} -m specmon sim --port {port} --num-spec-tokens {k}"
+
+
+def repeats(*tputs: float) -> list[RepeatMeasurement]:
+    return [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.0) for t in tputs]
+
+
+def fake_control(tmp_path) -> tuple[SweepControl, SweepRunner]:
+    settings = SweepSettings(
+        ks=[2],
+        concurrencies=[1, 4],
+        serve=SERVE,
+        baseline_serve="{python} -m specmon sim --port {port} --num-spec-tokens 0",
+        repeats=3,
+        segment_requests=8,
+    )
+    runner = SweepRunner(settings, RunConfig(), tmp_path / "sweep", out=io.StringIO())
+    return SweepControl(runner), runner
+
+
+def feed(runner: SweepRunner) -> None:
+    """Three finished cells through the hook; k=2 at concurrency 4 is being measured."""
+    # k=0 c=1: [100, 110, 90] -> median 100, MAD median(0, 10, 10) = 10
+    # k=2 c=1: [150, 152, 148] -> median 150, MAD 2
+    # k=0 c=4: [300, 300, 300] -> median 300, MAD 0
+    assert runner.on_cell is not None
+    runner.on_cell(Cell(0, 1, repeats(100, 110, 90)))
+    runner.on_cell(Cell(2, 1, repeats(150, 152, 148)))
+    runner.on_cell(Cell(0, 4, repeats(300, 300, 300)))
+    runner.now = SweepNow("measuring", 2, 4, 2, 3, session=session_of([capture_k(1, H2, 2)]))
+
+
+def test_grid_view_by_hand(tmp_path):
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    view = grid_view([0, 2], [1, 4], control.cells(), runner.now)
+    assert view.headers == ("k", "c=1", "c=4")
+    assert view.rows == (
+        ("k=0", "100.0 ± 10.0", "300.0 ± 0.0"),
+        ("k=2", "150.0 ± 2.0", "▶ repeat 2/3"),
+    )
+    # scores: k0 c1 100 - 1.4826*10 = 85.174; k2 c1 150 - 2.9652 = 147.0348 -> k=2,
+    # vs k=0 147.0348/85.174 = 1.72628 -> +72.6%; c4 has only k=0 so far: k=0, +0.0%
+    assert view.decision == ("selected k", "k=2", "k=0")
+    assert view.speedup == ("vs k=0", "+72.6%", "+0.0%")
+    assert view.current == (1, 1) and view.selected == (1, 0)
+    assert status_line(runner.now, 3, 4) == "measuring k=2 concurrency=4 repeat 2/3 · 3/4 cells"
+
+
+def test_unstable_error_and_starting_cells(tmp_path):
+    # [100, 130, 80]: median 100, MAD median(0, 30, 20) = 20 -> relative 0.2 > 0.1: unstable
+    cells = [Cell(0, 1, repeats(100, 130, 80)), Cell(2, 1, error="server died")]
+    log = tmp_path / "server-k2.log"
+    log.write_text("".join(f"line {i}\n" for i in range(20)))
+    now = SweepNow("starting", 2, repeats=3, log_path=log)
+    view = grid_view([0, 2, 4], [1], cells, now)
+    assert view.rows == (("k=0", "100.0 ± 20.0 !"), ("k=2", "error"), ("k=4", "·"))
+    # the only measured cell is unstable: nothing selectable
+    assert view.decision == ("selected k", "-") and view.selected == (-1,)
+    now4 = SweepNow("starting", 4, repeats=3, log_path=log)
+    assert grid_view([0, 2, 4], [1], cells, now4).rows[2] == ("k=4", "starting")
+    assert log_tail(log, 3) == "line 17\nline 18\nline 19"
+    assert status_line(now, 2, 3).startswith("k=2: starting the server")
+
+
+async def test_sweep_view_pilot_and_q_stops(tmp_path):
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    app = SweepApp(control)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "100.0 ± 10.0" in text and "150.0 ± 2.0 *" in text  # * = selected at c=1
+        assert "▶ repeat 2/3" in text
+        assert "selected k" in text and "+72.6%" in text
+        assert "measuring k=2 concurrency=4 repeat 2/3 · 3/4 cells" in text
+        # the current repeat's session: H2 = [1, 1, 2] -> AL 1 + 5/4 = 2.25
+        assert "Spec decode · k=2 concurrency=4 repeat 2" in text
+        assert "2.25" in text
+        await pilot.press("q")
+        await pilot.pause()
+    assert runner.stopping.is_set()  # q went through RunControl.stop()
+
+
+def test_sweep_view_snapshot(snap_compare, tmp_path, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    runner.dir = runner.dir.relative_to(tmp_path)  # the header shows it: keep it fixed
+    assert snap_compare(SweepApp(control), terminal_size=(120, 36))
