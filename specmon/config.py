@@ -419,6 +419,12 @@ class RunConfig(BaseModel):
     artifact_dir: str | None = option(
         None, "where exports go (default artifacts/<model>-<endpoint>-<load>/)"
     )
+    overwrite: bool = option(
+        False, "replace an earlier run in --artifact-dir (default: write to DIR-2, DIR-3, ...)"
+    )
+    drain_timeout: float = option(
+        5.0, "on a stop, seconds in-flight requests may finish before they are cancelled", ge=0
+    )
     export_level: Literal["summary", "records", "raw"] = option(
         "records", "summary, records or raw (adds the raw capture)"
     )
