@@ -212,11 +212,12 @@ class OptionSet(Generic[M]):
 
     # layers -----------------------------------------------------------------------------
     def file_layer(self, path: str) -> dict[str, Any]:
+        from specmon.sources.datasets.files import read_bounded  # a FIFO or device: refused
+
         try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except FileNotFoundError:
-            raise UserError(f"config file {path}: not found") from None
+            data = tomllib.loads(read_bounded(path, "config file").decode("utf-8"))
+        except UnicodeDecodeError:
+            raise UserError(f"config file {path}: not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise UserError(f"config file {path}: invalid TOML ({exc})") from None
         except OSError as exc:

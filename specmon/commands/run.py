@@ -165,6 +165,7 @@ def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any
         if started:
             _drain(multi, out)
         _write_exports(multi, config, out)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
     return stops.exit_status(_exit_status(multi, out))
 
 
