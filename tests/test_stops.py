@@ -225,3 +225,24 @@ def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
         assert not (out / name).is_symlink()
     _, records = check_summary(out)
     assert len(records) == 2
+
+
+def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path):
+    """A closed terminal sends SIGHUP to the whole process group, the workers included:
+    they leave the stop to the parent, which drains them and writes every request."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "8", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
+        proc = subprocess.Popen(
+            [*SPECMON, *run_args(sim.url, out, "--concurrency", "4", "--workers", "2")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 128 + signal.SIGHUP, stderr
+    doc, records = check_summary(out)
+    assert doc["was_cancelled"] is True and len(records) >= 8
+    assert {r["metadata"].get("worker_id") for r in records} == {"worker-0", "worker-1"}

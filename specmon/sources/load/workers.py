@@ -112,7 +112,10 @@ class _Gate:
 def _worker_main(
     index: int, share: dict[str, Any], offset: float, control: Any, results: Any, hold: bool = False
 ) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # the parent decides when to stop: a Ctrl-C or a closed terminal (SIGHUP to the whole
+    # process group) reaches the parent, which drains every worker (specmon/stops.py)
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
