@@ -44,10 +44,22 @@ def holds_run(directory: str | Path) -> bool:
     directory = Path(directory)
     if not directory.is_dir():
         return False
-    return any(directory.glob("profile_export*")) or any(directory.glob("*/profile_export*"))
+    return any(_run_files(directory))
 
 
-__all__ = ["EXPORT_LEVELS", "PAYLOAD_WINDOW", "RunSession", "holds_run"]
+def remove_run(directory: str | Path) -> None:
+    """Delete a run's exports (--overwrite), so none of the earlier run's files (a raw
+    capture, another server's folder) is left beside the new one. A symlink is removed
+    itself, never its target."""
+    for path in _run_files(Path(directory)):
+        path.unlink(missing_ok=True)
+
+
+def _run_files(directory: Path) -> list[Path]:
+    return [*directory.glob("profile_export*"), *directory.glob("*/profile_export*")]
+
+
+__all__ = ["EXPORT_LEVELS", "PAYLOAD_WINDOW", "RunSession", "holds_run", "remove_run"]
 
 
 class RunSession:

@@ -28,6 +28,10 @@ SIGNALS = tuple(
     s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
 )
 EXPORT_WARNING = "specmon: writing exports, press Ctrl-C again to abandon"
+DRAIN_WARNING = (
+    "specmon: stopping: in-flight requests drain (--drain-timeout), then the exports are "
+    "written; press Ctrl-C again to abandon"
+)
 
 
 class Stopped(BaseException):
@@ -86,7 +90,9 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
         if _state.count >= 3:
             os.write(2, b"specmon: abandoned the exports\n")
             os._exit(128 + (_state.first or signum))
-        if _state.count == 2:
+        if _state.count == 2 and _state.stage == "load":  # still draining
+            os.write(2, (DRAIN_WARNING + "\n").encode())
+        elif _state.count == 2:
             os.write(2, (EXPORT_WARNING + "\n").encode())
         elif _state.stage == "export":  # the first signal of the run came during the export
             os.write(2, b"specmon: stop signal during the export: finishing it\n")

@@ -138,6 +138,23 @@ def test_signal_mid_run_drains_and_writes_complete_exports(tmp_path, signum):
     assert any(f"stopping ({signum.name})" in line for line in proc.seen)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
+def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
+    out = tmp_path / "run"
+    raw = out / "profile_export_raw.jsonl"
+    with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
+        args = ["--warmup-request-count", "100000", "--export-level", "raw"]
+        proc = Proc(run_args(sim.url, out, "--concurrency", "2", *args))
+        poll(lambda: jsonl_lines(raw) >= 4, "4 warmup captures")
+        proc.popen.send_signal(signum)
+        code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    doc, records = check_summary(out)
+    assert records == [] and doc["was_cancelled"] is True  # warmup is left out, as AIPerf
+    phases = {json.loads(line)["benchmark_phase"] for line in raw.read_text().splitlines()}
+    assert phases == {"warmup"}
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
     out = tmp_path / "run"
@@ -215,7 +232,7 @@ def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
     out.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
-    for name in SUMMARY:
+    for name in (*SUMMARY, "profile_export_raw.jsonl"):
         (out / name).symlink_to(victim)
     with start_sim(["--seed", "7"]) as sim:
         proc = Proc(run_args(sim.url, out, "--request-count", "2", "--overwrite"))
@@ -223,6 +240,9 @@ def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
     assert victim.read_text() == "keep me\n"
     for name in SUMMARY:
         assert not (out / name).is_symlink()
+    # --overwrite replaces the earlier run whole: no stale raw capture beside the new one
+    assert not (out / "profile_export_raw.jsonl").exists()
+    assert not (out / "profile_export_raw.jsonl").is_symlink()
     _, records = check_summary(out)
     assert len(records) == 2
 

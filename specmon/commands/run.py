@@ -82,12 +82,13 @@ def check_inputs(config: RunConfig) -> None:
 def choose_artifact_dir(config: RunConfig, out: Any) -> str:
     """The dir this run writes to: --artifact-dir (or the default), unless it holds an earlier
     run, which is kept: then DIR-2, DIR-3, ... (--overwrite replaces it). Says which."""
-    from specmon.session import holds_run
+    from specmon.session import holds_run, remove_run
 
     wanted = Path(config.artifact_dir or config.default_artifact_dir(config.model or "unknown"))
     if config.overwrite or not holds_run(wanted):
         if config.overwrite and holds_run(wanted):
             print(f"specmon: replacing the earlier run in {wanted} (--overwrite)", file=out)
+            remove_run(wanted)
         return str(wanted)
     n = 2
     while holds_run(candidate := wanted.with_name(f"{wanted.name}-{n}")):
