@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except stops.Stopped as exc:  # a stop during setup that no command turned into exports
         return 128 + exc.signum
+    finally:
+        stops.uninstall()
 
 
 def _main(argv: list[str] | None) -> int:

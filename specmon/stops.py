@@ -23,6 +23,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 SIGNALS = tuple(
     s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
@@ -50,6 +51,7 @@ class _State:
         self.interruptible = False
         self.callbacks: list[Callable[[int], None]] = []
         self.installed = False
+        self.previous: dict[int, Any] = {}  # the handlers install() replaced
 
 
 _state = _State()
@@ -59,24 +61,25 @@ def install() -> None:
     """Handle SIGINT/SIGTERM/SIGHUP in this process (main thread only; idempotent)."""
     if _state.installed or threading.current_thread() is not threading.main_thread():
         return
+    reset()  # a fresh count for this run (an in-process caller may run several)
     for signum in SIGNALS:
-        signal.signal(signum, _handler)
+        _state.previous[signum] = signal.signal(signum, _handler)
     _state.installed = True
 
 
 def uninstall() -> None:
-    """The default handlers again (commands other than run/demo stop the usual way)."""
-    if not _state.installed:
+    """The handlers from before install() again (commands other than run/demo stop the
+    usual way; an in-process caller of cli.main gets its own back)."""
+    if not _state.installed or threading.current_thread() is not threading.main_thread():
         return
     for signum in SIGNALS:
-        signal.signal(
-            signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
-        )
+        previous = _state.previous.get(signum)
+        signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
     _state.installed = False
 
 
 def reset() -> None:
-    """Back to a fresh state (a new run in the same process, and tests)."""
+    """Back to a fresh state: no signal seen, stage setup, no callbacks."""
     _state.first, _state.count, _state.stage = None, 0, "setup"
     _state.interruptible = False
     _state.callbacks.clear()

@@ -212,6 +212,7 @@ def test_bad_input_leaves_an_earlier_run_byte_for_byte_and_a_new_run_goes_beside
             (bad, "line 2: invalid JSON"),
             (tmp_path / "missing.jsonl", "not found"),
             (fifo, "not a regular file"),
+            (Path("/dev/zero"), "not a regular file"),
         ):
             proc = Proc(run_args(sim.url, out, "--request-count", "3", "--input-file", str(source)))
             assert proc.finish() == 2, proc.seen
@@ -278,3 +279,28 @@ def test_a_mistyped_model_is_refused_before_the_artifact_dir_is_made(tmp_path):
         "--model served-nmae: server" in line and "lists served-name" in line for line in proc.seen
     ), proc.seen
     assert not out.exists()
+
+
+def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_path):
+    """The workers are spawned with SIGHUP blocked, so one sent while they still import
+    (before they can ignore it) stays pending in them instead of killing them."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "8"]) as sim:
+        proc = subprocess.Popen(
+            [*SPECMON, *run_args(sim.url, out, "--request-count", "20", "--workers", "2")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+        def workers_spawned() -> bool:
+            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+            return len(found.stdout.split()) >= 2  # two workers (and the resource tracker)
+
+        poll(workers_spawned, "the workers to be spawned")
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 128 + signal.SIGHUP, stderr
+    assert "Traceback" not in stderr and "worker" not in stderr.lower(), stderr
+    check_summary(out)
