@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -240,14 +241,16 @@ class SpecmonApp(App[int]):
     def on_unmount(self) -> None:
         self._catch_sigterm(False)
 
+    _stop_callback: Callable[[int], None] | None = None  # registered with specmon.stops
+
     def _catch_sigterm(self, on: bool) -> None:
         """SIGTERM, SIGHUP and SIGINT quit like q (specmon/stops.py calls back from its
         handler), so a killed live run still drains and writes its exports."""
         if self.runner is None:
             return
         if not on:
-            if (callback := getattr(self, "_stop_callback", None)) is not None:
-                stops.remove_callback(callback)
+            if self._stop_callback is not None:
+                stops.remove_callback(self._stop_callback)
             return
         loop = asyncio.get_running_loop()
 
