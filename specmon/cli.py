@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from specmon import __version__
+from specmon import __version__, stops
 from specmon.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -25,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("specmon.commands.sweep", "measure every k x concurrency and pick k per load"),
     "watch": ("specmon.commands.watch", "observe live servers from /metrics, sending no load"),
 }
+
+# The commands that turn a stop signal into complete exports (specmon/stops.py); the others
+# keep Python's default handlers (`specmon sim` ends on SIGTERM at once).
+STOPPABLE = ("run", "demo")
 
 
 def _top_help() -> str:
@@ -41,6 +45,18 @@ def _top_help() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 normal end, 2 user error, 1 internal error, 128 + N after a stop by
+    signal N (README, "Exit status")."""
+    stops.install()
+    try:
+        return _main(argv)
+    except stops.Stopped as exc:  # a stop during setup that no command turned into exports
+        return 128 + exc.signum
+    finally:
+        stops.uninstall()
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
         print(_top_help())
@@ -49,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specmon {__version__}")
         return 0
     name = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    if name not in STOPPABLE:
+        stops.uninstall()
+        if stops.requested() is not None:
+            return stops.exit_status(0)
     module_name, desc = COMMANDS[name]
     try:
         module = importlib.import_module(module_name)
@@ -67,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"specmon: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a handler other than specmon.stops was in place
         return 130
     except BrokenPipeError:
         # `specmon tune ... | head`: the reader left; exit quietly like other CLI tools.

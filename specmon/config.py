@@ -212,11 +212,12 @@ class OptionSet(Generic[M]):
 
     # layers -----------------------------------------------------------------------------
     def file_layer(self, path: str) -> dict[str, Any]:
+        from specmon.sources.datasets.files import read_bounded  # a FIFO or device: refused
+
         try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except FileNotFoundError:
-            raise UserError(f"config file {path}: not found") from None
+            data = tomllib.loads(read_bounded(path, "config file").decode("utf-8"))
+        except UnicodeDecodeError:
+            raise UserError(f"config file {path}: not UTF-8 text") from None
         except tomllib.TOMLDecodeError as exc:
             raise UserError(f"config file {path}: invalid TOML ({exc})") from None
         except OSError as exc:
@@ -418,6 +419,12 @@ class RunConfig(BaseModel):
     random_seed: int | None = option(None, "seed for prompts, lengths and arrivals")
     artifact_dir: str | None = option(
         None, "where exports go (default artifacts/<model>-<endpoint>-<load>/)"
+    )
+    overwrite: bool = option(
+        False, "replace an earlier run in --artifact-dir (default: write to DIR-2, DIR-3, ...)"
+    )
+    drain_timeout: float = option(
+        5.0, "on a stop, seconds in-flight requests may finish before they are cancelled", ge=0
     )
     export_level: Literal["summary", "records", "raw"] = option(
         "records", "summary, records or raw (adds the raw capture)"

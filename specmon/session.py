@@ -14,6 +14,7 @@ the JSON and the CSV once each, atomically. A session built with `RunSession.fro
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -35,8 +36,32 @@ from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 
 EXPORT_LEVELS = ("summary", "records", "raw")
+# Test-only hook: seconds finish() waits between the stream files and the summaries, so a
+# test can send a signal "during the export" deterministically. Never set it otherwise.
+TEST_EXPORT_DELAY_ENV = "SPECMON_TEST_EXPORT_DELAY_S"
 
-__all__ = ["EXPORT_LEVELS", "PAYLOAD_WINDOW", "RunSession"]
+
+def holds_run(directory: str | Path) -> bool:
+    """Whether `directory` (or a per-server folder in it) holds a run's exports."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return False
+    return any(_run_files(directory))
+
+
+def remove_run(directory: str | Path) -> None:
+    """Delete a run's exports (--overwrite), so none of the earlier run's files (a raw
+    capture, another server's folder) is left beside the new one. A symlink is removed
+    itself, never its target."""
+    for path in _run_files(Path(directory)):
+        path.unlink(missing_ok=True)
+
+
+def _run_files(directory: Path) -> list[Path]:
+    return [*directory.glob("profile_export*"), *directory.glob("*/profile_export*")]
+
+
+__all__ = ["EXPORT_LEVELS", "PAYLOAD_WINDOW", "RunSession", "holds_run", "remove_run"]
 
 
 class RunSession:
@@ -165,6 +190,8 @@ class RunSession:
                     _sink_failed(None, sink, "on_finish", exc)
             if self.artifact_dir is None:
                 return dict(self.paths)
+            if delay := float(os.environ.get(TEST_EXPORT_DELAY_ENV) or 0):
+                time.sleep(delay)
             doc = self.export_document()
             self.paths["json"] = write_json(self.artifact_dir / JSON_NAME, doc)
             blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}

@@ -150,8 +150,11 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
         ):
             time.sleep(0.1)
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+        stdout, stderr = proc.communicate(timeout=120)
+    # 128 + signal (README "Exit status"). The old hang under load: a KeyboardInterrupt
+    # raised inside Event.wait could leave its lock held and the load thread blocked on
+    # it; specmon.stops' handler now only sets a flag during the load.
+    assert proc.returncode == 128 + signum, stderr
     assert "exports written to" in stdout
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["was_cancelled"] is True
@@ -159,7 +162,7 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
     ok = [c for c in raw_lines if c["error"] is None]
     cancelled = [c for c in raw_lines if c["error"] and c["error"]["type"] == "cancelled"]
     assert len(ok) >= 20 and len(ok) + len(cancelled) == len(raw_lines)
-    assert len(cancelled) <= 4  # only what was in flight at the signal
+    assert len(cancelled) <= 4  # only what was in flight at the signal (drained: none)
     assert doc["request_count"]["avg"] == len(ok)
     assert len((out / "profile_export.jsonl").read_text().splitlines()) == len(raw_lines)
     assert (out / "profile_export_aiperf.csv").read_text().startswith("Metric,")

@@ -66,7 +66,7 @@ def test_monitor_over_live_load_then_sigterm_writes_exports(tmp_path):
         proc.wait(10)
         os.close(master)
     text = screen.decode("utf-8", "replace")
-    assert proc.returncode == 0, text[-2000:]
+    assert proc.returncode == 128 + signal.SIGTERM, text[-2000:]
     assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # full-screen app entered and left
     assert f"exports written to {out}" in text
     assert "Traceback" not in text, text[text.find("Traceback") - 300 :]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from specmon import stops
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
 from specmon.errors import UserError
 from specmon.formatting import server_down_text
@@ -34,19 +34,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def execute(config: RunConfig, *, save_config_path: str | None = None, out: Any = None) -> int:
-    """Preflight, build one session + runner per server, run headless or with the TUI."""
+    """Check every input, preflight, then one session + runner per server, headless or with
+    the TUI. Nothing touches the artifact dir before the inputs and the servers passed."""
     from specmon.sources.load.multi import MultiRun
-    from specmon.sources.load.runner import preflight
 
     out = out or sys.stdout
-    check_theme_early(config)
-    if config.dataset:  # a bad file fails here: no server contacted, no artifact dir made
-        from specmon.sources.datasets import prepare_run
-
-        prepare_run(config)
-    config.model = preflight(config)
-    if config.artifact_dir is None:
-        config.artifact_dir = config.default_artifact_dir(config.model)
+    try:
+        stops.stage("setup", interruptible=True)  # a signal from here on stops at once
+        check_inputs(config)
+    except stops.Stopped as stop:
+        return _empty_run(config, stop.signum, out)
+    stops.stage("setup")  # building the sessions: a signal now is seen before the load
+    config.artifact_dir = choose_artifact_dir(config, out)
     if config.random_seed is None:  # record the seed actually used, so a run can be repeated
         config.random_seed = int(time.time_ns() % 2**31)
     if save_config_path:
@@ -66,6 +65,57 @@ def execute(config: RunConfig, *, save_config_path: str | None = None, out: Any 
         return run_headless(config, multi, out)
     finally:
         close_exporters()
+
+
+def check_inputs(config: RunConfig) -> None:
+    """Every input, before anything is written: theme, prompt file or dataset, the servers
+    and the model (preflight). A failure is a UserError; the artifact dir is untouched."""
+    from specmon.sources.load.runner import preflight
+
+    check_theme_early(config)
+    if config.dataset:
+        from specmon.sources.datasets import prepare_run
+
+        prepare_run(config)
+    elif config.effective_prompt_source == "file" and config.input_file:
+        from specmon.sources.load.datasets import load_jsonl_prompts
+
+        load_jsonl_prompts(config.input_file)
+    config.model = preflight(config)
+
+
+def choose_artifact_dir(config: RunConfig, out: Any) -> str:
+    """The dir this run writes to: --artifact-dir (or the default), unless it holds an earlier
+    run, which is kept: then DIR-2, DIR-3, ... (--overwrite replaces it). Says which."""
+    from specmon.session import holds_run, remove_run
+
+    wanted = Path(config.artifact_dir or config.default_artifact_dir(config.model or "unknown"))
+    if config.overwrite or not holds_run(wanted):
+        if config.overwrite and holds_run(wanted):
+            print(f"specmon: replacing the earlier run in {wanted} (--overwrite)", file=out)
+            remove_run(wanted)
+        return str(wanted)
+    n = 2
+    while holds_run(candidate := wanted.with_name(f"{wanted.name}-{n}")):
+        n += 1
+    print(
+        f"specmon: {wanted} holds an earlier run, kept; writing to {candidate} "
+        f"(--overwrite replaces it)",
+        file=out,
+        flush=True,
+    )
+    return str(candidate)
+
+
+def _empty_run(config: RunConfig, signum: int, out: Any) -> int:
+    """A stop before the load: an empty, complete run (was_cancelled) in the artifact dir."""
+    stops.stage("export")
+    print(f"specmon: stopped ({stops.name(signum)}) before the first request", file=out)
+    config.artifact_dir = choose_artifact_dir(config, out)
+    session = make_session(config)
+    session.finish(was_cancelled=True)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    return 128 + signum
 
 
 def check_theme_early(config: RunConfig) -> None:
@@ -110,27 +160,44 @@ def _load_monitor(out: Any) -> Callable | None:
 
 def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any) -> int:
     """The TUI gets the MultiRun as its runner (same interface; `.servers` for side by side)
-    and the first server's session."""
-
-    def on_sigterm(*_: Any) -> None:
-        multi.stop()
-        # asyncio.run (under App.run) turns SIGINT into a clean cancel of the app's main task
-        os.kill(os.getpid(), signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    multi.start()
+    and the first server's session. q, Ctrl-C (a key in the TUI), SIGTERM, SIGHUP and SIGINT
+    quit the screen (the app registers with specmon.stops); the load drains, then exports."""
+    stops.stage("load")
+    started = stops.requested() is None
+    if started:
+        multi.start()
     try:
-        monitor(config, multi, multi.primary.session)
-    except KeyboardInterrupt:
-        pass
+        if started:
+            monitor(config, multi, multi.primary.session)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         multi.stop()
-        multi.join()
-        multi.finish()
-    print(f"exports written to {config.artifact_dir}", file=out)
+        if started:
+            _drain(multi, out)
+        _write_exports(multi, config, out)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
     _print_results(multi, out)  # the headless run's console tables, once the screen is gone
-    return _exit_status(multi, out)
+    return stops.exit_status(_exit_status(multi, out))
+
+
+def _drain(multi: Any, out: Any) -> None:
+    """Wait for the load to end after a stop: in-flight requests get --drain-timeout."""
+    in_flight = multi.progress().in_flight
+    if in_flight and not multi.finished:
+        print(
+            f"specmon: waiting up to {multi.config.drain_timeout:g} s for {in_flight} "
+            f"in-flight request(s)",
+            file=out,
+            flush=True,
+        )
+    while not multi.join(0.2):
+        pass
+
+
+def _write_exports(multi: Any, config: RunConfig, out: Any) -> None:
+    """The exports, never interrupted by a signal (specmon/stops.py, stage "export")."""
+    stops.stage("export")
+    print(f"specmon: writing exports to {config.artifact_dir}", file=out, flush=True)
+    multi.finish()
 
 
 # headless ---------------------------------------------------------------------------
@@ -139,17 +206,15 @@ def _run_with_monitor(monitor: Callable, config: RunConfig, multi: Any, out: Any
 def run_headless(config: RunConfig, multi: Any, out: Any) -> int:
     print(describe_run(config), file=out, flush=True)
     printer = HeadlessProgress(multi)
-    previous = signal.signal(signal.SIGTERM, lambda *_: multi.stop())
-    try:
+    stops.stage("load")
+    if stops.requested() is None:  # a signal while the sessions were built: nothing to run
         multi.start()
         _wait_printing(multi, out, printer)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print(printer.line(), file=out, flush=True)
-    multi.finish()
+    _write_exports(multi, config, out)
     _print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
-    return _exit_status(multi, out)
+    return stops.exit_status(_exit_status(multi, out))
 
 
 class HeadlessProgress:
@@ -184,20 +249,24 @@ class HeadlessProgress:
 
 
 def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
-    """Join the runner, printing progress; Ctrl-C stops the load and keeps waiting."""
-    lag_warned = False
+    """Join the runner, printing progress; a stop signal (specmon.stops flags it) stops
+    sending and lets the in-flight requests drain."""
+    lag_warned = stopping = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
-    while True:
-        try:
-            if runner.join(0.2):
-                return
-            if time.monotonic() >= next_print:
-                next_print += PROGRESS_EVERY_S
-                print(printer.line(), file=out, flush=True)
-            lag_warned = _warn_lag(runner.progress(), lag_warned, out)
-        except KeyboardInterrupt:
-            print("specmon: stopping (Ctrl-C): cancelling in-flight requests", file=out, flush=True)
+    while not runner.join(0.2):
+        if not stopping and (signum := stops.requested()) is not None:
+            stopping = True
+            print(
+                f"specmon: stopping ({stops.name(signum)}): no new requests; in-flight ones "
+                f"may finish for up to {runner.config.drain_timeout:g} s",
+                file=out,
+                flush=True,
+            )
             runner.stop()
+        if time.monotonic() >= next_print:
+            next_print += PROGRESS_EVERY_S
+            print(printer.line(), file=out, flush=True)
+        lag_warned = _warn_lag(runner.progress(), lag_warned, out)
 
 
 def describe_run(config: RunConfig) -> str:

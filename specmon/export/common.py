@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 JSON_NAME = "profile_export_aiperf.json"
 CSV_NAME = "profile_export_aiperf.csv"
@@ -35,3 +36,18 @@ def atomic_write(path: str | Path, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def open_new_stream(path: str | Path) -> BinaryIO:
+    """A fresh file at `path` for line-by-line writing, never through a symlink: created
+    exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) under a temp name, then renamed over `path`,
+    so a symlink or an old file there is replaced, its target untouched."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return os.fdopen(fd, "wb")

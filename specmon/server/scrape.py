@@ -205,6 +205,7 @@ class RunTotals:
     histogram: dict[int, int] | None = None
     spec_reasons: dict[str, int] = field(default_factory=dict)  # why requests had no record
     errors: int = 0
+    cancelled: int = 0  # cut short by specmon's own stop: the server may have counted steps
 
 
 def run_totals_from(source: Any) -> RunTotals:
@@ -221,15 +222,18 @@ def run_totals_from(source: Any) -> RunTotals:
             histogram=dict(pooled) if pooled else None,
             spec_reasons=dict(source.spec_reasons),
             errors=source.error_count,
+            cancelled=source.cancelled_count,
         )
     if isinstance(source, Mapping):
         stats, hist = source, source.get("pooled_spec_decode_acceptance_histogram")
         reasons, errors = source.get("spec_reasons") or {}, _avg(source, "error_request_count")
+        cancelled = _avg(source, "cancelled_request_count")
     else:
         stats = getattr(source, "spec_stats", {}) or {}
         hist = getattr(source, "pooled_histogram", None)
         reasons = getattr(source, "spec_reasons", {}) or {}
         errors = getattr(source, "error_count", 0) or 0
+        cancelled = getattr(source, "cancelled_count", 0) or 0
     return RunTotals(
         steps=_avg(stats, "total_spec_decode_steps"),
         accepted=_avg(stats, "total_accepted_draft_tokens"),
@@ -237,6 +241,7 @@ def run_totals_from(source: Any) -> RunTotals:
         histogram={int(j): int(n) for j, n in hist.items()} if hist else None,
         spec_reasons=dict(reasons),
         errors=int(errors),
+        cancelled=int(cancelled),
     )
 
 
@@ -252,10 +257,18 @@ class Reconciliation:
     equal: bool
     diffs: dict[str, int]  # server − run, only where they differ
     reasons: list[str]  # likely causes, most likely first
+    # equal apart from this many requests specmon itself cancelled at a stop: the server
+    # counted the steps they decoded, their responses (and stats) never came (diffs > 0)
+    apart_from_cancelled: int = 0
 
 
-def reconcile(server_delta: CounterDelta, run_totals: Any) -> Reconciliation:
-    """Compare the server's counter deltas with the per-request totals; name likely causes."""
+def reconcile(
+    server_delta: CounterDelta, run_totals: Any, cancelled_steps_bound: int | None = None
+) -> Reconciliation:
+    """Compare the server's counter deltas with the per-request totals; name likely causes.
+
+    `cancelled_steps_bound`: the most steps the run's cancelled requests can have decoded
+    (the sum of their max_tokens), or None when unknown."""
     run = run_totals_from(run_totals)
     if not server_delta.present:
         return Reconciliation(
@@ -269,7 +282,26 @@ def reconcile(server_delta: CounterDelta, run_totals: Any) -> Reconciliation:
     diffs = _diffs(server_delta, run)
     if not diffs and not server_delta.resets:
         return Reconciliation(True, {}, [])
+    if _only_cancellations(server_delta, run, diffs, cancelled_steps_bound):
+        return Reconciliation(True, diffs, [], apart_from_cancelled=run.cancelled)
     return Reconciliation(False, diffs, _reasons(server_delta, run, diffs))
+
+
+def _only_cancellations(
+    server: CounterDelta, run: RunTotals, diffs: dict[str, int], steps_bound: int | None
+) -> bool:
+    """The server counted more, and specmon's own cancelled requests explain it: they decoded
+    steps before the stop and never reported them. Only when nothing else can (no reset, no
+    response without stats, no failed request) and the extra steps are at most what the
+    cancelled requests could decode: each step emits at least one token, so a request
+    decodes at most max_tokens steps (docs/metrics.md §11, "Cancelled requests")."""
+    if not run.cancelled or server.resets or not server.consistent or run.errors:
+        return False
+    if run.steps == 0 or any(run.spec_reasons.get(r, 0) for r in ("n_gt_1", "absent")):
+        return False
+    if steps_bound is None or diffs.get("steps", 0) > steps_bound:
+        return False
+    return all(d > 0 for d in diffs.values())
 
 
 def _diffs(server: CounterDelta, run: RunTotals) -> dict[str, int]:
@@ -603,6 +635,13 @@ def describe_window(delta: CounterDelta | None) -> str:
 
 
 def describe_reconciliation(rec: Reconciliation) -> str:
+    if rec.equal and rec.apart_from_cancelled:
+        diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items())
+        return (
+            f"server counters equal the per-request totals, apart from "
+            f"{rec.apart_from_cancelled} cancelled request(s) (server − run: {diffs}): "
+            "specmon stopped them in flight, after the server had counted their steps"
+        )
     if rec.equal:
         return "server counters match the per-request totals"
     diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"

@@ -101,11 +101,17 @@ class CounterWatch:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
 
-def server_metrics_report(view: ServerCounterView, snapshot: Any, warmup_count: int = 0) -> dict:
-    """The `server_metrics` object of the JSON export for one server."""
+def server_metrics_report(
+    view: ServerCounterView,
+    snapshot: Any,
+    warmup_count: int = 0,
+    cancelled_steps_bound: int | None = None,
+) -> dict:
+    """The `server_metrics` object of the JSON export for one server (the bound: see
+    scrape.reconcile)."""
     delta = view.delta
     assert delta is not None
-    rec = _reconcile(delta, snapshot, warmup_count)
+    rec = _reconcile(delta, snapshot, warmup_count, cancelled_steps_bound)
     run = run_totals_from(snapshot)
     return {
         "url": view.url,
@@ -132,8 +138,10 @@ def server_metrics_report(view: ServerCounterView, snapshot: Any, warmup_count: 
     }
 
 
-def _reconcile(delta: CounterDelta, snapshot: Any, warmup_count: int) -> Reconciliation:
-    rec = reconcile(delta, snapshot)
+def _reconcile(
+    delta: CounterDelta, snapshot: Any, warmup_count: int, cancelled_steps_bound: int | None = None
+) -> Reconciliation:
+    rec = reconcile(delta, snapshot, cancelled_steps_bound)
     if warmup_count and not rec.equal:  # the baseline came before the warmup requests
         note = f"{warmup_count} warmup request(s) are in the server's counts, not in the run's"
         return Reconciliation(rec.equal, rec.diffs, [note, *rec.reasons])

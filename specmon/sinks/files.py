@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from specmon.capture import RawCapture
+from specmon.export.common import open_new_stream
 from specmon.export.jsonl_export import record_line
 from specmon.pipeline import RequestResult
 from specmon.sinks.base import BaseSink
@@ -16,7 +17,8 @@ from specmon.sinks.base import BaseSink
 class _LineFile(BaseSink):
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stream: BinaryIO | None = open(path, "wb")  # OSError: the session reports it
+        # never through a symlink in the artifact dir; OSError: the session reports it
+        self._stream: BinaryIO | None = open_new_stream(path)
 
     def _write(self, line: bytes) -> None:
         if self._stream is not None:

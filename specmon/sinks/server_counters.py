@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from specmon.accumulator import RunAccumulator
+from specmon.capture import RawCapture
+from specmon.pipeline import RequestResult
 from specmon.server.health import health_export
 from specmon.server.scrape import ServerCounterView
 from specmon.server.server_view import CounterWatch, server_metrics_report
@@ -35,6 +37,20 @@ class ServerCounterSink(BaseSink):
         self.accumulator = accumulator
         self.view: ServerCounterView | None = None  # the final view, after on_finish
         self.report: dict[str, Any] | None = None  # the server_metrics object, when available
+        # the most steps the run's cancelled requests can have decoded (None: unknown)
+        self.cancelled_steps_bound: int | None = 0
+
+    def on_result(self, result: RequestResult, capture: RawCapture | None) -> None:
+        """Each step emits at least one token, so a cancelled request decoded at most its
+        max_tokens steps: their sum bounds what the server counted for the cancellations."""
+        if result.error_kind != "cancelled" or result.phase == "warmup":
+            return
+        source = capture or result.capture
+        max_tokens = (source.request or {}).get("max_tokens") if source is not None else None
+        if self.cancelled_steps_bound is None or not isinstance(max_tokens, int):
+            self.cancelled_steps_bound = None
+        else:
+            self.cancelled_steps_bound += max_tokens
 
     def on_finish(self, was_cancelled: bool) -> None:
         watch = self.watch
@@ -44,7 +60,9 @@ class ServerCounterSink(BaseSink):
         acc = self.accumulator
         # a window restarted after warmup does not hold the warmup requests
         warmup_in_window = 0 if self.label in watch.rebaselined else acc.warmup_count
-        self.report = server_metrics_report(self.view, acc.snapshot(), warmup_in_window)
+        self.report = server_metrics_report(
+            self.view, acc.snapshot(), warmup_in_window, self.cancelled_steps_bound
+        )
         health = _health(self.view)
         if health is not None:
             self.report["health"] = health

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -26,6 +26,7 @@ from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
+from specmon import stops
 from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SessionView
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
@@ -261,18 +262,27 @@ class SpecmonApp(App[int]):
     def on_unmount(self) -> None:
         self._catch_sigterm(False)
 
+    _stop_callback: Callable[[int], None] | None = None  # registered with specmon.stops
+
     def _catch_sigterm(self, on: bool) -> None:
-        """SIGTERM quits like q, so a killed live run still writes its exports."""
+        """SIGTERM, SIGHUP and SIGINT quit like q (specmon/stops.py calls back from its
+        handler), so a killed live run still drains and writes its exports."""
         if self.runner is None:
             return
-        try:
-            loop = asyncio.get_running_loop()
-            if on:
-                loop.add_signal_handler(signal.SIGTERM, self.action_quit_monitor)
-            else:
-                loop.remove_signal_handler(signal.SIGTERM)
-        except (NotImplementedError, RuntimeError, ValueError):  # not Unix / not main thread
-            pass
+        if not on:
+            if self._stop_callback is not None:
+                stops.remove_callback(self._stop_callback)
+            return
+        loop = asyncio.get_running_loop()
+
+        def quit_soon(_signum: int) -> None:
+            try:  # from the signal handler: schedule only
+                loop.call_soon_threadsafe(self.action_quit_monitor)
+            except RuntimeError:  # the loop has closed: the caller is already stopping
+                pass
+
+        self._stop_callback = quit_soon
+        stops.on_stop(quit_soon)
 
     def _q(self, selector: str, expect_type: type[W]) -> W:
         """Query the main screen (a help or detail screen may be on top)."""

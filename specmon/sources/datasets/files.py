@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import BinaryIO
 
 from specmon.errors import UserError
 
@@ -32,7 +33,7 @@ def read_bounded(path: str, what: str = "input file", limit: int = MAX_FILE_BYTE
         if info.st_size > limit:
             raise UserError(f"{where}: {info.st_size} bytes, over the {_size(limit)} limit")
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)
+            data = _read_chunks(handle, limit + 1)
     except OSError as exc:
         raise UserError(f"{where}: {exc.strerror}") from None
     finally:
@@ -40,6 +41,19 @@ def read_bounded(path: str, what: str = "input file", limit: int = MAX_FILE_BYTE
     if len(data) > limit:  # it grew while being read
         raise UserError(f"{where}: over the {_size(limit)} limit")
     return data
+
+
+READ_CHUNK = 16 * 1024**2
+
+
+def _read_chunks(handle: BinaryIO, most: int) -> bytes:
+    """At most `most` bytes, in chunks: a stop signal is handled between two (one read of
+    2 GiB would hold it back until the read ends; specmon/stops.py)."""
+    parts, left = [], most
+    while left > 0 and (part := handle.read(min(READ_CHUNK, left))):
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def _size(n: int) -> str:

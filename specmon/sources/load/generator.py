@@ -241,6 +241,7 @@ class LoadGenerator:
         self._tasks: set[asyncio.Task] = set()
         self._wake: asyncio.Event | None = None
         self._stop_requested = False
+        self._drain_until = 0.0  # perf_counter time the in-flight requests are cancelled at
         self._next_arrival = 0.0
         self.arrival_offset_s = arrival_offset_s  # phase shift between constant-rate workers
         # perf_counter seconds of recent open-loop arrivals (bounded: a monitor may run for days)
@@ -271,11 +272,22 @@ class LoadGenerator:
         self.factory.output_tokens_stddev = stddev
 
     def request_stop(self) -> None:
-        """Stop sending and cancel what is in flight (each is recorded as cancelled)."""
+        """Stop sending at once; what is in flight may finish for --drain-timeout seconds,
+        then is cancelled (each recorded as cancelled). Later calls change nothing."""
+        if self._stop_requested:
+            return
+        drain = self.config.drain_timeout
         self._stop_requested = True
+        self._drain_until = time.perf_counter() + drain
+        if drain <= 0 or not self._tasks:
+            self._cancel_in_flight()
+        else:
+            asyncio.get_running_loop().call_later(drain, self._cancel_in_flight)
+        self._poke()
+
+    def _cancel_in_flight(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        self._poke()
 
     def progress(self) -> LoadProgress:
         elapsed = time.perf_counter() - self.profiling_started if self.profiling_started else 0.0
@@ -324,6 +336,9 @@ class LoadGenerator:
                     await self._drain(DURATION_GRACE_S if deadline else None)
         finally:
             self.phase = "stopping"
+            drain_left = self._drain_until - time.perf_counter()
+            if self._tasks and self._stop_requested and drain_left > 0:
+                await asyncio.wait(set(self._tasks), timeout=drain_left)  # the graceful drain
             for task in list(self._tasks):
                 task.cancel()
             if self._tasks:

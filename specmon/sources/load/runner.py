@@ -84,6 +84,9 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
                 f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
             ) from None
         ids = [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
+        if model is not None and ids and model not in ids:  # a server that lists none: trust
+            served = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+            raise UserError(f"--model {model}: server {base} does not serve it (it lists {served})")
         if model is None:
             if not ids:
                 raise UserError(f"server {base} lists no model on /v1/models: pass --model NAME")

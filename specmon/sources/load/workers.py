@@ -12,12 +12,13 @@ sends it once all have warmed up (after its own `before_profiling` hook, e.g. re
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -112,10 +113,31 @@ class _Gate:
         self.sleep_until_start()
 
 
+PARENT_SIGNALS = (signal.SIGINT, signal.SIGHUP)  # the parent's to handle, not a worker's
+
+
+@contextlib.contextmanager
+def _parent_signals_blocked() -> Iterator[None]:
+    """Block PARENT_SIGNALS while a worker is spawned: the child inherits the mask through
+    exec, so a SIGHUP to the process group while it starts up stays pending there until
+    _worker_main ignores it (it would kill a worker still importing). In the parent a
+    signal meanwhile is only delayed, never lost."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _worker_main(
     index: int, share: dict[str, Any], offset: float, control: Any, results: Any, hold: bool = False
 ) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # the parent decides when to stop: a Ctrl-C or a closed terminal (SIGHUP to the whole
+    # process group) reaches the parent, which drains every worker (specmon/stops.py).
+    # Blocked since the spawn (_parent_signals_blocked): ignored from now on.
+    for signum in PARENT_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
     worker_id = f"worker-{index}"
 
     def sink(capture: dict[str, Any]) -> None:
@@ -180,7 +202,8 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
         self.session = session
         self.error: BaseException | None = None
         self._ctx = mp.get_context("spawn")  # no fork: the parent may run threads (TUI, reader)
-        self._results = self._ctx.Queue()
+        with _parent_signals_blocked():  # its lock may start the resource tracker
+            self._results = self._ctx.Queue()
         self._controls: list[Any] = []
         self._processes: list[Any] = []
         self._progress: dict[int, LoadProgress] = {}
@@ -208,17 +231,18 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
         hold = bool(self.config.warmup_request_count)
         self._released = not hold
         self._running = set(range(len(self._shares)))
-        for index, (share, offset) in enumerate(self._shares):
-            control = self._ctx.Queue()
-            proc = self._ctx.Process(
-                target=_worker_main,
-                name=f"specmon-worker-{index}",
-                args=(index, share, offset, control, self._results, hold),
-                daemon=True,
-            )
-            proc.start()
-            self._controls.append(control)
-            self._processes.append(proc)
+        with _parent_signals_blocked():  # also the resource tracker the queues start
+            for index, (share, offset) in enumerate(self._shares):
+                control = self._ctx.Queue()
+                proc = self._ctx.Process(
+                    target=_worker_main,
+                    name=f"specmon-worker-{index}",
+                    args=(index, share, offset, control, self._results, hold),
+                    daemon=True,
+                )
+                proc.start()
+                self._controls.append(control)
+                self._processes.append(proc)
         self._reader = threading.Thread(
             target=self._read, name="specmon-workers-reader", daemon=True
         )

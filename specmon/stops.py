@@ -1,0 +1,146 @@
+"""Stops by signal: SIGINT, SIGTERM and SIGHUP, handled the same way from process start to exit.
+
+One process-wide handler (installed first thing by `python -m specmon` / cli.main) counts the
+signals and acts by stage (docs/architecture.md, "Stops and exit status"):
+
+* "setup" (imports, input checks, preflight): raise `Stopped` at once, so a slow server or
+  a long read never holds the stop back; the run then writes an empty, complete summary.
+  During imports only a flag is set (`interruptible=False`): an exception there would leave
+  half-imported modules behind; `check()` raises it at the next checkpoint.
+* "load": set a flag only. The headless loop and the TUI poll it (or get a callback) and stop
+  the load with a graceful drain. A handler that raises in the middle of threading or queue
+  code can leave a lock held and hang the run: that was the cause of a hang at stop.
+* "export": never interrupt. The second signal prints EXPORT_WARNING; the third force-quits
+  with 128 + signal.
+
+Exit status after a stop by signal: 128 + the first signal's number (shell convention).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+SIGNALS = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
+EXPORT_WARNING = "specmon: writing exports, press Ctrl-C again to abandon"
+DRAIN_WARNING = (
+    "specmon: stopping: in-flight requests drain (--drain-timeout), then the exports are "
+    "written; press Ctrl-C again to abandon"
+)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived during setup (a BaseException: `except Exception` never eats it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _State:
+    def __init__(self) -> None:
+        self.first: int | None = None  # the first signal's number
+        self.count = 0
+        self.stage = "setup"
+        self.interruptible = False
+        self.callbacks: list[Callable[[int], None]] = []
+        self.installed = False
+        self.previous: dict[int, Any] = {}  # the handlers install() replaced
+
+
+_state = _State()
+
+
+def install() -> None:
+    """Handle SIGINT/SIGTERM/SIGHUP in this process (main thread only; idempotent)."""
+    if _state.installed or threading.current_thread() is not threading.main_thread():
+        return
+    reset()  # a fresh count for this run (an in-process caller may run several)
+    for signum in SIGNALS:
+        _state.previous[signum] = signal.signal(signum, _handler)
+    _state.installed = True
+
+
+def uninstall() -> None:
+    """The handlers from before install() again (commands other than run/demo stop the
+    usual way; an in-process caller of cli.main gets its own back)."""
+    if not _state.installed or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in SIGNALS:
+        previous = _state.previous.get(signum)
+        signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    _state.installed = False
+
+
+def reset() -> None:
+    """Back to a fresh state: no signal seen, stage setup, no callbacks."""
+    _state.first, _state.count, _state.stage = None, 0, "setup"
+    _state.interruptible = False
+    _state.callbacks.clear()
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    _state.count += 1
+    if _state.first is None:
+        _state.first = signum
+    if _state.stage == "export" or (_state.stage == "load" and _state.count > 1):
+        if _state.count >= 3:
+            os.write(2, b"specmon: abandoned the exports\n")
+            os._exit(128 + (_state.first or signum))
+        if _state.count == 2 and _state.stage == "load":  # still draining
+            os.write(2, (DRAIN_WARNING + "\n").encode())
+        elif _state.count == 2:
+            os.write(2, (EXPORT_WARNING + "\n").encode())
+        elif _state.stage == "export":  # the first signal of the run came during the export
+            os.write(2, b"specmon: stop signal during the export: finishing it\n")
+        return
+    if _state.stage == "setup" and _state.interruptible:
+        raise Stopped(signum)
+    for callback in list(_state.callbacks):
+        callback(signum)
+
+
+def stage(name: str, *, interruptible: bool = False) -> None:
+    """Enter a stage: "setup" (interruptible: raise Stopped now), "load" or "export"."""
+    _state.stage = name
+    _state.interruptible = interruptible
+    if interruptible:
+        check()
+
+
+def check() -> None:
+    """Raise Stopped when a signal came during setup (a checkpoint after imports)."""
+    if _state.stage == "setup" and _state.first is not None:
+        raise Stopped(_state.first)
+
+
+def requested() -> int | None:
+    """The first stop signal's number, or None."""
+    return _state.first
+
+
+def on_stop(callback: Callable[[int], None]) -> None:
+    """Call `callback(signum)` from the handler on a stop during the load. It runs on the main
+    thread between two bytecodes: it must only set flags or schedule work (no locks)."""
+    _state.callbacks.append(callback)
+
+
+def remove_callback(callback: Callable[[int], None]) -> None:
+    if callback in _state.callbacks:
+        _state.callbacks.remove(callback)
+
+
+def exit_status(default: int) -> int:
+    """128 + signal after a stop by signal, else `default`."""
+    return 128 + _state.first if _state.first is not None else default
+
+
+def name(signum: int | None = None) -> str:
+    value = signum if signum is not None else _state.first
+    return signal.Signals(value).name if value is not None else "none"

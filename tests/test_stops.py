@@ -1,0 +1,306 @@
+"""Stops at any moment, bad input first, earlier results kept (issue 10 items 1-3).
+
+Real processes: `specmon run --headless` as a subprocess against `specmon sim` (or a
+socket that accepts and never answers, for "before the first request"); signals are sent
+at moments the test observes (a connection accepted, lines in the JSONL, a line on stdout),
+never after a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from specmon.sim.process import start_sim
+
+pytestmark = pytest.mark.e2e
+SPECMON = [sys.executable, "-m", "specmon", "run", "--headless"]
+SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGTERM]
+SUMMARY = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl")
+TIMEOUT_S = 120
+
+
+class Proc:
+    """A specmon subprocess whose stdout and stderr lines are read as they come."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.popen = subprocess.Popen(
+            [*SPECMON, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        for stream in (self.popen.stdout, self.popen.stderr):
+            threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line)
+
+    def wait_line(self, text: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(text in line for line in self.seen):
+            left = deadline - time.monotonic()
+            assert left > 0, f"never printed {text!r}: {self.seen}"
+            try:
+                self.seen.append(self.lines.get(timeout=min(left, 1.0)))
+            except queue.Empty:
+                assert self.popen.poll() is None or not self.lines.empty(), self.seen
+
+    def finish(self) -> int:
+        code = self.popen.wait(timeout=TIMEOUT_S)
+        time.sleep(0)  # let the pumps drain what is left
+        while True:
+            try:
+                self.seen.append(self.lines.get(timeout=1.0))
+            except queue.Empty:
+                break
+        return code
+
+
+def poll(condition, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def jsonl_lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def check_summary(out: Path) -> tuple[dict, list[dict]]:
+    """The three summary files exist and parse; the JSON's counts match the JSONL."""
+    for name in SUMMARY:
+        assert (out / name).is_file(), f"{name} missing in {out}"
+    doc = json.loads((out / SUMMARY[0]).read_text())
+    list(csv.reader(io.StringIO((out / SUMMARY[1]).read_text())))
+    records = [json.loads(line) for line in (out / SUMMARY[2]).read_text().splitlines()]
+    ok = [r for r in records if not r.get("error")]
+    assert doc.get("request_count", {}).get("avg", 0) == len(ok)
+    return doc, records
+
+
+def run_args(url: str, out: Path, *extra: str) -> list[str]:
+    return ["--url", url, "--artifact-dir", str(out), "--output-tokens-mean", "8", *extra]
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+def test_signal_before_the_first_request_writes_an_empty_run(tmp_path, signum):
+    """A server that accepts and never answers holds specmon in preflight: the stop still
+    ends at once with an empty, complete summary and exit status 128 + signal."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        out = tmp_path / "run"
+        proc = Proc(run_args(url, out, "--model", "m"))
+        listener.settimeout(TIMEOUT_S)
+        conn, _ = listener.accept()  # preflight is waiting for /v1/models
+        with conn:
+            proc.popen.send_signal(signum)
+            code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    doc, records = check_summary(out)
+    assert records == [] and doc["was_cancelled"] is True
+    assert any("before the first request" in line for line in proc.seen)
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+def test_signal_mid_run_drains_and_writes_complete_exports(tmp_path, signum):
+    out = tmp_path / "run"
+    with start_sim(["--seed", "3", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
+        proc = Proc(run_args(sim.url, out, "--concurrency", "4"))
+        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
+        proc.popen.send_signal(signum)
+        code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    doc, records = check_summary(out)
+    assert doc["was_cancelled"] is True and len(records) >= 8
+    # the drain (5 s by default) lets the 4 in-flight requests of a 20 ms server finish
+    assert not [r for r in records if r.get("error")], "a request was cancelled or failed"
+    assert any(f"stopping ({signum.name})" in line for line in proc.seen)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
+def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
+    out = tmp_path / "run"
+    raw = out / "profile_export_raw.jsonl"
+    with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
+        args = ["--warmup-request-count", "100000", "--export-level", "raw"]
+        proc = Proc(run_args(sim.url, out, "--concurrency", "2", *args))
+        poll(lambda: jsonl_lines(raw) >= 4, "4 warmup captures")
+        proc.popen.send_signal(signum)
+        code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    doc, records = check_summary(out)
+    assert records == [] and doc["was_cancelled"] is True  # warmup is left out, as AIPerf
+    phases = {json.loads(line)["benchmark_phase"] for line in raw.read_text().splitlines()}
+    assert phases == {"warmup"}
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
+    out = tmp_path / "run"
+    with start_sim(["--seed", "4"]) as sim:
+        proc = Proc(
+            run_args(sim.url, out, "--request-count", "6"),
+            env={"SPECMON_TEST_EXPORT_DELAY_S": "10"},
+        )
+        proc.wait_line("writing exports to")
+        proc.popen.send_signal(signum)
+        proc.wait_line("stop signal during the export")
+        proc.popen.send_signal(signum)
+        proc.wait_line("press Ctrl-C again to abandon")
+        code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    doc, records = check_summary(out)
+    assert len(records) == 6 and doc["request_count"]["avg"] == 6
+
+
+def test_third_signal_during_the_export_abandons_it(tmp_path):
+    out = tmp_path / "run"
+    with start_sim(["--seed", "4"]) as sim:
+        proc = Proc(
+            run_args(sim.url, out, "--request-count", "2"),
+            env={"SPECMON_TEST_EXPORT_DELAY_S": "60"},
+        )
+        proc.wait_line("writing exports to")
+        for expect in ("stop signal during the export", "press Ctrl-C again", "abandoned"):
+            proc.popen.send_signal(signal.SIGINT)
+            proc.wait_line(expect)
+        code = proc.finish()
+    assert code == 128 + signal.SIGINT
+    assert not (out / SUMMARY[0]).exists()  # abandoned before the summary was written
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_bad_input_leaves_an_earlier_run_byte_for_byte_and_a_new_run_goes_beside_it(tmp_path):
+    out = tmp_path / "run"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\nnot json\n')
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with start_sim(["--seed", "6"]) as sim:
+        first = Proc(run_args(sim.url, out, "--request-count", "3"))
+        assert first.finish() == 0, first.seen
+        before = tree_hashes(tmp_path)
+        for source, message in (
+            (bad, "line 2: invalid JSON"),
+            (tmp_path / "missing.jsonl", "not found"),
+            (fifo, "not a regular file"),
+            (Path("/dev/zero"), "not a regular file"),
+        ):
+            proc = Proc(run_args(sim.url, out, "--request-count", "3", "--input-file", str(source)))
+            assert proc.finish() == 2, proc.seen
+            assert any(message in line for line in proc.seen), proc.seen
+            assert tree_hashes(tmp_path) == before
+        again = Proc(run_args(sim.url, out, "--request-count", "2"))
+        assert again.finish() == 0, again.seen
+    assert tree_hashes(out) == {
+        k[len("run/") :]: v for k, v in before.items() if k.startswith("run/")
+    }
+    assert any(f"writing to {out}-2" in line for line in again.seen), again.seen
+    _, records = check_summary(tmp_path / "run-2")
+    assert len(records) == 2
+
+
+def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    for name in (*SUMMARY, "profile_export_raw.jsonl"):
+        (out / name).symlink_to(victim)
+    with start_sim(["--seed", "7"]) as sim:
+        proc = Proc(run_args(sim.url, out, "--request-count", "2", "--overwrite"))
+        assert proc.finish() == 0, proc.seen
+    assert victim.read_text() == "keep me\n"
+    for name in SUMMARY:
+        assert not (out / name).is_symlink()
+    # --overwrite replaces the earlier run whole: no stale raw capture beside the new one
+    assert not (out / "profile_export_raw.jsonl").exists()
+    assert not (out / "profile_export_raw.jsonl").is_symlink()
+    _, records = check_summary(out)
+    assert len(records) == 2
+
+
+def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path):
+    """A closed terminal sends SIGHUP to the whole process group, the workers included:
+    they leave the stop to the parent, which drains them and writes every request."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "8", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
+        proc = subprocess.Popen(
+            [*SPECMON, *run_args(sim.url, out, "--concurrency", "4", "--workers", "2")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 128 + signal.SIGHUP, stderr
+    doc, records = check_summary(out)
+    assert doc["was_cancelled"] is True and len(records) >= 8
+    assert {r["metadata"].get("worker_id") for r in records} == {"worker-0", "worker-1"}
+
+
+def test_a_mistyped_model_is_refused_before_the_artifact_dir_is_made(tmp_path):
+    out = tmp_path / "run"
+    with start_sim(["--seed", "2", "--model", "served-name"]) as sim:
+        proc = Proc(run_args(sim.url, out, "--model", "served-nmae", "--request-count", "2"))
+        code = proc.finish()
+    assert code == 2, proc.seen
+    assert any(
+        "--model served-nmae: server" in line and "lists served-name" in line for line in proc.seen
+    ), proc.seen
+    assert not out.exists()
+
+
+def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_path):
+    """The workers are spawned with SIGHUP blocked, so one sent while they still import
+    (before they can ignore it) stays pending in them instead of killing them."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "8"]) as sim:
+        proc = subprocess.Popen(
+            [*SPECMON, *run_args(sim.url, out, "--request-count", "20", "--workers", "2")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+        def workers_spawned() -> bool:
+            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+            return len(found.stdout.split()) >= 2  # two workers (and the resource tracker)
+
+        poll(workers_spawned, "the workers to be spawned")
+        os.killpg(proc.pid, signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 128 + signal.SIGHUP, stderr
+    assert "Traceback" not in stderr and "worker" not in stderr.lower(), stderr
+    check_summary(out)
