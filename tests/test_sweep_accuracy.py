@@ -199,6 +199,10 @@ def test_sweep_selects_the_analytic_best_k(tmp_path: Path, model: str, params: d
         measured = {
             s["k"]: round(s["median_output_token_throughput"]) for s in decisions[c]["candidates"]
         }
+        ratio = {k: round(measured[k] / rates[k], 3) for k in measured}  # shown with -s
+        print(
+            f"{model} c={c}: selected {selected}, analytic best {best}, measured/analytic {ratio}"
+        )
         if selected is None or rates[selected] < (1 - TOLERANCE) * rates[best]:
             misses.append(
                 f"concurrency {c}: selected k={selected}, analytic best k={best}; analytic "
