@@ -181,19 +181,18 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     assert abs(doc["request_throughput"]["avg"] - valid / duration_s) < 1e-6 * valid
 
 
-def test_wrong_model_stops_with_the_servers_404_message_and_exit_2(tmp_path):
+def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
+    """The server's /v1/models is asked first (commands/run.py check_inputs): a mistyped
+    --model is one line naming what the server serves, before the artifact dir exists.
+    (A server that lists the model and still answers 4xx is FirstStatusCheck's case, above.)"""
     out = tmp_path / "run"
     with start_sim(SIM_ARGS) as sim:
         proc = _run(sim.url, out, "--model", "no-such-model", "--concurrency", "2")
         stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 2, (stdout, stderr)
-    message = [line for line in stderr.splitlines() if "HTTP 404" in line]
-    assert len(message) == 1, stderr
-    assert "The model `no-such-model` does not exist." in message[0]
-    # stopped after the first 10 decided requests: nothing like an unbounded run
-    captures = _lines(out / "profile_export_raw.jsonl")
-    statuses = Counter(c["status"] for c in captures if c["error"]["type"] != "cancelled")
-    assert statuses[404] >= 10 and set(statuses) == {404}
+    errors = [line for line in stderr.splitlines() if "no-such-model" in line]
+    assert len(errors) == 1 and "it lists specmon-sim" in errors[0], stderr
+    assert not out.exists()  # nothing was sent, nothing written
 
 
 def test_a_run_whose_requests_all_failed_exits_1(tmp_path):
