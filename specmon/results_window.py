@@ -25,7 +25,7 @@ import orjson
 from specmon.export.jsonl_export import result_from_record
 from specmon.pipeline import RequestResult, SpecOutcome
 
-RESULTS_WINDOW = 20_000  # newest results kept in memory for the log and the drill-down
+RESULTS_WINDOW = 10_000  # newest results kept in memory for the log and the drill-down
 NOT_KEPT = "not_kept"  # outcome reason of an evicted result nobody can read back
 
 
