@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from specmon.sim.process import start_sim  # noqa: E402
+from specmon.sim.process import start_sim
 
 
 def rss_mb(pid: int) -> float | None:

@@ -77,7 +77,7 @@ class SortedValues:
     def __len__(self) -> int:
         return self._len
 
-    def update(self, values: list[float]) -> None:
+    def update(self, values: Sequence[float]) -> None:
         """Add values (any order)."""
         if not values:
             return
@@ -163,8 +163,9 @@ class MetricColumn:
         self.scale = scale  # stored unit -> display unit
         self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
         self._count = 0
-        self._pending: list[float] = []  # added since the last freeze()
-        self._staged: list[float] = []  # frozen, not merged into _sorted yet
+        # Typed too: a headless run may never ask for statistics until it finishes.
+        self._pending = array("d")  # added since the last freeze()
+        self._staged = array("d")  # frozen, not merged into _sorted yet
         # Shifted running sums for an O(1) live std (shift = first value keeps it stable).
         self._shift: float | None = None
         self._s1 = 0.0
@@ -192,7 +193,7 @@ class MetricColumn:
         n = self._count
         if self._pending:
             self._staged.extend(self._pending)
-            self._pending = []
+            self._pending = array("d")
         var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
         return n, self.total, var**0.5 if var > 0 else 0.0
 
@@ -206,7 +207,7 @@ class MetricColumn:
             return self._cache
         if self._staged:
             self._sorted.update(self._staged)
-            self._staged = []
+            self._staged = array("d")
         # The exact (two-pass) std walks every value: a flat array is faster to index.
         # compute_stats only indexes and takes len(): SortedValues offers both
         xs = self._sorted.to_array() if exact else cast(Sequence[float], self._sorted)

@@ -153,8 +153,14 @@ def _error_response(err: ApiError) -> Response:
 
 
 async def _sleep_ms(ms: float) -> None:
-    if ms > 0:
-        await asyncio.sleep(ms / 1000.0)
+    """Sleep at least `ms` by perf_counter. The event loop's timers run on a clock read
+    once per loop iteration, so under load a timer set late in a long iteration fires
+    early; sleeping again for what is left keeps simulated latencies lower bounds."""
+    if ms <= 0:
+        return
+    deadline = time.perf_counter() + ms / 1000.0
+    while (left := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
 
 
 class _Cut(Exception):
@@ -166,6 +172,13 @@ class RawResponse:
 
     `on_disconnect`, when given, is called if the client goes away mid-response (uvicorn
     then drops our writes silently, so without it a stream would run on to its end).
+    `on_sent`, when given, is called with the list of CLOCK_MONOTONIC ns stamps
+    (time.perf_counter_ns on Linux, the clock specmon's client stamps responses with)
+    taken right before each body part is handed to uvicorn's transport (which writes it to
+    the socket at once unless the socket buffer is full): after each new stamp, before
+    that part is sent, and once more at the end. The log's `chunk_ns` are these stamps; the
+    request logs itself before its last part goes out, so a client that has the whole
+    response can read its log line (docs/architecture.md, simulator).
     """
 
     def __init__(
@@ -173,25 +186,30 @@ class RawResponse:
         parts: AsyncIterator[bytes],
         media_type: str,
         on_disconnect: Callable[[], None] | None = None,
+        on_sent: Callable[[list[int]], None] | None = None,
+        length: int | None = None,
     ) -> None:
         self.parts = parts
         self.media_type = media_type
         self.on_disconnect = on_disconnect
+        self.on_sent = on_sent
+        self.length = length  # content-length of a one-part body; None: chunked
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         watcher = None
         if self.on_disconnect is not None:
             watcher = asyncio.ensure_future(self._watch(receive))
+        headers = [(b"content-type", self.media_type.encode())]
+        if self.length is not None:
+            headers.append((b"content-length", str(self.length).encode()))
+        stamps: list[int] = []
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", self.media_type.encode())],
-                }
-            )
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             try:
                 async for part in self.parts:
+                    stamps.append(time.perf_counter_ns())
+                    if self.on_sent is not None:
+                        self.on_sent(stamps)
                     await send({"type": "http.response.body", "body": part, "more_body": True})
             except _Cut:
                 return  # uvicorn closes the connection of an unfinished response
@@ -199,6 +217,8 @@ class RawResponse:
         finally:
             if watcher is not None:
                 watcher.cancel()
+            if self.on_sent is not None:
+                self.on_sent(stamps)
 
     async def _watch(self, receive: Any) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -244,6 +264,18 @@ class SimRequest:
         self.ttft = cfg.ttft_ms
         self.rounds_sent: int | None = None
         self.client_gone = False
+        # A response sent by RawResponse is logged with each part's send time (`chunk_ns`):
+        # log() holds the entry (it runs just before the last part is produced) and sent()
+        # writes it when that part is about to go out, or when the response ends.
+        self._deferred = False
+        self._entry: dict[str, Any] | None = None
+
+    def sent(self, chunk_ns: list[int]) -> None:
+        """RawResponse's on_sent: write the held log entry with the parts' send times."""
+        entry, self._entry = self._entry, None
+        if entry is not None:
+            entry["chunk_ns"] = list(chunk_ns)
+            self.state.write_log(entry)
 
     def _client_left(self) -> None:
         self.client_gone = True
@@ -369,7 +401,11 @@ class SimRequest:
             "ttft_ms": self.ttft,
             "step_ms": self.step_times,
             "rounds_sent": self.rounds_sent,
+            "chunk_ns": [],  # filled by sent() for a RawResponse; [] for a plain Response
         }
+        if self._deferred:
+            self._entry = entry
+            return
         self.state.write_log(entry)
 
     # ----- responses ------------------------------------------------------------------
@@ -383,7 +419,10 @@ class SimRequest:
             # Watching for a client that leaves costs a task; worth it only when steps take time.
             cfg = self.cfg
             slow = cfg.ttft_ms > 0 or cfg.step_ms > 0 or cfg.draft_ms_per_token > 0
-            return RawResponse(self._stream(), SSE, self._client_left if slow else None)
+            self._deferred = True
+            return RawResponse(
+                self._stream(), SSE, self._client_left if slow else None, on_sent=self.sent
+            )
         return await self._respond_json()
 
     def _rounds(self) -> int:
@@ -399,14 +438,15 @@ class SimRequest:
             await _sleep_ms(sum(self.step_times))
             body, payload = self._json_body()
             data = orjson.dumps(body)
+            self._deferred = True
             if self.fault == "disconnect":
                 self.rounds_sent = 0
                 self.account(0)
                 self.log(200, None)
-                return RawResponse(_cut_after(data[: len(data) // 2]), JSON)
+                return RawResponse(_cut_after(data[: len(data) // 2]), JSON, on_sent=self.sent)
             self.account()
             self.log(200, payload)
-            return Response(data, media_type=JSON)
+            return RawResponse(_one_part(data), JSON, on_sent=self.sent, length=len(data))
         finally:
             self._leave()
 
@@ -610,6 +650,10 @@ class SimRequest:
             yield tail + b"data: [DONE]\n\n"
         finally:
             self._leave()
+
+
+async def _one_part(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 async def _cut_after(data: bytes) -> AsyncIterator[bytes]:
