@@ -22,6 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
@@ -255,13 +256,19 @@ class SpecmonApp(App[int]):
 
     def _q(self, selector: str, expect_type: type[W]) -> W:
         """Query the main screen (a help or detail screen may be on top)."""
-        screen = self.screen_stack[0] if self.screen_stack else self.screen
-        return screen.query_one(selector, expect_type)
+        return self._main_screen().query_one(selector, expect_type)
 
     def _widget(self, widget_type: type[W]) -> W:
         """The main screen's one widget of this type."""
-        screen = self.screen_stack[0] if self.screen_stack else self.screen
-        return screen.query_one(widget_type)
+        return self._main_screen().query_one(widget_type)
+
+    def _main_screen(self) -> Screen:
+        """The bottom screen. While the app shuts down the stack empties before the timers
+        stop; `App.screen` would then raise ScreenStackError from a timer tick, so say
+        NoMatches, which refresh_data expects of a closing app."""
+        if not self.screen_stack:
+            raise NoMatches("the app is closing: no screen")
+        return self.screen_stack[0]
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
@@ -359,7 +366,7 @@ class SpecmonApp(App[int]):
         ]
         self._poll_counters(snaps)
         if len(self.servers) > 1:
-            compact = self.screen_stack[0].has_class("compact")
+            compact = self._main_screen().has_class("compact")
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)
         self._show_segments()
 
