@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from bisect import bisect_right, insort
 from collections import Counter
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from typing import Any, cast
 
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
+from specmon.results_window import RESULTS_WINDOW, ResultWindow
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
 
@@ -44,7 +46,8 @@ _SCALED_KEYS = (
 
 
 class SortedValues:
-    """An ascending multiset kept as sorted blocks (a minimal sorted list).
+    """An ascending multiset kept as sorted blocks (a minimal sorted list) of array('d'),
+    8 bytes a value: a column's only copy of its values (issue 10: flat memory).
 
     The design is the one of the `sortedcontainers` package's SortedList: a list of sorted
     sublists, each at most 2 * LOAD long (split in two when it grows past that), with the
@@ -66,7 +69,7 @@ class SortedValues:
     RESORT_RATIO = 32  # re-sort all when n <= RESORT_RATIO * k
 
     def __init__(self) -> None:
-        self._blocks: list[list[float]] = []
+        self._blocks: list[array[float]] = []
         self._maxes: list[float] = []  # last (largest) value of each block
         self._len = 0
         self._starts: list[int] | None = None  # index of each block's first value, lazily
@@ -74,12 +77,15 @@ class SortedValues:
     def __len__(self) -> int:
         return self._len
 
-    def update(self, values: list[float]) -> None:
+    def update(self, values: Sequence[float]) -> None:
         """Add values (any order)."""
         if not values:
             return
         if self._len <= self.RESORT_RATIO * len(values):
-            self._rebuild(sorted([*self.to_list(), *values]))
+            merged = self.to_list()
+            merged.extend(values)
+            merged.sort()
+            self._rebuild(merged)
             return
         blocks, maxes, load2 = self._blocks, self._maxes, 2 * self.LOAD
         for value in values:
@@ -99,7 +105,7 @@ class SortedValues:
 
     def _rebuild(self, ordered: list[float]) -> None:
         load = self.LOAD
-        self._blocks = [ordered[i : i + load] for i in range(0, len(ordered), load)]
+        self._blocks = [array("d", ordered[i : i + load]) for i in range(0, len(ordered), load)]
         self._maxes = [block[-1] for block in self._blocks]
         self._len = len(ordered)
         self._starts = None
@@ -118,33 +124,48 @@ class SortedValues:
     def to_list(self) -> list[float]:
         return [value for block in self._blocks for value in block]
 
+    def to_array(self) -> array[float]:
+        """Every value, ascending, in one flat array (8 bytes a value, no float objects)."""
+        out = array("d")
+        for block in self._blocks:
+            out.extend(block)
+        return out
+
 
 class MetricColumn:
     """Values of one record metric.
 
-    `values` is append-only (arrival order) and written under the accumulator's lock.
-    Statistics read a frozen prefix of it (`freeze()` under the lock, O(1)) and merge the
-    new tail into a private sorted copy outside the lock, so a 4 Hz snapshot never holds up
-    the thread that adds requests. Timsort merges a sorted run and a short tail in
-    near-linear time.
+    New values land in `_pending` (under the accumulator's lock); `freeze()`, called under
+    that lock by the one statistics reader at a time (the accumulator's stats lock), hands
+    the pending values over to `_staged`, and `stats()` merges them into the sorted copy
+    outside the ingestion lock, so a 4 Hz snapshot never holds up the thread that adds
+    requests. The sorted copy (array('d') blocks) is the only place a value is kept: 8
+    bytes a value, whatever the run length (issue 10: flat memory). Exact statistics only
+    need the sorted order: percentiles, min and max read it, the two-pass std walks it, and
+    avg/sum come from the running total in arrival order, as AIPerf's.
     """
 
     __slots__ = (
         "_cache",
         "_cache_key",
+        "_count",
+        "_pending",
         "_s1",
         "_s2",
         "_shift",
         "_sorted",
+        "_staged",
         "scale",
         "total",
-        "values",
     )
 
     def __init__(self, scale: float = 1.0) -> None:
-        self.values: list[float] = []
         self.scale = scale  # stored unit -> display unit
         self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
+        self._count = 0
+        # Typed too: a headless run may never ask for statistics until it finishes.
+        self._pending = array("d")  # added since the last freeze()
+        self._staged = array("d")  # frozen, not merged into _sorted yet
         # Shifted running sums for an O(1) live std (shift = first value keeps it stable).
         self._shift: float | None = None
         self._s1 = 0.0
@@ -154,7 +175,8 @@ class MetricColumn:
         self._cache_key: tuple[int, bool] | None = None
 
     def add(self, value: float) -> None:
-        self.values.append(value)
+        self._pending.append(value)
+        self._count += 1
         self.total += value
         if self._shift is None:
             self._shift = value
@@ -163,11 +185,15 @@ class MetricColumn:
         self._s2 += d * d
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self._count
 
     def freeze(self) -> tuple[int, float, float]:
-        """(n, running total, running std) of the current prefix. Call under the lock."""
-        n = len(self.values)
+        """(n, running total, running std) of the current prefix. Call under the
+        accumulator's lock, with its stats lock held (one reader at a time)."""
+        n = self._count
+        if self._pending:
+            self._staged.extend(self._pending)
+            self._pending = array("d")
         var = (self._s2 - self._s1 * self._s1 / n) / n if n else 0.0
         return n, self.total, var**0.5 if var > 0 else 0.0
 
@@ -179,11 +205,12 @@ class MetricColumn:
         key = (n, exact)
         if self._cache is not None and self._cache_key == key:
             return self._cache
-        if len(self._sorted) != n:
-            self._sorted.update(self.values[len(self._sorted) : n])  # slicing is atomic
-        # The exact (two-pass) std walks every value: a plain list is faster to index.
+        if self._staged:
+            self._sorted.update(self._staged)
+            self._staged = array("d")
+        # The exact (two-pass) std walks every value: a flat array is faster to index.
         # compute_stats only indexes and takes len(): SortedValues offers both
-        xs = self._sorted.to_list() if exact else cast(Sequence[float], self._sorted)
+        xs = self._sorted.to_array() if exact else cast(Sequence[float], self._sorted)
         stats = compute_stats(xs, total=total, presorted=True, std=None if exact else running_std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
@@ -215,17 +242,34 @@ class RunSnapshot:
     total_drafted: int = 0
 
 
+def _floats() -> array[float]:
+    return array("d")
+
+
+def _ints() -> array[int]:
+    return array("q")
+
+
 @dataclass
 class _Timeline:
-    end_s: list[float] = field(default_factory=list)
-    steps: list[int] = field(default_factory=list)
-    accepted: list[int] = field(default_factory=list)
-    drafted: list[int] = field(default_factory=list)
+    """One entry per spec-decode request, in typed arrays (8 bytes a value)."""
+
+    end_s: array[float] = field(default_factory=_floats)
+    steps: array[int] = field(default_factory=_ints)
+    accepted: array[int] = field(default_factory=_ints)
+    drafted: array[int] = field(default_factory=_ints)
+
+
+# Only record metrics get a column: a column is kept for its statistics (docs/metrics.md).
+_RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RECORD)
 
 
 class RunAccumulator:
-    def __init__(self, live: bool = True) -> None:
-        self.results: list[RequestResult] = []  # append-only; profiling requests (ok + error)
+    def __init__(self, live: bool = True, window: int | None = RESULTS_WINDOW) -> None:
+        # Profiling requests (ok + error), append-only in meaning: the newest `window` are
+        # held, older ones are read back from the JSONL when a reader is attached
+        # (specmon/results_window.py); window=None holds all.
+        self.results = ResultWindow(window)
         self.request_count = 0
         self.error_count = 0
         self.cancelled_count = 0
@@ -290,6 +334,8 @@ class RunAccumulator:
                 self.max_end_ns = result.end_ns
         columns = self.columns
         for tag, value in result.values.items():
+            if tag not in _RECORD_TAGS:
+                continue
             column = columns.get(tag)
             if column is None:
                 column = columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
@@ -491,9 +537,9 @@ class RunAccumulator:
             out.append({"error_details": details, "count": count})
         return out
 
-    def timeline(self) -> tuple[list[float], list[int], list[int]]:
+    def timeline(self) -> tuple[Sequence[float], Sequence[int], Sequence[int]]:
         """(end time s since the first request, steps, accepted) per spec-decode request,
-        in arrival order, for acceptance-over-time windows."""
+        in arrival order, for acceptance-over-time windows (copies, as typed arrays)."""
         with self._lock:
             tl = self._timeline
-            return list(tl.end_s), list(tl.steps), list(tl.accepted)
+            return array("d", tl.end_s), array("q", tl.steps), array("q", tl.accepted)

@@ -102,7 +102,9 @@ class LoadControl(RunControl, LandingCount, Protocol):
 
 @runtime_checkable
 class ResultsView(Protocol):
-    """One server's results so far (RunAccumulator); `results` is append-only."""
+    """One server's results so far (RunAccumulator). `results` is append-only in meaning:
+    len() counts every profiling result; the newest RESULTS_WINDOW are held in memory and
+    older ones are read back from the JSONL (specmon/results_window.py)."""
 
     @property
     def results(self) -> Sequence[RequestResult]: ...
@@ -115,7 +117,7 @@ class ResultsView(Protocol):
 
     def snapshot(self) -> RunSnapshot: ...
 
-    def timeline(self) -> tuple[list[float], list[int], list[int]]: ...
+    def timeline(self) -> tuple[Sequence[float], Sequence[int], Sequence[int]]: ...
 
     def mark_finished(self) -> None: ...
 

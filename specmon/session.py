@@ -29,6 +29,7 @@ from specmon.export.common import CSV_NAME, JSON_NAME, JSONL_NAME, RAW_NAME
 from specmon.export.csv_export import write_csv
 from specmon.export.json_export import build_json, write_json
 from specmon.pipeline import RequestResult, process_capture
+from specmon.results_window import RESULTS_WINDOW
 from specmon.sinks.accumulator import AccumulatorSink
 from specmon.sinks.base import ResultSink
 from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink
@@ -73,6 +74,7 @@ class RunSession:
         *,
         live: bool = True,
         keep_responses: bool = False,
+        window: int | None = RESULTS_WINDOW,
     ) -> None:
         if export_level not in EXPORT_LEVELS:
             raise UserError(
@@ -81,7 +83,9 @@ class RunSession:
         self.artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self.export_level = export_level
         self.input_config = dict(input_config or {})
-        self.accumulator = RunAccumulator(live=live)
+        # The request log keeps `window` results in memory and reads older ones back from
+        # the JSONL (specmon/results_window.py); window=None keeps every result.
+        self.accumulator = RunAccumulator(live=live, window=window)
         # Responses (and their receive times) are dropped from kept results once written:
         # 100k streamed requests would otherwise hold every SSE chunk in memory.
         self.keep_responses = keep_responses
@@ -99,7 +103,7 @@ class RunSession:
         cls, results: Iterable[RequestResult], input_config: dict[str, Any] | None = None
     ) -> RunSession:
         """A read-only session over finished results (for replay); writes nothing."""
-        session = cls(None, "summary", input_config, live=False)
+        session = cls(None, "summary", input_config, live=False, window=None)
         for result in results:
             session.accumulator.add(result)
         session._finished = True
@@ -114,7 +118,9 @@ class RunSession:
                     self.sinks.append(RawCaptureSink(self.paths["raw"]))
                 if self.export_level in ("records", "raw"):
                     self.paths["jsonl"] = self.artifact_dir / JSONL_NAME
-                    self.sinks.append(JsonlSink(self.paths["jsonl"]))
+                    jsonl = JsonlSink(self.paths["jsonl"])
+                    self.sinks.append(jsonl)
+                    self.accumulator.results.reader = jsonl.index
             except OSError as exc:
                 raise UserError(
                     f"cannot write to artifact dir {self.artifact_dir}: {exc.strerror or exc}"

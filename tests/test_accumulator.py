@@ -198,8 +198,8 @@ def test_timeline_in_arrival_order():
     a, b = _worked_pair()
     acc = _acc(a, b)
     ends, steps, accepted = acc.timeline()
-    assert steps == [8, 3] and accepted == [18, 2]
-    assert ends == [pytest.approx(0.05), pytest.approx(1.05)]
+    assert list(steps) == [8, 3] and list(accepted) == [18, 2]
+    assert list(ends) == [pytest.approx(0.05), pytest.approx(1.05)]
 
 
 def test_many_requests_keep_exact_totals():

@@ -177,15 +177,16 @@ def test_request_rate_modes(tmp_path, mode):
     gaps = [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
     mean_gap = statistics.fmean(gaps)
     assert abs(mean_gap - 1 / rate) < 0.2 / rate  # mean inter-arrival within 20% of 1/R
-    # Gaps shorter than half the mean: an exponential law puts 1 - e^-0.5 = 39% of them
-    # there; an evenly spaced schedule puts (almost) none. Counting them, rather than using
-    # the standard deviation, keeps a few late timer wake-ups on a busy machine from
-    # deciding the test.
-    short = sum(g < 0.5 / rate for g in gaps) / len(gaps)
+    # Gaps within 20% of 1/R: an evenly spaced schedule puts nearly all there, an
+    # exponential law e^-0.8 - e^-1.2 = 14.8% (sd 3.3% over 119 gaps). A busy machine can
+    # stall the load thread; the schedule is anchored, so the sends it owes go out back to
+    # back afterwards: a stall turns gaps into ~0 and one long gap, which only lowers the
+    # constant case's share. Counting short gaps (the old check) failed on such a stall.
+    in_band = sum(0.8 / rate <= g <= 1.2 / rate for g in gaps) / len(gaps)
     if mode == "constant":
-        assert short < 0.15
+        assert in_band > 0.5
     else:
-        assert 0.25 < short < 0.55
+        assert in_band < 0.35
 
 
 def test_request_rate_capped_by_concurrency(tmp_path):

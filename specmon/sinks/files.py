@@ -11,6 +11,7 @@ from specmon.capture import RawCapture
 from specmon.export.common import open_new_stream
 from specmon.export.jsonl_export import record_line
 from specmon.pipeline import RequestResult
+from specmon.results_window import JsonlIndex
 from specmon.sinks.base import BaseSink
 
 
@@ -19,11 +20,13 @@ class _LineFile(BaseSink):
         self.path = path
         # never through a symlink in the artifact dir; OSError: the session reports it
         self._stream: BinaryIO | None = open_new_stream(path)
+        self.position = 0  # bytes written so far: where the next line starts
 
     def _write(self, line: bytes) -> None:
         if self._stream is not None:
             self._stream.write(line)
             self._stream.flush()
+            self.position += len(line)
 
     def on_finish(self, was_cancelled: bool) -> None:
         if self._stream is not None:
@@ -32,10 +35,17 @@ class _LineFile(BaseSink):
 
 
 class JsonlSink(_LineFile):
-    """profile_export.jsonl: warmup requests are left out, as AIPerf does."""
+    """profile_export.jsonl: warmup requests are left out, as AIPerf does. `index` holds
+    each line's offset, so the request log can read back results it no longer keeps
+    (specmon/results_window.py)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.index = JsonlIndex(path)
 
     def on_result(self, result: RequestResult, capture: RawCapture | None) -> None:
         if result.phase != "warmup":
+            self.index.note(self.position)
             self._write(record_line(result))
 
 

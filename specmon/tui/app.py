@@ -23,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
@@ -286,13 +287,19 @@ class SpecmonApp(App[int]):
 
     def _q(self, selector: str, expect_type: type[W]) -> W:
         """Query the main screen (a help or detail screen may be on top)."""
-        screen = self.screen_stack[0] if self.screen_stack else self.screen
-        return screen.query_one(selector, expect_type)
+        return self._main_screen().query_one(selector, expect_type)
 
     def _widget(self, widget_type: type[W]) -> W:
         """The main screen's one widget of this type."""
-        screen = self.screen_stack[0] if self.screen_stack else self.screen
-        return screen.query_one(widget_type)
+        return self._main_screen().query_one(widget_type)
+
+    def _main_screen(self) -> Screen:
+        """The bottom screen. While the app shuts down the stack empties before the timers
+        stop; `App.screen` would then raise ScreenStackError from a timer tick, so say
+        NoMatches, which refresh_data expects of a closing app."""
+        if not self.screen_stack:
+            raise NoMatches("the app is closing: no screen")
+        return self.screen_stack[0]
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
@@ -392,7 +399,7 @@ class SpecmonApp(App[int]):
         self._poll_counters(snaps)
         self._show_segments()  # first: the cards and the what-if read its rows' k
         if len(self.servers) > 1:
-            main = self.screen_stack[0]
+            main = self._main_screen()
             # maximized, the servers get their columns even in the compact layout
             compact = main.has_class("compact") and main.maximized is None
             self._widget(ServersView).show(self._cards(snaps), self.selected, compact)

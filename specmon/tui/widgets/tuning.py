@@ -112,6 +112,7 @@ class ServersView(ShapedStatic):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._key: Any = None
+        self._shown: tuple[tuple[ServerCard, ...], int, bool] | None = None
         self.compact = False
 
     def show(self, cards: Sequence[ServerCard], selected: int, compact: bool) -> None:
@@ -119,6 +120,7 @@ class ServersView(ShapedStatic):
         if key == self._key:
             return
         self._key = key
+        self._shown = (tuple(cards), selected, compact)
         self.compact = compact
         if compact:
             self.show_content(self._strip(cards, selected), ("strip", len(cards)), 1)
@@ -127,7 +129,11 @@ class ServersView(ShapedStatic):
         self.show_content(self._columns(cards, selected), ("columns", height), height)
 
     def on_resize(self) -> None:
-        self._key = None  # bar widths follow the column width at the next show()
+        # Bar widths follow the column width: repaint now, not at the next 1 Hz show(), so
+        # the screen never shows bars sized for the width before a layout.
+        self._key = None
+        if self._shown is not None:
+            self.show(*self._shown)
 
     def _strip(self, cards: Sequence[ServerCard], selected: int) -> Text:
         out = Text(no_wrap=True, overflow="ellipsis")

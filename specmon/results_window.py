@@ -1,0 +1,124 @@
+"""The accumulator's request log: a bounded window of recent results plus a read-back.
+
+A run of a million requests cannot keep a million `RequestResult` objects (~1-2 kB each).
+`ResultWindow` keeps the newest `window` results in memory and answers for every index
+ever appended: an index inside the window is a list lookup, an older one is read back
+through the attached `ResultReader` (the session's `JsonlIndex`: a byte offset per line of
+profile_export.jsonl, 8 bytes a request, docs/architecture.md "Accumulator, session and
+sinks"). Without a reader (export level "summary") an evicted index reads as a stub result
+whose outcome reason is `not_kept`, so the log still shows a row for it.
+
+Appends happen under the accumulator's lock; readers on other threads take one reference
+to the current (base, items) pair, so a compaction never shows them a torn state.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, Protocol, overload
+
+import orjson
+
+from specmon.export.jsonl_export import result_from_record
+from specmon.pipeline import RequestResult, SpecOutcome
+
+RESULTS_WINDOW = 10_000  # newest results kept in memory for the log and the drill-down
+NOT_KEPT = "not_kept"  # outcome reason of an evicted result nobody can read back
+
+
+class ResultReader(Protocol):
+    def read(self, index: int) -> RequestResult | None:
+        """results[index] rebuilt from disk, or None when it is not there."""
+
+
+class ResultWindow(Sequence[RequestResult]):
+    """Append-only in meaning: `len()` counts every result appended; `self[i]` reaches any
+    of them (see the module docstring). `window=None` keeps everything (replays)."""
+
+    def __init__(self, window: int | None = RESULTS_WINDOW) -> None:
+        self.window = window
+        self.reader: ResultReader | None = None
+        self._state: tuple[int, list[RequestResult]] = (0, [])  # (index of items[0], items)
+
+    def append(self, result: RequestResult) -> None:
+        base, items = self._state
+        items.append(result)
+        window = self.window
+        if window is not None and len(items) >= 2 * window:  # amortised O(1): drop half
+            self._state = (base + len(items) - window, items[-window:])
+
+    def __len__(self) -> int:
+        base, items = self._state
+        return base + len(items)
+
+    @property
+    def first_kept(self) -> int:
+        """Index of the oldest result held in memory."""
+        return self._state[0]
+
+    @overload
+    def __getitem__(self, index: int) -> RequestResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RequestResult]: ...
+    def __getitem__(self, index: int | slice) -> RequestResult | list[RequestResult]:
+        base, items = self._state
+        total = base + len(items)
+        if isinstance(index, slice):
+            return [self._get(i, base, items) for i in range(*index.indices(total))]
+        if index < 0:
+            index += total
+        if not 0 <= index < total:
+            raise IndexError("result index out of range")
+        return self._get(index, base, items)
+
+    def _get(self, index: int, base: int, items: list[RequestResult]) -> RequestResult:
+        if index >= base:
+            return items[index - base]
+        result = self.reader.read(index) if self.reader is not None else None
+        return result if result is not None else _not_kept()
+
+    def __iter__(self) -> Iterator[RequestResult]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def _not_kept() -> RequestResult:
+    return RequestResult(capture=None, outcome=SpecOutcome(reason=NOT_KEPT))
+
+
+class JsonlIndex:
+    """Byte offsets of profile_export.jsonl lines (array('q'), 8 bytes each) and a reader
+    that rebuilds line i as a RequestResult (export/jsonl_export.py result_from_record).
+    `note(offset)` is called by the JSONL writer before each line, in the accumulator's
+    order (both run under the session lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offsets = array("q")
+        self._stream: BinaryIO | None = None  # our own read handle, opened on first use
+        self._lock = threading.Lock()  # one seek + readline at a time
+
+    def note(self, offset: int) -> None:
+        self.offsets.append(offset)
+
+    def read(self, index: int) -> RequestResult | None:
+        if not 0 <= index < len(self.offsets):
+            return None
+        try:
+            with self._lock:
+                if self._stream is None:
+                    self._stream = open(self.path, "rb")
+                self._stream.seek(self.offsets[index])
+                line = self._stream.readline()
+            return result_from_record(orjson.loads(line))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # file gone or line cut short: the log shows a not-kept row
+
+    def close(self) -> None:
+        with self._lock:
+            if self._stream is not None:
+                self._stream.close()
+                self._stream = None
