@@ -282,6 +282,7 @@ async def test_mouse_click_selects_then_opens():
     app = small_app()
     async with app.run_test(size=WIDE) as pilot:
         log = app.query_one(RequestLog)
+        await pilot.pause()  # the first frame is laid out (a user clicks what they see)
         await pilot.click(RequestLog, offset=(3, 1))  # second row: req-0002
         assert log.selected_index() == 1
         await pilot.click(RequestLog, offset=(3, 1))

@@ -88,7 +88,8 @@ async def test_whatif_panel_by_hand():
         assert row in text, row
     assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
     assert "histogram only, draft cost assumed 0.10" in text  # kchoice names its basis
-    assert "what-if best k=3 (2.40x) at c=0.10 (6)" in text  # panel 2's title carries it
+    # the headline names the same k and basis (panel 2's title no longer repeats it)
+    assert "k: best k=3 (2.40x)  16 steps, histogram only, draft cost assumed 0.10" in text
     assert "batch size moves the best k" in text
 
 

@@ -1,4 +1,5 @@
-"""Panel 0, the headline: the figures a GPU-box user needs, in three dense lines.
+"""Panel 0, the headline: the figures a GPU-box user needs, in three dense lines (the k
+line wraps onto a fourth where its basis is longer than the terminal is wide).
 
 Shown at every size above the detailed panels, so an 80x24 terminal has acceptance length
 (per-request mean and token-weighted), the draft acceptance rate, output tokens/s, TTFT p50
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
@@ -92,7 +94,7 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
 class HeadlineView(Static):
     COMPONENT_CLASSES = {"headline--label", "headline--good", "headline--error", "headline--accent"}
     DEFAULT_CSS = """
-    HeadlineView { height: 3; }
+    HeadlineView { height: auto; }
     HeadlineView > .headline--label { color: $text-muted; }
     HeadlineView > .headline--good { color: $success; text-style: bold; }
     HeadlineView > .headline--error { color: $error; text-style: bold reverse; }
@@ -115,4 +117,14 @@ class HeadlineView(Static):
             "error": style("headline--error", partial=True),
             "accent": style("headline--accent", partial=True),
         }
-        self.update(headline_text(headline, styles), layout=False)
+        self.update(_fitted(headline_text(headline, styles)))
+
+
+def _fitted(text: Text) -> Group:
+    """The figure lines stay one line each; the k line wraps at words instead of losing
+    the end of its basis at 80 columns (issue: the recommended k with its basis)."""
+    *figures, k_line = text.split("\n")
+    for line in figures:
+        line.no_wrap, line.overflow = True, "ellipsis"
+    k_line.no_wrap, k_line.overflow = False, "fold"
+    return Group(*figures, k_line)
