@@ -150,39 +150,49 @@ class ServersView(ShapedStatic):
         out.append(" [ ] switch")
         return out
 
-    def _columns(self, cards: Sequence[ServerCard], selected: int) -> Table:
-        table = Table(box=None, expand=True, padding=(0, 1), show_header=True, header_style="bold")
+    def _columns(self, cards: Sequence[ServerCard], selected: int) -> Text:
+        """The cards side by side, each line cut or padded to its column: rows of one card
+        never run into its neighbour's, whatever the lengths."""
         sel = self.get_component_rich_style("servers--selected", partial=True)
+        gap = 2
+        col_w = max(20, ((self.size.width or 120) - gap * (len(cards) - 1)) // max(len(cards), 1))
+        heads = []
         for i, c in enumerate(cards):
             marker = "▶ " if i == selected else ""
-            table.add_column(
-                Text(
-                    f"{marker}{c.label} · k={c.k or '?'}{c.source}",
-                    style=sel if i == selected else "",
-                ),
-                ratio=1,
-                no_wrap=True,
-            )
-        col_w = max(20, (self.size.width or 120) // max(len(cards), 1) - 2)
-        table.add_row(*(self._card(c, col_w) for c in cards))
-        return table
+            head = Text(f"{marker}{c.label} · k={c.k or '?'}{c.source}", style="bold")
+            if i == selected:
+                head.stylize(sel)
+            heads.append(head)
+        columns = [[heads[i], *self._card(c, col_w)] for i, c in enumerate(cards)]
+        out = Text(no_wrap=True)
+        for row in range(max(len(col) for col in columns)):
+            if row:
+                out.append("\n")
+            for i, col in enumerate(columns):
+                cell = col[row].copy() if row < len(col) else Text()
+                cell.truncate(col_w, overflow="ellipsis", pad=True)
+                out.append_text(cell)
+                if i < len(columns) - 1:
+                    out.append(" " * gap)
+        out.rstrip()
+        return out
 
-    def _card(self, c: ServerCard, width: int) -> Text:
-        out = Text(no_wrap=True, overflow="ellipsis")
+    def _card(self, c: ServerCard, width: int) -> list[Text]:
         al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
         rate = "-" if c.acceptance_rate is None else f"{c.acceptance_rate:.1f}%"
-        out.append(f"AL {al} · acc {rate} · {c.requests:,} req\n")
-        out.append("S_i " + (" ".join(f"{v:.2f}" for v in c.survival) or "-") + "\n")
+        lines = [Text(f"AL {al} · acc {rate} · {c.requests:,} req")]
+        lines.append(Text("S_i " + (" ".join(f"{v:.2f}" for v in c.survival) or "-")))
         buckets = fold_histogram(dict(c.histogram))
         peak = max((b.pct for b in buckets), default=0.0) or 1.0
         bar_w = max(0, width - 12)
         style = self.get_component_rich_style("servers--bar", partial=True)
         for b in buckets:
-            out.append(f"{b.label:>3} ")
-            out.append(bar(b.pct / peak, bar_w), style=style)
-            out.append(f" {b.pct:5.1f}%\n")
-        out.append(f"what-if: {c.recommendation}")
-        return out
+            line = Text(f"{b.label:>3} ")
+            line.append(bar(b.pct / peak, bar_w), style=style)
+            line.append(f" {b.pct:5.1f}%")
+            lines.append(line)
+        lines.append(Text(f"what-if: {c.recommendation}"))
+        return lines
 
 
 class SegmentsView(ShapedStatic):
