@@ -59,6 +59,15 @@ def delays(captures: list[dict], chunks: dict[str, list[int]]) -> tuple[list[flo
     return first, last
 
 
+def sim_gap_p99_ms(chunks: dict[str, list[int]]) -> float:
+    """p99 of the simulator's own gap between consecutive writes of one request, in ms.
+
+    With --step-ms 2 a gap far above 2 ms means the simulator's loop (on the same cores as
+    specmon) was saturated: then its late writes, not specmon, shape the tail."""
+    gaps = sorted((b - a) / 1e6 for c in chunks.values() for a, b in zip(c, c[1:]))
+    return percentile(gaps, 99) if gaps else 0.0
+
+
 def run_specmon(url: str, out: Path, concurrency: int, args: argparse.Namespace) -> str:
     command = [
         sys.executable, "-m", "specmon", "run", "--url", url, "--headless", "--streaming",
@@ -116,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 text = run_specmon(sim.url, Path(tmp) / "specmon", c, args)
                 chunks = sim_chunks(log)
                 warned = " lag warning printed" if LAG_WARNING in text else ""
+                warned += f"  sim write-gap p99 {sim_gap_p99_ms(chunks):.1f} ms"
                 first, last = delays(specmon_captures(Path(tmp) / "specmon"), chunks)
                 print(row("specmon", c, first, last, warned), flush=True)
                 if aiperf:
