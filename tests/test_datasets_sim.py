@@ -118,7 +118,9 @@ def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streami
     assert {r["category"] for r in raw} == {"writing", "coding"}
 
 
-def test_headless_spec_bench_sends_each_question_once(tmp_path):
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["one-process", "workers-2"])
+def test_headless_spec_bench_sends_each_question_once(tmp_path, workers):
+    """With --workers 2 each worker takes every other row, so still each question once."""
     log, out = tmp_path / "sim.log", tmp_path / "run"
     path = spec_bench_file()
     with start_sim([*FAST_SIM, "--log", str(log)]) as sim:
@@ -140,6 +142,7 @@ def test_headless_spec_bench_sends_each_question_once(tmp_path):
                 "16",
                 "--artifact-dir",
                 str(out),
+                *workers,
             ],
             capture_output=True,
             text=True,
