@@ -66,7 +66,8 @@ class StatsTable(ShapedStatic):
         rows = sum(1 for tag, *_ in self._rows if self._stats.get(tag))
         short = bool(self.size.width) and self.size.width < WIDE_AT
         # header row, plus a rule under it when wide; one italic line when empty
-        width = max(1, self.size.width or 80)
+        # the empty text's wrapped height; a widget not laid out yet (or hidden) reads as 80
+        width = self.size.width if self.size.width >= 20 else 80
         lines = rows + (1 if short else 2) if rows else -(-len(self._empty) // width)
         self.show_content(self._render_table(), (rows, short), lines)
 
