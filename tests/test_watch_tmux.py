@@ -6,8 +6,10 @@ watch_timeseries.csv."""
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -60,3 +62,28 @@ def _csv_rows(path: Path) -> list[dict] | None:
         return None
     rows = list(csv.DictReader(path.open()))
     return rows if rows and rows[-1]["total_drafts"] not in ("", "0") else None
+
+
+def test_sigterm_ends_the_watch_tui_with_its_files(tmp_path: Path):
+    """A SIGTERM (or the terminal's SIGHUP) ends the watch TUI, not just its scrape loop."""
+    out, pidfile = tmp_path / "watch", tmp_path / "watch.pid"
+    with start_sim(SIM_ARGS) as sim:
+        command = shlex.join(
+            [sys.executable, "-m", "specmon", "watch", "--url", sim.url, "--interval", "0.3"]
+            + ["--artifact-dir", str(out)]
+        )
+        inner = shlex.quote(f"echo $$ > {shlex.quote(str(pidfile))}; exec {command}")
+        pane = Pane(f"sh -c {inner}; echo WATCH-EXIT $?; sleep 60", 120, 36)
+        try:
+            pane.wait_for(lambda t: "watch mode: no requests of its own" in t, "the watch TUI")
+            _poll(lambda: _data_rows(out / CSV_NAME) >= 2)
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+            done = pane.wait_for(lambda t: "WATCH-EXIT" in t, "the watch to exit", timeout=30)
+        finally:
+            pane.close()
+    assert "WATCH-EXIT 0" in done and "written to" in done
+    assert _data_rows(out / CSV_NAME) >= 2
+
+
+def _data_rows(path: Path) -> int:
+    return len(list(csv.DictReader(path.open()))) if path.exists() else 0

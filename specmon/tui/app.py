@@ -342,6 +342,9 @@ class SpecmonApp(App[int]):
             self._show_header(self._last_snapshot, len(results) - self.paused_at)
             return
         if self.runner is not None and self.runner.finished and not self._marked:
+            if self.source == "watch":  # --duration, SIGTERM or SIGHUP ended the watch
+                self.exit()
+                return
             self._marked = True  # the load is over: stop the elapsed clock
             self.accumulator.mark_finished()
             error = self.runner.error
