@@ -31,28 +31,40 @@ EXPECTED_RATE_PCT = 50.0
 EXPECTED_HIST = {0: 90, 1: 60, 2: 60, 3: 90}
 
 
-def page(drafts: int, accepted: int, pos, running, waiting, kv, gen) -> str:
-    labels = 'engine="0",model_name="m"'
+def page(drafts: int, accepted: int, pos, running, waiting, kv, gen, engines: int = 1) -> str:
+    """vLLM's page for these totals; with `engines`, engine e has its share times (e + 1)
+    over the sum of 1..engines (so the engines differ and sum to the totals given)."""
+    weights = [(e + 1) / sum(range(1, engines + 1)) for e in range(engines)]
+
+    def rows(name: str, value: float, extra: str = "", whole: bool = True) -> list[str]:
+        out = []
+        for e, w in enumerate(weights):
+            v = round(value * w) if whole else round(value * w, 4)
+            out.append(f'{name}{{engine="{e}",model_name="m"{extra}}} {v}')
+        return out
+
+    spec = "vllm:spec_decode_num_"
     lines = [
-        "# TYPE vllm:spec_decode_num_drafts counter",
-        f"vllm:spec_decode_num_drafts_total{{{labels}}} {drafts}",
-        "# TYPE vllm:spec_decode_num_draft_tokens counter",
-        f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {3 * drafts}",
-        "# TYPE vllm:spec_decode_num_accepted_tokens counter",
-        f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {accepted}",
-        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+        f"# TYPE {spec}drafts counter",
+        *rows(f"{spec}drafts_total", drafts),
+        f"# TYPE {spec}draft_tokens counter",
+        *rows(f"{spec}draft_tokens_total", 3 * drafts),
+        f"# TYPE {spec}accepted_tokens counter",
+        *rows(f"{spec}accepted_tokens_total", accepted),
+        f"# TYPE {spec}accepted_tokens_per_pos counter",
         *(
-            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {n}'
+            line
             for i, n in enumerate(pos)
+            for line in rows(f"{spec}accepted_tokens_per_pos_total", n, f',position="{i}"')
         ),
         "# TYPE vllm:num_requests_running gauge",
-        f"vllm:num_requests_running{{{labels}}} {running}",
+        *rows("vllm:num_requests_running", running),
         "# TYPE vllm:num_requests_waiting gauge",
-        f"vllm:num_requests_waiting{{{labels}}} {waiting}",
+        *rows("vllm:num_requests_waiting", waiting),
         "# TYPE vllm:kv_cache_usage_perc gauge",
-        f"vllm:kv_cache_usage_perc{{{labels}}} {kv}",
+        *rows("vllm:kv_cache_usage_perc", kv, whole=False),
         "# TYPE vllm:generation_tokens counter",
-        f"vllm:generation_tokens_total{{{labels}}} {gen}",
+        *rows("vllm:generation_tokens_total", gen),
     ]
     return "\n".join(lines) + "\n"
 
@@ -67,13 +79,13 @@ class FedPoller:
         return self.view
 
 
-def fed_watch(artifact_dir: Path) -> WatchRun:
-    watch = WatchRun({"sim": URL}, artifact_dir, interval_s=1.0)
-    samples = [parse_counters(page(*s), taken_s=float(i)) for i, s in enumerate(SCRAPES)]
-    track = watch.tracks["sim"]
-    view = None
-    for i, sample in enumerate(samples):
-        view = ServerCounterView(
+def fed_views(engines: int = 1) -> list[ServerCounterView]:
+    """The poller's view after each scrape of SCRAPES."""
+    samples = [
+        parse_counters(page(*s, engines=engines), taken_s=float(i)) for i, s in enumerate(SCRAPES)
+    ]
+    return [
+        ServerCounterView(
             URL,
             samples[0],
             sample,
@@ -82,11 +94,19 @@ def fed_watch(artifact_dir: Path) -> WatchRun:
             None,
             previous=samples[i - 1] if i else None,
         )
+        for i, sample in enumerate(samples)
+    ]
+
+
+def fed_watch(artifact_dir: Path) -> WatchRun:
+    watch = WatchRun({"sim": URL}, artifact_dir, interval_s=1.0)
+    track = watch.tracks["sim"]
+    views = fed_views()
+    for view in views:
         track.add(view)
     # each row at its scrape's second (add() stamps the real clock)
     track.rows = deque(replace(row, t_s=float(i)) for i, row in enumerate(track.rows))
-    assert view is not None
-    watch.pollers["sim"] = FedPoller(view)  # type: ignore[assignment]
+    watch.pollers["sim"] = FedPoller(views[-1])  # type: ignore[assignment]
     return watch
 
 
