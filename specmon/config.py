@@ -416,6 +416,13 @@ class RunConfig(BaseModel):
         "dataset row order, each row once a pass: sequential (file order) or random "
         "(seeded by --random-seed)",
     )
+    dataset_shard: str | None = option(
+        None,
+        "I/N: send only dataset rows I, I+N, I+2N, ... (0-based; several client hosts "
+        "share one set); --workers and --split shard further, so each row is sent once",
+        metavar="I/N",
+        pattern=r"^\d+/[1-9]\d*$",
+    )
     random_seed: int | None = option(None, "seed for prompts, lengths and arrivals")
     artifact_dir: str | None = option(
         None, "where exports go (default artifacts/<model>-<endpoint>-<load>/)"

@@ -118,7 +118,9 @@ def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streami
     assert {r["category"] for r in raw} == {"writing", "coding"}
 
 
-def test_headless_spec_bench_sends_each_question_once(tmp_path):
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["one-process", "workers-2"])
+def test_headless_spec_bench_sends_each_question_once(tmp_path, workers):
+    """With --workers 2 each worker takes every other row, so still each question once."""
     log, out = tmp_path / "sim.log", tmp_path / "run"
     path = spec_bench_file()
     with start_sim([*FAST_SIM, "--log", str(log)]) as sim:
@@ -140,6 +142,7 @@ def test_headless_spec_bench_sends_each_question_once(tmp_path):
                 "16",
                 "--artifact-dir",
                 str(out),
+                *workers,
             ],
             capture_output=True,
             text=True,
@@ -188,3 +191,29 @@ def test_bad_dataset_file_fails_before_the_server_and_the_artifact_dir(tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"input file {bad} line 2: 'category' must be" in lines[0]
     assert not out.exists()
+
+
+def test_split_sends_each_question_once_across_two_servers(tmp_path):
+    """--split: server a takes rows 0, 2, 4, ..., server b rows 1, 3, 5, ...; --mirror
+    would send both the same (tests/test_dataset_shards.py)."""
+    logs, out = [tmp_path / "a.log", tmp_path / "b.log"], tmp_path / "run"
+    path = spec_bench_file()
+    with (
+        start_sim([*FAST_SIM, "--log", str(logs[0])]) as a,
+        start_sim([*FAST_SIM, "--log", str(logs[1])]) as b,
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "specmon", "--url", f"a={a.url}", "--url", f"b={b.url}"]
+            + ["--split", "--headless", "--dataset", "spec_bench", "--input-file", str(path)]
+            + ["--concurrency", "8", "--output-tokens-mean", "16", "--artifact-dir", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr
+    questions = [json.loads(line)["turns"][0] for line in path.open()]
+    sent = [
+        Counter(e["received"]["messages"][-1]["content"] for e in read_log(log).values())
+        for log in logs
+    ]
+    assert sent[0] == Counter(questions[0::2]) and sent[1] == Counter(questions[1::2])

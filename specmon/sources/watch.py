@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -48,6 +49,8 @@ KEEP_ROWS = 4096  # rows per server kept in memory for the screen (the files kee
 # the header's load text: why the per-request panels (latency, log, per-request acceptance)
 # stay empty while acceptance and health come from /metrics
 NO_LOAD_LABEL = "watch (no load): per-request panels stay empty; acceptance from /metrics"
+# what each per-request panel says in watch mode (the monitor, tui/app.py)
+NO_REQUESTS = "watch mode: no requests of its own; server-wide figures from /metrics"
 
 
 @dataclass(frozen=True)
@@ -451,12 +454,55 @@ class WatchRun:
     def poller(self, label: str) -> ServerCounterPoller | None:
         return self.pollers.get(label)
 
-    def segment_rows(self) -> list[dict[str, Any]] | None:
-        return None
+    def segment_rows(self, draft_cost: float | str | None = None) -> list[dict[str, Any]] | None:
+        return None  # segments are load changes: a watch makes none
+
+    def series(
+        self, label: str, window_s: float | None, columns: int
+    ) -> dict[str, list[float | None]]:
+        """The monitor's time series (tui/widgets/series.py keys) from this server's rows."""
+        rows = list(self.tracks[label].rows)
+        now = rows[-1].t_s if rows else 0.0
+        return watch_series(rows, window_s, now, columns, self.interval_s)
 
     def latest_row(self, label: str) -> WatchRow | None:
         rows = self.tracks[label].rows
         return rows[-1] if rows else None
+
+
+def watch_series(
+    rows: list[WatchRow],
+    window_s: float | None,
+    now_s: float,
+    columns: int,
+    interval_s: float = 1.0,
+) -> dict[str, list[float | None]]:
+    """Rows binned by time into at most `columns` bins over the last `window_s` (None: the
+    watch), a bin never shorter than the scrape interval (no empty bins between scrapes):
+    acceptance length 1 + Σaccepted / Σdrafts and the server's generation tokens/s (the
+    mean of its scrapes) per bin; TTFT and errors need requests, so they stay empty."""
+    start = 0.0 if window_s is None else max(0.0, now_s - window_s)
+    span = max(now_s - start, interval_s)
+    width = max(span / max(columns, 1), interval_s)
+    columns = max(1, min(columns, math.ceil(span / width - 1e-9)))
+    drafts, accepted = [0] * columns, [0] * columns
+    tok: list[list[float]] = [[] for _ in range(columns)]
+    for row in rows:
+        if row.t_s < start or row.error is not None:
+            continue
+        b = min(int((row.t_s - start) / width), columns - 1)
+        if row.interval is not None:
+            drafts[b] += row.interval.drafts
+            accepted[b] += row.interval.accepted
+        if row.health.generation_tokens_per_s is not None:
+            tok[b].append(row.health.generation_tokens_per_s)
+    empty: list[float | None] = [None] * columns
+    return {
+        "al": [1 + a / d if d else None for a, d in zip(accepted, drafts)],
+        "tok_s": [sum(t) / len(t) if t else None for t in tok],
+        "ttft_p50": list(empty),
+        "err_pct": list(empty),
+    }
 
 
 def headless_line(row: WatchRow) -> str:

@@ -259,6 +259,16 @@ class SpecmonApp(App[int]):
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self._widget(RequestLog).focus()
         self._catch_sigterm(True)
+        if self.source == "watch":
+            self._say_watch_mode()
+
+    def _say_watch_mode(self) -> None:
+        """`specmon watch` sends no requests: the per-request panels say so."""
+        from specmon.sources.watch import NO_REQUESTS
+
+        for table in ("#spec-table", "#latency-table"):
+            self._q(table, StatsTable).set_empty(NO_REQUESTS)
+        self._q("#panel-log", Widget).border_title = f"{PANEL_TITLES[4]} · {NO_REQUESTS}"
 
     def on_unmount(self) -> None:
         self._catch_sigterm(False)
@@ -332,6 +342,9 @@ class SpecmonApp(App[int]):
             self._show_header(self._last_snapshot, len(results) - self.paused_at)
             return
         if self.runner is not None and self.runner.finished and not self._marked:
+            if self.source == "watch":  # --duration, SIGTERM or SIGHUP ended the watch
+                self.exit()
+                return
             self._marked = True  # the load is over: stop the elapsed clock
             self.accumulator.mark_finished()
             error = self.runner.error
@@ -435,7 +448,9 @@ class SpecmonApp(App[int]):
             if poller is None:
                 self._counters.pop(label, None)
                 continue
-            self._counters[label] = status = counter_status(poller.latest(), snaps[i])
+            self._counters[label] = status = counter_status(
+                poller.latest(), snaps[i], reconciled=self.source != "watch"
+            )
             if i == self.selected:
                 lines = status.lines
                 health = self._widget(HealthView)
@@ -497,9 +512,12 @@ class SpecmonApp(App[int]):
         except Exception as exc:
             self._widget(SegmentsView).show([], f"segments unavailable: {exc}")
             return
-        if rows is None:  # a run without a segments table (a replay)
+        if rows is None:  # a run without a segments table (a replay, a watch)
             self._widget(SegmentsView).show(
-                [], "segments: < > concurrency, r R rate, o O output length; each change starts one"
+                [],
+                "segments: none in watch mode (no load of its own to change)"
+                if self.source == "watch"
+                else "segments: < > concurrency, r R rate, o O output length; each change starts one",
             )
             return
         if rows != self._rows:
@@ -575,11 +593,18 @@ class SpecmonApp(App[int]):
             self._plot_stale = True  # the series fold every bin of the window: 1 Hz is plenty
             return
         self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
+        title = f"{PANEL_TITLES[2]} · window {label} (w)"
+        watch_series = getattr(self.runner, "series", None) if self.source == "watch" else None
+        if watch_series is not None:  # server-wide, one point per scrape (sources/watch.py)
+            server = self._label()
+            self._widget(SeriesView).show(lambda columns: watch_series(server, window, columns))
+            self._q("#panel-plot", Widget).border_title = f"{title} · server-wide (/metrics)"
+            return
         self._bins.add(self.accumulator.results)
         now = max(self._bins.last_s(), self._elapsed(snap))
         bins = self._bins
         self._widget(SeriesView).show(lambda columns: bins.series(window, now, columns))
-        self._q("#panel-plot", Widget).border_title = f"{PANEL_TITLES[2]} · window {label} (w)"
+        self._q("#panel-plot", Widget).border_title = title
 
     def _show_headline(
         self, snap: RunSnapshot, estimate: Any, hist: dict[int, int], source: str
@@ -589,9 +614,13 @@ class SpecmonApp(App[int]):
         said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
         where = f" {source.strip(' ·')}" if source else ""
         basis = f"{steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
+        spec = snap.spec_stats or {}
+        counters = self._counters.get(self._label())
+        if source and not spec and counters is not None:  # no per-request stats: the server's
+            spec = _server_wide_spec(counters)
         self._widget(HeadlineView).show(
             headline_of(
-                snap.spec_stats or {},
+                spec,
                 snap.std_stats or {},
                 int(snap.error_count),
                 recommendation_text(estimate),
@@ -602,6 +631,8 @@ class SpecmonApp(App[int]):
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
     def _log_counts(self, event: RequestLog.PendingChanged) -> None:
+        if self.source == "watch":
+            return  # the title says why the log stays empty (_say_watch_mode)
         log = self._widget(RequestLog)
         parts = [f"{event.shown:,} shown"]
         if log.filter_text:
@@ -820,6 +851,18 @@ def _load_text(config: MonitorConfig | None, settings: dict[str, Any]) -> str:
     if config.benchmark_duration:
         parts.append(f"duration {config.benchmark_duration:g}s")
     return ", ".join(parts)
+
+
+def _server_wide_spec(counters: CounterStatus) -> dict[str, dict]:
+    """The headline's acceptance blocks from the server's counters (1 + Δaccepted / Δdrafts,
+    Δaccepted / Δdraft_tokens: docs/metrics.md §11); per-request figures stay absent."""
+    spec: dict[str, dict] = {}
+    if counters.acceptance_length is not None:
+        spec["spec_decode_acceptance_length"] = {"avg": counters.acceptance_length}
+    if counters.acceptance_rate is not None:
+        # pooled over every step: the overall rate (the per-request mean needs requests)
+        spec["spec_decode_overall_draft_acceptance_rate"] = {"avg": 100 * counters.acceptance_rate}
+    return spec
 
 
 def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -> int:

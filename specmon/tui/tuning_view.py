@@ -153,12 +153,18 @@ class CounterStatus:
     lines: list[str]
     histogram: dict[int, int] | None  # server-wide H[j], for panels without per-request stats
     k: int | None
+    acceptance_length: float | None = None  # server-wide, 1 + Δaccepted / Δdrafts
+    acceptance_rate: float | None = None  # server-wide, Δaccepted / Δdraft_tokens (0..1)
 
 
 def counter_status(
-    view: ServerCounterView | None, snapshot: Any, now_s: float | None = None
+    view: ServerCounterView | None,
+    snapshot: Any,
+    now_s: float | None = None,
+    reconciled: bool = True,
 ) -> CounterStatus:
-    """What the poller says now: window figures, per position, reconciliation."""
+    """What the poller says now: window figures, per position, reconciliation (left out
+    when `reconciled` is False: `specmon watch` sends no requests to reconcile with)."""
     if view is None:
         return CounterStatus(["server /metrics: not polled"], None, None)
     delta: CounterDelta | None = view.delta
@@ -182,11 +188,16 @@ def counter_status(
         f"server-wide /metrics: {delta.label_sets} engine(s), {delta.duration_s:.0f} s window",
         f"AL {delta.acceptance_length:.2f} · draft acceptance {rate} · {delta.drafts:,} steps",
         f"per position: {per_pos}",
-        reconciliation_line(view, snapshot, now_s),
     ]
+    if reconciled:
+        lines.append(reconciliation_line(view, snapshot, now_s))
     hist = delta.histogram()
     return CounterStatus(
-        lines, {j: n for j, n in enumerate(hist)} if hist else None, delta.num_spec_tokens or None
+        lines,
+        {j: n for j, n in enumerate(hist)} if hist else None,
+        delta.num_spec_tokens or None,
+        delta.acceptance_length,
+        delta.acceptance_rate,
     )
 
 

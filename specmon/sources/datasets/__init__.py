@@ -12,6 +12,7 @@ import os
 import random
 
 from specmon.config import RunConfig
+from specmon.errors import UserError
 from specmon.sources.datasets.conversations import ConversationSource, answer_text
 from specmon.sources.datasets.formats import (
     DATASETS,
@@ -54,7 +55,33 @@ def load_selected(config: RunConfig) -> list[DatasetRow]:
         _cache.clear()
         if key:
             _cache[key] = rows
-    return select_categories(rows, config.dataset_category, path)
+    rows = select_categories(rows, config.dataset_category, path)
+    index, count = parse_shard(config.dataset_shard)
+    if index >= len(rows):
+        raise UserError(
+            f"{path}: {len(rows)} rows cannot be shared {count} ways (shard {index}/{count} "
+            f"is empty); use fewer --workers / servers"
+        )
+    return rows[index::count]
+
+
+def parse_shard(shard: str | None) -> tuple[int, int]:
+    """`--dataset-shard I/N` as (I, N); None is the whole set, (0, 1)."""
+    if shard is None:
+        return 0, 1
+    index, count = (int(part) for part in shard.split("/"))
+    if index >= count:
+        raise UserError(f"--dataset-shard {shard}: I must be less than N (0-based)")
+    return index, count
+
+
+def sub_shard(shard: str | None, index: int, count: int) -> str | None:
+    """Part `index` of `count` of a shard: rows[i::n][index::count] is rows[i + n*index::n*count]
+    (worker i of N takes rows i, i+N, ...; --split does the same across servers)."""
+    if count <= 1:
+        return shard
+    i, n = parse_shard(shard)
+    return f"{i + n * index}/{n * count}"
 
 
 def dataset_source(

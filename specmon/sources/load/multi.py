@@ -38,6 +38,7 @@ from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
+from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import detect_engine
 
@@ -153,6 +154,8 @@ class MultiRun:
                 )
             share["request_count"] = split_int(config.request_count, count)[index]
         share["warmup_request_count"] = split_int(config.warmup_request_count, count)[index]
+        if config.dataset:  # each row to one server (--mirror sends every server the same)
+            share["dataset_shard"] = sub_shard(config.dataset_shard, index, count)
         if config.segments:
             share["segments"] = format_segments(
                 split_plan(parse_segments(config.segments), count, index)

@@ -30,6 +30,7 @@ from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
+from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
 
@@ -67,6 +68,10 @@ def worker_configs(config: RunConfig) -> list[tuple[dict[str, Any], float]]:
             request_count=counts[i],
             warmup_request_count=warmups[i],
             random_seed=seed * 1000 + i,
+            # each dataset row once overall: worker i of n takes rows i, i+n, ...
+            dataset_shard=sub_shard(config.dataset_shard, i, n)
+            if config.dataset
+            else config.dataset_shard,
         )
         offset = 0.0
         if config.request_rate is not None:

@@ -61,19 +61,24 @@ def health_lines(delta: HealthDelta | None, present: bool = True) -> list[str]:
     if not shown:
         return [NO_HEALTH]
     name_w = max(len(name) for name, _ in rows)
-    widths = [max(len(title), 7) for title, _, _ in shown]
+    cells = [
+        [_cell(read(d), fmt) for _, read, fmt in shown] for _, d in rows
+    ]  # each column as wide as its widest cell, so the six fit a 50-column panel
+    widths = [
+        max([len(title)] + [len(row[i]) for row in cells]) for i, (title, _, _) in enumerate(shown)
+    ]
     head = " " * name_w + "".join(f" {t:>{w}}" for (t, _, _), w in zip(shown, widths))
     lines = ["server health (/metrics)", head.rstrip() if name_w else head.lstrip()]
-    for name, d in rows:
-        cells = []
-        for (_, read, fmt), w in zip(shown, widths):
-            value = read(d)
-            cells.append(f" {'-' if value is None else fmt.format(value):>{w}}")
-        line = f"{name:<{name_w}}" + "".join(cells)
+    for (name, _), row in zip(rows, cells):
+        line = f"{name:<{name_w}}" + "".join(f" {c:>{w}}" for c, w in zip(row, widths))
         lines.append(line if name_w else line.lstrip())
     if delta.reset:
         lines.append("counters reset: the server restarted")
     return lines
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 class HealthView(ShapedStatic):

@@ -48,6 +48,11 @@ class StatsTable(ShapedStatic):
         self._empty = empty
         self._stats: dict[str, dict] = {}
 
+    def set_empty(self, text: str) -> None:
+        """What the table says while it has no rows (watch mode says why)."""
+        self._empty = text
+        self._repaint()
+
     def show(self, stats: dict[str, dict]) -> None:
         if stats == self._stats:
             return
@@ -61,7 +66,9 @@ class StatsTable(ShapedStatic):
         rows = sum(1 for tag, *_ in self._rows if self._stats.get(tag))
         short = bool(self.size.width) and self.size.width < WIDE_AT
         # header row, plus a rule under it when wide; one italic line when empty
-        lines = rows + (1 if short else 2) if rows else 1
+        # the empty text's wrapped height; a widget not laid out yet (or hidden) reads as 80
+        width = self.size.width if self.size.width >= 20 else 80
+        lines = rows + (1 if short else 2) if rows else -(-len(self._empty) // width)
         self.show_content(self._render_table(), (rows, short), lines)
 
     def _render_table(self) -> Table | Text:
