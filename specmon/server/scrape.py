@@ -481,6 +481,10 @@ class ServerCounterPoller:
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task | None = None
         self._baseline: CounterSample | None = None
+        # counts rebaselines: a scrape that started before one may have been rendered before
+        # the warmup's last counters, so it must not become (or be measured against) the
+        # new baseline; sample_now drops it (the poll loop's scrape can overlap rebaseline)
+        self._window = 0
         self._view = ServerCounterView(self.url, None, None, None, 0, None, probe is not None)
 
     async def start(self) -> None:
@@ -519,6 +523,7 @@ class ServerCounterPoller:
     async def rebaseline(self) -> ServerCounterView:
         """Start the window now (e.g. once warmup requests are done)."""
         self._baseline = None
+        self._window += 1
         self.rebaselined = True
         view = self._view  # a steady scrape of the old window compares nothing now
         self._view = ServerCounterView(
@@ -542,9 +547,12 @@ class ServerCounterPoller:
         if self._client is None:
             raise RuntimeError("ServerCounterPoller.sample_now() before start()")
         before = self._mark()
+        window = self._window
         try:
             sample = await fetch_counters_async(self._client, self.url)
         except (httpx.HTTPError, UserError) as exc:
+            if window != self._window:  # stale: the window restarted meanwhile
+                return self._view
             view = self._view
             self._view = ServerCounterView(
                 self.url,
@@ -558,6 +566,8 @@ class ServerCounterPoller:
                 view.previous,
             )
             self._notify()
+            return self._view
+        if window != self._window:  # stale: the window restarted meanwhile
             return self._view
         if self._baseline is None:
             self._baseline = sample

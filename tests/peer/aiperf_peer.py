@@ -49,7 +49,11 @@ def aiperf_ready() -> str:
 
 
 def ensure_installed() -> tuple[bool, str]:
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=1800)
+    # stderr is not captured: the script's progress lines (what it installs, how long that
+    # usually takes) reach the terminal, or pytest's captured output, while it works.
+    proc = subprocess.run(
+        ["bash", str(SETUP_SCRIPT)], stdout=subprocess.PIPE, text=True, timeout=1800
+    )
     line = (proc.stdout.strip().splitlines() or ["aiperf: setup printed nothing"])[-1]
     return line.startswith("aiperf: ready"), line
 

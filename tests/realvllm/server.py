@@ -41,7 +41,11 @@ def free_port() -> int:
 
 def ensure_installed() -> tuple[bool, str]:
     """Run the (idempotent, cached) setup script; return (ready, its one-line status)."""
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True, timeout=3600)
+    # stderr is not captured: the script's progress lines (what it installs, how long that
+    # usually takes) reach the terminal, or pytest's captured output, while it works.
+    proc = subprocess.run(
+        ["bash", str(SETUP_SCRIPT)], stdout=subprocess.PIPE, text=True, timeout=3600
+    )
     line = (proc.stdout.strip().splitlines() or ["realvllm: setup printed nothing"])[-1]
     return line.startswith("realvllm: ready"), line
 
@@ -169,3 +173,25 @@ def read_spec_counters(url: str) -> dict[str, float]:
             name = f"per_pos:{position}"
         totals[name] = totals.get(name, 0.0) + float(value)
     return totals
+
+
+def read_request_counts(url: str) -> dict[str, float]:
+    """The server's request gauges and counters, summed over engines and label sets:
+    'running' and 'waiting' (requests in the engine now) and 'finished' (every request that
+    ended, whatever its finished_reason)."""
+    families = {
+        "vllm:num_requests_running": "running",
+        "vllm:num_requests_waiting": "waiting",  # not ..._waiting_by_reason: a breakdown
+        "vllm:request_success_total": "finished",
+    }
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    counts = dict.fromkeys(families.values(), 0.0)
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        key = families.get(name_labels.split("{", 1)[0])
+        if key is not None:
+            counts[key] += float(value)
+    return counts

@@ -327,7 +327,8 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
                 self.error = exc
                 self._broadcast("stop")
                 return
-        self._broadcast("go", time.perf_counter() + GO_LEAD_S)
+        if not self._stop_early:  # a stop during the hook: the workers' "stop" releases them
+            self._broadcast("go", time.perf_counter() + GO_LEAD_S)
 
     def unlanded(self, landed: int | None = None, progress: LoadProgress | None = None) -> int:
         """Requests sent and not yet fed to the session, from the workers' latest progress
