@@ -140,6 +140,16 @@ class CounterSource(Protocol):
 
 
 @runtime_checkable
+class SeriesSource(Protocol):
+    """A run that draws its own time series (sources/watch.py WatchRun: one point per
+    scrape, server-wide), instead of the monitor binning per-request results."""
+
+    def series(
+        self, label: str, window_s: float | None, columns: int
+    ) -> dict[str, list[float | None]]: ...
+
+
+@runtime_checkable
 class RunView(Protocol):
     """The run as the monitor reads it.
 

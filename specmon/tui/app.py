@@ -28,7 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from specmon import stops
-from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SessionView
+from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SeriesSource, SessionView
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
@@ -594,10 +594,10 @@ class SpecmonApp(App[int]):
             return
         self._plot_key, self._plot_at, self._plot_stale = self.window_index, now_mono, False
         title = f"{PANEL_TITLES[2]} · window {label} (w)"
-        watch_series = getattr(self.runner, "series", None) if self.source == "watch" else None
-        if watch_series is not None:  # server-wide, one point per scrape (sources/watch.py)
+        runner = self.runner
+        if isinstance(runner, SeriesSource):  # server-wide, one point per scrape (watch)
             server = self._label()
-            self._widget(SeriesView).show(lambda columns: watch_series(server, window, columns))
+            self._widget(SeriesView).show(lambda columns: runner.series(server, window, columns))
             self._q("#panel-plot", Widget).border_title = f"{title} · server-wide (/metrics)"
             return
         self._bins.add(self.accumulator.results)
