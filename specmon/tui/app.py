@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -286,7 +287,9 @@ class SpecmonApp(App[int]):
             return
         loop = asyncio.get_running_loop()
 
-        def quit_soon(_signum: int) -> None:
+        def quit_soon(signum: int) -> None:
+            if signum == signal.SIGHUP:
+                _detach_from_terminal()
             try:  # from the signal handler: schedule only
                 loop.call_soon_threadsafe(self.action_quit_monitor)
             except RuntimeError:  # the loop has closed: the caller is already stopping
@@ -890,3 +893,17 @@ def run_watch_monitor(config: MonitorConfig, watch: MonitoredRun) -> int:
     finally:
         watch.stop()
     return int(code or 0)
+
+
+def _detach_from_terminal() -> None:
+    """After a hangup (the ssh session or the tmux pane closed) the terminal is gone: writes
+    to it fail, Textual's output thread stops, and its shutdown then blocks handing it the
+    last frames. Pointing stdin/stdout/stderr at /dev/null lets the screen close normally,
+    so the run drains and writes its exports (README, "Stopping and exit status")."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
