@@ -265,3 +265,29 @@ def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: 
     assert req_s == shown("request_throughput", "avg", ".2f")
     errors = int(re.search(r"errors (\d+)", last).group(1))
     assert doc["request_count"]["avg"] + errors == REQUESTS
+
+
+def test_closing_the_pane_writes_the_exports(tmp_path: Path):
+    """Closing the terminal (the tmux server goes, the pane's tty hangs up: SIGHUP, as on an
+    ssh drop) must still drain and write complete exports; before the fix Textual's shutdown
+    blocked on the vanished terminal and the summary was never written."""
+    art = tmp_path / "art"
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
+        f"--artifact-dir {shlex.quote(str(art))}"
+    )
+    pane = Pane(cmd)
+    try:
+        pane.wait_for(
+            lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
+            "an unbounded run with histogram bars",
+        )
+    finally:
+        pane.close()  # kill-server: the terminal is gone
+    summary = art / "profile_export_aiperf.json"
+    deadline = time.monotonic() + 60
+    while not summary.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    doc = json.loads(summary.read_text())
+    assert doc["was_cancelled"] is True and doc["request_count"]["avg"] > 0
+    assert (art / "profile_export_aiperf.csv").read_text().count("\n") > 5
