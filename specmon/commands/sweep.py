@@ -192,6 +192,10 @@ def execute(
     )
 
     def on_signal(signum: int, _frame: Any) -> None:
+        if live and signum == signal.SIGHUP:  # the terminal is gone: let the screen close
+            from specmon.tui.app import detach_from_terminal
+
+            detach_from_terminal()
         if not runner.stopping.is_set():
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             print(

@@ -289,7 +289,7 @@ class SpecmonApp(App[int]):
 
         def quit_soon(signum: int) -> None:
             if signum == signal.SIGHUP:
-                _detach_from_terminal()
+                detach_from_terminal()
             try:  # from the signal handler: schedule only
                 loop.call_soon_threadsafe(self.action_quit_monitor)
             except RuntimeError:  # the loop has closed: the caller is already stopping
@@ -895,7 +895,7 @@ def run_watch_monitor(config: MonitorConfig, watch: MonitoredRun) -> int:
     return int(code or 0)
 
 
-def _detach_from_terminal() -> None:
+def detach_from_terminal() -> None:
     """After a hangup (the ssh session or the tmux pane closed) the terminal is gone: writes
     to it fail, Textual's output thread stops, and its shutdown then blocks handing it the
     last frames. Pointing stdin/stdout/stderr at /dev/null lets the screen close normally,
