@@ -21,28 +21,22 @@ from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
 from specmon.results_window import RESULTS_WINDOW, ResultWindow
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
-from specmon.stats import DERIVED, METRICS, RECORD, compute_stats, is_spec_tag, metric_block
+from specmon.stats import (
+    DERIVED,
+    JSON_STAT_KEYS,
+    METRICS,
+    RECORD,
+    compute_stats,
+    is_spec_tag,
+    metric_block,
+)
 
 Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
 
 # Time metrics are accumulated in ns (their stored unit, BASE_SCALE in pipeline.py) and
 # their statistics converted, as AIPerf does.
-_SCALED_KEYS = (
-    "avg",
-    "min",
-    "max",
-    "sum",
-    "std",
-    "p1",
-    "p5",
-    "p10",
-    "p25",
-    "p50",
-    "p75",
-    "p90",
-    "p95",
-    "p99",
-)
+# every statistic that carries the metric's unit (all but the count): the ones a unit change scales
+_SCALED_KEYS = tuple(k for k in JSON_STAT_KEYS if k != "count")
 
 
 class SortedValues:
