@@ -107,3 +107,21 @@ def test_sweep_view_snapshot(snap_compare, tmp_path, monkeypatch):
     feed(runner)
     runner.dir = runner.dir.relative_to(tmp_path)  # the header shows it: keep it fixed
     assert snap_compare(SweepApp(control), terminal_size=(120, 36))
+
+
+async def test_a_repeat_shorter_than_a_refresh_still_shows_its_session(tmp_path):
+    # the view samples on a timer; a repeat that started and ended between two samples
+    # (the runner is already "done") is still the one whose panels and title are shown
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    app = SweepApp(control)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        last = SweepNow("measuring", 2, 4, 3, 3, session=session_of([capture_k(1, H2, 2)]))
+        runner.now = last  # started and ...
+        runner.now = SweepNow("done", repeats=3)  # ... ended before the next refresh
+        app.refresh_data()
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Spec decode · k=2 concurrency=4 repeat 3" in text
+    assert runner.last_measured is last

@@ -343,7 +343,8 @@ class SweepNow:
 class SweepRunner:
     """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly.
 
-    Live views read `now` (a SweepNow) and get `on_cell(cell)` as each cell is recorded and
+    Live views read `now` (a SweepNow) and `last_measured` (the latest repeat's SweepNow,
+    kept between repeats) and get `on_cell(cell)` as each cell is recorded and
     `on_repeat(now)` as each repeat's session starts (both on the sweep's thread)."""
 
     def __init__(
@@ -364,6 +365,7 @@ class SweepRunner:
         self.hash = settings.settings_hash()
         self.on_cell = on_cell
         self.on_repeat = on_repeat
+        self.last_measured: SweepNow | None = None
         self.now = SweepNow(repeats=settings.repeats)
         # cells kept from an earlier run of this sweep: (k, c) -> (cell, its settings hash)
         self.cells: dict[tuple[int, int], tuple[Cell, str]] = {}
@@ -411,6 +413,19 @@ class SweepRunner:
         finally:
             self.now = SweepNow("done", repeats=self.settings.repeats)
         return SweepResult(self.ordered_cells(), self.stopping.is_set())
+
+    @property
+    def now(self) -> SweepNow:
+        return self._now
+
+    @now.setter
+    def now(self, now: SweepNow) -> None:
+        # the latest repeat that started measuring is kept after it ends (`last_measured`):
+        # a view sampling on a timer can miss a short repeat's "measuring" phase, never its
+        # session (one attribute write each, so a reader on another thread sees either whole)
+        if now.phase == "measuring":
+            self.last_measured = now
+        self._now = now
 
     def _run_serve(self) -> None:
         for k in self.settings.grid_ks:

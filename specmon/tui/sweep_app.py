@@ -124,16 +124,16 @@ class SweepApp(App[int]):
             self.query_one("#server-log", Static).update(
                 log_tail(now.log_path) or "(no output yet)"
             )
-        self._show_cell(now)
+        self._show_cell(runner.last_measured)
 
-    def _show_cell(self, now: Any) -> None:
-        """The acceptance panels of the repeat being measured (the last one between cells)."""
-        if now.session is not None:
-            self._session = now.session
-            self.query_one(
-                "#panel-cellspec"
-            ).border_title = (
-                f"Spec decode · k={now.k} concurrency={now.concurrency} repeat {now.repeat}"
+    def _show_cell(self, latest: Any) -> None:
+        """The acceptance panels of the repeat being measured (the last one between cells):
+        the runner's `last_measured`, so a repeat shorter than a refresh still shows."""
+        if latest is not None and latest.session is not self._session:
+            self._session = latest.session
+            self.query_one("#panel-cellspec").border_title = (
+                f"Spec decode · k={latest.k} concurrency={latest.concurrency} "
+                f"repeat {latest.repeat}"
             )
         if self._session is None:
             return
