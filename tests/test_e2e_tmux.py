@@ -60,6 +60,22 @@ class Pane:
             time.sleep(0.25)
         raise AssertionError(f"screen never showed {what}; last screen:\n{text}")
 
+    def settled(self, extract, what: str, timeout: float = 30.0, quiet_s: float = 1.5) -> str:
+        """The screen once `extract(text)` (the figures a test compares) is not None and has
+        not changed for `quiet_s`: every widget has caught up with the last result, however
+        slow the refresh ticks are on a busy machine (a fixed sleep is a race)."""
+        deadline = time.monotonic() + timeout
+        last, since, text = None, time.monotonic(), ""
+        while time.monotonic() < deadline:
+            text = self.text()
+            value = extract(text)
+            if value is None or value != last:
+                last, since = value, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return text
+            time.sleep(0.25)
+        raise AssertionError(f"screen never settled on {what}; last screen:\n{text}")
+
     def close(self) -> None:
         self._tmux("kill-server")
 
@@ -70,6 +86,17 @@ def bucket_counts(text: str) -> dict[str, int]:
     for m in re.finditer(r"^\s*(>=8|\d)\s+[█▉▊▋▌▍▎▏ ]+\s([\d,]+)\s+[\d.]+%", text, re.M):
         counts[m.group(1)] = int(m.group(2).replace(",", ""))
     return counts
+
+
+def demo_figures(text: str) -> tuple | None:
+    """What test_demo_in_tmux compares with the exports: AL, tok-wtd AL, errors, bars."""
+    al = re.search(AL_LABEL + r"\s+([\d,.]+)", text)
+    tw = re.search(TW_LABEL + r"\s+([\d,.]+)", text)
+    errors = re.search(r"errors (\d+)", text)
+    if not (al and tw and errors):
+        return None
+    bars = tuple(sorted(bucket_counts(text).items()))
+    return al.group(1), tw.group(1), errors.group(1), bars
 
 
 def test_demo_in_tmux(tmp_path: Path):
@@ -116,9 +143,8 @@ def test_demo_in_tmux(tmp_path: Path):
         pane.wait_for(lambda t: "(esc back)" not in t, "detail closed", 10)
 
         done = f"{REQUESTS}/{REQUESTS} done"
-        last = pane.wait_for(lambda t: done in t, "the finished run", 120)
-        time.sleep(0.6)  # one more refresh tick after the last request
-        last = pane.text()
+        pane.wait_for(lambda t: done in t, "the finished run", 120)
+        last = pane.settled(demo_figures, "the final figures")
         pane.keys("q")
         pane.wait_for(lambda t: "SPECMON-EXITED 0" in t, "a clean exit", 60)
         after = pane.text(history=True)
@@ -221,6 +247,16 @@ HEADLINE = re.compile(
 )
 
 
+def headline_figures(text: str) -> tuple | None:
+    """What the 80x24 test compares with the exports: the headline, req/s and errors."""
+    m, rate, errors = (
+        HEADLINE.search(text),
+        re.search(r"([\d.]+) req/s", text),
+        re.search(r"errors (\d+)", text),
+    )
+    return (m.groups(), rate.group(1), errors.group(1)) if m and rate and errors else None
+
+
 def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: Path):
     """80x24, nothing maximized: every headline number is on screen and, after q, equal to
     the AIPerf export; `>` doubles concurrency 4 -> 8 and the header says so at once."""
@@ -240,8 +276,7 @@ def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: 
         pane.wait_for(lambda t: "concurrency 8" in t, "the header following >", 10)
         done = f"{REQUESTS}/{REQUESTS} done"
         pane.wait_for(lambda t: done in t, "the finished run", 180)
-        time.sleep(0.6)  # one more refresh tick after the last request
-        last = pane.text()
+        last = pane.settled(headline_figures, "the final headline")
         pane.keys("q")
         pane.wait_for(lambda t: "SPECMON-EXITED 0" in t, "a clean exit", 60)
     finally:
