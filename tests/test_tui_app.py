@@ -16,7 +16,7 @@ from tui_fixtures import (
     small_captures,
     write_jsonl,
 )
-from tui_screen import screen_text
+from tui_screen import screen_text, until
 
 from specmon.capture import RawCapture
 from specmon.commands.replay import build
@@ -537,8 +537,7 @@ async def test_mouse_wheel_up_stops_following():
         await pilot.pause()
         bottom = log.scroll_y
         log.post_message(events.MouseScrollUp(log, 2, 2, 0, 0, 0, False, False, False))
-        await pilot.pause(0.2)
-        assert log.scroll_y < bottom
+        await until(pilot, lambda: log.scroll_y < bottom, "the log scrolled up", 10)
         acc.add(
             process_capture(
                 RawCapture.from_dict(make_capture(61, [1, 1, 1, 1], start_ms=250.0 * 61))

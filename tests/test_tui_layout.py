@@ -11,7 +11,7 @@ import time
 
 from textual.widgets import Static
 from tui_fixtures import accumulate, run_captures, session_view, small_captures, write_jsonl
-from tui_screen import screen_text
+from tui_screen import screen_text, until
 from tui_tuning_fixtures import one_server_app
 
 from specmon.commands.replay import build
@@ -229,14 +229,14 @@ async def test_log_selection_holds_while_records_land_and_enter_opens_it(tmp_pat
         log = app.query_one(RequestLog)
         feeder.start()
         try:
-            await _until(pilot, lambda: log.shown_count >= 20, "20 rows")
+            await until(pilot, lambda: log.shown_count >= 20, "20 rows")
             await pilot.press("up", "up")
             assert not log.following  # stopped at once
             chosen = log.selected_index()
             rid = session.accumulator.results[chosen].x_request_id
             top, row_on_screen = log.scroll_y, log.cursor - int(log.scroll_y)
             landed = log.shown_count
-            await _until(pilot, lambda: log.shown_count >= landed + 20, "20 more rows")
+            await until(pilot, lambda: log.shown_count >= landed + 20, "20 more rows")
             assert log.selected_index() == chosen and log.scroll_y == top
             assert log.cursor - int(log.scroll_y) == row_on_screen  # the row stays in place
             assert rid in screen_text(app)
@@ -249,19 +249,12 @@ async def test_log_selection_holds_while_records_land_and_enter_opens_it(tmp_pat
             await pilot.press("end")
             assert log.following and log.cursor == -1
             shown = log.shown_count
-            await _until(pilot, lambda: log.shown_count > shown or feeder.finished, "more")
+            await until(pilot, lambda: log.shown_count > shown or feeder.finished, "more")
             await pilot.pause()
             assert log.scroll_y == log.max_scroll_y  # following the tail again
         finally:
             feeder.stop()
             feeder.join(10)
-
-
-async def _until(pilot, predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"never saw {what}"
-        await pilot.pause(0.05)
 
 
 async def test_every_servers_latency_and_throughput_is_reachable():

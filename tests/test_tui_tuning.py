@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 
-from tui_screen import screen_text
+from tui_screen import screen_text, until
 from tui_tuning_fixtures import (
     H4,
     StubMulti,
@@ -358,7 +358,7 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
         await pilot.pause()
         first = screen_text(app).splitlines()[1]
         await pilot.press("right_square_bracket")
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "in flight 5" in screen_text(app).splitlines()[1], "k4", 10)
         second = screen_text(app).splitlines()[1]
     assert "in flight 3" in first and "1 done" in first
     assert "in flight 5" in second

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from rich.console import Console
 
@@ -25,3 +26,12 @@ def screen_text(app) -> str:
         )
     )
     return console.export_text()
+
+
+async def until(pilot, predicate, what: str, timeout: float = 60.0) -> None:
+    """Let the app run until `predicate()` holds: a screen refresh is a timer tick, and on a
+    busy machine a tick can come late, so a fixed pause is a race."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"never saw {what}"
+        await pilot.pause(0.05)
