@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specmon.interfaces import LoadProgress
 
 
 def fmt_number(
@@ -70,3 +74,12 @@ def server_down_text(down_since: float | None) -> str:
     import time
 
     return f"server down since {time.strftime('%H:%M:%S', time.localtime(down_since))}, retrying"
+
+
+def saturation_text(progress: LoadProgress) -> str:
+    """Why the client counts as saturated (LoadProgress.lag_warning), for the headless
+    warning and the TUI header: its event loop never idle, or its timer firing late."""
+    return (
+        f"client saturated (event loop busy {progress.loop_busy * 100:.0f}%, "
+        f"lag {progress.loop_lag_ms:.0f} ms)"
+    )

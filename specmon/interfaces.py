@@ -39,7 +39,7 @@ class LoadProgress:
     loop_lag_ms: float  # worst event-loop lag over the last second
     phase: str = "profiling"  # one of PHASES
     warmup_completed: int = 0
-    lag_warning: bool = False
+    lag_warning: bool = False  # the client is saturated: latencies include its own delay
     elapsed_s: float = 0.0  # seconds since profiling began
     # Connection failures (nothing reached a server) are retried after a backoff and do not
     # use up --request-count: `retries` counts those attempts (each one is also recorded as a
@@ -47,6 +47,9 @@ class LoadProgress:
     # failure of the current outage, None while the server answers.
     retries: int = 0
     down_since: float | None = None
+    # share of the last second the load loop's thread was running or waiting for a core
+    # (sources/load/loop_health.py); at >= 0.9 the client is the bottleneck
+    loop_busy: float = 0.0
 
 
 @runtime_checkable

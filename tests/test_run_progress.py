@@ -17,7 +17,14 @@ class FakeSession:
 
 def test_progress_line_reads_well_when_piped():
     progress = LoadProgress(
-        sent=60, completed=50, total=200, in_flight=10, errors=2, loop_lag_ms=1.25, elapsed_s=10.0
+        sent=60,
+        completed=50,
+        total=200,
+        in_flight=10,
+        errors=2,
+        loop_lag_ms=1.25,
+        elapsed_s=10.0,
+        loop_busy=0.426,
     )
     session = FakeSession(
         {"spec_decode_acceptance_length": {"avg": 2.456}},
@@ -28,7 +35,7 @@ def test_progress_line_reads_well_when_piped():
     # not completed / elapsed
     assert line == (
         "[   10.0s] done 50/200  errors 2  5.00 req/s  in-flight 10  "
-        "accept-len 2.46  loop-lag 1.2 ms"
+        "accept-len 2.46  loop-lag 1.2 ms busy 43%"
     )
     assert "\r" not in line and "\x1b" not in line
 

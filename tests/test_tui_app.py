@@ -546,3 +546,26 @@ async def test_mouse_wheel_up_stops_following():
         app.refresh_data()
         await pilot.pause()
         assert log.pending == 1 and "1 new (end follows)" in screen_text(app)
+
+
+async def test_a_saturated_client_is_announced_in_the_header():
+    """While the load loop is saturated (LoadProgress.lag_warning) the header says so, with
+    the two signs, so nobody reads the client's own delay as the server's latency."""
+
+    class SaturatedRunner(StubRun):
+        busy = True
+
+        def progress(self):
+            return LoadProgress(
+                0, 0, None, 0, 0, 3.4, "profiling", lag_warning=self.busy, loop_busy=0.968
+            )
+
+    runner = SaturatedRunner()
+    app = SpecmonApp(session_view(accumulate(small_captures())), runner, None, freeze_elapsed=1.0)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        # 0.968 -> "97%", 3.4 ms -> "3 ms"
+        assert "client saturated (event loop busy 97%, lag 3 ms)" in screen_text(app)
+        runner.busy = False
+        app.refresh_data()
+        await until(pilot, lambda: "client saturated" not in screen_text(app), "it gone", 10)

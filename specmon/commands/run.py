@@ -18,7 +18,7 @@ from typing import Any
 from specmon import stops
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
 from specmon.errors import UserError
-from specmon.formatting import server_down_text
+from specmon.formatting import saturation_text, server_down_text
 from specmon.sinks.prometheus import close_exporters
 
 PROGRESS_EVERY_S = 2.0
@@ -322,8 +322,8 @@ def format_progress(progress: Any, al: float | None, rate: float | None) -> str:
     return (
         f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
         f"errors {progress.errors}  {rate_text} req/s  in-flight {progress.in_flight}  "
-        f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms"
-        + (f"  {down}" if down else "")
+        f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms "
+        f"busy {progress.loop_busy * 100:.0f}%" + (f"  {down}" if down else "")
     )
 
 
@@ -349,8 +349,8 @@ def _running_acceptance_length(session: Any) -> float | None:
 def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
     if progress.lag_warning and not already:
         print(
-            f"specmon: warning: event-loop lag {progress.loop_lag_ms:.0f} ms: the client is "
-            f"saturated and latencies include its own delay (try --workers 2)",
+            f"specmon: warning: {saturation_text(progress)}: latencies include the "
+            f"client's own delay (try --workers 2)",
             file=out,
             flush=True,
         )

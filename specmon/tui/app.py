@@ -29,6 +29,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Static
 
 from specmon import stops
+from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SeriesSource, SessionView
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
@@ -817,6 +818,7 @@ def _runner_progress(runner: RunControl | None) -> dict[str, Any]:
         "phase": p.phase,
         "retries": p.retries,
         "down_since": p.down_since,
+        "saturation": saturation_text(p) if p.lag_warning else None,
     }
 
 

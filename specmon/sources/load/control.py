@@ -42,6 +42,7 @@ def merge_progress(parts: Sequence[LoadProgress], total: int | None = None) -> L
         elapsed_s=max(p.elapsed_s for p in parts),
         retries=sum(p.retries for p in parts),
         down_since=min((p.down_since for p in parts if p.down_since is not None), default=None),
+        loop_busy=max(p.loop_busy for p in parts),
     )
 
 

@@ -23,11 +23,10 @@ from specmon.interfaces import LoadProgress
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
+from specmon.sources.load.loop_health import LoopHealthMonitor
 
 Sink = Callable[[dict[str, Any]], None]
 
-LAG_INTERVAL_S = 0.1
-LAG_WARN_MS = 25.0  # sustained loop lag above this means latency figures include client delay
 DURATION_GRACE_S = 30.0  # after --benchmark-duration, how long in-flight requests may finish
 # A connection failure (nothing reached a server) is retried by the same slot after
 # min(CAP, BASE * 2**attempt) seconds, times a jitter in [0.5, 1) so slots do not retry in
@@ -171,32 +170,6 @@ class ArrivalSchedule:
         return 1.0 / self.rate
 
 
-class LoopLagMonitor:
-    """A periodic timer: how late it fires is how long the loop was busy elsewhere."""
-
-    def __init__(self) -> None:
-        self.recent: list[float] = []
-        self.worst_ms = 0.0
-        self.saturated_ticks = 0
-
-    async def run(self) -> None:
-        while True:
-            expected = time.perf_counter() + LAG_INTERVAL_S
-            await asyncio.sleep(LAG_INTERVAL_S)
-            lag_ms = max(0.0, (time.perf_counter() - expected) * 1000.0)
-            self.recent = (self.recent + [lag_ms])[-10:]  # one second of ticks
-            self.worst_ms = max(self.worst_ms, lag_ms)
-            self.saturated_ticks = self.saturated_ticks + 1 if lag_ms > LAG_WARN_MS else 0
-
-    @property
-    def lag_ms(self) -> float:
-        return max(self.recent, default=0.0)
-
-    @property
-    def warning(self) -> bool:
-        return self.saturated_ticks >= 5  # half a second of sustained lag, not one GC pause
-
-
 class LoadGenerator:
     """Runs warmup then profiling against one server; every finished request goes to `sink`."""
 
@@ -229,7 +202,7 @@ class LoadGenerator:
         )
         self.request_count = config.request_count
         self.duration = config.benchmark_duration
-        self.lag = LoopLagMonitor()
+        self.lag = LoopHealthMonitor()
         self.phase = "warmup"
         self.sent = self.completed = self.errors = self.warmup_completed = 0
         self.segment: int | None = None
@@ -304,6 +277,7 @@ class LoadGenerator:
             elapsed,
             self.retries,
             self.down_since,
+            round(self.lag.busy, 3),
         )
 
     # the loop ------------------------------------------------------------------------

@@ -35,6 +35,9 @@ class HeaderInfo:
     # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
     request_throughput: float | None = None
     progress_done: int | None = None  # what counts toward request_count when the runner says
+    # the load client is the bottleneck (formatting.saturation_text): latencies include its
+    # own delay, so the header says so while it lasts
+    saturation: str | None = None
 
 
 class RunHeader(Static):
@@ -118,6 +121,8 @@ class RunHeader(Static):
         if info.down_since is not None and not info.finished:
             down = server_down_text(info.down_since)
             out.append(f" · {down}", style=self._style("header--error"))
+        if info.saturation and not info.finished:
+            out.append(f" · {info.saturation}", style=self._style("header--error"))
         if info.failure:
             out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
         if info.in_flight is not None and not info.finished:
