@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # The commands that turn a stop signal into complete exports (specmon/stops.py); the others
 # keep Python's default handlers (`specmon sim` ends on SIGTERM at once).
-STOPPABLE = ("run", "demo")
+STOPPABLE = ("run", "demo", "sweep")
 
 
 def _top_help() -> str:

@@ -50,6 +50,7 @@ class _State:
         self.stage = "setup"
         self.interruptible = False
         self.callbacks: list[Callable[[int], None]] = []
+        self.abandon_callbacks: list[Callable[[], None]] = []
         self.installed = False
         self.previous: dict[int, Any] = {}  # the handlers install() replaced
 
@@ -83,6 +84,7 @@ def reset() -> None:
     _state.first, _state.count, _state.stage = None, 0, "setup"
     _state.interruptible = False
     _state.callbacks.clear()
+    _state.abandon_callbacks.clear()
 
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
@@ -92,6 +94,11 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
     if _state.stage == "export" or (_state.stage == "load" and _state.count > 1):
         if _state.count >= 3:
             os.write(2, b"specmon: abandoned the exports\n")
+            for abandon in list(_state.abandon_callbacks):
+                try:  # what must not outlive this process (a sweep's server)
+                    abandon()
+                except Exception:
+                    pass
             os._exit(128 + (_state.first or signum))
         if _state.count == 2 and _state.stage == "load":  # still draining
             os.write(2, (DRAIN_WARNING + "\n").encode())
@@ -134,6 +141,13 @@ def on_stop(callback: Callable[[int], None]) -> None:
 def remove_callback(callback: Callable[[int], None]) -> None:
     if callback in _state.callbacks:
         _state.callbacks.remove(callback)
+
+
+def on_abandon(callback: Callable[[], None]) -> None:
+    """Call `callback()` right before a third signal force-quits (os._exit skips every
+    finally): for what must not outlive the process, such as a server it started. Same
+    rules as on_stop: from the signal handler, no locks."""
+    _state.abandon_callbacks.append(callback)
 
 
 def exit_status(default: int) -> int:

@@ -351,3 +351,40 @@ def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
     assert all(cell["error"] is None and len(cell["repeats"]) == 3 for cell in cells.values())
     assert proc.stdout.count("cell k=") == len(cells)
     assert (tmp_path / "speculative_k_schedule.json").exists()
+
+
+def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path: Path) -> None:
+    """The stop signals go through specmon/stops.py as for `specmon run`: the first stops the
+    sweep (here its server ignores SIGTERM, so stopping it waits out the 15 s grace), the
+    second warns, the third force-quits with 128 + the FIRST signal, and the server it
+    started is killed first, its whole process group."""
+    marker = new_marker()
+    stubborn = f"trap '' TERM; sleep 600; echo {{port}} {{k}} {marker}"  # never ready, deaf to TERM
+    args = ["--serve", stubborn, "--num-spec-tokens", "2", "--concurrency", "1"]
+    args += ["--repeats", "1", "--ready-timeout", "300", "--artifact-dir", str(tmp_path)]
+    args += load_flags()
+    with subprocess.Popen(
+        sweep_argv(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(),
+    ) as proc:  # fmt: skip
+        (group,) = poll(
+            lambda: [p for p in processes_with(marker) if p != proc.pid], what="the server"
+        )
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # the sweep now waits for its server to die (SIGTERM is ignored)
+        assert proc.poll() is None
+        for _ in range(2):  # apart: a signal arriving while one is pending is merged with it
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        out, err = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert "stopping (SIGTERM)" in out and "abandoned" in err
+
+    def group_gone() -> bool:
+        try:
+            os.killpg(group, 0)  # the server leads its own group: bash and its sleep
+        except ProcessLookupError:
+            return True
+        return False
+
+    poll(group_gone, timeout=10, what="the server's process group gone")

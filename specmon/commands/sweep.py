@@ -7,8 +7,9 @@
 Placeholders: {k}, {port} (a free loopback port), {python} (this Python); other braces (JSON)
 are left as written. Or `--url k2=URL --url k4=URL` for servers that cannot be restarted.
 On a terminal without --headless the live sweep view (specmon/tui/sweep_app.py) shows the grid
-filling in; q stops. Headless: one line per finished cell, then the tables and the schedule. Ctrl-C / SIGTERM
-stop cleanly; `--resume DIR` continues (see specmon/sources/sweep.py).
+filling in; q stops. Headless: one line per finished cell, then the tables and the schedule.
+Ctrl-C, SIGTERM and SIGHUP stop cleanly through specmon/stops.py (exit 128 + the signal);
+`--resume DIR` continues (see specmon/sources/sweep.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from specmon import stops
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
 
@@ -108,6 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from specmon.sources.sweep import read_sweep
 
+    stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
+
     previous = read_sweep(args.resume) if args.resume else None
     if previous is not None and args.serve is None and not getattr(args, "url", None):
         settings, config = _settings_from(previous)  # `--resume DIR` alone: the same sweep
@@ -191,7 +195,8 @@ def execute(
         previous=(previous or {}).get("cells"),
     )
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_stop(signum: int) -> None:
+        """From the process-wide stop handler (specmon/stops.py): flags and prints only."""
         if live and signum == signal.SIGHUP:  # the terminal is gone: let the screen close
             from specmon.tui.app import detach_from_terminal
 
@@ -207,14 +212,15 @@ def execute(
 
     # up before the first server is ready; every repeat's session feeds it (make_session)
     exporter_for(config.prometheus_port, config.prometheus_host)
-    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # an ssh drop stops it too
-    handlers = {sig: signal.signal(sig, on_signal) for sig in stop_signals}
+    stops.stage("load")  # a signal from here on stops the sweep; the finished cells stay
+    stops.on_stop(on_stop)
+    stops.on_abandon(runner.abandon)  # a third signal: no server is left behind
     try:
         result = run_live(runner, config.theme) if live else runner.run()
     finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+        stops.remove_callback(on_stop)
         close_exporters()
+    stops.stage("export")  # the decisions and sweep.json: a second signal never cuts them
     if live:
         runner.out = out  # the screen has closed: the rest goes to the terminal
     result = runner.conclude(result)
@@ -222,8 +228,8 @@ def execute(
     if tables:
         print("\n" + tables, file=out)
     print(f"sweep written to {Path(artifact_dir) / SWEEP_JSON}", file=out, flush=True)
-    if result.stopped:
-        return 130
+    if result.stopped:  # q, or 128 + the signal that stopped it (README, "Exit status")
+        return stops.exit_status(128 + signal.SIGINT)
     return 1 if any(cell.error for cell in result.cells) else 0
 
 

@@ -375,7 +375,9 @@ class SweepRunner:
         self.stopping = threading.Event()
         self._runner: Any = None
         self._server: ServerProcess | None = None  # the server of the row being measured
-        self._lock = threading.Lock()
+        self._process: ServerProcess | None = None  # the server started, ready or not
+        # re-entrant: stop() may run in a signal handler on the thread that holds it (headless)
+        self._lock = threading.RLock()
         self._warmed: set[int] = set()
 
     # control ----------------------------------------------------------------------
@@ -384,6 +386,14 @@ class SweepRunner:
         with self._lock:
             if self._runner is not None:
                 self._runner.stop()
+
+    def abandon(self) -> None:
+        """The process is about to exit without cleaning up (a third stop signal): kill the
+        server it started, group and all, so nothing is left running. Called from a signal
+        handler: one syscall, no locks."""
+        server = self._process
+        if server is not None:
+            _signal_group(server.proc.pid, signal.SIGKILL)
 
     def is_done(self, k: int, c: int) -> bool:
         kept = self.cells.get((k, c))
@@ -438,6 +448,7 @@ class SweepRunner:
             command = substitute(template, k, port)
             self._say(f"specmon sweep: k={k}: starting `{command}`")
             server = ServerProcess(command, k, port, self.dir / f"server-k{k}.log")
+            self._process = server
             self.now = SweepNow(
                 "starting", k, repeats=self.settings.repeats, log_path=server.log_path
             )
@@ -456,6 +467,7 @@ class SweepRunner:
             finally:
                 self._server = None
                 server.stop()
+                self._process = None
             if failed and self.settings.stop_on_error:
                 self._say("specmon sweep: stopping (--stop-on-error)")
                 return
