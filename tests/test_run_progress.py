@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
 from types import SimpleNamespace
 
 from specmon.commands.run import describe_run, progress_line
@@ -60,3 +62,38 @@ def test_describe_run_names_the_load():
         "specmon: http://h:1 model m, chat non-streaming, "
         "request-rate 5/s constant, concurrency cap 8, 30 s, 3 warmup"
     )
+
+
+class FinishedRun:
+    """A runner that has already ended; its last progress is given."""
+
+    def __init__(self, last: LoadProgress) -> None:
+        self.last = last
+
+    def join(self, timeout=None) -> bool:
+        return True
+
+    def progress(self) -> LoadProgress:
+        return self.last
+
+
+class NoLine:
+    def line(self) -> str:
+        raise AssertionError("a run that has ended prints no progress line here")
+
+
+def test_a_run_too_short_for_the_sustained_window_still_warns_at_the_end():
+    # 0.93 busy over the run's last second (or all of a shorter run) is >= 0.9: the client
+    # was the bottleneck; the warning names both signs (93%, 4 ms)
+    from specmon.commands.run import _wait_printing
+
+    out = io.StringIO()
+    busy = LoadProgress(9, 9, 9, 0, 0, 4.0, "done", loop_busy=0.93)
+    _wait_printing(FinishedRun(busy), out, NoLine())
+    assert out.getvalue() == (
+        "specmon: warning: client saturated (event loop busy 93%, lag 4 ms): latencies "
+        "include the client's own delay (try --workers 2)\n"
+    )
+    out = io.StringIO()
+    _wait_printing(FinishedRun(replace(busy, loop_busy=0.89)), out, NoLine())
+    assert out.getvalue() == ""  # below the line: nothing to say

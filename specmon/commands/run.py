@@ -12,6 +12,7 @@ import gc
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from specmon.config import RunConfig, add_run_arguments, build_config, save_conf
 from specmon.errors import UserError
 from specmon.formatting import saturation_text, server_down_text
 from specmon.sinks.prometheus import close_exporters
+from specmon.sources.load.loop_health import BUSY_WARN
 
 PROGRESS_EVERY_S = 2.0
 
@@ -267,6 +269,10 @@ def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
             next_print += PROGRESS_EVERY_S
             print(printer.line(), file=out, flush=True)
         lag_warned = _warn_lag(runner.progress(), lag_warned, out)
+    final = runner.progress()
+    if final.loop_busy >= BUSY_WARN:  # the last second (or a run shorter than the sustained
+        final = replace(final, lag_warning=True)  # window, all of it) never let the loop idle
+    _warn_lag(final, lag_warned, out)
 
 
 def describe_run(config: RunConfig) -> str:
