@@ -31,8 +31,10 @@ def test_watch_screen_shows_server_figures_and_says_why_panels_are_empty(tmp_pat
             await pilot.pause()
             head = app._widget(HeadlineView)._headline
             assert head is not None
-            assert head.al == 2.5 and head.overall_rate_pct == 50.0
-            assert head.al_token_weighted is None and head.ttft_p50_ms is None
+            # the counters pool every step, 1 + ΣA/ΣD: the token-weighted AL and the overall
+            # rate; the per-request means (AL, draft acc) need requests
+            assert head.al_token_weighted == 2.5 and head.overall_rate_pct == 50.0
+            assert head.al is None and head.draft_rate_pct is None and head.ttft_p50_ms is None
             assert app._widget(HistogramView)._hist == EXPECTED_HIST
             for table in ("#spec-table", "#latency-table"):
                 assert NO_REQUESTS in _text(app.query_one(table, StatsTable))

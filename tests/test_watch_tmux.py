@@ -22,7 +22,7 @@ from tests.test_e2e_tmux import Pane
 from tests.test_watch import SIM_ARGS, _load, _poll
 
 pytestmark = pytest.mark.e2e
-HEADLINE_AL = re.compile(r"^ AL (\d+\.\d\d) ", re.M)
+HEADLINE_AL = re.compile(r"^ AL N/A  tok-wtd AL (\d+\.\d\d) ", re.M)  # pooled: 1 + ΣA/ΣD
 
 
 def test_watch_tui_shows_the_counter_deltas_and_quits_with_q(tmp_path: Path):
@@ -43,7 +43,7 @@ def test_watch_tui_shows_the_counter_deltas_and_quits_with_q(tmp_path: Path):
             want = f"{expected:.2f}"
             text = pane.wait_for(
                 lambda t: (m := HEADLINE_AL.search(t)) is not None and m.group(1) == want,
-                f"AL {want} in the headline",
+                f"tok-wtd AL {want} in the headline",
             )
             assert f"{drafts:,} steps server-wide" in text
             pane.keys("q")

@@ -863,7 +863,9 @@ def _server_wide_spec(counters: CounterStatus) -> dict[str, dict]:
     Δaccepted / Δdraft_tokens: docs/metrics.md §11); per-request figures stay absent."""
     spec: dict[str, dict] = {}
     if counters.acceptance_length is not None:
-        spec["spec_decode_acceptance_length"] = {"avg": counters.acceptance_length}
+        # pooled over every verify step, 1 + Σa / Σs: the token-weighted acceptance length
+        # (docs/metrics.md §6); the per-request mean needs requests
+        spec["spec_decode_token_weighted_acceptance_length"] = {"avg": counters.acceptance_length}
     if counters.acceptance_rate is not None:
         # pooled over every step: the overall rate (the per-request mean needs requests)
         spec["spec_decode_overall_draft_acceptance_rate"] = {"avg": 100 * counters.acceptance_rate}
