@@ -10,7 +10,7 @@ on one clock. For each request (matched by X-Request-ID) the client-added delay 
 For AIPerf 0.13 (the cached venv from .ci/setup_aiperf.sh; skipped when absent) the same
 is read from its raw export (start_perf_ns + each response's perf_ns), converted with
 specmon/interop/aiperf.py. Prints p50/p99 of both delays per tool and concurrency, and
-whether specmon's headless run printed its event-loop lag warning.
+whether specmon's headless run printed its client-saturation warning.
 
 Examples:
   nice python benchmarks/bench_timing.py                     # 1,16,64,256 x 2,000 requests
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             with start_sim(["--seed", "1", "--step-ms", "2", "--log", str(log)]) as sim:
                 text = run_specmon(sim.url, Path(tmp) / "specmon", c, args)
                 chunks = sim_chunks(log)
-                warned = " lag warning printed" if LAG_WARNING in text else ""
+                warned = " saturation warning printed" if LAG_WARNING in text else ""
                 warned += f"  sim write-gap p99 {sim_gap_p99_ms(chunks):.1f} ms"
                 first, last = delays(specmon_captures(Path(tmp) / "specmon"), chunks)
                 print(row("specmon", c, first, last, warned), flush=True)

@@ -5,7 +5,7 @@
 - Busy: a loop that is never idle is saturated even when every callback is short (hundreds
   of streams each parsed in microseconds: the timer is only a little late, yet every chunk
   waits in the socket for its turn, and the measured TTFT/ITL include that wait; the
-  timing benchmark saw 12 ms of added delay at the median with a timer lag under 25 ms).
+  timing benchmark saw 6 ms of added delay at the median with a timer lag under 10 ms).
   The thread's share of wall time spent running or runnable (waiting for a core) comes from
   Linux's /proc/thread-self/schedstat, so a loop starved by another process still reads as
   busy; elsewhere thread CPU time stands in (which undercounts on a contended machine).
