@@ -28,10 +28,20 @@ HEADERS = {
     "output_token_throughput": "output tok/s",
     "ttft_p50_ms": "TTFT p50 ms",
 }
+# the same columns in a narrow panel (a third of 160 columns), so no header is cut
+SHORT_HEADERS = {
+    "category": "category",
+    "requests": "n",
+    "acceptance_length": "AL",
+    "draft_acceptance_rate": "acc %",
+    "output_token_throughput": "tok/s",
+    "ttft_p50_ms": "TTFT ms",
+}
+GAP = 3  # between two columns of a SIMPLE_HEAD table: padding 1 + the divider 1 + padding 1
 EMPTY = "no categories yet (prompts from --dataset carry one)"
 
 
-def _cell(row: CategoryRow, column: str) -> str:
+def _cell(row: CategoryRow, column: str, band: bool = True) -> str:
     value: Any = row.value(column)
     if value is None:
         return "-"
@@ -41,25 +51,74 @@ def _cell(row: CategoryRow, column: str) -> str:
         return f"{value:,}"
     if column == "acceptance_length":
         ci = row.acceptance_length_ci95
-        band = "" if ci is None else f" [{ci[0]:.2f}-{ci[1]:.2f}]"
-        return f"{value:.2f}{band}"
+        shown = "" if ci is None or not band else f" [{ci[0]:.2f}-{ci[1]:.2f}]"
+        return f"{value:.2f}{shown}"
     if column == "output_token_throughput":
         return f"{value:,.0f}"
     return f"{value:.1f}"
 
 
-def render_rows(rows: Sequence[CategoryRow], column: str, descending: bool) -> Table | Text:
-    """The table as Rich renders it; the sorted column's header carries the arrow."""
+def render_rows(
+    rows: Sequence[CategoryRow], column: str, descending: bool, width: int | None = None
+) -> Table | Text:
+    """The table as Rich renders it; the sorted column's header carries the arrow. Within
+    `width` columns: the full headers and the AL interval when they fit, else short
+    headers, then no interval, and then the category names are cut, never a header."""
     if not rows:
         return Text(EMPTY, style="italic")
+    headers, band, name_width = _fitting_form(rows, column, descending, width)
     table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, show_edge=False)
     for name in ROW_FIELDS:
-        arrow = (" ▼" if descending else " ▲") if name == column else ""
         justify: JustifyMethod = "left" if name == "category" else "right"
-        table.add_column(HEADERS[name] + arrow, justify=justify, no_wrap=True)
+        table.add_column(
+            _header(headers, name, column, descending),
+            justify=justify,
+            no_wrap=True,
+            max_width=name_width if name == "category" else None,
+            min_width=None
+            if name == "category"
+            else _width(rows, headers, band, name, column, descending),
+        )
     for row in rows:
-        table.add_row(*(_cell(row, name) for name in ROW_FIELDS))
+        table.add_row(*(_cell(row, name, band) for name in ROW_FIELDS))
     return table
+
+
+def _header(headers: dict[str, str], name: str, column: str, descending: bool) -> str:
+    arrow = (" ▼" if descending else " ▲") if name == column else ""
+    return headers[name] + arrow
+
+
+def _width(
+    rows: Sequence[CategoryRow],
+    headers: dict[str, str],
+    band: bool,
+    name: str,
+    column: str,
+    descending: bool,
+) -> int:
+    """The column's natural width: its widest cell or its header."""
+    return max(
+        len(_header(headers, name, column, descending)),
+        *(len(_cell(row, name, band)) for row in rows),
+    )
+
+
+def _fitting_form(
+    rows: Sequence[CategoryRow], column: str, descending: bool, width: int | None
+) -> tuple[dict[str, str], bool, int | None]:
+    """(headers, show the AL interval, the category column's cap): the widest form whose
+    columns fit in `width`; where none does, the narrowest with the names cut to fit."""
+    forms = ((HEADERS, True), (SHORT_HEADERS, True), (SHORT_HEADERS, False))
+    if width is None:
+        return (*forms[0], None)
+    for headers, band in forms:
+        widths = [_width(rows, headers, band, name, column, descending) for name in ROW_FIELDS]
+        if sum(widths) + GAP * (len(ROW_FIELDS) - 1) <= width:
+            return headers, band, None
+    rest = sum(widths[1:]) + GAP * (len(ROW_FIELDS) - 1)
+    header = len(_header(SHORT_HEADERS, "category", column, descending))
+    return (*forms[-1], max(width - rest, header))
 
 
 class CategoriesView(ShapedStatic):
@@ -78,14 +137,14 @@ class CategoriesView(ShapedStatic):
         table = self._tables.setdefault(id(results), CategoryTable())
         table.catch_up(results)
         self.rows = sort_rows(table.rows(), self.sort_column, self.descending)
-        key = (tuple(self.rows), self.sort_column, self.descending)
+        width = self.content_region.width or None  # None before the first layout
+        key = (tuple(self.rows), self.sort_column, self.descending, width)
         if key == self._shown:
             return
         self._shown = key
         lines = len(self.rows) + 2 if self.rows else 1  # header + rule
-        self.show_content(
-            render_rows(self.rows, self.sort_column, self.descending), len(self.rows), lines
-        )
+        content = render_rows(self.rows, self.sort_column, self.descending, width)
+        self.show_content(content, len(self.rows), lines)
 
     @property
     def has_rows(self) -> bool:
