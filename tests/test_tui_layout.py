@@ -9,6 +9,7 @@ import argparse
 import re
 import time
 
+import pytest
 from textual.widgets import Static
 from tui_fixtures import accumulate, run_captures, session_view, small_captures, write_jsonl
 from tui_screen import screen_text, until
@@ -377,3 +378,47 @@ async def test_servers_maximized_get_their_columns_at_100x30():
         again = screen_text(app)
     assert "AL 3.25 · acc" not in strip and "AL 3.25 · acc" in columns
     assert "AL 3.25 · acc" not in again  # restored: the strip again
+
+
+@pytest.mark.parametrize(
+    "make, size, level, kept, shed",
+    [
+        # one server beside two engines' health at 160x48: the series and log give rows
+        ("health", (160, 48), 1, {"#row-tune", "#row-top", "#slot-health"}, set()),
+        # ... at 150x44 that is not enough: the what-if row goes too (keys 6, 7 show it)
+        ("health", (150, 44), 2, {"#row-top", "#slot-health"}, {"#row-tune"}),
+        # three servers at 120x36 (medium: no what-if row): their strip, the top row and the
+        # log fit once the series and log are at their smallest
+        ("three", (120, 36), 1, {"#panel-servers", "#row-top"}, set()),
+    ],
+)
+async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, kept, shed):
+    """Before FIT_STEPS the screen scrolled (14, 10 and 12 rows) and the focused log pulled
+    the header and headline out of view. Now rows are shed, fewest first, until nothing
+    scrolls; a terminal tall enough sheds nothing."""
+    from test_tui_snapshots_modes import health_app
+    from tui_tuning_fixtures import three_server_app
+
+    def make_app() -> SpecmonApp:
+        return health_app() if make == "health" else three_server_app()[0]
+
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        main = app.screen
+        await until(pilot, lambda: main.virtual_size.height > 0 and main.max_scroll_y == 0, "a fit")
+        await pilot.pause()
+        assert main.max_scroll_y == 0 and main.scroll_y == 0 and app._fit_level == level
+        assert app.query_one("#header").region.y == 0
+        assert app.query_one("#panel-head").region.y == 2  # right under the two header rows
+        for selector in kept | shed:
+            assert app.query_one(selector).display == (selector in kept), selector
+        # the log keeps a border, its header and at least two rows (FLEX_ROWS)
+        assert app.query_one("#panel-log").region.height >= 5
+    app = make_app()
+    async with app.run_test(size=(size[0], 70)) as pilot:  # tall enough: nothing shed
+        await pilot.pause()
+        await pilot.pause()
+        assert app._fit_level == 0 and app.screen.max_scroll_y == 0
+        for selector in kept | shed:
+            assert app.query_one(selector).display, selector
+        assert app.query_one("#panel-log").styles.min_height.value == 6  # the CSS's own

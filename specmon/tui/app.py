@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.screen import Screen
@@ -105,6 +105,14 @@ SEGMENTS_DUTY = 0.05  # segment_rows() is incremental (~1 ms a refresh); this bo
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row fits too
+# Where the panels a size shows still need more rows than the terminal has (a health slot, a
+# long what-if, several servers), these classes shed rows in this order until the main screen
+# needs no scrolling, so the header and the headline never scroll away (specmon.tcss "Fit").
+FIT_STEPS = ("fit-1", "fit-2", "fit-3", "fit-4")
+FIXED_ROWS = ("#header", "#panel-head", "#panel-servers", "#row-top", "#row-tune", "Footer")
+# the 1fr rows: they take what is left, down to their min-height, which fit-1 lowers to these
+# (the series at one row each, the log at four rows under its header)
+FLEX_ROWS = {"#row-mid": 6, "#panel-log": 5}
 
 
 class SpecmonApp(App[int]):
@@ -191,6 +199,8 @@ class SpecmonApp(App[int]):
         self.load_settings = _initial_settings(config)
         self._counters: dict[str, CounterStatus] = {}
         self._tune_at = 0.0
+        self._fit_level = 0  # how many FIT_STEPS the main screen has now
+        self._fit_seen = -1  # the screen's virtual height when the last step was taken
         self._segments_at = 0.0  # next time the segments table may be recomputed
         self._server_std: list[dict[str, dict]] = []  # per server, from the last 1 Hz tick
         self._rows: list[dict[str, Any]] | None = None  # the last segment rows (what-if's k)
@@ -218,12 +228,15 @@ class SpecmonApp(App[int]):
                 yield StatsTable(
                     SPEC_ROWS, SPEC_COLUMNS, "no spec-decode records yet", id="spec-table"
                 )
-            with HPanel(id="panel-hist", classes="panel"):
-                yield HistogramView(id="histogram")
-                yield PositionsView(id="positions")
-            # the server's health from /metrics, shown (class -filled) while a poller has it
-            with Slot(id="slot-health"), Panel(id="panel-health", classes="panel"):
-                yield HealthView(id="health")
+            # the histogram with the server's health from /metrics under it (shown, class
+            # -filled, while a poller has it): beside the percentile table both keep their
+            # width, and the row its height
+            with Vertical(id="col-hist"):
+                with HPanel(id="panel-hist", classes="panel"):
+                    yield HistogramView(id="histogram")
+                    yield PositionsView(id="positions")
+                with Slot(id="slot-health"), Panel(id="panel-health", classes="panel"):
+                    yield HealthView(id="health")
         with Horizontal(id="row-tune"):
             with Panel(id="panel-whatif", classes="panel"):
                 yield WhatIfView(id="whatif")
@@ -331,6 +344,61 @@ class SpecmonApp(App[int]):
             self.screen_stack[0].set_class(short, "short")
             self.screen_stack[0].set_class(height >= TUNE_ROW_FROM, "tall")
             self._tune_at = 0.0  # the servers view switches between columns and a strip
+            self.screen_stack[0].remove_class(*FIT_STEPS)  # a new size: fit from scratch
+            for selector in FLEX_ROWS:
+                self.screen_stack[0].query_one(selector).styles.min_height = None  # the CSS's
+            self._fit_level, self._fit_seen = 0, -1
+            self.call_after_refresh(self._fit_height)
+
+    def _fit_height(self) -> None:
+        """Shed optional rows (FIT_STEPS) while the main screen's rows need more than its
+        height: checked after each layout and on every refresh tick, as panels grow or slots
+        fill. The rows to shed are computed from the last layout's heights, and nothing is
+        decided again until a layout has taken the last step into account."""
+        if not self.screen_stack or self._fit_level >= len(FIT_STEPS):
+            return
+        main = self.screen_stack[0]
+        if main.maximized is not None or main.max_scroll_y <= 0:
+            return
+        if main.virtual_size.height == self._fit_seen:
+            return  # the last step is not laid out yet
+        over = self._rows_needed(main) - main.size.height
+        level = self._fit_level
+        for saving in self._fit_savings(main)[level:]:
+            if over <= 0:
+                break
+            over -= saving
+            level += 1
+        if self._fit_level == 0 < level:
+            for selector, rows in FLEX_ROWS.items():
+                widget = main.query_one(selector)
+                widget.styles.min_height = min(rows, _min_rows(widget))
+        main.add_class(*FIT_STEPS[self._fit_level : level])
+        self._fit_level, self._fit_seen = level, main.virtual_size.height
+
+    def _rows_needed(self, main: Screen) -> int:
+        """The rows the shown panels need: the fixed rows as laid out, the 1fr rows at their
+        min-height."""
+        fixed = sum(w.outer_size.height for w in main.query(",".join(FIXED_ROWS)) if w.display)
+        flex = sum(_min_rows(w) for w in main.query(",".join(FLEX_ROWS)) if w.display)
+        return fixed + flex
+
+    def _fit_savings(self, main: Screen) -> tuple[int, int, int, int]:
+        """Rows each of FIT_STEPS frees: the 1fr rows down to FLEX_ROWS, the tuning row,
+        the slots in the top row (the top row then as tall as its other panels), the whole
+        top row (several servers only)."""
+        flex = sum(
+            max(0, _min_rows(w) - FLEX_ROWS[f"#{w.id}"])
+            for w in main.query(",".join(FLEX_ROWS))
+            if w.display
+        )
+        tune, top = main.query_one("#row-tune"), main.query_one("#row-top")
+        tune_rows = tune.outer_size.height if tune.display else 0
+        top_rows = top.outer_size.height if top.display else 0
+        without_slots = min(top_rows, _rows_without_slots(top))
+        # with the slots gone the top row is `without_slots` tall: that is what hiding it frees
+        multi = without_slots if len(self.servers) > 1 else 0
+        return flex, tune_rows, top_rows - without_slots, multi
 
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:
@@ -354,6 +422,7 @@ class SpecmonApp(App[int]):
             error = self.runner.error
             if error is not None and not isinstance(error, KeyboardInterrupt):
                 self.notify(f"the load loop stopped: {error}", severity="error", timeout=30)
+        self._fit_height()
         snap = self.accumulator.snapshot()
         self._last_snapshot = snap
         self._show_header(snap, None)
@@ -856,6 +925,24 @@ def _load_text(config: MonitorConfig | None, settings: dict[str, Any]) -> str:
     if config.benchmark_duration:
         parts.append(f"duration {config.benchmark_duration:g}s")
     return ", ".join(parts)
+
+
+def _min_rows(widget: Widget) -> int:
+    """A widget's min-height in rows (0 when it has none)."""
+    scalar = widget.styles.min_height
+    return int(scalar.value) if scalar is not None else 0
+
+
+def _rows_without_slots(widget: Widget) -> int:
+    """A layout container's height with its slots empty: its shown children stacked (a
+    vertical layout) or side by side (the tallest); a panel counts as laid out."""
+    if isinstance(widget, Slot) or not widget.display:
+        return 0
+    if isinstance(widget, (Panel, HPanel)) or not isinstance(widget, (Horizontal, Vertical)):
+        return widget.outer_size.height
+    rows = [_rows_without_slots(child) for child in widget.children]
+    layout = widget.styles.layout
+    return sum(rows) if layout is not None and layout.name == "vertical" else max(rows, default=0)
 
 
 def _server_wide_spec(counters: CounterStatus) -> dict[str, dict]:
