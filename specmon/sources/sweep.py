@@ -374,7 +374,6 @@ class SweepRunner:
             self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
         self.stopping = threading.Event()
         self._runner: Any = None
-        self._server: ServerProcess | None = None  # the server of the row being measured
         self._process: ServerProcess | None = None  # the server started, ready or not
         # re-entrant: stop() may run in a signal handler on the thread that holds it (headless)
         self._lock = threading.RLock()
@@ -457,7 +456,6 @@ class SweepRunner:
                     self.load_config.model, self.settings.ready_timeout, self.stopping
                 )
                 self._say(f"specmon sweep: k={k}: ready at {server.url} (model {model})")
-                self._server = server
                 failed = self._measure_row(k, todo, server.url, model, server)
             except ServerFailed as exc:
                 failed = not self.stopping.is_set()
@@ -465,7 +463,6 @@ class SweepRunner:
                     for c in todo:
                         self._record(Cell(k, c, error=str(exc)))
             finally:
-                self._server = None
                 server.stop()
                 self._process = None
             if failed and self.settings.stop_on_error:
@@ -559,7 +556,7 @@ class SweepRunner:
         try:
             runner.start()
             while not runner.join(0.2):
-                server = self._server
+                server = self._process  # None with --url: no server of its own
                 if server is not None and not server.alive:
                     # the load loop retries a dead server until it returns: this one will
                     # not (it is ours), so end the repeat; _measure_row records the failure

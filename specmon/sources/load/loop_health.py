@@ -54,7 +54,6 @@ class LoopHealthMonitor:
         self.busy_clock = busy_clock or schedstat_clock() or time.thread_time
         self.recent: deque[float] = deque(maxlen=WINDOW_TICKS)  # lag per tick, ms
         self._marks: deque[tuple[float, float]] = deque(maxlen=WINDOW_TICKS + 1)  # wall, busy
-        self.worst_ms = 0.0
         self.busy = 0.0  # share of the last second the loop's thread was running or runnable
         self.lagging_ticks = 0
         self.busy_ticks = 0
@@ -69,7 +68,6 @@ class LoopHealthMonitor:
     def tick(self, now: float, expected: float) -> None:
         lag_ms = max(0.0, (now - expected) * 1000.0)
         self.recent.append(lag_ms)
-        self.worst_ms = max(self.worst_ms, lag_ms)
         self.lagging_ticks = self.lagging_ticks + 1 if lag_ms > LAG_WARN_MS else 0
         self._marks.append((now, self.busy_clock()))
         (wall0, busy0), (wall1, busy1) = self._marks[0], self._marks[-1]
