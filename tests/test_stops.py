@@ -36,9 +36,11 @@ TIMEOUT_S = 120
 class Proc:
     """A specmon subprocess whose stdout and stderr lines are read as they come."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str] | None = None, base: list[str] = SPECMON
+    ) -> None:
         self.popen = subprocess.Popen(
-            [*SPECMON, *args],
+            [*base, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -188,6 +190,39 @@ def test_third_signal_during_the_export_abandons_it(tmp_path):
         code = proc.finish()
     assert code == 128 + signal.SIGINT
     assert not (out / SUMMARY[0]).exists()  # abandoned before the summary was written
+
+
+def test_a_demo_abandoned_leaves_no_simulator_running(tmp_path):
+    """The demo's simulator has its own process group (a terminal's signals reach only the
+    client), so a force-quit must kill it itself: the third signal's on_abandon hook."""
+    seed = 700000 + os.getpid() % 100000  # the simulator's --seed names it among processes
+    proc = Proc(
+        ["--headless", "--request-count", "2", "--random-seed", str(seed),
+         "--artifact-dir", str(tmp_path / "run")],
+        env={"SPECMON_TEST_EXPORT_DELAY_S": "60"},
+        base=[sys.executable, "-m", "specmon", "demo"],
+    )  # fmt: skip
+    proc.wait_line("writing exports to")
+    (sim,) = simulators_with(f"--seed {seed}")
+    for expect in ("stop signal during the export", "press Ctrl-C again", "abandoned"):
+        proc.popen.send_signal(signal.SIGINT)
+        proc.wait_line(expect)
+    assert proc.finish() == 128 + signal.SIGINT
+    poll(lambda: not Path(f"/proc/{sim}").exists() or sim not in simulators_with(str(seed)),
+         "the simulator gone")  # fmt: skip
+
+
+def simulators_with(text: str) -> list[int]:
+    """PIDs of `specmon sim` processes whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if entry.name.isdigit() and "specmon sim" in cmdline and text in cmdline:
+            found.append(int(entry.name))
+    return found
 
 
 def tree_hashes(root: Path) -> dict[str, str]:

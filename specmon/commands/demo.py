@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from specmon import stops
 from specmon.commands import run as run_command
 from specmon.config import add_run_arguments, build_config
 from specmon.errors import UserError
@@ -139,6 +140,8 @@ def main(args: argparse.Namespace) -> int:
     sim_configs = [sim_config(args, config.random_seed, k) for k in ks]  # errors before starts
     with contextlib.ExitStack() as stack:
         sims = [stack.enter_context(start_sim(SIM_OPTIONS.to_argv(cfg))) for cfg in sim_configs]
+        for sim in sims:  # a third stop signal force-quits: no simulator is left behind
+            stops.on_abandon(sim.kill_now)
         config.url = [sim.url if len(ks) == 1 else f"k{k}={sim.url}" for k, sim in zip(ks, sims)]
         config.model = config.model or sims[0].model
         return run_command.execute(config, save_config_path=getattr(args, "save_config", None))

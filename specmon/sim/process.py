@@ -7,6 +7,7 @@ with start_sim(["--num-spec-tokens", "4", "--seed", "1"]) as sim:
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -45,6 +46,14 @@ class SimProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return self.proc.returncode
+
+    def kill_now(self) -> None:
+        """SIGKILL, nothing else: for a parent about to os._exit (specmon/stops.py
+        on_abandon), which would otherwise leave the simulator running."""
+        try:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def __enter__(self) -> SimProcess:
         return self
@@ -98,7 +107,10 @@ def start_sim(args: list[str], timeout: float = 30) -> SimProcess:
     """
     command = [sys.executable, "-m", "specmon", "sim", "--port", "0", *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    # Its own process group: the signals a terminal sends its foreground group (Ctrl-C, the
+    # SIGHUP of a closed pane or an ssh drop) reach only the client, which drains its requests
+    # and then stops the simulator, as a real server would outlive the client's terminal.
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, process_group=0)
     deadline = time.monotonic() + timeout
     url = _read_listen_line(proc, timeout)
     model = _flag(args, "--model", "specmon-sim") or "specmon-sim"
