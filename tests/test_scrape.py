@@ -340,3 +340,42 @@ def test_one_line_descriptions():
         describe_reconciliation(reconcile(_window(), RunTotals(40, 53, 120)))
         == "server counters match the per-request totals"
     )
+
+
+async def test_a_restart_between_scrapes_is_counted_even_when_the_total_hides_it():
+    """The window is summed scrape to scrape: a server that restarts and counts past the
+    baseline again (15 drafts > the baseline's 10) was invisible to baseline -> last (5
+    drafts, no reset); now the restart is counted and named."""
+    pages = [
+        {"0": (10, 30, 12, [6, 4, 2])},  # the baseline
+        {"0": (30, 90, 40, [18, 13, 9])},  # +20 drafts, +60 tokens, +28 accepted
+        {"0": (15, 45, 20, [9, 7, 4])},  # restarted: counted from zero, +15, +45, +20
+    ]
+    page = {"text": _exposition(pages[0])}
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = page["text"].encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n")
+        writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    poller = ServerCounterPoller(f"http://127.0.0.1:{port}", interval_s=3600, timeout_s=5)
+    try:
+        await poller.start()  # the baseline
+        for later in pages[1:]:
+            page["text"] = _exposition(later)
+            view = await poller.sample_now()
+        await poller.stop()
+    finally:
+        server.close()
+        await server.wait_closed()
+    d = view.delta
+    assert (d.drafts, d.draft_tokens, d.accepted) == (20 + 15, 60 + 45, 28 + 20)
+    assert d.per_pos == [12 + 9, 9 + 7, 7 + 4]
+    assert d.resets == 6  # drafts, draft tokens, accepted and the three positions went down
+    rec = reconcile(d, RunTotals(35, 48, 105))
+    assert not rec.equal and "went backwards" in rec.reasons[0]

@@ -192,6 +192,22 @@ def counter_delta(before: CounterSample, after: CounterSample) -> CounterDelta:
     )
 
 
+def add_deltas(first: CounterDelta, then: CounterDelta) -> CounterDelta:
+    """Two consecutive windows as one: counts and resets add, the page's shape is the later's."""
+    k = max(first.num_spec_tokens, then.num_spec_tokens)
+    a, b = (d.per_pos + [0] * (k - len(d.per_pos)) for d in (first, then))
+    return CounterDelta(
+        drafts=first.drafts + then.drafts,
+        draft_tokens=first.draft_tokens + then.draft_tokens,
+        accepted=first.accepted + then.accepted,
+        per_pos=[x + y for x, y in zip(a, b)],
+        duration_s=first.duration_s + then.duration_s,
+        label_sets=then.label_sets,
+        present=then.present,
+        resets=first.resets + then.resets,
+    )
+
+
 # ---------------------------------------------------------------- reconciliation
 
 
@@ -481,6 +497,11 @@ class ServerCounterPoller:
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task | None = None
         self._baseline: CounterSample | None = None
+        # the window so far as a sum of scrape-to-scrape deltas, so a restart between two
+        # scrapes is seen (a series going down) and counted, not hidden behind a total
+        # that still exceeds the baseline
+        self._previous: CounterSample | None = None
+        self._window_delta: CounterDelta | None = None
         # counts rebaselines: a scrape that started before one may have been rendered before
         # the warmup's last counters, so it must not become (or be measured against) the
         # new baseline; sample_now drops it (the poll loop's scrape can overlap rebaseline)
@@ -570,8 +591,12 @@ class ServerCounterPoller:
         if window != self._window:  # stale: the window restarted meanwhile
             return self._view
         if self._baseline is None:
-            self._baseline = sample
-        delta = counter_delta(self._baseline, sample)
+            self._baseline = self._previous = sample
+            self._window_delta = None
+        assert self._previous is not None
+        step = counter_delta(self._previous, sample)
+        delta = step if self._window_delta is None else add_deltas(self._window_delta, step)
+        self._previous, self._window_delta = sample, delta
         steady = self._steady(before, delta, sample.taken_s)
         self._view = ServerCounterView(
             self.url,
