@@ -645,6 +645,17 @@ class ServerCounterPoller:
             self._client = None
         return self._view
 
+    async def close(self) -> None:
+        """Stop at once, no last sample (idempotent; after a stop() cut short)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
     async def _settle(self, settle_s: float) -> None:
         deadline = time.monotonic() + settle_s
         while time.monotonic() < deadline:
