@@ -9,6 +9,7 @@ import json
 import math
 
 import pytest
+from metrics_helpers import nonstream_capture, vllm_payload
 
 from specmon.analysis.categories import (
     UNCATEGORIZED,
@@ -23,7 +24,6 @@ from specmon.session import RunSession
 from specmon.specdecode.tuning import Z95
 from specmon.tui.app import SpecmonApp
 from specmon.tui.widgets.request_log import RequestLog
-from tests.metrics_helpers import nonstream_capture, vllm_payload
 
 K = 3
 

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from sources.datasets.test_datasets import spec_bench_file
 
 from specmon.export.jsonl_export import result_from_record
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.tui.app import SpecmonApp
 from specmon.tui.widgets.categories import CategoriesView
-from tests.test_datasets import spec_bench_file
 
 pytestmark = pytest.mark.e2e
 

@@ -4,9 +4,9 @@ and the one-run evaluation against the simulator's formula (benchmarks/bench_kch
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
+from paths import BENCHMARKS
 
 from specmon.analysis.kchoice import (
     ACROSS_K,
@@ -18,7 +18,7 @@ from specmon.analysis.kchoice import (
     least_regret,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 import bench_kchoice
 
 # S_1 = .6, S_2 = .3, S_3 = .1, S_4 = 0 -> E(1..4) = 1.6, 1.9, 2.0, 2.0

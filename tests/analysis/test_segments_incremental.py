@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 from segments_oracle import segment_table
-from test_segments import result
 
+from analysis.test_segments import result
 from specmon.analysis.segments import SegmentLog, SegmentTable
 from specmon.config import RunConfig
 from specmon.session import RunSession

@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 from importlib import resources
-from pathlib import Path
 
 from metrics_helpers import (
     SECOND,
@@ -15,6 +14,7 @@ from metrics_helpers import (
     stream_capture,
     vllm_payload,
 )
+from paths import FIXTURES as FIXTURES_DIR
 
 from specmon.session import RunSession
 
@@ -170,7 +170,7 @@ def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
 
 def test_report_on_real_vllm_032_captures(tmp_path):
     """Captures of a real vLLM 0.32 (tests/fixtures/vllm032, summary level): 15 requests."""
-    fixtures = sorted((Path(__file__).parent / "fixtures" / "vllm032").glob("summary_*.jsonl"))
+    fixtures = sorted((FIXTURES_DIR / "vllm032").glob("summary_*.jsonl"))
     raw = tmp_path / "vllm032.jsonl"
     raw.write_bytes(b"".join(p.read_bytes() for p in fixtures))
     proc = _specmon("report", "--input", str(raw), "--artifact-dir", str(tmp_path / "o"))

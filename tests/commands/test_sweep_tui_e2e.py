@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_e2e_tmux import Pane
+
+from commands.test_e2e_tmux import Pane
 
 pytestmark = pytest.mark.e2e
 

@@ -5,12 +5,12 @@ benchmarks/bench_wire_fuzz.py's generator (which runs 100,000 cases outside the 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from paths import BENCHMARKS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 from bench_wire_fuzz import BAD, run_batch
 
 

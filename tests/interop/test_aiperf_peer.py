@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 from peer.aiperf_peer import (
     HISTOGRAM_LINE,
     SPEC_SECTION_TITLE,
@@ -31,7 +32,7 @@ from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.xdist_group("aiperf")
 
-FIXTURES = Path(__file__).parent / "peer" / "fixtures"
+FIXTURES = TESTS / "peer" / "fixtures"
 MODEL = "peer-specdec"
 SIM_ARGS = [
     "--model",

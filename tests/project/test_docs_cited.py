@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [p for d in ("specmon", "tests", "benchmarks") for p in (ROOT / d).rglob("*.py")]
 OUTSIDE = re.compile(r"aiperf-semantics|tuning-math|shared/reference")
 CITATION = re.compile(r"docs/(\w+)\.md §([\d.]+)(?:-§([\d.]+))?")

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 THEMES = {p.stem for p in (REPO / "themes").glob("*.toml")}  # dark, light, monochrome
 # Printed by the installed package: where its themes live, every name, and the NO_COLOR pick.
 PROBE = (

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import FIXTURES as FIXTURES_DIR
+
 from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
 from realvllm.server import NUM_SPEC_TOKENS, read_request_counts, read_spec_counters
 
@@ -268,7 +270,7 @@ def test_committed_captures_still_match_this_server(vllm_detailed, case):
     keeps every other user of this server on this worker, one test at a time)."""
     import httpx
 
-    fixture = Path(__file__).parent / "fixtures" / "vllm032" / f"detailed_{case}.jsonl"
+    fixture = FIXTURES_DIR / "vllm032" / f"detailed_{case}.jsonl"
     with httpx.Client(timeout=120) as client:
         for line in fixture.read_text().splitlines():
             old = json.loads(line)
@@ -313,6 +315,6 @@ def test_aiperf_and_specmon_agree_on_real_vllm(vllm_detailed, tmp_path, streamin
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     payloads = server_payloads(aiperf_dir)
     assert len(payloads) == 6
-    # zero-step requests are a known AIPerf 0.13 divergence (tests/test_aiperf_peer.py)
+    # zero-step requests are a known AIPerf 0.13 divergence (tests/interop/test_aiperf_peer.py)
     assert all(p["num_spec_steps"] > 0 for p in payloads)
     assert_same_numbers(aiperf_dir, report_on(aiperf_dir, tmp_path))

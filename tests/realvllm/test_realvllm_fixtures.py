@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import FIXTURES as FIXTURES_DIR
 
-FIXTURES = Path(__file__).parent / "fixtures" / "vllm032"
+FIXTURES = FIXTURES_DIR / "vllm032"
 LEVELS = ("summary", "detailed")
 REQUIRED = {
     "endpoint",

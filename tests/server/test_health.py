@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from paths import ROOT as ROOT_DIR
 
 from specmon.errors import UserError
 from specmon.server.health import HealthDelta, label_text, parse_health
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT_DIR
 
 
 def real_page() -> Path:

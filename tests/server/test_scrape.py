@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from pathlib import Path
 
 import httpx
 import pytest
+from paths import FIXTURES as FIXTURES_DIR
 
 from specmon.errors import UserError
 from specmon.server.scrape import (
@@ -188,7 +188,7 @@ def test_metrics_url_rejects_non_http():
 
 # ---------------------------------------------------------------- the real vLLM capture
 
-FIXTURE = Path(__file__).parent / "fixtures" / "vllm032" / "detailed_metrics_spec_decode.prom"
+FIXTURE = FIXTURES_DIR / "vllm032" / "detailed_metrics_spec_decode.prom"
 
 
 def test_real_vllm_032_exposition():

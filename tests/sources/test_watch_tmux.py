@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from commands.test_e2e_tmux import Pane
 
+from sources.test_watch import SIM_ARGS, _load, _poll
 from specmon.server.scrape import fetch_counters
 from specmon.sim.process import start_sim
 from specmon.sources.watch import CSV_NAME
-from tests.test_e2e_tmux import Pane
-from tests.test_watch import SIM_ARGS, _load, _poll
 
 pytestmark = pytest.mark.e2e
 HEADLINE_AL = re.compile(r"^ AL N/A  tok-wtd AL (\d+\.\d\d) ", re.M)  # pooled: 1 + ΣA/ΣD

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paths import FIXTURES as FIXTURES_DIR
 from tui_fixtures import (
     accumulate,
     make_capture,
@@ -431,7 +432,7 @@ def test_profile_export_replay_matches_the_run(tmp_path):
 
 async def test_replay_of_a_real_aiperf_export(tmp_path):
     """AIPerf 0.13's own profile_export.jsonl: the monitor shows AIPerf's own aggregates."""
-    fixture = Path(__file__).parent / "fixtures" / "aiperf013_peer"
+    fixture = FIXTURES_DIR / "aiperf013_peer"
     truth = json.loads((fixture / "profile_export_aiperf.json").read_text())
     args = argparse.Namespace(
         file=str(fixture / "profile_export.jsonl"), speed=0.0, theme=None, refresh_hz=4.0
@@ -454,7 +455,7 @@ async def test_replay_of_a_real_aiperf_export(tmp_path):
 
 async def test_drill_down_of_a_real_vllm_detailed_capture(tmp_path):
     """A real vLLM 0.32 `detailed` capture: the detail screen shows its per-step arrays."""
-    fixture = Path(__file__).parent / "fixtures" / "vllm032" / "detailed_chat_stream.jsonl"
+    fixture = FIXTURES_DIR / "vllm032" / "detailed_chat_stream.jsonl"
     src = load_source(fixture)
     session = RunSession(None, "summary", live=False, keep_responses=True)
     for item in src.items:

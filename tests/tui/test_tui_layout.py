@@ -396,8 +396,9 @@ async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, ke
     """Before FIT_STEPS the screen scrolled (14, 10 and 12 rows) and the focused log pulled
     the header and headline out of view. Now rows are shed, fewest first, until nothing
     scrolls; a terminal tall enough sheds nothing."""
-    from test_tui_snapshots_modes import health_app
     from tui_tuning_fixtures import three_server_app
+
+    from tui.test_tui_snapshots_modes import health_app
 
     def make_app() -> SpecmonApp:
         return health_app() if make == "health" else three_server_app()[0]

@@ -1,7 +1,7 @@
 """SVG snapshots of the monitor (pytest-textual-snapshot), fed a deterministic recorded run.
 
 The clock is frozen (freeze_elapsed) and the accumulator is not live, so every run renders
-the same screen. Update baselines with `pytest tests/test_tui_snapshots.py --snapshot-update`
+the same screen. Update baselines with `pytest tests/tui/test_tui_snapshots.py --snapshot-update`
 after checking the new SVGs by eye.
 """
 

@@ -1,7 +1,7 @@
 """Snapshots (pytest-textual-snapshot) of the monitor's other modes, fed deterministic data:
 `specmon watch` over hand-written /metrics pages (tests/watch_fixtures.py), a --dataset run's
 per-category panel, and the health panel beside a run. Update baselines
-with `pytest tests/test_tui_snapshots_modes.py --snapshot-update` after checking the SVGs."""
+with `pytest tests/tui/test_tui_snapshots_modes.py --snapshot-update` after checking the SVGs."""
 
 from __future__ import annotations
 

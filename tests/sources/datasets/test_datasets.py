@@ -30,7 +30,7 @@ from specmon.sources.datasets.formats import SPEED_BENCH_PLACEHOLDER
 from specmon.sources.load.datasets import Prompt
 from specmon.sources.load.generator import RequestFactory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "datasets"
 SPEC_BENCH_CATEGORIES = ("translation", "summarization", "qa", "math_reasoning", "rag")
 MT_BENCH_CATEGORIES = (

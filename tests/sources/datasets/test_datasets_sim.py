@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sources.datasets.test_datasets import spec_bench_file
 from specmon.capture import RawCapture
 from specmon.config import build_config
 from specmon.export.common import RAW_NAME
@@ -19,7 +20,6 @@ from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.sources.datasets import prepare_run
 from specmon.sources.load.runner import LoadRunner
-from tests.test_datasets import spec_bench_file
 
 pytestmark = pytest.mark.e2e
 FAST_SIM = ["--ttft-ms", "0", "--step-ms", "0", "--draft-ms-per-token", "0", "--seed", "3"]
@@ -195,7 +195,7 @@ def test_bad_dataset_file_fails_before_the_server_and_the_artifact_dir(tmp_path)
 
 def test_split_sends_each_question_once_across_two_servers(tmp_path):
     """--split: server a takes rows 0, 2, 4, ..., server b rows 1, 3, 5, ...; --mirror
-    would send both the same (tests/test_dataset_shards.py)."""
+    would send both the same (tests/sources/load/test_dataset_shards.py)."""
     logs, out = [tmp_path / "a.log", tmp_path / "b.log"], tmp_path / "run"
     path = spec_bench_file()
     with (

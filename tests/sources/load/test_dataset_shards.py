@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from sources.datasets.test_datasets import spec_bench_file
 from specmon.config import build_config
 from specmon.errors import UserError
 from specmon.sources.datasets import load_selected, parse_shard, sub_shard
 from specmon.sources.load.multi import MultiRun
 from specmon.sources.load.workers import worker_configs
-from tests.test_datasets import spec_bench_file
 
 
 def _config(**overrides):

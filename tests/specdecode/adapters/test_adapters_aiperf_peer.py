@@ -20,10 +20,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 
-HERE = Path(__file__).parent
+HERE = TESTS
 AIPERF_PY = Path.home() / ".cache" / "specmon" / "aiperf-venv" / "bin" / "python"
 STATUS = Path.home() / ".cache" / "specmon" / "aiperf.status"
 

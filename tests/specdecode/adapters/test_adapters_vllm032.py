@@ -5,13 +5,13 @@ teammate) adapts to a record equal to the server's own payload, ints exact; supp
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from paths import FIXTURES as FIXTURES_DIR
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 
-CAPTURES = Path(__file__).parent / "fixtures" / "vllm032"
+CAPTURES = FIXTURES_DIR / "vllm032"
 LINES = [
     (path.name, i, json.loads(line))
     for path in sorted(CAPTURES.glob("*.jsonl"))
