@@ -17,7 +17,7 @@ from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
 from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
 
 ADAPTERS = (VLLMSpecDecodeAdapter, TensorRTLLMSpecDecodeAdapter, SGLangSpecDecodeAdapter)
-ENGINES = {"vllm", "tensorrt_llm", "sglang"}
+ENGINES = {"vllm", "trtllm", "sglang"}
 SETTINGS = settings(
     max_examples=300,
     deadline=None,
