@@ -211,11 +211,13 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     # maximum, --num-spec-tokens 5 (vLLM's per-request metrics use num_speculative_tokens).
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "5", "--acceptance", "1.0", "--spec-schedule", SCHEDULE]
-    args += ["--step-ms", "25", "--log", str(log), "--enable-force-include-usage"]
+    args += ["--step-ms", "40", "--log", str(log), "--enable-force-include-usage"]
     with start_sim(args) as sim:
         alone = httpx.post(sim.url + "/v1/chat/completions", json=chat("a", 21), timeout=60)
         assert alone.status_code == 200
-        together = post_all(sim.url, [chat(f"t{i}", 21) for i in range(4)])
+        # 61 tokens: at least 20 steps of 40 ms, so the four overlap even if a busy machine
+        # starts their threads a few hundred ms apart
+        together = post_all(sim.url, [chat(f"t{i}", 61) for i in range(4)])
         assert all(r.status_code == 200 for r in together)
     first, *rest = read_log(log)
     # 21 tokens: 1 from prefill, then 20 = 4 steps of 5 (k = 4) -> drafted [4, 4, 4, 4]
@@ -224,14 +226,16 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     assert first["payload"]["acceptance_histogram"] == [0, 0, 0, 0, 4, 0]
     # together: each step drafts min(k(B), remaining - 1) with k(B) = 4 at B = 1 (a request
     # running alone at the start or the end) and 2 at B = 2..5; most steps ran with others
+    at_two = 0
     for entry in rest:
         drafted = entry["per_step_drafted"]
-        remaining = 20
+        remaining = 60
         for d in drafted:
             assert d in (min(4, remaining - 1), min(2, remaining - 1)), (drafted, remaining)
             remaining -= d + 1
         assert remaining == entry["stats"][0]["nonspec_steps"]  # the last token, if left
-        assert drafted.count(2) >= 2, drafted
+        at_two += drafted.count(2)
+    assert at_two >= 20, [e["per_step_drafted"] for e in rest]
 
 
 def test_spec_schedule_is_checked_as_vllm_does(tmp_path):
