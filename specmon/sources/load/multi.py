@@ -42,6 +42,7 @@ from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.generator import describe_outages
 from specmon.sources.load.runner import detect_engine
+from specmon.specdecode.engines import as_choice
 
 
 @dataclass
@@ -85,8 +86,12 @@ class MultiRun:
         self.runs: list[ServerRun] = []
         for index, (label, base) in enumerate(targets):
             cfg = self._server_config(index, len(targets))
-            if cfg.engine == "auto" and detect(base, config.api_key) == "sglang":
-                cfg.engine = "sglang"
+            if cfg.engine == "auto":
+                # the engine the server names (SGLang) fixes its request options and, as
+                # --engine would, the payloads read
+                detected = detect(base, config.api_key)
+                if detected is not None:
+                    cfg.engine = as_choice(detected)
             session = make_session(cfg)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = (
