@@ -59,7 +59,9 @@ def sweep(theme: str) -> SweepApp:
     control = SweepControl(runner)
     assert runner.on_cell is not None
     for k, c, tputs in ((0, 1, (100, 110, 90)), (2, 1, (150, 152, 148)), (4, 1, (160, 171, 158))):
-        runner.on_cell(Cell(k, c, [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.0) for t in tputs]))
+        runner.on_cell(
+            Cell(k, c, [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.0) for t in tputs])
+        )
     runner.on_cell(Cell(0, 4, [RepeatMeasurement(300, 1.0, 8, acceptance_length=1.0)] * 3))
     runner.now = SweepNow("measuring", 2, 4, 2, 3, session=session_of([capture_k(1, H2, 2)]))
     return SweepApp(control, theme_name=theme)

@@ -183,9 +183,8 @@ async def test_three_servers_and_watch_contrast(theme, tmp_path):
 
 @pytest.mark.parametrize("theme", THEMES)
 async def test_sweep_view_contrast(theme, tmp_path):
-    from test_tui_sweep import fake_control, feed
-
     from specmon.tui.sweep_app import SweepApp
+    from tui.test_tui_sweep import fake_control, feed
 
     control, runner = fake_control(tmp_path)
     feed(runner)
