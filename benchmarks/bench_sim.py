@@ -7,10 +7,11 @@ no longer keep its formula). C closed-loop clients stream chat completions of
 --max-tokens tokens (ignore_eos, acceptance 0.7 at k > 0). Each rung is measured from the
 simulator's own /metrics over --duration seconds after a short warm-up:
 
-  tok/s      Δ vllm:generation_tokens_total / wall time (what the simulator served)
+  tok/s      tokens the clients received over the window / its wall time (a token is one
+             " word" of the simulator's text: spaces in the stream, less one per "data: ")
   lag        Δ specmon_sim_step_lag_seconds / Δ specmon_sim_step_formula_seconds (how far
              its steps ran over the formula for the batch that ran, sim/engine.py)
-  batch      mean decode batch = Δ generated tokens / Δ steps / E(k) (close to C when the
+  batch      mean decode batch = tokens received / Δ steps / E(k) (close to C when the
              client keeps up)
 
 The table gives, per (C, k), the last rung whose lag held within 2% ("at formula": its
@@ -49,7 +50,6 @@ from _harness import (
 ACCEPTANCE = 0.7
 LAG_LIMIT = 0.02  # the README's bar
 SERIES = {
-    "vllm:generation_tokens_total": "tokens",
     "specmon_sim_steps_total": "steps",
     "specmon_sim_step_formula_seconds_total": "formula_s",
     "specmon_sim_step_lag_seconds_total": "lag_s",
@@ -72,6 +72,17 @@ class Rung:
 def expected_tokens(k: int) -> float:
     """E(k) = 1 + a + a^2 + ... + a^k at a constant acceptance a."""
     return sum(ACCEPTANCE**i for i in range(k + 1))
+
+
+def parse_k_list(text: str) -> list[int]:
+    """k values, 0 (no speculation) included."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"not a list of integers: {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise SystemExit(f"k must be >= 0: {text!r}")
+    return values
 
 
 def parse_float_list(text: str) -> list[float]:
@@ -145,25 +156,28 @@ async def drive(url: str, concurrency: int, max_tokens: int, warmup_s: float, du
         "stream": True,
     }
     stop_at = time.monotonic() + warmup_s + duration_s
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency + 1)  # + 1: the /metrics scrapes
     timeout = aiohttp.ClientTimeout(total=None)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        received = [0]
 
         async def client() -> None:
             while time.monotonic() < stop_at:
                 async with session.post(url + "/v1/chat/completions", json=body) as response:
-                    async for _ in response.content.iter_any():
-                        pass
+                    async for part in response.content.iter_any():
+                        received[0] += part.count(b" ") - part.count(b"data: ")
 
         tasks = [asyncio.create_task(client()) for _ in range(concurrency)]
         await asyncio.sleep(warmup_s)
-        before, t0 = await scrape(session, url), time.monotonic()
+        before, t0, got0 = await scrape(session, url), time.monotonic(), received[0]
         await asyncio.sleep(duration_s)
-        after, t1 = await scrape(session, url), time.monotonic()
+        after, t1, got1 = await scrape(session, url), time.monotonic(), received[0]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return {name: after[name] - before[name] for name in after}, t1 - t0
+    delta = {name: after[name] - before[name] for name in after}
+    delta["tokens"] = got1 - got0
+    return delta, t1 - t0
 
 
 def measure(k: int, c: int, step_ms: float, args: argparse.Namespace, cores) -> Rung:
@@ -215,7 +229,7 @@ def row(c: int, k: int, held: Rung | None, behind: Rung | None) -> list[object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=parse_int_list, default=[1, 16, 64, 256])
-    parser.add_argument("--k", type=parse_int_list, default=[0, 3, 8])
+    parser.add_argument("--k", type=parse_k_list, default=[0, 3, 8])
     parser.add_argument("--step-ms", type=parse_float_list, default=[8, 4, 2, 1, 0.5, 0.25])
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--duration", type=float, default=3.0, help="measured s per rung")
