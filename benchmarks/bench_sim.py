@@ -13,6 +13,8 @@ simulator's own /metrics over --duration seconds after a short warm-up:
              its steps ran over the formula for the batch that ran, sim/engine.py)
   batch      mean decode batch = tokens received / Δ steps / E(k) (close to C when the
              client keeps up)
+  busy       Δ formula seconds / wall time: the share of the window the engine stepped
+             (below 1: it idled, waiting for the client's next request, e.g. at C = 1)
 
 The table gives, per (C, k), the last rung whose lag held within 2% ("at formula": its
 step time and tok/s) and the first rung that did not (its lag), so the row reads "serves
@@ -54,7 +56,9 @@ SERIES = {
     "specmon_sim_step_formula_seconds_total": "formula_s",
     "specmon_sim_step_lag_seconds_total": "lag_s",
 }
-HEADERS = ["C", "k", "at formula: step ms", "tok/s", "lag", "batch", "next rung", "its lag"]
+HEADERS = [
+    "C", "k", "at formula: step ms", "tok/s", "lag", "batch", "busy", "next rung", "its lag"
+]  # fmt: skip
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Rung:
     tokens_per_s: float
     lag_share: float
     batch: float
+    busy: float
 
     @property
     def holds(self) -> bool:
@@ -193,7 +198,8 @@ def measure(k: int, c: int, step_ms: float, args: argparse.Namespace, cores) -> 
         err = (proc.stderr.read() if proc.stderr else b"").decode().strip()
         raise BenchError(f"no step ran at C={c} k={k} step {step_ms} ms: {err[-300:]}")
     batch = delta["tokens"] / delta["steps"] / expected_tokens(k)
-    return Rung(step_ms, delta["tokens"] / wall, delta["lag_s"] / delta["formula_s"], batch)
+    share = delta["lag_s"] / delta["formula_s"]
+    return Rung(step_ms, delta["tokens"] / wall, share, batch, delta["formula_s"] / wall)
 
 
 def ladder(k: int, c: int, args: argparse.Namespace, cores) -> tuple[Rung | None, Rung | None]:
@@ -203,7 +209,7 @@ def ladder(k: int, c: int, args: argparse.Namespace, cores) -> tuple[Rung | None
         rung = measure(k, c, step_ms, args, cores)
         print(
             f"  C={c} k={k} step {step_ms:g} ms: {rung.tokens_per_s:,.0f} tok/s, "
-            f"lag {rung.lag_share * 100:.1f}%, batch {rung.batch:.1f}",
+            f"lag {rung.lag_share * 100:.1f}%, batch {rung.batch:.1f}, busy {rung.busy:.2f}",
             file=sys.stderr,
             flush=True,
         )
@@ -221,8 +227,9 @@ def row(c: int, k: int, held: Rung | None, behind: Rung | None) -> list[object]:
     """One table row: the last rung that held (or "none held") and the first that did not."""
     tail = [f"{behind.step_ms:g} ms" if behind else "-", _pct(behind)]
     if held is None:
-        return [c, k, "none held", "-", "-", "-", *tail]
+        return [c, k, "none held", "-", "-", "-", "-", *tail]
     figures = [f"{held.step_ms:g}", f"{held.tokens_per_s:,.0f}", _pct(held), f"{held.batch:.1f}"]
+    figures.append(f"{held.busy:.2f}")
     return [c, k, *figures, *tail]
 
 
@@ -230,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=parse_int_list, default=[1, 16, 64, 256])
     parser.add_argument("--k", type=parse_k_list, default=[0, 3, 8])
-    parser.add_argument("--step-ms", type=parse_float_list, default=[8, 4, 2, 1, 0.5, 0.25])
+    parser.add_argument("--step-ms", type=parse_float_list, default=[32, 16, 8, 4, 2, 1, 0.5, 0.25])
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--duration", type=float, default=3.0, help="measured s per rung")
     parser.add_argument("--warmup", type=float, default=1.0, help="s before measuring")

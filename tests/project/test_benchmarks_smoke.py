@@ -281,12 +281,14 @@ def test_bench_tui_prints_headless_and_tui_rows():
 
 
 def test_bench_sim_rows_name_the_last_rung_that_held():
-    held = bench_sim.Rung(4.0, 8459.4, 0.007, 13.44)
-    behind = bench_sim.Rung(1.0, 20175.0, 0.622, 13.4)
+    held = bench_sim.Rung(4.0, 8459.4, 0.007, 13.44, 0.987)
+    behind = bench_sim.Rung(1.0, 20175.0, 0.622, 13.4, 1.0)
     assert bench_sim.row(16, 3, held, behind) == [
-        16, 3, "4", "8,459", "0.7%", "13.4", "1 ms", "62.2%"
+        16, 3, "4", "8,459", "0.7%", "13.4", "0.99", "1 ms", "62.2%"
     ]  # fmt: skip
-    assert bench_sim.row(1, 0, None, behind)[2:] == ["none held", "-", "-", "-", "1 ms", "62.2%"]
+    assert bench_sim.row(1, 0, None, behind)[2:] == [
+        "none held", "-", "-", "-", "-", "1 ms", "62.2%"
+    ]  # fmt: skip
     assert bench_sim.expected_tokens(3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
 
 
@@ -305,3 +307,4 @@ def test_bench_sim_prints_its_table():
         # 4 clients of 32-token streams at 20 ms steps: 4 * E(3) tokens per step on average,
         # + ~3% prefill tokens (one per request of ~13 steps) + the draws' spread in a second
         assert num(row["tok/s"]) <= 4 * bench_sim.expected_tokens(3) / 0.020 * 1.2
+        assert 0 < num(row["busy"]) <= 1.05  # formula seconds per wall second, one engine
