@@ -29,7 +29,7 @@ LEVELS: tuple[str, ...] = typing.get_args(Level)
 class SimConfig(BaseModel):
     """The simulated server's settings; every field is a `specmon sim` option."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     host: str = option("127.0.0.1", "bind address")
     port: int = option(8000, "port; 0 picks a free one", ge=0, le=65535)

@@ -70,6 +70,7 @@ def post_staggered(url: str, bodies: list[dict], gap_s: float) -> list[httpx.Res
         return list(pool.map(send, range(len(bodies))))
 
 
+@pytest.mark.e2e
 def test_one_step_serves_the_whole_batch(tmp_path):
     # k = 0, 60 ms steps, 3 requests of 11 tokens sent 20 ms apart. Paced each on its own
     # timer, a request's writes would sit on its own phase (its arrival time); stepped by
@@ -108,6 +109,7 @@ def test_one_step_serves_the_whole_batch(tmp_path):
     )
 
 
+@pytest.mark.e2e
 def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
     # one request alone (B = 1), k = 0: 21 tokens = 20 decode steps of 7.5 ms -> 0.15 s
     with start_sim(["--num-spec-tokens", "0", "--step-ms", "7.5"]) as sim:
@@ -122,6 +124,7 @@ def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
     assert after["specmon_sim_steps_late_total"] <= 20
 
 
+@pytest.mark.e2e
 def test_a_stall_the_simulator_recovers_from_is_not_lag():
     # SIGSTOP the simulator for 0.4 s in the middle of a 200-step stream of 10 ms steps: on
     # its absolute deadlines it then catches up (the 40 missed steps at once), so the
@@ -145,6 +148,7 @@ def test_a_stall_the_simulator_recovers_from_is_not_lag():
     assert after["specmon_sim_step_lag_seconds_total"] < 0.05
 
 
+@pytest.mark.e2e
 def test_a_simulator_that_cannot_keep_up_reports_its_lag():
     # 0.02 ms steps for 8 running requests: a step's work (8 chunks, each several us of
     # Python and a socket write) takes far longer than 20 us, so the loop falls further
@@ -172,6 +176,7 @@ VLLM_TOO_MANY = (
 )
 
 
+@pytest.mark.e2e
 def test_max_tokens_above_the_model_length_is_vllms_400():
     with start_sim([]) as sim, httpx.Client(base_url=sim.url, timeout=30) as client:
         huge = client.post("/v1/chat/completions", json=chat("h", 10**12))
@@ -188,6 +193,7 @@ def test_max_tokens_above_the_model_length_is_vllms_400():
     assert card["max_model_len"] == 131072
 
 
+@pytest.mark.e2e
 def test_the_context_caps_the_output_and_refuses_a_long_prompt():
     # --max-model-len 100; a completions prompt of 90 token ids asking 50 tokens gets
     # 100 - 90 = 10 (vLLM's get_max_tokens); a 120-id prompt is refused
@@ -204,6 +210,7 @@ def test_the_context_caps_the_output_and_refuses_a_long_prompt():
     assert error["message"].startswith("This model's maximum context length is 100 tokens.")
 
 
+@pytest.mark.e2e
 def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves():
     # --max-model-len 10^13 lets max_tokens 10^12 through: nothing is planned ahead, so
     # the first events come at once and /v1/models answers while it runs; when the client
@@ -232,6 +239,7 @@ def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves():
 SCHEDULE = "[[1, 1, 4], [2, 3, 2], [6, 8, 1]]"  # batch 4..5: the gap carries K=2 forward
 
 
+@pytest.mark.e2e
 def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     # acceptance 1.0: every drafted token is accepted, so a step at k emits k + 1 tokens
     # until the last ones (a step drafts min(k, remaining - 1)). Alone (B = 1): k = 4;
@@ -266,6 +274,7 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     assert at_two >= 20, [e["per_step_drafted"] for e in rest]
 
 
+@pytest.mark.e2e
 def test_spec_schedule_is_checked_as_vllm_does(tmp_path):
     def sim_error(*args: str) -> str:
         proc = subprocess.run(
