@@ -149,12 +149,13 @@ class EngineLoop:
         self._task: asyncio.Task[None] | None = None
         self._k = k_for(1)  # drafts per step of the step in progress
 
-    def join(self, member: Member) -> None:
-        """Prefill (or recompute) done: run from the next step boundary."""
+    def join(self, member: Member, ready_at: float) -> None:
+        """Prefill (or recompute) done at perf_counter() time `ready_at` (its deadline, not
+        the wake-up, which may come a little early): run from the next step boundary."""
         slot = self.slots.get(id(member))
         if slot is None:
             slot = self.slots[id(member)] = _Slot(member)
-        slot.joined_at = time.perf_counter()
+        slot.joined_at = ready_at
         self.joining.append(slot)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -173,9 +174,11 @@ class EngineLoop:
             if not self._claim() and not self.joining:
                 self.counters.add_lag(self.engine, lag.finish())
                 return  # idle: the next join starts a new busy period
-            if not self.batch:  # only joiners (arrived during the yield): a boundary now
+            if not self.batch:  # only joiners: a new busy period from the first one's prefill
                 self.counters.add_lag(self.engine, lag.finish())
-                deadline = time.perf_counter()
+                first = min(slot.joined_at for slot in self.joining)
+                deadline = max(time.perf_counter(), first)
+                await sleep_until(deadline)
                 lag = LagMeter(deadline)
                 continue
             batch_size = self.scheduler.running_total
@@ -196,7 +199,7 @@ class EngineLoop:
         while self.joining:
             slot = self.joining.popleft()
             member = slot.member
-            if slot.joined_at > deadline + ON_TIME_S:
+            if slot.joined_at > deadline:
                 later.append(slot)
                 continue
             if id(member) not in self.slots:
