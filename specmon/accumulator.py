@@ -20,7 +20,7 @@ from typing import Any, cast
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
 from specmon.results_window import RESULTS_WINDOW, ResultWindow
-from specmon.specdecode.fidelity import weakest
+from specmon.specdecode.fidelity import COUNTS, weakest
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import (
     DERIVED,
@@ -453,7 +453,8 @@ class RunAccumulator:
             float(self.total_accepted),
             float(self.total_drafted),
         )
-        out["total_spec_decode_steps"] = steps
+        if self.fidelity_counts[COUNTS] < self.spec_request_count:  # some record had steps
+            out["total_spec_decode_steps"] = steps
         out["total_accepted_draft_tokens"] = acc
         out["total_draft_tokens"] = drafted
         if steps:

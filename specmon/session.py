@@ -35,6 +35,7 @@ from specmon.sinks.base import ResultSink
 from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink
 from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
+from specmon.specdecode.fidelity import FIDELITY_KEY
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
@@ -205,7 +206,9 @@ class RunSession:
             self.paths["json"] = write_json(self.artifact_dir / JSON_NAME, doc)
             blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
             per_category = doc.get(PER_CATEGORY_KEY)
-            self.paths["csv"] = write_csv(self.artifact_dir / CSV_NAME, blocks, per_category)
+            self.paths["csv"] = write_csv(
+                self.artifact_dir / CSV_NAME, blocks, per_category, doc.get(FIDELITY_KEY)
+            )
             return dict(self.paths)
 
     @property

@@ -1,6 +1,6 @@
 """How much of the seed record an engine really reported: the fidelity label.
 
-Four levels, from most to least (docs/metrics.md "Engines"):
+Four levels, from most to least (docs/metrics.md §10.1):
 
 per-step     per-step arrays, histogram and counts (vLLM `detailed`)
 histogram    histogram and counts, no per-step arrays (vLLM `summary`, SGLang, TensorRT-LLM)
@@ -23,6 +23,7 @@ HISTOGRAM = "histogram"
 COUNTS = "counts"
 SERVER_WIDE = "server-wide"
 LEVELS: tuple[str, ...] = (PER_STEP, HISTOGRAM, COUNTS, SERVER_WIDE)  # most to least
+FIDELITY_KEY = "acceptance_fidelity"  # the summary JSON's key and the JSONL metadata's
 
 # What each level reports, and what is therefore not available (one line each).
 LABELS: Mapping[str, str] = {
@@ -34,11 +35,12 @@ LABELS: Mapping[str, str] = {
     ),
     SERVER_WIDE: "server-wide only: no per-request record, no per-request distributions",
 }
+# The monitor's tag beside the acceptance figures (the headline's first line fits 80 columns).
 SHORT: Mapping[str, str] = {
     PER_STEP: "full",
-    HISTOGRAM: "histogram",
-    COUNTS: "counts only",
-    SERVER_WIDE: "server-wide",
+    HISTOGRAM: "hist",
+    COUNTS: "counts",
+    SERVER_WIDE: "server",
 }
 
 
@@ -64,6 +66,14 @@ def weakest(levels: Any) -> str | None:
     """The least detailed of the given levels (None for none)."""
     present = [level for level in levels if level in LEVELS]
     return max(present, key=LEVELS.index) if present else None
+
+
+def fidelity_line(counts: Mapping[str, int], engine: str | None) -> str | None:
+    """The console's one line: `Acceptance fidelity (vllm): histogram and counts: ...`."""
+    level = weakest(level for level, n in counts.items() if n)
+    if level is None:
+        return None
+    return f"Acceptance fidelity ({engine or 'unknown engine'}): {LABELS[level]}"
 
 
 def run_fidelity(counts: Mapping[str, int]) -> dict[str, Any] | None:

@@ -202,3 +202,42 @@ def test_a_runs_fidelity_is_its_weakest_records():
     assert weakest([PER_STEP, HISTOGRAM]) == HISTOGRAM
     assert weakest([PER_STEP, COUNTS, HISTOGRAM]) == COUNTS
     assert weakest([]) is None
+
+
+# ------------------------------------------------------------------ a mixed run's totals
+
+
+def test_counts_only_records_enter_the_pooled_rate_but_no_step_based_sum(tmp_path):
+    """vLLM: 43 steps, 10 accepted of 129; llama.cpp: 9 accepted of 12, no steps. By hand:
+    pooled rate 100 * 19 / 141; token-weighted AL 1 + 10 / 43 (the vLLM steps only); the
+    run's level is its weakest record's (counts); the histogram is vLLM's alone."""
+    session = RunSession(tmp_path / "run", "records")
+    for i, name in enumerate(("vllm_merged_summary_chat", "llamacpp_chat")):
+        raw = RawCapture.from_dict({**load_capture(name), "start_ns": i, "end_ns": i + 10})
+        session.add(raw)
+    acc = session.accumulator
+    derived = acc.derived_values()
+    assert derived["total_accepted_draft_tokens"] == 19
+    assert derived["total_draft_tokens"] == 141
+    assert derived["total_spec_decode_steps"] == 43
+    assert derived["spec_decode_overall_draft_acceptance_rate"] == pytest.approx(100 * 19 / 141)
+    assert derived["spec_decode_token_weighted_acceptance_length"] == pytest.approx(1 + 10 / 43)
+    assert acc.pooled_histogram_sorted() == {0: 39, 1: 1, 3: 3}
+    snap = acc.snapshot()
+    assert snap.fidelity == COUNTS
+    # the per-request AL column has the vLLM request only
+    assert snap.spec_stats["spec_decode_acceptance_length"]["count"] == 1
+    doc = session.export_document()
+    assert doc["acceptance_fidelity"]["requests"] == {HISTOGRAM: 1, COUNTS: 1}
+
+
+def test_the_headline_names_the_fidelity_beside_the_acceptance_figures():
+    from specmon.tui.widgets.headline import headline_of, headline_text
+
+    spec = {"spec_decode_overall_draft_acceptance_rate": {"avg": 75.0}}
+    text = headline_text(headline_of(spec, {}, 0, "-", "", COUNTS), {}).plain
+    first = text.splitlines()[0]
+    assert first.startswith("AL N/A  tok-wtd AL N/A  draft acc N/A%  overall 75.00%")
+    assert "(counts)  errors 0" in first and len(first) <= 76  # fits 80 columns with borders
+    full = headline_text(headline_of(spec, {}, 0, "-", "", PER_STEP), {}).plain
+    assert "(full)" in full.splitlines()[0] and "counts" not in full
