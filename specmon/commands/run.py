@@ -18,7 +18,7 @@ from typing import Any
 
 from specmon import stops
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
-from specmon.errors import UserError
+from specmon.errors import ServerUnreachable, UserError
 from specmon.formatting import saturation_text, server_down_text
 from specmon.sinks.prometheus import close_exporters
 from specmon.sources.load.loop_health import BUSY_WARN
@@ -414,6 +414,9 @@ def _exit_status(runner: Any, out: Any) -> int:
     if error is not None and not isinstance(error, KeyboardInterrupt):
         if isinstance(error, UserError):
             raise error
+        if isinstance(error, ServerUnreachable):  # --max-outage: the exports are complete
+            print(f"specmon: {error}", file=sys.stderr, flush=True)
+            return 1
         print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
         return 1
     return _all_failed_status(runner, out)
