@@ -87,6 +87,9 @@ class RunSession:
         self.input_config = dict(input_config or {})
         # Read only this engine's payloads (--engine, or SGLang detected); None: any engine.
         self.engine = engine
+        # The server's non-comparable verification modes (fidelity.verification_notes),
+        # written on every record; set by whoever asked the server, before the load.
+        self.verification_note: str | None = None
         # The request log keeps `window` results in memory and reads older ones back from
         # the JSONL (specmon/results_window.py); window=None keeps every result.
         self.accumulator = RunAccumulator(live=live, window=window)
@@ -145,7 +148,8 @@ class RunSession:
 
     def add(self, capture: RawCapture) -> RequestResult:
         """Process one capture and hand it to every sink. Thread-safe."""
-        result = process_capture(capture, self.engine)  # pure; runs outside the lock
+        # pure; runs outside the lock
+        result = process_capture(capture, self.engine, self.verification_note)
         with self._lock:
             if capture.wall_start_ns is not None and (
                 self._wall_start_ns is None or capture.wall_start_ns < self._wall_start_ns

@@ -81,7 +81,7 @@ def run_report(
         acc.pooled_histogram_sorted(),
         error_summary=dict(acc.error_summary),
         file=out,
-        fidelity=fidelity_line(acc.fidelity_counts, acc.engine),
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
     )
     print(
         f"{good} captures read, {bad} bad lines skipped; "

@@ -405,7 +405,7 @@ def _print_tables(session: Any, out: Any) -> None:
         hist,
         error_summary=acc.snapshot().error_summary,
         file=out,
-        fidelity=fidelity_line(acc.fidelity_counts, acc.engine),
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
     )
 
 

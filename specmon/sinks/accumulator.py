@@ -30,7 +30,7 @@ class AccumulatorSink(BaseSink):
         # requests had no record (counted per reason, e.g. other_engine:vllm)
         if acc.cancelled_count:
             extras["cancelled_request_count"] = acc.cancelled_count
-        fidelity = run_fidelity(acc.fidelity_counts)
+        fidelity = run_fidelity(acc.fidelity_counts, tuple(acc.verification_notes))
         if fidelity is not None:
             extras[FIDELITY_KEY] = {"engine": acc.engine, **fidelity}
         if acc.spec_reasons:

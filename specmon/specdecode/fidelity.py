@@ -15,8 +15,11 @@ record and its label cannot disagree. A run's label is its weakest record's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+import orjson
 
 PER_STEP = "per-step"
 HISTOGRAM = "histogram"
@@ -68,21 +71,61 @@ def weakest(levels: Any) -> str | None:
     return max(present, key=LEVELS.index) if present else None
 
 
-def fidelity_line(counts: Mapping[str, int], engine: str | None) -> str | None:
+# Verification modes whose acceptance is not comparable with exact verification, and how a
+# server's /server_info (vLLM's dev mode: its config, as text or JSON) says it uses them.
+_SUFFIX = re.compile(r"""method['"]?\s*[:=]\s*['"]suffix['"]""")
+_MRV2 = re.compile(
+    r"""(VLLM_USE_V2_MODEL_RUNNER|use_v2_model_runner)['"]?\s*[:=]\s*['"]?(1|true)""", re.I
+)
+_FLY = re.compile(r"""rejection_sample_method['"]?\s*[:=]\s*['"]fly['"]""")
+SUFFIX_PADDING = (
+    "suffix decoding under Model Runner V2 pads drafts with the last sampled token: "
+    "per-position counts include filler slots, acceptance not comparable"
+)
+SUFFIX_MAYBE = (
+    "suffix decoding: under Model Runner V2 (not shown by this server) drafts are padded "
+    "with filler slots, acceptance then not comparable"
+)
+LOSSY = "FLy verification is lossy: its acceptance is not comparable with exact verification"
+
+
+def verification_notes(server_info: Any) -> tuple[str, ...]:
+    """The notes for the non-comparable verification modes a /server_info body names."""
+    if server_info is None:
+        return ()
+    try:
+        text = server_info if isinstance(server_info, str) else orjson.dumps(server_info).decode()
+    except TypeError:
+        text = str(server_info)
+    notes: list[str] = []
+    if _SUFFIX.search(text):
+        notes.append(SUFFIX_PADDING if _MRV2.search(text) else SUFFIX_MAYBE)
+    if _FLY.search(text):
+        notes.append(LOSSY)
+    return tuple(notes)
+
+
+def fidelity_line(
+    counts: Mapping[str, int], engine: str | None, notes: tuple[str, ...] = ()
+) -> str | None:
     """The console's one line: `Acceptance fidelity (vllm): histogram and counts: ...`."""
     level = weakest(level for level, n in counts.items() if n)
     if level is None:
         return None
-    return f"Acceptance fidelity ({engine or 'unknown engine'}): {LABELS[level]}"
+    line = f"Acceptance fidelity ({engine or 'unknown engine'}): {LABELS[level]}"
+    return line + "".join(f"; {note}" for note in notes)
 
 
-def run_fidelity(counts: Mapping[str, int]) -> dict[str, Any] | None:
+def run_fidelity(counts: Mapping[str, int], notes: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The summary's `acceptance_fidelity` block from per-level request counts."""
     level = weakest(level for level, n in counts.items() if n)
     if level is None:
         return None
-    return {
+    block: dict[str, Any] = {
         "level": level,
         "label": LABELS[level],
         "requests": {lv: counts[lv] for lv in LEVELS if counts.get(lv)},
     }
+    if notes:
+        block["not_comparable"] = list(notes)
+    return block
