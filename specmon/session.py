@@ -42,8 +42,11 @@ from specmon.specdecode.fidelity import FIDELITY_KEY
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
-# test can send a signal "during the export" deterministically. Never set it otherwise.
+# test can send a signal "during the export" deterministically; the wait ends early once the
+# file named by TEST_EXPORT_RELEASE_ENV exists (the test has sent its signals). Never set
+# them otherwise.
 TEST_EXPORT_DELAY_ENV = "SPECMON_TEST_EXPORT_DELAY_S"
+TEST_EXPORT_RELEASE_ENV = "SPECMON_TEST_EXPORT_RELEASE"
 
 
 def holds_run(directory: str | Path) -> bool:
@@ -215,7 +218,7 @@ class RunSession:
             if self.artifact_dir is None:
                 return dict(self.paths)
             if delay := float(os.environ.get(TEST_EXPORT_DELAY_ENV) or 0):
-                time.sleep(delay)
+                _test_export_hold(delay)
             doc = self.export_document()
             try:
                 self._write_summary(self.artifact_dir, doc)
@@ -243,6 +246,14 @@ class RunSession:
     @property
     def finished(self) -> bool:
         return self._finished
+
+
+def _test_export_hold(delay: float) -> None:
+    """Wait `delay` s, or until the test's release file exists (TEST_EXPORT_RELEASE_ENV)."""
+    release = os.environ.get(TEST_EXPORT_RELEASE_ENV)
+    end = time.monotonic() + delay
+    while time.monotonic() < end and not (release and os.path.exists(release)):
+        time.sleep(0.02)
 
 
 def _sink_failed(doc: dict[str, Any] | None, sink: object, step: str, exc: Exception) -> None:
