@@ -10,8 +10,8 @@ from typing import Any
 from segments_oracle import segment_table
 from tui_fixtures import accumulate, make_capture
 
-from specmon.analysis.segments import SegmentLog
 from specmon.interfaces import LoadProgress, MonitorConfig
+from specmon.segment_plan import SegmentLog
 from specmon.server.scrape import CounterDelta, ServerCounterView
 from specmon.tui.app import SpecmonApp
 

@@ -34,7 +34,11 @@ from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
+from specmon.interfaces import LoadControl
+from specmon.session import RunSession
 
+# a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
+MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
 SWEEP_JSON = "sweep.json"
 SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
@@ -353,6 +357,7 @@ class SweepRunner:
         load_config: RunConfig,
         artifact_dir: str | Path,
         *,
+        make_repeat: MakeRepeat,
         out: TextIO | None = None,
         previous: list[dict[str, Any]] | None = None,
         on_cell: Callable[[Cell], None] | None = None,
@@ -360,6 +365,7 @@ class SweepRunner:
     ) -> None:
         self.settings = settings
         self.load_config = load_config
+        self.make_repeat = make_repeat
         self.dir = Path(artifact_dir)
         self.out = out or sys.stdout
         self.hash = settings.settings_hash()
@@ -373,7 +379,7 @@ class SweepRunner:
             cell = Cell.from_dict(entry)
             self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
         self.stopping = threading.Event()
-        self._runner: Any = None
+        self._runner: LoadControl | None = None
         self._process: ServerProcess | None = None  # the server started, ready or not
         # re-entrant: stop() may run in a signal handler on the thread that holds it (headless)
         self._lock = threading.RLock()
@@ -538,14 +544,11 @@ class SweepRunner:
     def _run_repeat(
         self, k: int, c: int, rep: int, url: str, model: str
     ) -> tuple[RepeatMeasurement | None, int | None, int]:
-        from specmon.commands.run import make_runner, make_session
-
         repeat_dir = self.dir / f"k{k}" / f"c{c}" / f"r{rep + 1}"
         warmup = 0 if k in self._warmed else self.settings.warmup_request_count
         self._warmed.add(k)
         config = self._cell_config(url, model, c, warmup, repeat_dir)
-        session = make_session(config)
-        runner = make_runner(config, session)
+        session, runner = self.make_repeat(config)
         with self._lock:
             if self.stopping.is_set():
                 return None, None, 0

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from specmon.accumulator import RunAccumulator
+from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress, SessionView
 from specmon.server.health import HealthDelta, label_text
 from specmon.server.scrape import (
@@ -41,7 +42,6 @@ from specmon.server.scrape import (
     ServerCounterView,
     counter_delta,
 )
-from specmon.sources.load.runner import new_event_loop
 
 CSV_NAME = "watch_timeseries.csv"
 JSONL_NAME = "watch_timeseries.jsonl"

@@ -24,18 +24,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.segments import (
-    RUN,
-    SegmentTable,
-    format_segments,
-    parse_segments,
-    split_plan,
-)
+from specmon.analysis.segments import RUN, SegmentTable
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
+from specmon.segment_plan import format_segments, parse_segments, split_plan
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
+from specmon.session import RunSession
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
@@ -49,7 +45,7 @@ class ServerRun:
     url: str
     config: RunConfig
     runner: LoadControl
-    session: Any  # a RunSession (an interfaces.SessionView that also writes the exports)
+    session: RunSession
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
     segments: list[dict] = field(default_factory=list)
@@ -64,8 +60,8 @@ class MultiRun:
     def __init__(
         self,
         config: RunConfig,
-        make_session: Callable[[RunConfig], Any],
-        make_runner: Callable[[RunConfig, Any], LoadControl],
+        make_session: Callable[[RunConfig], RunSession],
+        make_runner: Callable[[RunConfig, RunSession], LoadControl],
         *,
         detect: Callable[[str, str | None], str | None] = detect_engine,
     ) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 
 import orjson
 
-from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
+from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
 
@@ -28,18 +29,8 @@ __all__ = [
     "LoadRunner",
     "capture_sink",
     "detect_engine",
-    "new_event_loop",
     "preflight",
 ]
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop when installed (about twice the request rate of the default loop here)."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:

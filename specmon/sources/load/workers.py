@@ -24,12 +24,12 @@ from typing import Any
 
 import orjson
 
-from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
