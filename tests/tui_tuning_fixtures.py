@@ -103,7 +103,6 @@ class StubMulti:
         self.finished = False
         self.stopped_early = False
         self.error: BaseException | None = None
-        self.drives_load = True
 
     def start(self) -> None:
         self.calls.append(("start", None))

@@ -11,7 +11,7 @@ from typing import TextIO
 from specmon import stops
 from specmon.config import RunConfig
 from specmon.formatting import saturation_text, server_down_text
-from specmon.interfaces import LoadProgress, RunControl, SessionView
+from specmon.interfaces import LoadProgress, RunLifecycle, SessionView
 from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
 from specmon.sources.load.loop_health import BUSY_WARN
@@ -50,7 +50,7 @@ class HeadlessProgress:
 
 
 def wait_printing(
-    runner: RunControl, drain_timeout: float, out: TextIO, printer: HeadlessProgress
+    runner: RunLifecycle, drain_timeout: float, out: TextIO, printer: HeadlessProgress
 ) -> None:
     """Join the runner, printing progress; a stop signal (specmon.stops flags it) stops
     sending and lets the in-flight requests drain for up to `drain_timeout` seconds."""

@@ -69,10 +69,6 @@ class SegmentKnobs:
         raise NotImplementedError
 
     @property
-    def drives_load(self) -> bool:
-        return True
-
-    @property
     def segment(self) -> int:
         """The segment requests sent now belong to."""
         return self.segment_log.current

@@ -8,8 +8,9 @@ Load modes over N servers:
   same order (the way to compare servers started at different k or with other drafters).
 
 With one server nothing changes: its exports go to --artifact-dir itself; with several,
-to `<artifact-dir>/<label>/`. MultiRun is an interfaces.RunControl (start, stop, join,
-finished, progress, set_*), so the headless loop and the TUI drive it like one runner, and
+to `<artifact-dir>/<label>/`. MultiRun is an interfaces.RunLifecycle + LoadKnobs (start,
+stop, join, finished, progress, set_*), so the headless loop and the TUI drive it like one
+runner, and
 an interfaces.RunView for the TUI: `.servers` (label -> (runner, session)), `.poller(label)`
 (the live ServerCounterPoller, None without /metrics) and `.segment_rows()`.
 """
@@ -178,7 +179,7 @@ class MultiRun:
             return self._segments.rows(self._segment_settings(), draft_cost)
         return self._segments.rows(_segment_settings(self.primary.runner), draft_cost)
 
-    # RunControl ------------------------------------------------------------------------
+    # RunLifecycle, over the servers' runners ---------------------------------------------
     def start(self) -> None:
         if self.watch is not None:
             self.watch.start()  # baselines before the first request
@@ -207,15 +208,11 @@ class MultiRun:
 
     @property
     def stopped_early(self) -> bool:
-        return any(getattr(r.runner, "stopped_early", False) for r in self.runs)
+        return any(r.runner.stopped_early for r in self.runs)
 
     def progress(self) -> LoadProgress:
         parts = [r.runner.progress() for r in self.runs]
         return parts[0] if len(parts) == 1 else merge_progress(parts)
-
-    @property
-    def drives_load(self) -> bool:
-        return all(r.runner.drives_load for r in self.runs)
 
     # run-time knobs: each server's runner starts its own segment --------------------------
     def set_concurrency(self, value: int | None) -> None:

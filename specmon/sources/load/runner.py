@@ -21,6 +21,7 @@ from specmon.errors import UserError
 from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress
 from specmon.segment_plan import SegmentLog
+from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
 
@@ -114,38 +115,10 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
     return None
 
 
-class RunLifecycle:
-    """join / finished / stopped_early (of interfaces.RunControl), shared by LoadRunner and
-    WorkerPool.
-
-    Subclasses set `_done` when the load has ended, `_stop_early` when stop() came first,
-    and say through `_started()` whether there is anything to wait for.
-    """
-
-    _done: threading.Event
-    _stop_early: bool
-
-    def _started(self) -> bool:
-        raise NotImplementedError
-
-    def join(self, timeout: float | None = None) -> bool:
-        # An Event, not Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
-        # looking finished while it still runs (CPython 3.11).
-        if self._started():
-            self._done.wait(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop_early
-
-
-class LoadRunner(SegmentKnobs, RunLifecycle):
+class LoadRunner(SegmentKnobs, BackgroundRun):
     """interfaces.LoadControl on one event loop in a background thread (thread-safe)."""
+
+    thread_name = "specmon-load"
 
     def __init__(
         self,
@@ -156,41 +129,31 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         worker_id: str | None = None,
         arrival_offset_s: float = 0.0,
     ) -> None:
+        super().__init__()
         self.config = config
         self.arrival_offset_s = arrival_offset_s
         self.session = session
         self.sink = sink or capture_sink(session)
         self.worker_id = worker_id
-        self.error: BaseException | None = None  # what ended the thread abnormally
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._generator: LoadGenerator | None = None
         self._ready = threading.Event()
-        self._done = threading.Event()
-        self._stop_early = False
         self.segment_log = SegmentLog(
             config.effective_concurrency, config.request_rate, config.output_tokens_mean
         )
         self.before_profiling: Callable[[], None] | None = None  # after warmup, on the load thread
 
-    # lifecycle -----------------------------------------------------------------------
-    def start(self) -> None:
-        if self._thread is not None:  # idempotent: the TUI may call it again
-            return
+    # lifecycle (BackgroundRun) ---------------------------------------------------------
+    def _launch(self) -> None:
         if self.config.model is None:
             self.config.model = preflight(self.config)
-        self._thread = threading.Thread(target=self._thread_main, name="specmon-load", daemon=True)
-        self._thread.start()
+
+    def _started(self) -> None:
         self._ready.wait(10)
 
-    def stop(self) -> None:
+    def _request_stop(self) -> None:
         """Stop sending; in-flight requests are cancelled and recorded as `cancelled`."""
-        if not self.finished:  # stopping a finished run (TUI quit after the end) is no cancel
-            self._stop_early = True
         self._call(lambda g: g.request_stop())
-
-    def _started(self) -> bool:
-        return self._thread is not None
 
     def progress(self) -> LoadProgress:
         gen = self._generator
@@ -238,7 +201,7 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         except RuntimeError:  # loop closed between the check and the call
             pass
 
-    def _thread_main(self) -> None:
+    def _main(self) -> None:
         loop = new_event_loop()
         asyncio.set_event_loop(loop)
         self._loop = loop
@@ -261,7 +224,7 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
                 self._generator.request_stop()
             self._ready.set()
             loop.run_until_complete(self._generator.run())
-        except BaseException as exc:
+        except BaseException as exc:  # recorded before start() returns on `_ready`
             self.error = exc
         finally:
             self._ready.set()
@@ -269,7 +232,6 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
-                self._done.set()
 
 
 _SETTERS: dict[str, Callable[..., None]] = {
