@@ -1,7 +1,7 @@
 """Start `specmon sim` as a child process (for tests and `specmon demo`).
 
 with start_sim(["--num-spec-tokens", "4", "--seed", "1"]) as sim:
-    httpx.get(sim.url + "/v1/models")
+    list_models(sim.url)  # ['specmon-sim']
 """
 
 from __future__ import annotations
@@ -12,12 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-
-import orjson
 
 from specmon.errors import UserError
+from specmon.server.models import list_models
 
 LISTEN_PREFIX = "specmon sim listening on "
 
@@ -78,18 +75,6 @@ def _read_listen_line(proc: subprocess.Popen, timeout: float) -> str | None:
     return found[0] if found else None
 
 
-def _model_listed(url: str, model: str, api_key: str | None) -> bool:
-    request = urllib.request.Request(url + "/v1/models")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            ids = [m.get("id") for m in orjson.loads(response.read()).get("data", [])]
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    return model in ids
-
-
 def _flag(args: list[str], name: str, default: str | None) -> str | None:
     for i, arg in enumerate(args):
         if arg == name and i + 1 < len(args):
@@ -117,7 +102,7 @@ def start_sim(args: list[str], timeout: float = 30) -> SimProcess:
     api_key = _flag(args, "--api-key", None)
     sim = SimProcess(proc, url or "", model)
     while url and time.monotonic() < deadline and proc.poll() is None:
-        if _model_listed(url, model, api_key):
+        if model in list_models(url, api_key):
             return sim
         time.sleep(0.05)
     sim.stop()

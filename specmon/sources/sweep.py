@@ -23,8 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
+from specmon.server.models import list_models
 from specmon.session import RunSession
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
@@ -261,18 +260,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
-
-
-def list_models(base: str, api_key: str | None = None) -> list[str]:
-    request = urllib.request.Request(base + "/v1/models")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            data = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return []
-    return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
 
 
 # --------------------------------------------------------------------------------------

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +19,14 @@ from specmon.errors import UserError
 from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress
 from specmon.segment_plan import SegmentLog
+from specmon.server.models import (
+    UNREACHABLE,
+    HTTPError,
+    get_json,
+    get_models,
+    model_cards,
+    model_ids,
+)
 from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
@@ -43,16 +49,6 @@ def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:
     return sink
 
 
-def _get_json(url: str, api_key: str | None, timeout: float) -> Any:
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    with urllib.request.urlopen(
-        urllib.request.Request(url, headers=headers), timeout=timeout
-    ) as resp:
-        return orjson.loads(resp.read())
-
-
 def preflight(config: RunConfig, timeout: float = 10.0) -> str:
     """Check every server answers /v1/models and return the model to use.
 
@@ -62,20 +58,7 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
         raise UserError("no server given: pass --url http://HOST:PORT (or try `specmon demo`)")
     model = config.model
     for _label, base in config.targets():
-        try:
-            listing = _get_json(base + "/v1/models", config.api_key, timeout)
-        except urllib.error.HTTPError as exc:
-            raise UserError(
-                f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UserError(f"cannot reach server {base}: {reason}") from None
-        except orjson.JSONDecodeError:
-            raise UserError(
-                f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
-            ) from None
-        ids = [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
+        ids = _listed_ids(base, config.api_key, timeout)
         if model is not None and ids and model not in ids:  # a server that lists none: trust
             served = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
             raise UserError(f"--model {model}: server {base} does not serve it (it lists {served})")
@@ -87,6 +70,23 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
     return model
 
 
+def _listed_ids(base: str, api_key: str | None, timeout: float) -> list[str]:
+    """The ids of the server's /v1/models; a one-line UserError when it cannot say."""
+    try:
+        return model_ids(get_models(base, api_key, timeout))
+    except HTTPError as exc:
+        raise UserError(
+            f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
+        ) from None
+    except UNREACHABLE as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"cannot reach server {base}: {reason}") from None
+    except orjson.JSONDecodeError:
+        raise UserError(
+            f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
+        ) from None
+
+
 def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
     """'sglang' when the server looks like SGLang, else None (the adapters still auto-detect).
 
@@ -95,16 +95,15 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
     vllm_config instead, so that route alone is not taken as SGLang.
     """
     try:
-        listing = _get_json(base + "/v1/models", api_key, timeout)
-        owners = {m.get("owned_by") for m in (listing or {}).get("data", []) if isinstance(m, dict)}
+        owners = {card.get("owned_by") for card in model_cards(get_models(base, api_key, timeout))}
         if "sglang" in owners:
             return "sglang"
-    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+    except (*UNREACHABLE, ValueError):
         pass
     for route in ("/get_server_info", "/server_info"):
         try:
-            info = _get_json(base + route, api_key, timeout)
-        except (urllib.error.URLError, OSError, ValueError):
+            info = get_json(base + route, api_key, timeout)
+        except (*UNREACHABLE, ValueError):
             continue
         if (
             isinstance(info, dict)
