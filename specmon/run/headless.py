@@ -174,6 +174,7 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
     from specmon.analysis.segments import render_segment_table
     from specmon.server.server_view import server_metrics_lines
+    from specmon.sinks.server_counters import NOT_POLLED
 
     several = len(multi.runs) > 1
     for run in multi.runs:
@@ -183,6 +184,8 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
         if run.server_metrics is not None and run.counter_view is not None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
+        elif run.metrics_unavailable not in (None, NOT_POLLED):
+            print(f"server metrics unavailable: {run.metrics_unavailable}", file=out)
     if several:
         from specmon.analysis.compare import render_server_comparison
 

@@ -47,52 +47,77 @@ def execute_watch(
         targets, artifact_dir, interval_s, duration_s, on_row=on_row if monitor is None else None
     )
     exporter_for(config.prometheus_port, config.prometheus_host)
+    signals: list[int] = []  # the stop signals received, first first
     try:
         if monitor is None:
-            _run_headless(watch, config, out)
+            _run_headless(watch, config, out, signals)
         else:
-            _run_monitor(monitor, watch, config, artifact_dir)
+            _run_monitor(monitor, watch, config, artifact_dir, signals)
     finally:
         watch.stop()
         watch.join(15)
         close_exporters()
     rows = watch.writer.rows if watch.writer is not None else 0
     print(f"time series ({rows} rows) written to {artifact_dir}", file=out, flush=True)
-    return 0
+    return _exit_status(watch, signals)
 
 
-def _run_headless(watch: WatchRun, config: RunConfig, out: TextIO) -> None:
+def _exit_status(watch: WatchRun, signals: list[int]) -> int:
+    """README, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
+    was ever reached, 1 when scrapes failed after a start, 0; why on stderr."""
+    status, lines = watch.outcome()
+    for line in lines:
+        print(f"specmon watch: {line}", file=sys.stderr, flush=True)
+    if watch.error is not None:
+        print(f"specmon watch: error: {type(watch.error).__name__}: {watch.error}", file=sys.stderr)
+        status = 1
+    return 128 + signals[0] if signals else status
+
+
+def _run_headless(watch: WatchRun, config: RunConfig, out: TextIO, signals: list[int]) -> None:
     print(
         "specmon watch: " + ", ".join(f"{k}={v}" for k, v in config.targets()) + " (no load)",
         file=out,
         flush=True,
     )
-    with _stopping_on(watch, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
+    with _stopping_on(watch, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals):
         watch.start()
         while not watch.join(0.2):
             pass
 
 
 def _run_monitor(
-    monitor: WatchMonitor, watch: WatchRun, config: RunConfig, artifact_dir: str
+    monitor: WatchMonitor,
+    watch: WatchRun,
+    config: RunConfig,
+    artifact_dir: str,
+    signals: list[int],
 ) -> None:
     shown = MonitorConfig.of_run(config)
     shown.load_label = NO_LOAD_LABEL
     shown.artifact_dir = artifact_dir
-    with _stopping_on(watch, (signal.SIGTERM, signal.SIGHUP)):
+    with _stopping_on(watch, (signal.SIGTERM, signal.SIGHUP), signals):
         watch.start()
         try:
             monitor(shown, watch)
         except KeyboardInterrupt:
-            pass
+            signals.append(signal.SIGINT)
 
 
 @contextlib.contextmanager
-def _stopping_on(watch: WatchRun, signals: tuple[signal.Signals, ...]) -> Iterator[None]:
-    """Within the block, each of `signals` stops the watch; the old handlers come back."""
-    handlers = {sig: signal.signal(sig, lambda *_: watch.stop()) for sig in signals}
+def _stopping_on(
+    watch: WatchRun, stops: tuple[signal.Signals, ...], signals: list[int]
+) -> Iterator[None]:
+    """Within the block, each of `stops` stops the watch and is noted in `signals` (first
+    first); the old handlers come back."""
+
+    def stop(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        watch.stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in stops}
     try:
         yield
     finally:
-        for sig, handler in handlers.items():
+        for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -49,6 +49,7 @@ class ServerRun:
     session: RunSession
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
+    metrics_unavailable: str | None = None  # why server_metrics is None, after finish
     segments: list[dict] = field(default_factory=list)
 
 
@@ -247,6 +248,7 @@ class MultiRun:
         for run in self.runs:
             counters = self._counter_sinks[run.label]
             run.counter_view, run.server_metrics = counters.view, counters.report
+            run.metrics_unavailable = counters.unavailable()
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
 
 
