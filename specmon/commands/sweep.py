@@ -75,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="concurrencies to measure at every k (default 1,4,16)",
     )
     group.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    _add_repeat_length(group)
+    _add_server_handling(group)
+
+
+def _add_repeat_length(group: argparse._ArgumentGroup) -> None:
+    """How long each repeat measures: a request count or a duration, not both."""
     length = group.add_mutually_exclusive_group()
     length.add_argument(
         "--segment-requests",
@@ -92,6 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds of profiling per repeat",
     )
+
+
+def _add_server_handling(group: argparse._ArgumentGroup) -> None:
+    """Waiting for each server, failures, and resuming a sweep."""
     group.add_argument(
         "--ready-timeout",
         type=float,
