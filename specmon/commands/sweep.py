@@ -201,7 +201,10 @@ def execute(
     out = out or sys.stdout
     live = not config.headless and out is sys.stdout and sys.stdout.isatty()
     screen = TextualSweepScreen() if live else None
-    return execute_sweep(settings, config, artifact_dir, screen=screen, previous=previous, out=out)
+    cells = (previous or {}).get("cells")
+    return execute_sweep(
+        settings, config, artifact_dir, screen=screen, previous_cells=cells, out=out
+    )
 
 
 class TextualSweepScreen:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from specmon.config import RUN_OPTIONS, RunConfig, build_config
 from specmon.errors import UserError
@@ -61,7 +61,9 @@ def main(args: argparse.Namespace) -> int:
     return execute(config, args.interval, args.duration)
 
 
-def execute(config: RunConfig, interval_s: float, duration_s: float | None, out: Any = None) -> int:
+def execute(
+    config: RunConfig, interval_s: float, duration_s: float | None, out: TextIO | None = None
+) -> int:
     """The watch (specmon/run/watch.py), under the monitor on a terminal without --headless."""
     from specmon.run.watch import execute_watch
 

@@ -9,5 +9,6 @@ parse arguments and call it, and the screen is handed in, never imported:
 * `execute.py`: drives an assembled run headless or under a monitor, then the exports and
   the exit status; `headless.py`: the progress lines and the console tables;
 * `sweep.py`: the k sweep (`SweepRunner` with its repeats' sessions and runners);
-* `watch.py`: `specmon watch` (`WatchRun`, no load).
+* `watch.py`: `specmon watch` (`WatchRun`, no load);
+* `replay.py`: `specmon replay` (`ReplayFeeder` over a finished run).
 """

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
@@ -37,11 +37,12 @@ def execute_sweep(
     artifact_dir: str,
     *,
     screen: SweepScreen | None = None,
-    previous: dict[str, Any] | None = None,
+    previous_cells: list[dict[str, object]] | None = None,
     out: TextIO | None = None,
 ) -> int:
     """Run the sweep, headless or under `screen`; Ctrl-C / SIGTERM / q stop it and keep every
-    finished cell. Exit 1 when a cell failed, 128 + the signal after a stop."""
+    finished cell. `previous_cells`: an earlier sweep.json's cells (--resume). Exit 1 when a
+    cell failed, 128 + the signal after a stop."""
     out = out or sys.stdout
     runner = SweepRunner(
         settings,
@@ -49,7 +50,7 @@ def execute_sweep(
         artifact_dir,
         make_repeat=make_repeat,
         out=_progress_log(artifact_dir) if screen is not None else out,
-        previous=(previous or {}).get("cells"),
+        previous=previous_cells,
     )
     on_stop = _stop_handler(runner, screen, out)
     # up before the first server is ready; every repeat's session feeds it (make_session)
