@@ -349,9 +349,9 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
         return SimpleNamespace(  # a runner that sends requests: it has the load knobs
             progress=lambda: progress,
             finished=False,
-            set_concurrency=None,
-            set_request_rate=None,
-            set_output_tokens=None,
+            set_concurrency=lambda value: None,
+            set_request_rate=lambda value, mode=None: None,
+            set_output_tokens=lambda mean, stddev=0.0: None,
         )
 
     own = {"k2": stub_runner(3), "k4": stub_runner(5), "k6": stub_runner(7)}
