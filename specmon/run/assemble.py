@@ -91,7 +91,8 @@ def make_session(config: RunConfig) -> RunSession:
     from specmon.sinks import prometheus
 
     input_config = config.model_dump(exclude={"api_key"})
-    session = RunSession(config.artifact_dir, config.export_level, input_config)
+    engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
+    session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
     prometheus.attach(session, config.prometheus_port, config.prometheus_host)
     return session
 

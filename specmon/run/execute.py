@@ -7,12 +7,13 @@ Textual one (`tui/app.py run_monitor`) and passes it, or None to run headless.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
-from specmon.errors import UserError
+from specmon.errors import ServerUnreachable, UserError
 from specmon.run.assemble import assemble, empty_run
 from specmon.run.headless import HeadlessProgress, describe_run, print_results, wait_printing
 from specmon.session import RunSession
@@ -108,6 +109,9 @@ def _exit_status(multi: MultiRun, out: TextIO) -> int:
     if error is not None and not isinstance(error, KeyboardInterrupt):
         if isinstance(error, UserError):
             raise error
+        if isinstance(error, ServerUnreachable):  # --max-outage: the exports are complete
+            print(f"specmon: {error}", file=sys.stderr, flush=True)
+            return 1
         print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
         return 1
     return _all_failed_status(multi, out)

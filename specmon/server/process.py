@@ -28,31 +28,63 @@ class ServerProcess:
     """One server child. With `log_path` its output (stdout and stderr) goes to that file,
     after a first line `$ COMMAND`; without, stdout is a text pipe (read it with
     `read_line`) and stderr is inherited, so the child's own error line reaches the
-    terminal."""
+    terminal.
 
-    def __init__(self, argv: list[str], url: str = "", log_path: Path | None = None) -> None:
+    `parent_pipe_env`: the child also gets the read end of a pipe whose write end only this
+    process holds (closed by `stop()`), its number in that environment variable: EOF there
+    means the parent is gone, however it ended, SIGKILL included (the simulator's
+    `exit_with_parent` watches it, so it dies with its client)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        url: str = "",
+        log_path: Path | None = None,
+        parent_pipe_env: str | None = None,
+    ) -> None:
         self.url = url  # base URL, no trailing slash ("" until known)
         self.model: str | None = None  # the model it serves, once ready
         self.log_path = log_path
         self._stopped = False
+        self._parent_fd: int | None = None  # the pipe's write end: held for the child's life
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if log_path is None:
-            self.proc: subprocess.Popen[str] = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0
+        read_fd = None
+        if parent_pipe_env is not None:
+            read_fd, self._parent_fd = os.pipe()
+            env[parent_pipe_env] = str(read_fd)
+        try:
+            self.proc: subprocess.Popen[str] = self._spawn(argv, env, read_fd)
+        except BaseException:
+            self._close_parent_fd()
+            raise
+        finally:
+            if read_fd is not None:
+                os.close(read_fd)
+
+    def _spawn(self, argv: list[str], env: dict[str, str], fd: int | None) -> subprocess.Popen[str]:
+        fds = () if fd is None else (fd,)
+        if self.log_path is None:
+            return subprocess.Popen(
+                argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0, pass_fds=fds
             )
-            return
-        with open(log_path, "ab") as log:
+        with open(self.log_path, "ab") as log:
             log.write(f"$ {shell_command(argv)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(
+            return subprocess.Popen(
                 argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 process_group=0,
+                pass_fds=fds,
                 text=True,  # no pipe to read: the same type as the piped one
             )
+
+    def _close_parent_fd(self) -> None:
+        if self._parent_fd is not None:
+            os.close(self._parent_fd)
+            self._parent_fd = None
 
     @property
     def pid(self) -> int:
@@ -123,6 +155,7 @@ class ServerProcess:
             self.proc.wait(grace_s)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        self._close_parent_fd()
         return self.proc.returncode
 
     def kill_now(self) -> None:

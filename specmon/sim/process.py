@@ -9,13 +9,18 @@ The process is a server/process.py ServerProcess: its own process group, `.url`,
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 
 from specmon.errors import UserError
 from specmon.server.process import ServerProcess
 
 LISTEN_PREFIX = "specmon sim listening on "
+# the read end of a pipe only the parent writes to: EOF there means the parent is gone
+PARENT_FD_ENV = "_SPECMON_SIM_PARENT_FD"
 
 
 def _flag(args: list[str], name: str, default: str | None) -> str | None:
@@ -35,7 +40,9 @@ def start_sim(args: list[str], timeout: float = 30) -> ServerProcess:
     """
     command = [sys.executable, "-m", "specmon", "sim", "--port", "0", *args]
     deadline = time.monotonic() + timeout
-    sim = ServerProcess(command)  # its own process group (server/process.py)
+    # its own process group (server/process.py), yet it dies with the client even when the
+    # client is SIGKILLed: it watches a pipe whose write end only this process holds
+    sim = ServerProcess(command, parent_pipe_env=PARENT_FD_ENV)
     sim.url = sim.read_line(LISTEN_PREFIX, timeout) or ""
     model = _flag(args, "--model", "specmon-sim") or "specmon-sim"
     api_key = _flag(args, "--api-key", None)
@@ -43,3 +50,22 @@ def start_sim(args: list[str], timeout: float = 30) -> ServerProcess:
         return sim
     code = sim.stop()
     raise UserError(f"specmon sim did not start (exit status {code}); command: {' '.join(command)}")
+
+
+def exit_with_parent() -> None:
+    """In the simulator (`specmon sim` started by start_sim): SIGTERM itself, a graceful
+    stop, once the process that started it is gone, however it ended (SIGKILL included: the
+    kernel closes its end of the pipe). A no-op for a simulator started by hand."""
+    fd = os.environ.pop(PARENT_FD_ENV, None)
+    if fd is None or not fd.isdigit():
+        return
+
+    def wait() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="specmon-parent-watch", daemon=True).start()

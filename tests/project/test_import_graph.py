@@ -48,6 +48,9 @@ LAYERS: dict[str, int] = {
     "specmon": 5,  # plain foundations: options, errors, constants, stops, small helpers
     "specmon.config": 5,
     "specmon.export.safe_json": 5,
+    # the engine registry is plain declarations (names, signatures) the options read
+    "specmon.specdecode.engines": 5,
+    "specmon.specdecode.fidelity": 5,
 }
 
 # (importer prefix, imported prefix): edges that must never exist

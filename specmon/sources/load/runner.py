@@ -24,12 +24,12 @@ from specmon.server.models import (
     HTTPError,
     get_json,
     get_models,
-    model_cards,
     model_ids,
 )
 from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
+from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
 
 __all__ = [
     "LoadProgress",
@@ -88,29 +88,28 @@ def _listed_ids(base: str, api_key: str | None, timeout: float) -> list[str]:
 
 
 def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
-    """'sglang' when the server looks like SGLang, else None (the adapters still auto-detect).
+    """The engine whose requests need options (SGLang), when the server says it is one;
+    else None (the adapters still auto-detect every engine from the payloads).
 
-    SGLang's /v1/models cards say owned_by "sglang"; failing that, its /get_server_info (or
-    the older /server_info) answers with server_args. vLLM's dev-mode /server_info carries
-    vllm_config instead, so that route alone is not taken as SGLang.
+    From the engine registry's signatures: the /v1/models cards' owned_by ("sglang"), then
+    /get_server_info (or the older /server_info) with server_args. vLLM's dev-mode
+    /server_info carries vllm_config instead, so that route alone is not taken as SGLang.
     """
+    wanted = probed_engines()
     try:
-        owners = {card.get("owned_by") for card in model_cards(get_models(base, api_key, timeout))}
-        if "sglang" in owners:
-            return "sglang"
-    except (*UNREACHABLE, ValueError):
+        found = engine_of_models(get_models(base, api_key, timeout))
+        if found in wanted:
+            return found
+    except (*UNREACHABLE, ValueError, AttributeError):
         pass
     for route in ("/get_server_info", "/server_info"):
         try:
             info = get_json(base + route, api_key, timeout)
         except (*UNREACHABLE, ValueError):
             continue
-        if (
-            isinstance(info, dict)
-            and "vllm_config" not in info
-            and ("server_args" in info or info.get("engine") == "sglang")
-        ):
-            return "sglang"
+        found = engine_of_server_info(info)
+        if found in wanted:
+            return found
     return None
 
 

@@ -12,12 +12,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specmon.specdecode.adapters import ParsedResponse, detect
+from specmon.specdecode.adapters.llamacpp import LlamaCppSpecDecodeAdapter
+from specmon.specdecode.adapters.openai import OpenAIPredictionsAdapter
 from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
 from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
 from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
 
-ADAPTERS = (VLLMSpecDecodeAdapter, TensorRTLLMSpecDecodeAdapter, SGLangSpecDecodeAdapter)
-ENGINES = {"vllm", "tensorrt_llm", "sglang"}
+ADAPTERS = (
+    VLLMSpecDecodeAdapter,
+    TensorRTLLMSpecDecodeAdapter,
+    SGLangSpecDecodeAdapter,
+    LlamaCppSpecDecodeAdapter,
+    OpenAIPredictionsAdapter,
+)
+ENGINES = {"vllm", "trtllm", "sglang", "llamacpp", "openai"}
 SETTINGS = settings(
     max_examples=300,
     deadline=None,
@@ -45,6 +53,10 @@ KEYS = [
     "spec_accept_token_num",
     "spec_draft_token_num",
     "spec_accept_histogram",
+    "draft_n",
+    "draft_n_accepted",
+    "accepted_prediction_tokens",
+    "rejected_prediction_tokens",
     "other",
 ]
 
@@ -82,10 +94,14 @@ def place(payload, where):
         "trtllm": {"choices": [{"index": 0, "speculative_decoding": payload}]},
         "sglext": {"choices": [], "sglext": {"spec_tokens_details": payload}},
         "meta_info": {"text": "x", "meta_info": payload},
+        "timings": {"choices": [], "timings": payload},
+        "usage_details": {"choices": [], "usage": {"completion_tokens_details": payload}},
     }[where]
 
 
-LOCATIONS = st.sampled_from(["vllm_root", "vllm_legacy", "trtllm", "sglext", "meta_info"])
+LOCATIONS = st.sampled_from(
+    ["vllm_root", "vllm_legacy", "trtllm", "sglext", "meta_info", "timings", "usage_details"]
+)
 usages = st.one_of(st.none(), st.dictionaries(st.just("completion_tokens"), scalars, max_size=1))
 
 
@@ -96,11 +112,18 @@ def is_count(v):
 def check_record(r):
     """Every invariant of docs/metrics.md §10, written out again rather than trusting the model."""
     assert r.engine in ENGINES
-    for v in (r.mean_acceptance_length, r.draft_acceptance_rate):
-        assert isinstance(v, float) and math.isfinite(v) and v >= 0
-    assert r.draft_acceptance_rate <= 1.0
-    for v in (r.num_accepted_draft_tokens, r.num_draft_tokens, r.num_spec_steps):
-        assert is_count(v)
+    assert isinstance(r.draft_acceptance_rate, float) and math.isfinite(r.draft_acceptance_rate)
+    assert 0 <= r.draft_acceptance_rate <= 1.0
+    assert is_count(r.num_accepted_draft_tokens) and is_count(r.num_draft_tokens)
+    assert r.num_accepted_draft_tokens <= r.num_draft_tokens
+    if r.num_spec_steps is None:  # counts only: nothing step-based may be present
+        assert r.fidelity == "counts"
+        assert r.mean_acceptance_length is None and r.acceptance_histogram is None
+        assert r.per_step_accepted is None and r.per_step_drafted is None
+        return
+    v = r.mean_acceptance_length
+    assert isinstance(v, float) and math.isfinite(v) and v >= 0
+    assert is_count(r.num_spec_steps)
     for v in (r.num_spec_tokens, r.completion_tokens):
         assert v is None or is_count(v)
     hist = r.acceptance_histogram
@@ -129,7 +152,8 @@ def check_everything(responses, request=None):
     assert outcome.reason != "malformed:internal_error", outcome.detail
     if outcome.record is not None:
         assert outcome.reason is None and not outcome.zero_step
-        assert outcome.record.num_spec_steps > 0
+        steps = outcome.record.num_spec_steps
+        assert steps is None or steps > 0
         check_record(outcome.record)
     else:
         assert outcome.reason is not None

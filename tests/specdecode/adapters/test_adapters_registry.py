@@ -26,6 +26,8 @@ from specmon.specdecode.adapters import (
     reset_reason_counts,
     unregister_adapter,
 )
+from specmon.specdecode.adapters.llamacpp import LlamaCppSpecDecodeAdapter
+from specmon.specdecode.adapters.openai import OpenAIPredictionsAdapter
 from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
 from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
 from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
@@ -35,15 +37,22 @@ LOGGER = "specmon.specdecode.adapters"
 MALFORMED = sorted((PAYLOADS / "malformed").glob("*.json"))
 BUILTINS = {
     "vllm": VLLMSpecDecodeAdapter,
-    "tensorrt_llm": TensorRTLLMSpecDecodeAdapter,
+    "trtllm": TensorRTLLMSpecDecodeAdapter,
     "sglang": SGLangSpecDecodeAdapter,
+    "llamacpp": LlamaCppSpecDecodeAdapter,
+    "openai": OpenAIPredictionsAdapter,
 }
 VALID = {  # fixture prefix -> engine that must be the only claimant
     "vllm_merged": "vllm",
     "vllm_legacy": "vllm",
-    "trtllm": "tensorrt_llm",
+    "trtllm": "trtllm",
     "sglang": "sglang",
+    "llamacpp": "llamacpp",
+    "openai": "openai",
 }
+# Fixtures of these engines' answers that carry nothing about drafting: no adapter claims
+# them (llama.cpp writes no draft keys without drafts; OpenAI sends 0 / 0 on every answer).
+UNCLAIMED = ("llamacpp_no_drafts", "openai_predictions_zero_counts")
 
 
 @pytest.fixture(autouse=True)
@@ -102,8 +111,14 @@ class Raising:
 
 
 def test_builtins_registered_in_priority_order():
-    order = [(e.name, e.priority) for e in registered_adapters()][:3]
-    assert order == [("vllm", 100), ("tensorrt_llm", 90), ("sglang", 80)]
+    order = [(e.name, e.priority) for e in registered_adapters()][:5]
+    assert order == [
+        ("vllm", 100),
+        ("trtllm", 90),
+        ("sglang", 80),
+        ("llamacpp", 20),
+        ("openai", 10),
+    ]
     assert {e.name: e.cls for e in registered_adapters()}.items() >= BUILTINS.items()
 
 
@@ -125,7 +140,7 @@ def test_every_malformed_fixture_gives_no_record_and_its_reason(path):
 
 def test_malformed_inventory_covers_each_engine():
     stems = [p.stem for p in MALFORMED]
-    for prefix in ("vllm_merged_", "vllm_legacy_", "trtllm_", "sglang_"):
+    for prefix in ("vllm_merged_", "vllm_legacy_", "trtllm_", "sglang_", "llamacpp_", "openai_"):
         assert sum(s.startswith(prefix) for s in stems) >= 3
 
 
@@ -133,8 +148,17 @@ def valid_fixtures():
     return sorted(
         p.stem
         for p in PAYLOADS.glob("*.json")
-        if any(p.stem.startswith(prefix) for prefix in VALID) and "n2" not in p.stem
+        if any(p.stem.startswith(prefix) for prefix in VALID)
+        and "n2" not in p.stem
+        and p.stem not in UNCLAIMED
     )
+
+
+@pytest.mark.parametrize("name", UNCLAIMED)
+def test_answers_without_drafting_are_claimed_by_no_adapter(name):
+    responses, request = responses_of(name)
+    assert not any(cls.can_adapt(responses) for cls in BUILTINS.values())
+    assert detect(responses, request).reason == "absent"
 
 
 @pytest.mark.parametrize("name", valid_fixtures())
@@ -163,7 +187,7 @@ def test_each_engine_resolves_to_its_own_record_with_completion_tokens():
     trt = load_capture("trtllm_summary")
     vllm = load_capture("vllm_merged_summary_chat")
     vllm["responses"][0]["usage"]["completion_tokens"] = 7
-    for capture, engine in ((trt, "tensorrt_llm"), (vllm, "vllm")):
+    for capture, engine in ((trt, "trtllm"), (vllm, "vllm")):
         r = detect(parsed(capture)).record
         assert r.engine == engine and r.completion_tokens == 7
 
@@ -283,7 +307,7 @@ def test_reasons_counted_and_logged_once_per_kind(caplog):
 # ------------------------------------------------------------------ real entry points
 
 PLUGIN = textwrap.dedent('''
-    """A llama.cpp-style engine (timings.draft_n / draft_n_accepted), outside specmon."""
+    """A made-up engine (toy_timings.draft_n / draft_n_accepted), outside specmon."""
     from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
     class TimingsAdapter:
@@ -291,23 +315,23 @@ PLUGIN = textwrap.dedent('''
 
         @classmethod
         def can_adapt(cls, responses):
-            return any(isinstance(r.data.get("timings"), dict)
-                       and "draft_n_accepted" in r.data["timings"] for r in responses)
+            return any(isinstance(r.data.get("toy_timings"), dict)
+                       and "draft_n_accepted" in r.data["toy_timings"] for r in responses)
 
         @classmethod
         def adapt(cls, responses):
-            t = [r.data["timings"] for r in responses if "timings" in r.data][-1]
+            t = [r.data["toy_timings"] for r in responses if "toy_timings" in r.data][-1]
             acc, drafted = t["draft_n_accepted"], t["draft_n"]
             steps = t["predicted_n"] - acc
             return SpecDecodeAcceptanceRecord(
-                engine="llamacpp", mean_acceptance_length=1 + acc / steps,
+                engine="toyengine", mean_acceptance_length=1 + acc / steps,
                 draft_acceptance_rate=acc / drafted, acceptance_histogram={1: acc},
                 num_accepted_draft_tokens=acc, num_draft_tokens=drafted, num_spec_steps=steps)
 ''')
-# A toy llama.cpp-like payload: predicted 12, drafted 9, accepted 6 -> steps = 12 - 6 = 6;
+# A toy payload: predicted 12, drafted 9, accepted 6 -> steps = 12 - 6 = 6;
 # the toy puts every step in bucket 1: H {1: 6} sums to 6 steps and 1*6 = 6 accepted;
 # AL = 1 + 6/6 = 2.0.
-TIMINGS = {"choices": [], "timings": {"predicted_n": 12, "draft_n": 9, "draft_n_accepted": 6}}
+TIMINGS = {"choices": [], "toy_timings": {"predicted_n": 12, "draft_n": 9, "draft_n_accepted": 6}}
 
 
 def write_dist(root: Path, entry_points: str) -> None:
@@ -324,11 +348,11 @@ def write_dist(root: Path, entry_points: str) -> None:
 def plugin_path(tmp_path, monkeypatch):
     write_dist(
         tmp_path,
-        "llamacpp = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
+        "toyengine = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
-    unregister_adapter("llamacpp")
+    unregister_adapter("toyengine")
     sys.modules.pop("fake_engine_adapter", None)
     load_entry_points(force=True)  # forget the tmp dist for later tests
 
@@ -339,10 +363,10 @@ def test_entry_point_adapter_picked_up_in_process(plugin_path, caplog):
         load_entry_points(force=True)
         load_entry_points(force=True)  # the broken one is logged once only
     entry = {e.name: e for e in registered_adapters()}
-    assert entry["llamacpp"].priority == 10 and "broken" not in entry
+    assert entry["toyengine"].priority == 10 and "broken" not in entry
     assert sum("'broken'" in m for m in caplog.messages) == 1
     r = detect(wrap(TIMINGS)).record
-    assert r.engine == "llamacpp" and r.num_spec_steps == 6 and r.mean_acceptance_length == 2.0
+    assert r.engine == "toyengine" and r.num_spec_steps == 6 and r.mean_acceptance_length == 2.0
     # built-ins still win their own payloads (priority 100 > 10)
     assert detect(*responses_of("vllm_merged_summary_chat")).record.engine == "vllm"
 
@@ -350,7 +374,7 @@ def test_entry_point_adapter_picked_up_in_process(plugin_path, caplog):
 def test_entry_point_adapter_picked_up_by_a_fresh_process(tmp_path):
     write_dist(
         tmp_path,
-        "llamacpp = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
+        "toyengine = fake_engine_adapter:TimingsAdapter\nbroken = no_such_module_anywhere:Adapter\n",
     )
     script = (
         "import json, sys\n"
@@ -363,7 +387,7 @@ def test_entry_point_adapter_picked_up_by_a_fresh_process(tmp_path):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["llamacpp", 6]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == ["toyengine", 6]
     assert "broken" in out.stderr  # logged, skipped, detection still worked
 
 

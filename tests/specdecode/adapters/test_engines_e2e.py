@@ -16,7 +16,7 @@ from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.e2e
 
-ENGINES = {"trtllm": "tensorrt_llm", "sglang": "sglang", "vllm-legacy": "vllm"}
+ENGINES = {"trtllm": "trtllm", "sglang": "sglang", "vllm-legacy": "vllm"}
 
 
 def _jsonl(path: Path) -> list[dict]:
