@@ -80,6 +80,8 @@ def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:
     _write_exports(multi, config, out)
     print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    if stops.failure() is not None:  # disk full: the files hold what was written
+        print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
     return stops.exit_status(_exit_status(multi, out))
 
 

@@ -57,10 +57,11 @@ def wait_printing(
     lag_warned = stopping = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
     while not runner.join(0.2):
-        if not stopping and (signum := stops.requested()) is not None:
+        why = _stop_reason()
+        if not stopping and why is not None:
             stopping = True
             print(
-                f"specmon: stopping ({stops.name(signum)}): no new requests; in-flight ones "
+                f"specmon: stopping ({why}): no new requests; in-flight ones "
                 f"may finish for up to {drain_timeout:g} s",
                 file=out,
                 flush=True,
@@ -74,6 +75,14 @@ def wait_printing(
     if final.loop_busy >= BUSY_WARN:  # the last second (or a run shorter than the sustained
         final = replace(final, lag_warning=True)  # window, all of it) never let the loop idle
     _warn_lag(final, lag_warned, out)
+
+
+def _stop_reason() -> str | None:
+    """Why the run must stop now: a stop signal, or the first failed write (stops.fail)."""
+    signum = stops.requested()
+    if signum is not None:
+        return stops.name(signum)
+    return stops.failure()
 
 
 def describe_run(config: RunConfig) -> str:
