@@ -210,7 +210,14 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
 
 def _print_tables(session: RunSession, out: TextIO) -> None:
     from specmon.export.console import print_console
+    from specmon.specdecode.fidelity import fidelity_line
 
     acc = session.accumulator
     hist = acc.pooled_histogram_sorted() if acc.spec_request_count else None
-    print_console(acc.summary(), hist, error_summary=acc.snapshot().error_summary, file=out)
+    print_console(
+        acc.summary(),
+        hist,
+        error_summary=acc.snapshot().error_summary,
+        file=out,
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
+    )
