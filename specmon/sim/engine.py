@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -186,8 +186,9 @@ class EngineLoop:
             deadline += step_s
             await sleep_until(deadline)
             now = time.perf_counter()
-            step_lag = lag.step(now, now - deadline)
-            self.counters.add_step(self.engine, step_s, step_lag if step_s > 0 else 0.0)
+            step_lag = lag.step(now, now - deadline) if step_s > 0 else 0.0
+            late = step_s > 0 and step_lag > (LATE_FACTOR - 1.0) * step_s
+            self.counters.add_step(self.engine, step_s, step_lag, late)
             self._finish_step(step_s * 1000.0)
 
     def _boundary(self, deadline: float) -> None:
@@ -223,13 +224,8 @@ class EngineLoop:
         ones preempted (by their own claim or a later one) leave the batch. False if empty."""
         self._k = self.k_for(self.scheduler.running_total)
         kept: list[_Slot] = []
-        for slot in self.batch:
+        for slot in self._served():
             member = slot.member
-            if id(member) not in self.slots:
-                continue
-            if member.client_gone:
-                self._drop(slot)
-                continue
             if slot.drawn < slot.rounds and not member.seq.preempted:  # no step in hand
                 slot.tokens = member.draw_step(self._k)
                 slot.drawn += 1
@@ -248,13 +244,8 @@ class EngineLoop:
     def _finish_step(self, step_ms: float) -> None:
         """The step's deadline: hand each request its round; the finished ones leave."""
         kept: list[_Slot] = []
-        for slot in self.batch:
+        for slot in self._served():
             member = slot.member
-            if id(member) not in self.slots:
-                continue
-            if member.client_gone:
-                self._drop(slot)
-                continue
             rnd = slot.rounds
             slot.rounds += 1
             if member.deliver(rnd, step_ms):
@@ -263,6 +254,16 @@ class EngineLoop:
             else:
                 kept.append(slot)
         self.batch = kept
+
+    def _served(self) -> Iterator[_Slot]:
+        """The batch's slots still to serve; a request whose client went away is dropped."""
+        for slot in self.batch:
+            if id(slot.member) not in self.slots:
+                continue
+            if slot.member.client_gone:
+                self._drop(slot)
+                continue
+            yield slot
 
     def _drop(self, slot: _Slot) -> None:
         self.scheduler.release(slot.member.seq)
