@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from specmon import stops
-from specmon.config import RunConfig, add_run_arguments, build_config, save_config
+from specmon.config import (
+    RunConfig,
+    add_run_arguments,
+    build_config,
+    parse_percentiles,
+    save_config,
+)
 from specmon.errors import ServerUnreachable, UserError
 from specmon.formatting import saturation_text, server_down_text
 from specmon.sinks.prometheus import close_exporters
@@ -121,8 +127,9 @@ def _empty_run(config: RunConfig, signum: int, out: Any) -> int:
 
 
 def check_theme_early(config: RunConfig) -> None:
-    """A misspelt --theme fails before any server is contacted, not after the load started."""
-    if config.headless or not config.theme:
+    """A misspelt --theme fails before any server is contacted, not after the load started;
+    in every mode (a headless run draws no theme, but a typo in a script must not pass)."""
+    if not config.theme:
         return
     try:
         from specmon.tui.themes import check_theme
@@ -240,10 +247,11 @@ class HeadlessProgress:
         rates = [_request_throughput(run.session) for run in self.multi.runs]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None  # several servers: their throughputs add up
+        duration = self.multi.config.benchmark_duration
         if len(self.tallies) == 1:
             (tally,) = self.tallies.values()
-            return format_progress(progress, tally.mean(), rate)
-        line = format_progress(progress, None, rate)
+            return format_progress(progress, tally.mean(), rate, duration)
+        line = format_progress(progress, None, rate, duration)
         per_server = []
         for label, tally in self.tallies.items():
             al = tally.mean()
@@ -318,10 +326,14 @@ def progress_line(progress: Any, session: Any) -> str:
     )
 
 
-def format_progress(progress: Any, al: float | None, rate: float | None) -> str:
-    """One line: elapsed, done/total, errors, req/s (AIPerf's request_throughput, the figure
-    the TUI shows), running acceptance length, lag."""
+def format_progress(
+    progress: Any, al: float | None, rate: float | None, duration_s: float | None = None
+) -> str:
+    """One line: elapsed, done/total with percent and ETA when the run is bounded (by
+    --request-count, or --benchmark-duration given as `duration_s`), errors, req/s (AIPerf's
+    request_throughput, the figure the TUI shows), running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
+    total += _eta_text(progress, duration_s)
     rate_text = "n/a" if rate is None else f"{rate:.2f}"
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
@@ -332,6 +344,18 @@ def format_progress(progress: Any, al: float | None, rate: float | None) -> str:
         f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms "
         f"busy {progress.loop_busy * 100:.0f}%" + (f"  {down}" if down else "")
     )
+
+
+def _eta_text(progress: Any, duration_s: float | None) -> str:
+    """ " (42%, ETA 00:17)" for a bounded run, the TUI header's arithmetic (run_progress)."""
+    from specmon.tui.view import fmt_duration, run_progress
+
+    if progress.phase in ("warmup", "done") or not (progress.total or duration_s):
+        return ""
+    prog = run_progress(progress.completed, progress.elapsed_s, progress.total, duration_s)
+    if prog.fraction is None:
+        return ""
+    return f" ({prog.fraction * 100:.0f}%, ETA {fmt_duration(prog.eta_s)})"
 
 
 def _request_throughput(session: Any) -> float | None:
@@ -368,6 +392,7 @@ def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
 def _print_results(multi: Any, out: Any) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
     from specmon.analysis.segments import render_segment_table
+    from specmon.export.console import output_width
     from specmon.server.server_view import server_metrics_lines
     from specmon.sinks.server_counters import NOT_POLLED
 
@@ -375,7 +400,7 @@ def _print_results(multi: Any, out: Any) -> None:
     for run in multi.runs:
         if several:
             print(f"\n=== server {run.label} ({run.url}) ===", file=out)
-        _print_tables(run.session, out)
+        _print_tables(run.session, out, multi.config.metric_percentiles)
         if run.server_metrics is not None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
@@ -387,19 +412,25 @@ def _print_results(multi: Any, out: Any) -> None:
         summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
         ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}
         print("\nServers side by side", file=out)
-        print(render_server_comparison(summaries, ks), file=out)
+        print(render_server_comparison(summaries, ks, width=output_width(out)), file=out)
     rows = multi.segment_rows_final
     if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
-        print("\n" + render_segment_table(rows), file=out)
+        print("\n" + render_segment_table(rows, width=output_width(out)), file=out)
     out.flush()
 
 
-def _print_tables(session: Any, out: Any) -> None:
+def _print_tables(session: Any, out: Any, percentiles: str) -> None:
     from specmon.export.console import print_console
 
     acc = session.accumulator
     hist = acc.pooled_histogram_sorted() if acc.spec_request_count else None
-    print_console(acc.summary(), hist, error_summary=acc.snapshot().error_summary, file=out)
+    print_console(
+        acc.summary(),
+        hist,
+        error_summary=acc.snapshot().error_summary,
+        file=out,
+        percentiles=parse_percentiles(percentiles),
+    )
 
 
 def _exit_status(runner: Any, out: Any) -> int:

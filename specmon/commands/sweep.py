@@ -183,9 +183,11 @@ def execute(
 ) -> int:
     """Run the sweep, headless or in the live view (without --headless, on a terminal);
     Ctrl-C / SIGTERM / q stop it and keep every finished cell."""
+    from specmon.commands.run import check_theme_early
     from specmon.sources.sweep import SWEEP_JSON, SweepRunner
 
     out = out or sys.stdout
+    check_theme_early(config)  # an unknown --theme is an error headless too
     live = not config.headless and out is sys.stdout and sys.stdout.isatty()
     runner = SweepRunner(
         settings,

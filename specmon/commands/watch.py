@@ -66,11 +66,13 @@ def default_dir() -> str:
 
 
 def execute(config: RunConfig, interval_s: float, duration_s: float | None, out: Any = None) -> int:
+    from specmon.commands.run import check_theme_early
     from specmon.server.scrape import metrics_url
     from specmon.sinks.prometheus import close_exporters, exporter_for
     from specmon.sources.watch import WatchRun, headless_line
 
     out = out or sys.stdout
+    check_theme_early(config)  # an unknown --theme is an error headless too
     targets = {label: base for label, base in config.targets()}
     for base in targets.values():
         metrics_url(base)  # a bad URL fails here, before anything starts
