@@ -297,6 +297,7 @@ async def test_live_drill_down_shows_the_payload_as_sent(tmp_path):
     assert '"payload_as_sent"' in text and '"acceptance_histogram": [2, 2, 4, 6, 2]' in text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "mode",
     [[], ["--headless"], ["watch", "--headless"], ["sweep", "--headless"]],
