@@ -186,11 +186,11 @@ def render_console(
 
 
 def output_width(file: TextIO | None = None) -> int:
-    """The columns to fit: $COLUMNS when set, the terminal's on a terminal, else 120."""
-    import os
+    """The columns to fit: the terminal's on a terminal ($COLUMNS first, as shutil reads
+    it), else 120, so a log or a pipe reads the same wherever it was written."""
     import shutil
 
-    if os.environ.get("COLUMNS", "").isdigit() or (file or sys.stdout).isatty():
+    if (file or sys.stdout).isatty():
         return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     return DEFAULT_WIDTH
 
