@@ -432,6 +432,7 @@ def _print_results(multi: Any, out: Any) -> None:
 
 def _print_tables(session: Any, out: Any, percentiles: str) -> None:
     from specmon.export.console import print_console
+    from specmon.specdecode.fidelity import fidelity_line
 
     acc = session.accumulator
     hist = acc.pooled_histogram_sorted() if acc.spec_request_count else None
@@ -441,6 +442,7 @@ def _print_tables(session: Any, out: Any, percentiles: str) -> None:
         error_summary=acc.snapshot().error_summary,
         file=out,
         percentiles=parse_percentiles(percentiles),
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -169,6 +170,15 @@ def _stacked(
     return Group(*lines)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What the tables are fitted to: the columns available and the percentiles shown
+    (None: CONSOLE_STAT_KEYS' p99, p90, p50)."""
+
+    width: int = DEFAULT_WIDTH
+    percentiles: tuple[int, ...] | None = None
+
+
 def render_console(
     blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
@@ -176,11 +186,13 @@ def render_console(
     error_summary: dict[str, int] | None = None,
     width: int = DEFAULT_WIDTH,
     percentiles: tuple[int, ...] | None = None,
+    fidelity: str | None = None,
 ) -> str:
     """The tables as plain text (no colour, no control codes)."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False)
-    for renderable in _renderables(blocks, pooled_histogram, error_summary, width, percentiles):
+    layout = Layout(width, percentiles)
+    for renderable in _renderables(blocks, pooled_histogram, error_summary, fidelity, layout):
         console.print(renderable)
     return buf.getvalue()
 
@@ -202,11 +214,13 @@ def print_console(
     error_summary: dict[str, int] | None = None,
     file: TextIO | None = None,
     percentiles: tuple[int, ...] | None = None,
+    fidelity: str | None = None,
 ) -> None:
-    """Print the tables: coloured on a terminal, plain text when piped."""
-    width = output_width(file)
-    console = Console(file=file, width=width)
-    for renderable in _renderables(blocks, pooled_histogram, error_summary, width, percentiles):
+    """Print the tables: coloured on a terminal, plain text when piped. fidelity: the
+    line saying what the engine reported (specmon.specdecode.fidelity.fidelity_line)."""
+    layout = Layout(output_width(file), percentiles)
+    console = Console(file=file, width=layout.width)
+    for renderable in _renderables(blocks, pooled_histogram, error_summary, fidelity, layout):
         console.print(renderable)
 
 
@@ -214,22 +228,26 @@ def _renderables(
     blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     error_summary: dict[str, int] | None,
-    width: int = DEFAULT_WIDTH,
-    percentiles: tuple[int, ...] | None = None,
+    fidelity: str | None = None,
+    layout: Layout | None = None,
 ) -> list[RenderableType]:
     items: list[RenderableType] = []
-    keys = stat_keys(percentiles)
+    layout = layout or Layout()
+    width, keys = layout.width, stat_keys(layout.percentiles)
     main = _table(f"{TITLE_PREFIX} | LLM Metrics", blocks, LLM, width, keys)
     if main is not None:
         items.append(main)
-    # The spec table and the histogram line need at least one acceptance record.
-    if "total_spec_decode_steps" in blocks:
+    # The spec table and the histogram line need at least one acceptance record (a
+    # counts-only run has draft counts but no steps).
+    if "total_draft_tokens" in blocks:
         spec = _table(f"{TITLE_PREFIX} | LLM Metrics: Spec Decode", blocks, SPEC, width, keys)
         if spec is not None:
             items.append(spec)
         line = histogram_line(pooled_histogram)
         if line:
             items.append(Text(line, style="cyan"))
+        if fidelity:
+            items.append(Text(fidelity, style="cyan"))
     if error_summary:
         parts = ", ".join(
             f"{k}: {v}" for k, v in sorted(error_summary.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -140,6 +140,9 @@ def server_metrics_report(
     run = run_totals_from(snapshot)
     return {
         "url": view.url,
+        "counters_engine": delta.engine,  # whose counters the window and verdict used
+        # gauges are a last value, not a window: shown, never reconciled
+        "gauges_last_value": dict(delta.gauges),
         "window_s": delta.duration_s,
         "samples": view.samples,
         "label_sets": delta.label_sets,

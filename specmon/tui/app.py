@@ -31,6 +31,7 @@ from textual.widgets import Footer, Input, Static
 from specmon import stops
 from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SeriesSource, SessionView
+from specmon.specdecode.fidelity import SERVER_WIDE
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
@@ -687,10 +688,10 @@ class SpecmonApp(App[int]):
         said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
         where = f" {source.strip(' ·')}" if source else ""
         basis = f"{steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
-        spec = snap.spec_stats or {}
+        spec, fidelity = snap.spec_stats or {}, snap.fidelity
         counters = self._counters.get(self._label())
         if source and not spec and counters is not None:  # no per-request stats: the server's
-            spec = _server_wide_spec(counters)
+            spec, fidelity = _server_wide_spec(counters), SERVER_WIDE
         self._widget(HeadlineView).show(
             headline_of(
                 spec,
@@ -698,6 +699,7 @@ class SpecmonApp(App[int]):
                 int(snap.error_count),
                 recommendation_text(estimate),
                 basis,
+                fidelity,
             )
         )
 

@@ -41,7 +41,7 @@ from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.generator import describe_outages
-from specmon.sources.load.runner import detect_engine
+from specmon.sources.load.runner import detect_engine, verification_note
 from specmon.specdecode.engines import as_choice
 
 
@@ -71,6 +71,7 @@ class MultiRun:
         make_runner: Callable[[RunConfig, Any], LoadControl],
         *,
         detect: Callable[[str, str | None], str | None] = detect_engine,
+        note: Callable[[str, str | None], str | None] = verification_note,
     ) -> None:
         self.config = config
         targets = config.targets()
@@ -93,6 +94,8 @@ class MultiRun:
                 if detected is not None:
                     cfg.engine = as_choice(detected)
             session = make_session(cfg)
+            if cfg.engine in ("auto", "vllm"):  # suffix padding and FLy are vLLM's modes
+                session.verification_note = note(base, config.api_key)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = (
             CounterWatch(

@@ -23,6 +23,7 @@ from specmon.interfaces import LoadProgress
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
 from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
+from specmon.specdecode.fidelity import verification_notes
 
 __all__ = [
     "LoadProgress",
@@ -120,6 +121,18 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
         if found in wanted:
             return found
     return None
+
+
+def verification_note(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
+    """The server's non-comparable verification modes, from vLLM's dev-mode /server_info
+    (suffix decoding under Model Runner V2, FLy), joined; None when it names none or has
+    no such route."""
+    try:
+        info = _get_json(base + "/server_info", api_key, timeout)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    notes = verification_notes(info)
+    return "; ".join(notes) if notes else None
 
 
 class RunLifecycle:
