@@ -40,8 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from specmon.bounded_read import read_bounded  # a FIFO or device: refused
 from specmon.constants import PERCENTILES
 from specmon.errors import UserError
+from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import EngineChoice
 
 M = TypeVar("M", bound=BaseModel)
@@ -215,8 +217,6 @@ class OptionSet(Generic[M]):
 
     # layers -----------------------------------------------------------------------------
     def file_layer(self, path: str) -> dict[str, Any]:
-        from specmon.sources.datasets.files import read_bounded  # a FIFO or device: refused
-
         try:
             data = tomllib.loads(read_bounded(path, "config file").decode("utf-8"))
         except UnicodeDecodeError:
@@ -554,8 +554,6 @@ class RunConfig(BaseModel):
         return self
 
     def _check_segments(self) -> None:
-        from specmon.analysis.segments import parse_segments  # validates the spec itself
-
         parse_segments(self.segments or "")
         if (self.segment_duration is None) == (self.segment_requests is None):
             raise ValueError(

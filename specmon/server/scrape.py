@@ -662,11 +662,7 @@ class ServerCounterPoller:
     async def stop(self, settle_s: float = 0.0) -> ServerCounterView:
         """Stop polling after a last sample; with `settle_s`, keep sampling (bounded) until
         two samples in a row agree, for servers that publish counters a little late."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._cancel_polling()
         if self._client is not None:
             await self.sample_now()
             await self._settle(settle_s)
@@ -676,14 +672,17 @@ class ServerCounterPoller:
 
     async def close(self) -> None:
         """Stop at once, no last sample (idempotent; after a stop() cut short)."""
+        await self._cancel_polling()
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def _cancel_polling(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
 
     async def _settle(self, settle_s: float) -> None:
         deadline = time.monotonic() + settle_s

@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
 from specmon.errors import ServerUnreachable, UserError
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog, parse_segments
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
