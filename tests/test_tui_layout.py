@@ -339,8 +339,8 @@ async def test_one_req_s_per_server_even_between_the_1hz_ticks():
     app, runner = three_server_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        k2 = app.servers[0][1].accumulator
-        app._tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
+        k2 = app.main.ui.servers[0][1].accumulator
+        app.main.ui.tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
         k2.add(process_capture(RawCapture.from_dict(capture_k(2, H2, 2, start_ms=700.0))))
         app.refresh_data()
         await pilot.pause()
@@ -407,7 +407,7 @@ async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, ke
         main = app.screen
         await until(pilot, lambda: main.virtual_size.height > 0 and main.max_scroll_y == 0, "a fit")
         await pilot.pause()
-        assert main.max_scroll_y == 0 and main.scroll_y == 0 and app._fit_level == level
+        assert main.max_scroll_y == 0 and main.scroll_y == 0 and app.main.fitter.level == level
         assert app.query_one("#header").region.y == 0
         assert app.query_one("#panel-head").region.y == 2  # right under the two header rows
         for selector in kept | shed:
@@ -418,7 +418,7 @@ async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, ke
     async with app.run_test(size=(size[0], 70)) as pilot:  # tall enough: nothing shed
         await pilot.pause()
         await pilot.pause()
-        assert app._fit_level == 0 and app.screen.max_scroll_y == 0
+        assert app.main.fitter.level == 0 and app.screen.max_scroll_y == 0
         for selector in kept | shed:
             assert app.query_one(selector).display, selector
         assert app.query_one("#panel-log").styles.min_height.value == 6  # the CSS's own
