@@ -32,7 +32,11 @@ RUN_SAMPLES: dict[str, str] = {
     "segments": "concurrency=1,4",
     "dataset_shard": "1/4",
 }
-SIM_SAMPLES: dict[str, str] = {"acceptance": "0.8", "category_acceptance": "code=0.9"}
+SIM_SAMPLES: dict[str, str] = {
+    "acceptance": "0.8",
+    "category_acceptance": "code=0.9",
+    "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
+}
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
     pytest.param(SIM_OPTIONS, SIM_SAMPLES, id="sim"),

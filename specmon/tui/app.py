@@ -29,7 +29,7 @@ from specmon.tui.panels import PANELS as PANEL_TABLE
 from specmon.tui.panels import PanelSpec, keyed, panel_bindings, panel_help
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
-from specmon.tui.themes import load_themes, resolve_theme
+from specmon.tui.themes import load_themes, resolve_theme, restyle
 
 if TYPE_CHECKING:
     from specmon.config import RunConfig
@@ -218,7 +218,12 @@ class SpecmonApp(App[int]):
         names = self.theme_names or sorted(self.available_themes)
         nxt = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
         self.theme = nxt
+        self.call_after_refresh(self._restyle)  # once the new theme's CSS is applied
         self.notify(f"theme {nxt}", timeout=2)
+
+    def _restyle(self) -> None:
+        restyle(self)
+        self.main.repaint_all()
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         self.artifact_dir.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,11 @@ class MainScreen(Screen[None]):
     def _title(self, panel_id: str, suffix: str = "") -> None:
         self.query_one(f"#{panel_id}").border_title = by_id(self.panels, panel_id).title + suffix
 
+    def repaint_all(self) -> None:
+        """Every panel again (a new theme's colours), not only those whose data moved."""
+        self.ui.last = self._painted = None
+        self.refresh_data()
+
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:
         """One model of the run; each widget repaints only when its slice changed."""

@@ -40,7 +40,9 @@ from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
+from specmon.sources.load.generator import describe_outages
 from specmon.sources.load.runner import detect_engine
+from specmon.specdecode.engines import as_choice
 
 
 @dataclass
@@ -52,6 +54,7 @@ class ServerRun:
     session: Any  # a RunSession (an interfaces.SessionView that also writes the exports)
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
+    metrics_unavailable: str | None = None  # why server_metrics is None, after finish
     segments: list[dict] = field(default_factory=list)
 
 
@@ -83,8 +86,12 @@ class MultiRun:
         self.runs: list[ServerRun] = []
         for index, (label, base) in enumerate(targets):
             cfg = self._server_config(index, len(targets))
-            if cfg.engine == "auto" and detect(base, config.api_key) == "sglang":
-                cfg.engine = "sglang"
+            if cfg.engine == "auto":
+                # the engine the server names (SGLang) fixes its request options and, as
+                # --engine would, the payloads read
+                detected = detect(base, config.api_key)
+                if detected is not None:
+                    cfg.engine = as_choice(detected)
             session = make_session(cfg)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = (
@@ -113,6 +120,7 @@ class MultiRun:
         )
         run.session.add_sink(SegmentSink(self._segments, key, run.label, settings))
         counters = ServerCounterSink(self.watch, run.label, run.session.accumulator)
+        counters.outage = partial(_outage, run.runner)
         run.session.add_sink(counters)
         return counters
 
@@ -254,7 +262,15 @@ class MultiRun:
         for run in self.runs:
             counters = self._counter_sinks[run.label]
             run.counter_view, run.server_metrics = counters.view, counters.report
+            run.metrics_unavailable = counters.unavailable()
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
+
+
+def _outage(runner: Any) -> str | None:
+    """The runner's unreachable spells in one line (a LoadRunner's generator knows them)."""
+    generator = getattr(runner, "generator", None)
+    outages = getattr(generator, "outages", None)
+    return describe_outages(outages.spells) if outages is not None else None
 
 
 def _segment_settings(runner: Any) -> dict[int, dict]:
