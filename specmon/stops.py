@@ -65,6 +65,7 @@ class _State:
         self.installed = False
         self.previous: dict[int, Any] = {}  # the handlers install() replaced
         self.repeat_noted = False
+        self.failure: str | None = None  # a stop that is no signal: the first failed write
 
 
 _state = _State()
@@ -98,6 +99,7 @@ def reset() -> None:
     _state.first, _state.count, _state.stage = None, 0, "setup"
     _state.interruptible = False
     _state.repeat_noted = False
+    _state.failure = None
     _state.callbacks.clear()
     _state.abandon_callbacks.clear()
 
@@ -179,9 +181,28 @@ def on_abandon(callback: Callable[[], None]) -> None:
     _state.abandon_callbacks.append(callback)
 
 
+def fail(message: str) -> None:
+    """Stop the run as a signal would, for a reason that is no signal (the first failed
+    write: disk full). Any thread may call it: during the load the on_stop callbacks get 0
+    (they only schedule work) and the headless loop polls failure(); exit status 1."""
+    if _state.failure is not None:
+        return
+    _state.failure = message
+    if _state.stage == "load" and _state.first is None:
+        for callback in list(_state.callbacks):
+            callback(0)
+
+
+def failure() -> str | None:
+    """Why the run stopped itself (fail), or None."""
+    return _state.failure
+
+
 def exit_status(default: int) -> int:
-    """128 + signal after a stop by signal, else `default`."""
-    return 128 + _state.first if _state.first is not None else default
+    """128 + signal after a stop by signal, 1 after a failure (fail), else `default`."""
+    if _state.first is not None:
+        return 128 + _state.first
+    return 1 if _state.failure is not None else default
 
 
 def name(signum: int | None = None) -> str:

@@ -221,6 +221,7 @@ def test_demo_sim_config_defaults_overrides_and_category_profile(monkeypatch):
     assert given.category_acceptance == {} and given.acceptance == [0.6, 0.6, 0.6]
 
 
+@pytest.mark.e2e
 def test_demo_bad_simulator_value_is_one_line_before_any_start():
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "demo", "--headless", "--error-rate", "1.5"],

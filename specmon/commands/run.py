@@ -217,6 +217,8 @@ def run_headless(config: RunConfig, multi: Any, out: Any) -> int:
     _write_exports(multi, config, out)
     _print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    if stops.failure() is not None:  # disk full: the files hold what was written
+        print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
     return stops.exit_status(_exit_status(multi, out))
 
 
@@ -257,10 +259,11 @@ def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
     lag_warned = stopping = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
     while not runner.join(0.2):
-        if not stopping and (signum := stops.requested()) is not None:
+        why = _stop_reason()
+        if not stopping and why is not None:
             stopping = True
             print(
-                f"specmon: stopping ({stops.name(signum)}): no new requests; in-flight ones "
+                f"specmon: stopping ({why}): no new requests; in-flight ones "
                 f"may finish for up to {runner.config.drain_timeout:g} s",
                 file=out,
                 flush=True,
@@ -274,6 +277,14 @@ def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
     if final.loop_busy >= BUSY_WARN:  # the last second (or a run shorter than the sustained
         final = replace(final, lag_warning=True)  # window, all of it) never let the loop idle
     _warn_lag(final, lag_warned, out)
+
+
+def _stop_reason() -> str | None:
+    """Why the run must stop now: a stop signal, or the first failed write (stops.fail)."""
+    signum = stops.requested()
+    if signum is not None:
+        return stops.name(signum)
+    return stops.failure()
 
 
 def describe_run(config: RunConfig) -> str:

@@ -70,6 +70,7 @@ def post_staggered(url: str, bodies: list[dict], gap_s: float) -> list[httpx.Res
         return list(pool.map(send, range(len(bodies))))
 
 
+@pytest.mark.e2e
 def test_one_step_serves_the_whole_batch(tmp_path):
     # k = 0, 60 ms steps, 3 requests of 11 tokens sent 20 ms apart. Paced each on its own
     # timer, a request's writes would sit on its own phase (its arrival time); stepped by
@@ -103,6 +104,7 @@ def test_one_step_serves_the_whole_batch(tmp_path):
     )
 
 
+@pytest.mark.e2e
 def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
     # one request alone (B = 1), k = 0: 21 tokens = 20 decode steps of 7.5 ms -> 0.15 s
     with start_sim(["--num-spec-tokens", "0", "--step-ms", "7.5"]) as sim:
@@ -117,6 +119,7 @@ def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
     assert after["specmon_sim_steps_late_total"] <= 20
 
 
+@pytest.mark.e2e
 def test_a_stopped_simulator_reports_its_lag(tmp_path):
     # SIGSTOP the simulator for 0.4 s in the middle of a 200-step stream: its steps fall
     # 0.4 s behind their formula (it then catches up on its absolute deadlines), and the
@@ -144,6 +147,7 @@ VLLM_TOO_MANY = (
 )
 
 
+@pytest.mark.e2e
 def test_max_tokens_above_the_model_length_is_vllms_400():
     with start_sim([]) as sim, httpx.Client(base_url=sim.url, timeout=30) as client:
         huge = client.post("/v1/chat/completions", json=chat("h", 10**12))
@@ -160,6 +164,7 @@ def test_max_tokens_above_the_model_length_is_vllms_400():
     assert card["max_model_len"] == 131072
 
 
+@pytest.mark.e2e
 def test_the_context_caps_the_output_and_refuses_a_long_prompt():
     # --max-model-len 100; a completions prompt of 90 token ids asking 50 tokens gets
     # 100 - 90 = 10 (vLLM's get_max_tokens); a 120-id prompt is refused
@@ -176,6 +181,7 @@ def test_the_context_caps_the_output_and_refuses_a_long_prompt():
     assert error["message"].startswith("This model's maximum context length is 100 tokens.")
 
 
+@pytest.mark.e2e
 def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves():
     # --max-model-len 10^13 lets max_tokens 10^12 through: nothing is planned ahead, so
     # the first events come at once and /v1/models answers while it runs; when the client
@@ -204,6 +210,7 @@ def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves():
 SCHEDULE = "[[1, 1, 4], [2, 3, 2], [6, 8, 1]]"  # batch 4..5: the gap carries K=2 forward
 
 
+@pytest.mark.e2e
 def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     # acceptance 1.0: every drafted token is accepted, so a step at k emits k + 1 tokens
     # until the last ones (a step drafts min(k, remaining - 1)). Alone (B = 1): k = 4;
@@ -238,6 +245,7 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     assert at_two >= 20, [e["per_step_drafted"] for e in rest]
 
 
+@pytest.mark.e2e
 def test_spec_schedule_is_checked_as_vllm_does(tmp_path):
     def sim_error(*args: str) -> str:
         proc = subprocess.run(
