@@ -153,6 +153,7 @@ def test_modes_by_name():
         mode_of("bogus")
 
 
+@pytest.mark.e2e  # a new process
 def test_the_model_imports_no_textual():
     """The screen model, the modes and the fitter are plain Python (a new process, so no
     other test's imports count)."""
