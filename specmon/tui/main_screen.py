@@ -23,6 +23,7 @@ from specmon.interfaces import (
     ResultsView,
     SeriesSource,
     SessionView,
+    knobs_of,
 )
 from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
@@ -230,8 +231,8 @@ class MainScreen(Screen[None]):
 
     def action_load_knob(self, name: str, direction: int) -> None:
         """Raise or lower a load setting; the runner starts a new segment."""
-        run, settings = self.run, self.ui.load_settings
-        if run is None or not run.drives_load:
+        run, settings = knobs_of(self.run), self.ui.load_settings
+        if run is None:
             self.notify("load keys work in live runs only", timeout=3)
             return
         if name == "request_rate" and not settings.get("request_rate"):

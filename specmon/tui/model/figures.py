@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specmon.specdecode.fidelity import SERVER_WIDE as SERVER_WIDE_FIDELITY
 from specmon.tui.tuning_view import CounterStatus, WhatIf, recommendation_text
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class Headline:
     errors: int
     recommendation: str  # "best k=5 (2.11x, extrapolated)"
     basis: str  # what the recommendation rests on
+    fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
 
 
 def _get(stats: Mapping[str, Block], tag: str, col: str) -> float | None:
@@ -78,6 +80,7 @@ def headline_of(
     errors: int,
     recommendation: str,
     basis: str,
+    fidelity: str | None = None,
 ) -> Headline:
     """The headline figures from a snapshot's spec_stats / std_stats blocks."""
     return Headline(
@@ -92,6 +95,7 @@ def headline_of(
         errors=errors,
         recommendation=recommendation,
         basis=basis,
+        fidelity=fidelity,
     )
 
 
@@ -107,10 +111,17 @@ def run_headline(
     where = f" {SERVER_WIDE}" if acceptance.server_wide else ""
     basis = f"{acceptance.steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
     spec: Mapping[str, Block] = snap.spec_stats or {}
+    fidelity = snap.fidelity
     if acceptance.server_wide and not spec and counters is not None:
-        spec = server_wide_spec(counters)  # no per-request stats: the server's
+        # no per-request stats: the server's
+        spec, fidelity = server_wide_spec(counters), SERVER_WIDE_FIDELITY
     return headline_of(
-        spec, snap.std_stats or {}, int(snap.error_count), recommendation_text(estimate), basis
+        spec,
+        snap.std_stats or {},
+        int(snap.error_count),
+        recommendation_text(estimate),
+        basis,
+        fidelity,
     )
 
 

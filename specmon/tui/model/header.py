@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specmon.formatting import saturation_text
-from specmon.interfaces import MonitorConfig, RunControl, RunView
+from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
 from specmon.tui.model.state import Settings, UiState
 from specmon.tui.modes import LIVE, Mode
 
@@ -46,7 +46,7 @@ class HeaderInfo:
 def header_of(
     snap: RunSnapshot,
     run: RunView | None,
-    control: RunControl | None,
+    control: RunLifecycle | None,
     config: MonitorConfig | None,
     mode: Mode,
     ui: UiState,
@@ -99,7 +99,9 @@ def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:
     return snap.num_spec_tokens or (counters.k if counters else None)
 
 
-def shown_runner(run: RunView | None, control: RunControl | None, ui: UiState) -> RunControl | None:
+def shown_runner(
+    run: RunView | None, control: RunLifecycle | None, ui: UiState
+) -> RunLifecycle | None:
     """The runner of the server the panels show: the header's counts are that server's,
     so its in-flight count and phase must be too (not the sum over every server)."""
     if run is not None and ui.multi:
@@ -109,16 +111,16 @@ def shown_runner(run: RunView | None, control: RunControl | None, ui: UiState) -
     return control
 
 
-def failure(runner: RunControl | None) -> str | None:
+def failure(runner: RunLifecycle | None) -> str | None:
     error = runner.error if runner is not None and runner.finished else None
     if error is None or isinstance(error, KeyboardInterrupt):
         return None
     return f"{type(error).__name__}: {error}"
 
 
-def runner_progress(runner: RunControl | None) -> dict[str, Any]:
+def runner_progress(runner: RunLifecycle | None) -> dict[str, Any]:
     """In-flight count and phase, for a runner that sends requests (not a replay)."""
-    if runner is None or not runner.drives_load:
+    if runner is None or knobs_of(runner) is None:
         return {}
     try:
         p = runner.progress()
@@ -133,7 +135,7 @@ def runner_progress(runner: RunControl | None) -> dict[str, Any]:
     }
 
 
-def known_total(runner: RunControl | None) -> tuple[int | None, int | None]:
+def known_total(runner: RunLifecycle | None) -> tuple[int | None, int | None]:
     """(done, total) a runner counts itself (a replay: records fed of its file's count,
     warmup records included), or (None, None)."""
     if runner is None:

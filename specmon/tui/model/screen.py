@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from specmon.interfaces import MonitorConfig, RunControl, RunView, SeriesSource
+from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, SeriesSource
 from specmon.tui.model.figures import Acceptance, Headline, acceptance_of, run_headline
 from specmon.tui.model.header import HeaderInfo, header_of
 from specmon.tui.model.state import UiState
@@ -78,7 +78,7 @@ class ScreenModel:
 
 def build_model(
     run: RunView | None,
-    control: RunControl | None,
+    control: RunLifecycle | None,
     config: MonitorConfig | None,
     mode: Mode,
     ui: UiState,

@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from specmon.specdecode.fidelity import SHORT
 from specmon.tui.model.figures import Headline, headline_of
 from specmon.tui.view import NA
 
@@ -41,6 +42,9 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     pair("tok-wtd AL", _n(h.al_token_weighted), good)
     pair("draft acc", _n(h.draft_rate_pct) + "%")
     pair("overall", _n(h.overall_rate_pct) + "%")
+    tag = SHORT.get(h.fidelity or "")
+    if tag:  # which of the record's fields these figures rest on
+        out.append(f"({tag})  ", style=label)
     pair("errors", str(h.errors), styles.get("error", value) if h.errors else value)
     out.append("\n")
     pair("out tok/s", _n(h.output_tok_s, ",.1f"))
