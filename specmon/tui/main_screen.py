@@ -132,14 +132,14 @@ class MainScreen(Screen[None]):
         self._painted = model.figures  # only once every slice is painted
 
     def _paint_figures(self, f: Figures) -> None:
-        self.query_one("#spec-table", StatsTable).show(f.spec_stats)
+        self.query_one("#spec-table", StatsTable).show(f.spec_rows)
         hist = f.acceptance.hist
         self.query_one(HistogramView).show(hist)
         self.query_one(PositionsView).show(hist, f.acceptance.k)
         self.query_one(WhatIfView).show(f.whatif, f.acceptance.title_suffix)
         self.query_one(HeadlineView).show(f.headline)
         self.query_one("#panel-whatif").border_subtitle = f.whatif_subtitle
-        self.query_one("#latency-table", StatsTable).show(f.std_stats)
+        self.query_one("#latency-table", StatsTable).show(f.std_rows)
         self.plot.paint(f.plot)
 
     def _paint_tuning(self, t: Tuning) -> None:

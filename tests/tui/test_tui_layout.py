@@ -16,6 +16,7 @@ from tui_screen import screen_text, until
 from tui_tuning_fixtures import one_server_app
 
 from specmon.commands.replay import build
+from specmon.stats import MetricRow
 from specmon.tui.app import PANELS, SpecmonApp
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.widgets.headline import headline_of, headline_text
@@ -78,15 +79,15 @@ def test_series_bins_by_hand():
 # -- the headline ---------------------------------------------------------------------
 def test_headline_text_by_hand():
     spec = {
-        "spec_decode_acceptance_length": {"avg": 2.5833},
-        "spec_decode_token_weighted_acceptance_length": {"avg": 2.5833},
-        "spec_decode_draft_acceptance_rate": {"avg": 52.777},
-        "spec_decode_overall_draft_acceptance_rate": {"avg": 52.777},
+        "spec_decode_acceptance_length": MetricRow("ratio", 2.5833),
+        "spec_decode_token_weighted_acceptance_length": MetricRow("ratio", 2.5833, derived=True),
+        "spec_decode_draft_acceptance_rate": MetricRow("%", 52.777),
+        "spec_decode_overall_draft_acceptance_rate": MetricRow("%", 52.777, derived=True),
     }
     std = {
-        "output_token_throughput": {"avg": 1234.56},
-        "time_to_first_token": {"p50": 45.0, "p99": 61.25},
-        "inter_token_latency": {"p50": 5.125},
+        "output_token_throughput": MetricRow("tokens/sec", 1234.56, derived=True),
+        "time_to_first_token": MetricRow("ms", None, p50=45.0, p99=61.25),
+        "inter_token_latency": MetricRow("ms", None, p50=5.125),
     }
     h = headline_of(spec, std, 3, "best k=5 (2.11x)", "407 steps, c=0.10 (+/-)")
     lines = headline_text(h, {}).plain.splitlines()

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specmon.specdecode.fidelity import SERVER_WIDE as SERVER_WIDE_FIDELITY
+from specmon.stats import MetricRow, metric_row
 from specmon.tui.tuning_view import CounterStatus, WhatIf, recommendation_text
 
 if TYPE_CHECKING:
-    from specmon.accumulator import Block, RunSnapshot
+    from specmon.accumulator import RunSnapshot
 
 SERVER_WIDE = "server-wide (/metrics)"
 
@@ -69,20 +70,24 @@ class Headline:
     fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
 
 
-def _get(stats: Mapping[str, Block], tag: str, col: str) -> float | None:
-    value = (stats.get(tag) or {}).get(col)
+Rows = Mapping[str, MetricRow]  # tag -> its statistics (RunSnapshot.spec_rows / std_rows)
+
+
+def _get(rows: Rows, tag: str, col: str) -> float | None:
+    row = rows.get(tag)
+    value = None if row is None else row.get(col)
     return None if value is None else float(value)
 
 
 def headline_of(
-    spec: Mapping[str, Block],
-    std: Mapping[str, Block],
+    spec: Rows,
+    std: Rows,
     errors: int,
     recommendation: str,
     basis: str,
     fidelity: str | None = None,
 ) -> Headline:
-    """The headline figures from a snapshot's spec_stats / std_stats blocks."""
+    """The headline figures from a snapshot's typed spec and std rows."""
     return Headline(
         al=_get(spec, "spec_decode_acceptance_length", "avg"),
         al_token_weighted=_get(spec, "spec_decode_token_weighted_acceptance_length", "avg"),
@@ -110,14 +115,14 @@ def run_headline(
     said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
     where = f" {SERVER_WIDE}" if acceptance.server_wide else ""
     basis = f"{acceptance.steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
-    spec: Mapping[str, Block] = snap.spec_stats or {}
+    spec: Rows = snap.spec_rows
     fidelity = snap.fidelity
     if acceptance.server_wide and not spec and counters is not None:
         # no per-request stats: the server's
         spec, fidelity = server_wide_spec(counters), SERVER_WIDE_FIDELITY
     return headline_of(
         spec,
-        snap.std_stats or {},
+        snap.std_rows,
         int(snap.error_count),
         recommendation_text(estimate),
         basis,
@@ -125,15 +130,17 @@ def run_headline(
     )
 
 
-def server_wide_spec(counters: CounterStatus) -> dict[str, dict[str, Any]]:
-    """The headline's acceptance blocks from the server's counters (1 + Δaccepted / Δdrafts,
+def server_wide_spec(counters: CounterStatus) -> dict[str, MetricRow]:
+    """The headline's acceptance rows from the server's counters (1 + Δaccepted / Δdrafts,
     Δaccepted / Δdraft_tokens: docs/metrics.md §11); per-request figures stay absent."""
-    spec: dict[str, dict[str, Any]] = {}
+    spec: dict[str, MetricRow] = {}
     if counters.acceptance_length is not None:
         # pooled over every verify step, 1 + Σa / Σs: the token-weighted acceptance length
         # (docs/metrics.md §6); the per-request mean needs requests
-        spec["spec_decode_token_weighted_acceptance_length"] = {"avg": counters.acceptance_length}
+        tag = "spec_decode_token_weighted_acceptance_length"
+        spec[tag] = metric_row(tag, value=counters.acceptance_length)
     if counters.acceptance_rate is not None:
         # pooled over every step: the overall rate (the per-request mean needs requests)
-        spec["spec_decode_overall_draft_acceptance_rate"] = {"avg": 100 * counters.acceptance_rate}
+        tag = "spec_decode_overall_draft_acceptance_rate"
+        spec[tag] = metric_row(tag, value=100 * counters.acceptance_rate)
     return spec

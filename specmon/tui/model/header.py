@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
+from specmon.stats import MetricRow
 from specmon.tui.model.state import Settings, UiState
 from specmon.tui.modes import LIVE, Mode
 
@@ -64,7 +65,7 @@ def header_of(
         error_kinds=dict(snap.error_summary or {}),
         failure=failure(control),
         request_count=config.request_count if config else None,
-        request_throughput=(snap.std_stats.get("request_throughput") or {}).get("avg"),
+        request_throughput=_avg(snap.std_rows.get("request_throughput")),
         duration_s=config.benchmark_duration if config else None,
         paused_arrivals=paused_arrivals,
         finished=control.finished if control is not None else not mode.drives_load,
@@ -75,6 +76,10 @@ def header_of(
         done, total = known_total(control)
         info = replace(info, request_count=total, progress_done=done)
     return info
+
+
+def _avg(row: MetricRow | None) -> float | None:
+    return None if row is None or row.avg is None else float(row.avg)
 
 
 def elapsed(snap: RunSnapshot, ui: UiState) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, SeriesSource
+from specmon.stats import MetricRow
 from specmon.tui.model.figures import Acceptance, Headline, acceptance_of, run_headline
 from specmon.tui.model.header import HeaderInfo, header_of
 from specmon.tui.model.state import UiState
@@ -22,9 +23,9 @@ from specmon.tui.tuning_view import WhatIf, what_if
 from specmon.tui.widgets.timeline import WINDOWS
 
 if TYPE_CHECKING:
-    from specmon.accumulator import Block, RunSnapshot
+    from specmon.accumulator import RunSnapshot
 
-Stats = dict[str, "Block"]
+Stats = dict[str, MetricRow]  # tag -> its typed statistics
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,8 @@ class Figures:
     the window, the draft cost, the server or the segment rows moved (`key`)."""
 
     key: tuple[object, ...]
-    spec_stats: Stats
-    std_stats: Stats
+    spec_rows: Stats
+    std_rows: Stats
     acceptance: Acceptance
     whatif: WhatIf | None
     headline: Headline
@@ -61,7 +62,7 @@ class ScreenModel:
     header: HeaderInfo
     figures: Figures
     tuning: Tuning | None  # None: the 1 Hz views were not due this tick
-    # every server's latency row (label, std_stats), the shown one's from this tick; None
+    # every server's latency row (label, std_rows), the shown one's from this tick; None
     # for a one-server run
     server_latency: tuple[tuple[str, Stats], ...] | None
     snapshot: RunSnapshot
@@ -121,8 +122,8 @@ def _figures(snap: RunSnapshot, ui: UiState, server_series: bool) -> Figures:
     label, window = WINDOWS[ui.window_index]
     return Figures(
         key=key,
-        spec_stats=snap.spec_stats,
-        std_stats=snap.std_stats,
+        spec_rows=snap.spec_rows,
+        std_rows=snap.std_rows,
         acceptance=acceptance,
         whatif=estimate,
         # the what-if answer is in the headline, at every size; 6 opens the panel
@@ -138,5 +139,5 @@ def _server_latency(ui: UiState, snap: RunSnapshot) -> tuple[tuple[str, Stats], 
     if not ui.multi or len(ui.server_std) != len(ui.servers):
         return None
     stats = list(ui.server_std)
-    stats[ui.selected] = snap.std_stats or {}
+    stats[ui.selected] = snap.std_rows
     return tuple((label, std) for (label, _), std in zip(ui.servers, stats))

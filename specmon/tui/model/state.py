@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specmon.interfaces import MonitorConfig, RunView, SessionView
+from specmon.stats import MetricRow
 from specmon.tui.tuning_view import CounterStatus, DraftCost, initial_draft_cost
 
 if TYPE_CHECKING:
-    from specmon.accumulator import Block
     from specmon.tui.model.screen import ScreenModel
 
 Settings = dict[str, Any]  # knob name -> its current value (None: not set)
@@ -38,7 +38,7 @@ class UiState:
     counters: dict[str, CounterStatus] = field(default_factory=dict)
     rows: list[dict[str, Any]] | None = None  # the last segment rows (what-if's k)
     rows_version: int = 0
-    server_std: list[dict[str, Block]] = field(default_factory=list)
+    server_std: list[dict[str, MetricRow]] = field(default_factory=list)
     ks: set[int] = field(default_factory=set)  # every k the results have named
     k_seen: int = 0  # results folded into `ks`
     last: ScreenModel | None = None

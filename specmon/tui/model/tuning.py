@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from specmon.interfaces import RunView
 from specmon.server.scrape import ServerCounterView
+from specmon.stats import MetricRow
 from specmon.tui.model.figures import acceptance_of
 from specmon.tui.model.state import UiState
 from specmon.tui.modes import Mode
@@ -63,7 +64,7 @@ def tuning_of(
     segments = _segments(run, mode, ui, now)  # first: the cards and the what-if read its k
     cards = tuple(_cards(ui, snaps)) if ui.multi else ()
     if ui.multi:
-        ui.server_std = [s.std_stats or {} for s in snaps]
+        ui.server_std = [s.std_rows for s in snaps]
     return Tuning(tuple(lines), health, segments, cards)
 
 
@@ -113,9 +114,8 @@ def _cards(ui: UiState, snaps: list[RunSnapshot]) -> list[ServerCard]:
     cards = []
     for (label, _), s in zip(ui.servers, snaps):
         acceptance = acceptance_of(s, ui.counters.get(label))
-        spec = s.spec_stats or {}
-        al = (spec.get("spec_decode_acceptance_length") or {}).get("avg")
-        rate = (spec.get("spec_decode_overall_draft_acceptance_rate") or {}).get("avg")
+        al = _avg(s.spec_rows.get("spec_decode_acceptance_length"))
+        rate = _avg(s.spec_rows.get("spec_decode_overall_draft_acceptance_rate"))
         if acceptance.server_wide:  # the counters alone
             al = acceptance.acceptance_length
         estimate = what_if(acceptance.hist, acceptance.k, ui.draft_cost.given, ui.rows, label)
@@ -135,3 +135,7 @@ def _cards(ui: UiState, snaps: list[RunSnapshot]) -> list[ServerCard]:
             )
         )
     return cards
+
+
+def _avg(row: MetricRow | None) -> float | None:
+    return None if row is None or row.avg is None else float(row.avg)
