@@ -124,7 +124,7 @@ class SpecmonApp(App[int]):
         self.refresh_hz = float((config and config.refresh_hz) or 4.0)
         self.theme_names: list[str] = []
         self._requested_theme = theme_name or (config.theme if config else None)
-        self._marked = False  # the run's end was seen (the elapsed clock stopped)
+        self._marked = False  # the run's end was seen (and said, if it failed)
         self._stop_callback: Callable[[int], None] | None = None
         self._load_theme_files()
 
@@ -192,8 +192,7 @@ class SpecmonApp(App[int]):
         if self.mode.ends_with_run:
             self.exit()
             return True
-        self._marked = True  # the load is over: stop the elapsed clock
-        self.main.accumulator.mark_finished()
+        self._marked = True
         error = runner.error
         if error is not None and not isinstance(error, KeyboardInterrupt):
             self.notify(f"the load loop stopped: {error}", severity="error", timeout=30)

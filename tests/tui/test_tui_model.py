@@ -4,6 +4,8 @@ checked against those sums, not against the code's output."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from tui_fixtures import accumulate
 from tui_tuning_fixtures import (
@@ -166,3 +168,17 @@ def test_the_model_imports_no_textual():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_the_header_clock_stops_when_the_run_ends():
+    # a live accumulator: its clock is the time since it was created
+    session = SimpleNamespace(accumulator=accumulate([capture_k(1, H4, 4)], live=True))
+    session.artifact_dir = None
+    run, config = StubMulti({"run": session}), run_config()
+    ui = UiState.of(run, session, config)
+    first = build_model(run, run, config, LIVE, ui, now=100.0).header.elapsed_s
+    run.finished = True
+    ended = build_model(run, run, config, LIVE, ui, now=100.1).header.elapsed_s
+    assert ended >= first and ui.ended_at_s == ended
+    later = build_model(run, run, config, LIVE, ui, now=105.0).header
+    assert later.elapsed_s == ended and later.finished  # stopped, and the header says done

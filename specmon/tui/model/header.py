@@ -83,7 +83,10 @@ def _avg(row: MetricRow | None) -> float | None:
 
 
 def elapsed(snap: RunSnapshot, ui: UiState) -> float:
-    return ui.freeze_elapsed if ui.freeze_elapsed is not None else float(snap.elapsed_s or 0.0)
+    """The header's clock: it stops when the run ends (the screen stays up until q)."""
+    if ui.freeze_elapsed is not None:
+        return ui.freeze_elapsed
+    return ui.ended_at_s if ui.ended_at_s is not None else float(snap.elapsed_s or 0.0)
 
 
 def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:

@@ -93,6 +93,8 @@ def build_model(
         header = header_of(last.snapshot, run, control, config, mode, ui, arrivals)
         return replace(last, header=header, tuning=None, paused=True, changed=False)
     snap = accumulator.snapshot()
+    if control is not None and control.finished and ui.ended_at_s is None:
+        ui.ended_at_s = float(snap.elapsed_s or 0.0)  # the load is over: the clock stops
     header = header_of(snap, run, control, config, mode, ui, None)
     tuning = tuning_of(run, mode, ui, snap, now)
     figures = _figures(snap, ui, isinstance(run, SeriesSource))

@@ -32,6 +32,7 @@ class UiState:
     window_index: int = 0
     paused_at: int | None = None  # len(results) when paused
     freeze_elapsed: float | None = None  # snapshot tests: a fixed clock
+    ended_at_s: float | None = None  # the run's elapsed time when its end was first seen
     # the 1 Hz views (servers, segments, /metrics): when they are next due (monotonic s)
     tune_at: float = 0.0
     segments_at: float = 0.0  # the segments table's own, spaced by its cost (SEGMENTS_DUTY)
