@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PERCENTILES: tuple[int, ...] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+from specmon.constants import PERCENTILES
+
 PCT_KEYS: tuple[str, ...] = tuple(f"p{q}" for q in PERCENTILES)
 # Key order of a record-metric block in profile_export_aiperf.json (AIPerf 0.13).
 JSON_STAT_KEYS: tuple[str, ...] = ("avg", *PCT_KEYS, "min", "max", "std", "count", "sum")

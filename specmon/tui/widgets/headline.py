@@ -3,7 +3,7 @@ line wraps onto a fourth where its basis is longer than the terminal is wide).
 
 Shown at every size above the detailed panels, so an 80x24 terminal has acceptance length
 (per-request mean and token-weighted), the draft acceptance rate, output tokens/s, TTFT p50
-and p99, ITL p50, errors and the recommended k with its basis without maximizing anything.
+and p99, TPOT p50 (AIPerf's inter token latency), errors and the recommended k with its basis without maximizing anything.
 Every number comes from the same snapshot statistics as the tables and exports (one
 definition per figure); request throughput is in the header, once.
 """
@@ -50,7 +50,7 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     pair("out tok/s", _n(h.output_tok_s, ",.1f"))
     pair("TTFT p50", _n(h.ttft_p50_ms, ",.1f"))
     pair("p99", _n(h.ttft_p99_ms, ",.1f") + " ms")
-    pair("ITL p50", _n(h.itl_p50_ms, ",.2f") + " ms")
+    pair("TPOT p50", _n(h.itl_p50_ms, ",.2f") + " ms")
     out.append("\n")
     pair("k:", h.recommendation, styles.get("accent", value))
     out.append(h.basis, style=label)
