@@ -28,7 +28,7 @@ SPEC_COLUMNS = ("avg", "min", "max", "p99", "p90", "p50", "std")
 # Latency & throughput panel: tag, label, unit, derived.
 LATENCY_ROWS: tuple[tuple[str, str, str, bool], ...] = (
     ("time_to_first_token", "TTFT", "ms", False),
-    ("inter_token_latency", "ITL", "ms", False),
+    ("inter_token_latency", "TPOT", "ms", False),  # AIPerf: inter token latency
     ("request_latency", "Request Latency", "ms", False),
     ("output_token_throughput_per_user", "Output tok/s/user", "tokens/sec/user", False),
     ("output_token_throughput", "Output tok/s", "tokens/sec", True),

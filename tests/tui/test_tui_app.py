@@ -41,7 +41,6 @@ class StubRun:
     finished = False
     stopped_early = False
     error: BaseException | None = None
-    drives_load = True
 
     def __init__(self, session=None):
         self.session = session
@@ -188,13 +187,13 @@ async def test_maximize_shows_a_panel_the_compact_layout_hides():
     app = big_app()
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.screen.has_class("compact")
-        assert "ITL ms" not in screen_text(app)  # the latency row is hidden at 80x24
+        assert "TPOT ms" not in screen_text(app)  # the latency row is hidden at 80x24
         await pilot.press("4")
         await pilot.pause()
-        assert "ITL ms" in screen_text(app)
+        assert "TPOT ms" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
-        assert "ITL ms" not in screen_text(app)
+        assert "TPOT ms" not in screen_text(app)
         assert isinstance(app.focused, RequestLog)  # focus is back on the log
         await pilot.press("enter")
         await pilot.pause()
@@ -346,7 +345,7 @@ async def test_layout_responds_to_size():
         await pilot.pause()
         assert app.screen.has_class("medium") and not app.screen.has_class("compact")
         text = screen_text(app)
-        assert "Acceptance Length (ratio)" in text and "ITL ms" in text
+        assert "Acceptance Length (ratio)" in text and "TPOT ms" in text
         assert "…" not in text  # no cell is cut short
         await pilot.resize_terminal(160, 48)
         await pilot.pause()

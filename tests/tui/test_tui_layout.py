@@ -107,7 +107,7 @@ def test_headline_text_by_hand():
         ]
     )
     assert "out tok/s 1,234.6" in lines[1] and "TTFT p50 45.0  p99 61.2 ms" in lines[1]
-    assert "ITL p50 5.12 ms" in lines[1]
+    assert "TPOT p50 5.12 ms" in lines[1]
     assert lines[2].startswith("k: best k=5 (2.11x)  407 steps")
 
 
@@ -124,7 +124,7 @@ async def test_80x24_and_100x30_show_every_headline_item():
             "draft acc 55.04%",
             "out tok/s 73.3",
             "TTFT p50 50.0  p99 60.0 ms",
-            "ITL p50 5.00 ms",
+            "TPOT p50 5.00 ms",
             "errors 6",
             "3.65 req/s",
             # kchoice's pick: k=3 measured; k=5 is only the extrapolated hint (the

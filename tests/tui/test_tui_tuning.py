@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from paths import ROOT
 from tui_screen import screen_text, until
 from tui_tuning_fixtures import (
     H4,
@@ -297,21 +298,31 @@ async def test_live_drill_down_shows_the_payload_as_sent(tmp_path):
 
 
 @pytest.mark.e2e
-def test_bad_theme_fails_before_any_request():
+@pytest.mark.parametrize(
+    "mode",
+    [[], ["--headless"], ["watch", "--headless"], ["sweep", "--headless"]],
+)
+def test_bad_theme_fails_before_any_request_in_every_mode(mode):
+    """An unknown theme is an error also where nothing is drawn (issue 20: --headless
+    accepted it silently), naming the README's theme names (`--theme dark|light|monochrome`)."""
     with socket.socket() as sock:  # a port nobody listens on: preflight would fail differently
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    command, flags = (mode[:1], mode[1:]) if mode[:1] in (["watch"], ["sweep"]) else ([], mode)
+    label = "k2=" if command == ["sweep"] else ""  # a sweep over running servers: kN=URL
     out = subprocess.run(
-        [sys.executable, "-m", "specmon", "--url", f"http://127.0.0.1:{port}", "--theme", "nosuch"],
+        [sys.executable, "-m", "specmon", *command, "--url", f"{label}http://127.0.0.1:{port}"]
+        + [*flags, "--theme", "nosuch"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert out.returncode == 2
+    assert out.returncode == 2, out.stderr
     assert out.stderr.strip().splitlines() == [
-        "specmon: error: unknown theme 'nosuch' (available: specmon-dark, specmon-light, "
-        "specmon-monochrome)"
+        "specmon: error: unknown theme 'nosuch' (available: dark, light, monochrome)"
     ]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`--theme dark|light|monochrome`" in readme
 
 
 def _result(capture: dict):
@@ -348,7 +359,13 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
 
     def stub_runner(in_flight: int):
         progress = LoadProgress(0, 1, None, in_flight, 0, 0.0, "profiling")
-        return SimpleNamespace(progress=lambda: progress, finished=False, drives_load=True)
+        return SimpleNamespace(  # a runner that sends requests: it has the load knobs
+            progress=lambda: progress,
+            finished=False,
+            set_concurrency=lambda value: None,
+            set_request_rate=lambda value, mode=None: None,
+            set_output_tokens=lambda mean, stddev=0.0: None,
+        )
 
     own = {"k2": stub_runner(3), "k4": stub_runner(5), "k6": stub_runner(7)}
     monkeypatch.setattr(

@@ -3,7 +3,7 @@ line wraps onto a fourth where its basis is longer than the terminal is wide).
 
 Shown at every size above the detailed panels, so an 80x24 terminal has acceptance length
 (per-request mean and token-weighted), the draft acceptance rate, output tokens/s, TTFT p50
-and p99, ITL p50, errors and the recommended k with its basis without maximizing anything.
+and p99, TPOT p50 (AIPerf's inter token latency), errors and the recommended k with its basis without maximizing anything.
 Every number comes from the same snapshot statistics as the tables and exports (one
 definition per figure); request throughput is in the header, once.
 """
@@ -17,6 +17,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from specmon.specdecode.fidelity import SHORT
 from specmon.tui.view import NA
 
 
@@ -33,10 +34,16 @@ class Headline:
     errors: int
     recommendation: str  # "best k=5 (2.11x, extrapolated)"
     basis: str  # what the recommendation rests on
+    fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
 
 
 def headline_of(
-    spec: dict[str, dict], std: dict[str, dict], errors: int, recommendation: str, basis: str
+    spec: dict[str, dict],
+    std: dict[str, dict],
+    errors: int,
+    recommendation: str,
+    basis: str,
+    fidelity: str | None = None,
 ) -> Headline:
     """The headline figures from a snapshot's spec_stats / std_stats blocks."""
 
@@ -56,6 +63,7 @@ def headline_of(
         errors=errors,
         recommendation=recommendation,
         basis=basis,
+        fidelity=fidelity,
     )
 
 
@@ -78,12 +86,15 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     pair("tok-wtd AL", _n(h.al_token_weighted), good)
     pair("draft acc", _n(h.draft_rate_pct) + "%")
     pair("overall", _n(h.overall_rate_pct) + "%")
+    tag = SHORT.get(h.fidelity or "")
+    if tag:  # which of the record's fields these figures rest on
+        out.append(f"({tag})  ", style=label)
     pair("errors", str(h.errors), styles.get("error", value) if h.errors else value)
     out.append("\n")
     pair("out tok/s", _n(h.output_tok_s, ",.1f"))
     pair("TTFT p50", _n(h.ttft_p50_ms, ",.1f"))
     pair("p99", _n(h.ttft_p99_ms, ",.1f") + " ms")
-    pair("ITL p50", _n(h.itl_p50_ms, ",.2f") + " ms")
+    pair("TPOT p50", _n(h.itl_p50_ms, ",.2f") + " ms")
     out.append("\n")
     pair("k:", h.recommendation, styles.get("accent", value))
     out.append(h.basis, style=label)

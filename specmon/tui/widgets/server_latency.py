@@ -19,7 +19,7 @@ from specmon.tui.widgets.shaped import ShapedStatic
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("TTFT p50", "time_to_first_token", "p50"),
     ("TTFT p99", "time_to_first_token", "p99"),
-    ("ITL p50", "inter_token_latency", "p50"),
+    ("TPOT p50", "inter_token_latency", "p50"),
     ("lat p50", "request_latency", "p50"),
     ("out tok/s", "output_token_throughput", "avg"),
     ("req/s", "request_throughput", "avg"),

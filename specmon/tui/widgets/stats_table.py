@@ -22,7 +22,7 @@ SHORT_LABELS = {
     "spec_decode_steps": "Steps",
     "spec_decode_zero_step_requests": "Zero-Step Req",
     "time_to_first_token": "TTFT ms",
-    "inter_token_latency": "ITL ms",
+    "inter_token_latency": "TPOT ms",
     "request_latency": "Latency ms",
     "output_token_throughput_per_user": "tok/s/user",
     "output_token_throughput": "Output tok/s",
