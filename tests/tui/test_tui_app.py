@@ -448,6 +448,27 @@ def test_profile_export_replay_matches_the_run(tmp_path):
     assert Path(tmp_path / "run" / "profile_export_aiperf.json").is_file()
 
 
+def test_replay_accepts_an_artifact_dir(tmp_path):
+    """`specmon replay DIR` (issue 20 item 5: "replay file not found" for a dir that tune and
+    compare accept): the records of the dir, else its raw capture; an empty dir says why."""
+    from specmon.errors import UserError
+
+    captures = run_captures(30)
+    session = RunSession(tmp_path / "run", "raw", {})
+    for c in captures:
+        session.add(RawCapture.from_dict(c))
+    session.finish()
+    profiling = [c for c in captures if c.get("benchmark_phase") != "warmup"]
+    src = load_source(tmp_path / "run")
+    assert src.path.name == "profile_export.jsonl" and len(src.items) == len(profiling)
+    (tmp_path / "run" / "profile_export.jsonl").unlink()
+    src = load_source(tmp_path / "run")  # the raw capture keeps the warmup requests too
+    assert src.path.name == "profile_export_raw.jsonl" and len(src.items) == len(captures)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="is a folder without profile_export.jsonl"):
+        load_source(tmp_path / "empty")
+
+
 async def test_replay_of_a_real_aiperf_export(tmp_path):
     """AIPerf 0.13's own profile_export.jsonl: the monitor shows AIPerf's own aggregates."""
     fixture = FIXTURES_DIR / "aiperf013_peer"

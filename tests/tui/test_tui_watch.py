@@ -35,6 +35,9 @@ def test_watch_screen_shows_server_figures_and_says_why_panels_are_empty(tmp_pat
             # rate; the per-request means (AL, draft acc) need requests
             assert head.al_token_weighted == 2.5 and head.overall_rate_pct == 50.0
             assert head.al is None and head.draft_rate_pct is None and head.ttft_p50_ms is None
+            # no per-request rate: the bare N/A, never "N/A%" (issue 20 item 5)
+            line = str(app.main.query_one(HeadlineView).render_line(0).text)
+            assert "draft acc N/A " in line and "overall 50.00%" in line and "N/A%" not in line
             assert app.main.query_one(HistogramView)._hist == EXPECTED_HIST
             for table in ("#spec-table", "#latency-table"):
                 assert NO_REQUESTS in _text(app.query_one(table, StatsTable))

@@ -27,6 +27,11 @@ def _n(value: float | None, fmt: str = ",.2f") -> str:
     return NA if value is None else format(value, fmt)
 
 
+def _pct(value: float | None) -> str:
+    """ "55.04%", or the bare NA: never "N/A%" (the watch headline had no per-request rate)."""
+    return NA if value is None else _n(value) + "%"
+
+
 def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     """Three lines: acceptance, latency/throughput, the k recommendation."""
     label, value = styles.get("label", ""), styles.get("value", "bold")
@@ -40,8 +45,8 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     good = styles.get("good", value)
     pair("AL", _n(h.al), good)
     pair("tok-wtd AL", _n(h.al_token_weighted), good)
-    pair("draft acc", _n(h.draft_rate_pct) + "%")
-    pair("overall", _n(h.overall_rate_pct) + "%")
+    pair("draft acc", _pct(h.draft_rate_pct))
+    pair("overall", _pct(h.overall_rate_pct))
     tag = SHORT.get(h.fidelity or "")
     if tag:  # which of the record's fields these figures rest on
         out.append(f"({tag})  ", style=label)
