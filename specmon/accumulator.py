@@ -20,16 +20,17 @@ from typing import Any, cast
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
 from specmon.results_window import RESULTS_WINDOW, ResultWindow
-from specmon.specdecode.fidelity import weakest
+from specmon.specdecode.fidelity import COUNTS, weakest
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import (
     DERIVED,
     JSON_STAT_KEYS,
     METRICS,
     RECORD,
+    MetricRow,
     compute_stats,
     is_spec_tag,
-    metric_block,
+    metric_row,
 )
 
 Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
@@ -238,6 +239,10 @@ class RunSnapshot:
     # The run's fidelity level (its weakest record's, specmon/specdecode/fidelity.py);
     # None before any record. The screen shows it beside the acceptance figures.
     fidelity: str | None = None
+    # The same statistics typed, one MetricRow per tag (what the live view reads; the
+    # blocks above are written from these rows, as the export's are).
+    spec_rows: dict[str, MetricRow] = field(default_factory=dict)
+    std_rows: dict[str, MetricRow] = field(default_factory=dict)
 
 
 def _floats() -> array[float]:
@@ -289,6 +294,7 @@ class RunAccumulator:
         # record has no steps, so its accepted drafts cannot enter 1 + accepted / steps)
         self.stepped_accepted = 0
         self.fidelity_counts: Counter[str] = Counter()  # requests per fidelity level
+        self.verification_notes: dict[str, None] = {}  # the records' notes, in order
         self.engine: str | None = None
         self.num_spec_tokens: int | None = None
         self.columns: dict[str, MetricColumn] = {}
@@ -362,6 +368,8 @@ class RunAccumulator:
     def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
         self.fidelity_counts[rec.fidelity] += 1
+        if rec.verification_note is not None:
+            self.verification_notes.setdefault(rec.verification_note)
         self.total_accepted += rec.num_accepted_draft_tokens
         self.total_drafted += rec.num_draft_tokens
         self._note_engine(rec)
@@ -461,7 +469,8 @@ class RunAccumulator:
             float(self.total_accepted),
             float(self.total_drafted),
         )
-        out["total_spec_decode_steps"] = steps
+        if self.fidelity_counts[COUNTS] < self.spec_request_count:  # some record had steps
+            out["total_spec_decode_steps"] = steps
         out["total_accepted_draft_tokens"] = acc
         out["total_draft_tokens"] = drafted
         if steps:
@@ -476,26 +485,26 @@ class RunAccumulator:
         return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
 
     @staticmethod
-    def _blocks(
+    def _rows(
         frozen: dict[str, tuple[MetricColumn, tuple[int, float, float]]],
         derived: dict[str, float | int],
         exact: bool,
-    ) -> dict[str, Block]:
-        blocks: dict[str, Block] = {}
+    ) -> dict[str, MetricRow]:
+        rows: dict[str, MetricRow] = {}
         for tag, mdef in METRICS.items():
             if mdef.kind == RECORD and tag in frozen:
                 column, state = frozen[tag]
-                blocks[tag] = metric_block(tag, column.stats(state, exact=exact))
+                rows[tag] = metric_row(tag, column.stats(state, exact=exact))
             elif mdef.kind == DERIVED and tag in derived:
-                blocks[tag] = metric_block(tag, value=derived[tag])
-        return blocks
+                rows[tag] = metric_row(tag, value=derived[tag])
+        return rows
 
     def metric_blocks(self, exact: bool = True) -> dict[str, Block]:
         """{tag: export block} for every metric with a value, in METRICS order."""
         with self._stats_lock:
             with self._lock:
                 frozen, derived = self._frozen_columns(), self.derived_values()
-            return self._blocks(frozen, derived, exact)
+            return {tag: row.block() for tag, row in self._rows(frozen, derived, exact).items()}
 
     def pooled_histogram_sorted(self) -> dict[int, int]:
         with self._lock:
@@ -532,8 +541,10 @@ class RunAccumulator:
                     fidelity=weakest(self.fidelity_counts),
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
-            for tag, block in self._blocks(frozen, derived, exact=False).items():
-                (snap.spec_stats if is_spec_tag(tag) else snap.std_stats)[tag] = block
+            for tag, row in self._rows(frozen, derived, exact=False).items():
+                spec = is_spec_tag(tag)
+                (snap.spec_rows if spec else snap.std_rows)[tag] = row
+                (snap.spec_stats if spec else snap.std_stats)[tag] = row.block()
             self._snap = snap
             return snap
 

@@ -41,7 +41,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from specmon.bounded_read import read_bounded  # a FIFO or device: refused
+from specmon.constants import PERCENTILES
 from specmon.errors import UserError
+from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import EngineChoice
 
 M = TypeVar("M", bound=BaseModel)
@@ -215,8 +218,6 @@ class OptionSet(Generic[M]):
 
     # layers -----------------------------------------------------------------------------
     def file_layer(self, path: str) -> dict[str, Any]:
-        from specmon.sources.datasets.files import read_bounded  # a FIFO or device: refused
-
         try:
             data = tomllib.loads(read_bounded(path, "config file").decode("utf-8"))
         except UnicodeDecodeError:
@@ -461,6 +462,12 @@ class RunConfig(BaseModel):
     headless: bool = option(False, "no TUI: progress lines, then the console tables")
     refresh_hz: float = option(4.0, "TUI refresh rate", gt=0, le=60)
     theme: str | None = option(None, "TUI theme name")
+    metric_percentiles: str = option(
+        "99,90,50",
+        "percentiles the console tables show, comma-separated "
+        f"(as vllm bench serve's; any of {','.join(map(str, PERCENTILES))})",
+        metavar="P,P,...",
+    )
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
     engine: EngineChoice = option(
         "auto",
@@ -538,6 +545,11 @@ class RunConfig(BaseModel):
                 self.__dict__["api_key"] = secret
         return self
 
+    @field_validator("metric_percentiles")
+    @classmethod
+    def _percentiles(cls, value: str) -> str:
+        return ",".join(map(str, parse_percentiles(value)))
+
     @field_validator("extra_inputs", mode="before")
     @classmethod
     def _extra_inputs(cls, value: Any) -> Any:
@@ -564,8 +576,6 @@ class RunConfig(BaseModel):
         return self
 
     def _check_segments(self) -> None:
-        from specmon.analysis.segments import parse_segments  # validates the spec itself
-
         parse_segments(self.segments or "")
         if (self.segment_duration is None) == (self.segment_requests is None):
             raise ValueError(
@@ -691,3 +701,15 @@ def build_config(
 def save_config(config: RunConfig, path: str) -> None:
     """Write the effective configuration as TOML (the API key is never written)."""
     RUN_OPTIONS.save(config, path)
+
+
+def parse_percentiles(text: str) -> tuple[int, ...]:
+    """ "99,90,50" (or "p99,p50") -> (99, 90, 50); each one of the computed PERCENTILES."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().removeprefix("p")
+        if not part.isdigit() or int(part) not in PERCENTILES:
+            choices = ",".join(map(str, PERCENTILES))
+            raise ValueError(f"percentile '{part}' is not one of {choices}")
+        out.append(int(part))
+    return tuple(out)

@@ -30,6 +30,7 @@ RUN_SAMPLES: dict[str, str] = {
     "extra_inputs": "temperature:0.5",
     "input_file": "prompts.jsonl",  # a path is only opened when the run starts
     "segments": "concurrency=1,4",
+    "metric_percentiles": "25,75",
     "dataset_shard": "1/4",
 }
 SIM_SAMPLES: dict[str, str] = {
@@ -221,6 +222,7 @@ def test_demo_sim_config_defaults_overrides_and_category_profile(monkeypatch):
     assert given.category_acceptance == {} and given.acceptance == [0.6, 0.6, 0.6]
 
 
+@pytest.mark.e2e
 def test_demo_bad_simulator_value_is_one_line_before_any_start():
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "demo", "--headless", "--error-rate", "1.5"],

@@ -160,10 +160,11 @@ def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
     out = tmp_path / "run"
+    release = tmp_path / "release"  # the export is held until both signals have been seen
     with start_sim(["--seed", "4"]) as sim:
         proc = Proc(
             run_args(sim.url, out, "--request-count", "6"),
-            env={"SPECMON_TEST_EXPORT_DELAY_S": "10"},
+            env={"SPECMON_TEST_EXPORT_DELAY_S": "60", "SPECMON_TEST_EXPORT_RELEASE": str(release)},
         )
         proc.wait_line("writing exports to")
         proc.popen.send_signal(signum)
@@ -172,6 +173,7 @@ def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
         # a second Ctrl-C warns; a repeated hangup or terminate changes nothing
         again = "press Ctrl-C again to abandon" if signum == signal.SIGINT else "already stopping"
         proc.wait_line(again)
+        release.touch()
         code = proc.finish()
     assert code == 128 + signum, proc.seen
     doc, records = check_summary(out)

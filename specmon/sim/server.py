@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from specmon.sim import payloads
+from specmon.sim import llamacpp, payloads
 from specmon.sim.config import SimConfig
 from specmon.sim.counters import SpecCounters
 from specmon.sim.engine import ON_TIME_S, EngineLoop, sleep_until
@@ -129,6 +129,8 @@ OWNERS = {
     "none": "vllm",
     "trtllm": "tensorrt_llm",
     "sglang": "sglang",
+    "llamacpp": "llamacpp",
+    "openai-predictions": "specmon-sim",  # a gateway's cards name no engine
 }
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
@@ -378,14 +380,43 @@ class SimRequest:
         tokens = self.plans[0].completion_tokens
         return payloads.timing_metrics(self.t_start, self.t_first, time.perf_counter(), tokens)
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt = sum(self.parsed.prompt_tokens)
         completion = sum(p.completion_tokens for p in self.plans)
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "total_tokens": prompt + completion,
             "completion_tokens": completion,
         }
+        details = self.usage_details()
+        if details is not None:
+            usage["completion_tokens_details"] = details
+        return usage
+
+    def usage_details(self) -> dict[str, Any] | None:
+        """The OpenAI-standard counts (--shape openai-predictions), n = 1 only."""
+        if self.cfg.shape != "openai-predictions" or not self.single or self.k == 0:
+            return None
+        return self._maybe_corrupt(payloads.openai_details(self.plans[0]))
+
+    def root_timings(self) -> dict[str, Any] | None:
+        """llama.cpp's root `timings` (--shape llamacpp), n = 1 only."""
+        if self.cfg.shape != "llamacpp" or not self.single:
+            return None
+        elapsed_ms = (time.perf_counter() - self.t_first) * 1000.0 if self.t_first else 0.0
+        prompt = sum(self.parsed.prompt_tokens)
+        timings = payloads.llamacpp_timings(self.plans[0], prompt, elapsed_ms)
+        return self._maybe_corrupt(timings) if "draft_n" in timings else timings
+
+    def counts_payload(self, body: dict[str, Any]) -> Any:
+        """Add the counts-only shapes' objects to a body (or the stream's last chunk) and
+        return the one sent (None if none)."""
+        timings = self.root_timings()
+        if timings is not None:
+            body["timings"] = timings
+            return timings if "draft_n" in timings else None
+        usage = body.get("usage")
+        return usage.get("completion_tokens_details") if isinstance(usage, dict) else None
 
     def _text(self, tokens: int) -> str:
         return self._text_bytes(tokens).decode()
@@ -528,9 +559,10 @@ class SimRequest:
 
     async def _prefill(self) -> None:
         """ttft_ms of prefill (or of recomputing after a preemption), then run on the engine."""
+        ready_at = time.perf_counter() + self.ttft / 1000.0
         if self.ttft > 0:
-            await sleep_until(time.perf_counter() + self.ttft / 1000.0)
-        self.state.engines[self.engine].join(self)
+            await sleep_until(ready_at)
+        self.state.engines[self.engine].join(self, ready_at)
 
     async def _recompute(self) -> None:
         """Preempted (KV cache full): wait to be readmitted, then recompute and rejoin."""
@@ -578,6 +610,8 @@ class SimRequest:
             if ext is not None:
                 body["sglext"] = ext
                 payload = ext["spec_tokens_details"]
+        elif self.cfg.shape in ("llamacpp", "openai-predictions"):
+            payload = self.counts_payload(body)
         else:
             payload = sent[0] if self.single and sent else (sent or None)
         return body, payload
@@ -706,6 +740,11 @@ class SimRequest:
                 payload = spec
             if ext is not None:
                 chunk["sglext"] = ext
+            payload = self.counts_payload(chunk) or payload
+            out.append(_sse(chunk))
+        elif self.cfg.shape == "llamacpp":  # its last chunk carries the timings
+            chunk = {**self._base(), "choices": []}
+            payload = self.counts_payload(chunk)
             out.append(_sse(chunk))
         if self._sent_choice_specs:
             sent = self._sent_choice_specs
@@ -891,6 +930,8 @@ def build_app(cfg: SimConfig) -> Starlette:
     ]
     if cfg.shape == "sglang":
         routes += [Route("/server_info", server_info), Route("/get_server_info", server_info)]
+    if cfg.shape == "llamacpp":  # its native /completion (specmon/sim/llamacpp.py)
+        routes += llamacpp.routes(_completion)
     app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
     app.state.sim = SimState(cfg)
     return app

@@ -157,7 +157,12 @@ def test_csv_layout_by_hand(tmp_path):
     raw = paths["csv"].read_bytes()
     assert raw.count(b"\r\n") == raw.count(b"\n")  # CRLF everywhere
     text = raw.decode()
-    first, second = text.split("\r\n\r\n")
+    first, second, third = text.split("\r\n\r\n")
+    # specmon's last section: the run's fidelity (both records are vLLM summary-level)
+    assert third.rstrip("\r\n").split("\r\n") == [
+        "Acceptance fidelity,Engine,Label",
+        "histogram,vllm,histogram and counts: no per-step arrays",
+    ]
     rows1 = first.split("\r\n")
     assert rows1[0] == "Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std"
     labels1 = [r.split(",")[0] for r in rows1[1:]]
@@ -202,7 +207,7 @@ def test_csv_layout_by_hand(tmp_path):
     assert rows1[1] == "E2E Output Token Throughput (tokens/sec/user)," + ",".join(
         ["400.00"] * 3 + ["800.00"] + ["400.00"] * 9 + ["0.00"]
     )
-    assert "histogram" not in text.lower()
+    assert "histogram" not in (first + second).lower()  # no pooled histogram in the CSV
 
 
 def test_csv_zero_step_row_and_missing_cells():
@@ -328,3 +333,24 @@ def test_unwritable_artifact_dir_is_a_user_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="artifact dir"):
         RunSession(blocker / "sub", "records", {})
+
+
+def test_exports_take_the_umask_mode_like_screenshots(tmp_path):
+    """Issue 20: exports were 0600 (mkstemp) while screenshots were 0644. Under umask 022 a
+    new export is 0666 & ~022 = 0644; under 027 it is 0640."""
+    import os
+    import stat
+
+    from specmon.export.common import atomic_write, open_new_stream
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write(tmp_path / "a.json", b"{}")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        with open_new_stream(tmp_path / "b.jsonl") as fh:
+            fh.write(b"{}\n")
+        assert stat.S_IMODE((tmp_path / "b.jsonl").stat().st_mode) == 0o644
+        os.umask(0o027)
+        assert stat.S_IMODE(atomic_write(tmp_path / "c.csv", b"x").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

@@ -87,6 +87,7 @@ def lag_share(url: str, before) -> float:
 # itself reports (specmon_sim_step_lag_seconds) that it ran more than 2% behind its step
 # model over that batch: then the machine, not the formula, is what the numbers show, and
 # the assertion says so with both figures.
+@pytest.mark.e2e
 @pytest.mark.parametrize("k", [0, 2, 4])
 def test_linear_step_time_within_2_percent(tmp_path, k):
     # linear, batch_slope 0: step = 4.6 + 0.7 k ms (fractional, so whole-ms sleeps would show)
@@ -108,6 +109,7 @@ def test_linear_step_time_within_2_percent(tmp_path, k):
             assert min(errors) <= 0.02 or share > 0.02, (k, concurrency, sorted(errors)[:3], share)
 
 
+@pytest.mark.e2e
 def test_roofline_step_time_within_2_percent(tmp_path):
     # step = max(4, 0.25 * B * (k + 1)) + 0.5 k with k = 3: B <= 4 -> 5.5 ms, B = 8 -> 9.5 ms
     formula = {b: max(4.0, 0.25 * b * 4) + 1.5 for b in range(1, 9)}
@@ -126,6 +128,7 @@ def test_roofline_step_time_within_2_percent(tmp_path):
     assert min(errors) <= 0.02 or share > 0.02, (sorted(errors)[:3], share)
 
 
+@pytest.mark.e2e
 def test_write_timestamps_share_the_client_clock(tmp_path):
     # perf_counter and monotonic are both CLOCK_MONOTONIC on Linux, shared across processes
     assert time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"

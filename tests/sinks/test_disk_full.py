@@ -57,6 +57,7 @@ def tiny_disk():
         where.rmdir()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("level", ["raw", "records"])
 def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level):
     out = tiny_disk / "run"

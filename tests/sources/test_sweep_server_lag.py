@@ -47,6 +47,7 @@ def test_share_is_lag_over_formula_between_the_scrapes():
     assert server_lag_share(None, after) is None
 
 
+@pytest.mark.e2e
 def test_a_sim_behind_its_model_is_flagged_in_sweep_json(tmp_path: Path):
     # 0.02 ms steps for 16 running requests: no Python loop does a step's work (16 chunks)
     # in 20 us, so the sim runs far behind its model and must say so; a 0.02 ms step is
@@ -57,7 +58,7 @@ def test_a_sim_behind_its_model_is_flagged_in_sweep_json(tmp_path: Path):
     )
     args = ["--serve", serve, "--num-spec-tokens", "2", "--concurrency", "16"]
     args += ["--repeats", "1", "--warmup-request-count", "0", "--artifact-dir", str(tmp_path)]
-    args += ["--segment-requests", "64", "--output-tokens-mean", "64"]
+    args += ["--segment-requests", "64", "--output-tokens-mean", "512"]
     args += ["--prompt-source", "synthetic", "--synthetic-input-tokens-mean", "16"]
     import subprocess
 

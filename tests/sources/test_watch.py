@@ -96,6 +96,7 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.e2e
 def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     sim = start_sim(SIM_ARGS)
     watch = None
@@ -132,8 +133,14 @@ def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     assert f"watch AL {expected['acceptance_length']:.2f}" in lines[-2]
     csv_lines = (tmp_path / "w" / "watch_timeseries.csv").read_text().splitlines()
     assert len(csv_lines) == len(rows) + 1
+    # /metrics only: every figure is server-wide, from vLLM's counters (docs/metrics.md §10.2)
+    assert {r["fidelity"] for r in rows} == {"server-wide"}
+    assert rows[-1]["counters_engine"] == "vllm" and rows[-1]["gauges_last_value"] == {}
+    assert csv_lines[0].endswith(",fidelity,counters_engine")
+    assert csv_lines[-1].endswith(",server-wide,vllm")
 
 
+@pytest.mark.e2e
 def test_watch_survives_a_simulator_restart(tmp_path):
     port = free_port()
     args = [*SIM_ARGS, "--port", str(port)]
@@ -171,6 +178,7 @@ def test_watch_survives_a_simulator_restart(tmp_path):
     assert "RESET" in out
 
 
+@pytest.mark.e2e
 def test_watch_duration_stops_by_itself_and_bad_interval_is_one_line(tmp_path):
     sim = start_sim(SIM_ARGS)
     try:

@@ -17,8 +17,10 @@ from collections import Counter
 from dataclasses import replace
 from urllib.parse import urlparse
 
-from specmon.commands.run import format_progress
+import pytest
+
 from specmon.interfaces import LoadProgress
+from specmon.run.headless import format_progress
 from specmon.sim.process import start_sim
 from specmon.sources.load.control import merge_progress
 from specmon.sources.load.generator import (
@@ -86,7 +88,8 @@ def test_progress_line_shows_the_outage():
     # req/s is AIPerf's request_throughput from the session (valid requests only, so retried
     # attempts never count: test_server_killed_and_restarted checks it on a real run)
     line = format_progress(progress, None, 2.5)
-    assert "done 30/100  errors 25  2.50 req/s" in line
+    # 30 of 100 in 10 s: 30%, 70 left at 3/s -> 23.3 s
+    assert "done 30/100 (30%, ETA 00:23)  errors 25  2.50 req/s" in line
     assert line.endswith("  server down since 13:04:05, retrying")
     assert "server down" not in format_progress(replace(progress, down_since=None), None, None)
 
@@ -139,6 +142,7 @@ def _wait_for(predicate, timeout: float = 90.0) -> bool:
     return False
 
 
+@pytest.mark.e2e
 def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     out, count = tmp_path / "run", 300
     raw = out / "profile_export_raw.jsonl"
@@ -181,8 +185,9 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     assert abs(doc["request_throughput"]["avg"] - valid / duration_s) < 1e-6 * valid
 
 
+@pytest.mark.e2e
 def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
-    """The server's /v1/models is asked first (commands/run.py check_inputs): a mistyped
+    """The server's /v1/models is asked first (run/assemble.py check_inputs): a mistyped
     --model is one line naming what the server serves, before the artifact dir exists.
     (A server that lists the model and still answers 4xx is FirstStatusCheck's case, above.)"""
     out = tmp_path / "run"
@@ -195,6 +200,7 @@ def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
     assert not out.exists()  # nothing was sent, nothing written
 
 
+@pytest.mark.e2e
 def test_a_run_whose_requests_all_failed_exits_1(tmp_path):
     out = tmp_path / "run"
     with start_sim([*SIM_ARGS, "--error-rate", "1"]) as sim:

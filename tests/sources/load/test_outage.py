@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
 from specmon.sim.process import start_sim
@@ -74,6 +75,7 @@ def test_a_429_is_retried_after_its_capped_retry_after_and_is_no_user_error():
     assert verdict is None  # every first request rate limited: not "check --model ..."
 
 
+@pytest.mark.e2e
 def test_a_server_killed_for_good_ends_the_run_after_max_outage_with_exit_1(tmp_path):
     out = tmp_path / "run"
     sim = start_sim(SIM_ARGS)
@@ -103,6 +105,7 @@ def test_a_server_killed_for_good_ends_the_run_after_max_outage_with_exit_1(tmp_
         assert "replicas" not in verdict["text"]
 
 
+@pytest.mark.e2e
 def test_a_server_that_only_resets_ends_a_count_bounded_run(tmp_path):
     out = tmp_path / "run"
     with HostileServer({"reset": RESET}) as server:
@@ -116,6 +119,7 @@ def test_a_server_that_only_resets_ends_a_count_bounded_run(tmp_path):
     assert doc["error_request_count"]["avg"] == len(records)
 
 
+@pytest.mark.e2e
 def test_a_duration_run_stops_sending_at_its_duration_and_drains_for_drain_timeout(tmp_path):
     """Requests take 2 s each; the run lasts 1 s and drains 0.5 s: the requests in flight at
     the end are cancelled after the drain, none is sent after the duration."""
@@ -132,6 +136,7 @@ def test_a_duration_run_stops_sending_at_its_duration_and_drains_for_drain_timeo
     assert all(r["error"]["type"] == "cancelled" for r in records)
 
 
+@pytest.mark.e2e
 def test_a_rate_limited_server_is_waited_for_and_named(tmp_path):
     out = tmp_path / "run"
     cases = {"limited": RATE_LIMITED + b"0.2", "good": GOOD}
