@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specmon.analysis.kchoice import Measurement, choose
+from specmon.decision.choose import Measurement, choose
 from specmon.sim.model import expected_tokens_per_step, plan_sequence, step_time_ms
 
 MEASURED_K = 4

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from specmon.specdecode import tuning
-from specmon.specdecode.tuning import (
+from specmon.decision import acceptance as tuning
+from specmon.decision.acceptance import (
     analyze,
     estimate_draft_cost,
     flat_alpha,

@@ -4,13 +4,10 @@ A segment's figures come from its own RequestResults (every request carries the 
 was sent in; None counts as segment 0, the run's start): token-weighted acceptance length,
 TPOT (the average inter-token latency, ms), output tokens/s and requests/s over the
 segment's own window (first send to last response of its valid requests, AIPerf's
-benchmark-duration rule), and the recommended k (docs/tuning.md §6):
-
-* servers at several k under the same load: fit the draft cost c from their step times
-  (step time = TPOT x acceptance length) and predict from the widest-k histogram
-  (`tuning.recommend_across_runs`), the same answer on every server's row;
-* otherwise `tuning.analyze` on the segment's pooled histogram with the given --draft-cost
-  (no cost, no recommendation).
+benchmark-duration rule), and the recommended k: specmon.decision.choose over the
+segments' measurements (every server's, under the row's load; docs/tuning.md "Choosing
+k"), with each segment's request and error counts as its health (a segment failing more
+than 1% of its requests is excluded and flagged).
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specmon.analysis import kchoice
+from specmon import decision
 from specmon.constants import NS_PER_S
 from specmon.formatting import fmt_number
 
@@ -237,6 +234,10 @@ class _SegmentSums:
             "recommendation": None,
             "basis": None,
             "predicted_gain_vs_k0": {},
+            "p_best": None,
+            "caveat": None,
+            "hint": None,
+            "flags": [],
         }
 
 
@@ -316,8 +317,8 @@ def _window_s(valid: Sequence[Any]) -> float | None:
 
 
 def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool) -> None:
-    """Every row's k from analysis/kchoice.choose(): the measurements are this server's
-    segments (every server's under the same load, `across_servers`), the load the row's."""
+    """Every row's k from specmon.decision: the measurements are this server's segments
+    (every server's under the same load, `across_servers`), the load the row's."""
     points = [_measurement(r) for r in rows]
     for row in rows:
         peers = [
@@ -325,25 +326,31 @@ def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool)
             for m, r in zip(points, rows, strict=True)
             if m is not None and (across_servers or r["server"] == row["server"])
         ]
-        choice = kchoice.choose(peers, row["settings"].get("concurrency"), draft_cost)
+        choice = decision.advise(peers, row["settings"].get("concurrency"), draft_cost)
         row["recommended_k"] = choice.k
         row["draft_cost"] = choice.draft_cost
         row["recommended_from"] = choice.source
         row["recommendation"] = choice.text()
         row["basis"] = choice.basis
         row["predicted_gain_vs_k0"] = {str(k): g for k, g in sorted(choice.gain.items())}
+        row["p_best"] = choice.p_best
+        row["caveat"] = choice.caveat()
+        row["hint"] = choice.hint().removeprefix(" · ") or None
+        row["flags"] = list(choice.flags)
 
 
-def _measurement(row: dict) -> kchoice.Measurement | None:
+def _measurement(row: dict) -> decision.Measurement | None:
     if not row["num_spec_tokens"] or not row["steps"]:
         return None
-    return kchoice.Measurement(
+    return decision.Measurement(
         k=row["num_spec_tokens"],
         concurrency=row["settings"].get("concurrency"),
         histogram={int(j): n for j, n in row["histogram"].items()},
         step_ms=_step_time(row),
         throughput=row["output_token_throughput"],
-        label=str(row["server"]),
+        label="" if row["server"] is None else str(row["server"]),
+        requests=row["request_count"],
+        errors=row["error_count"],
     )
 
 
@@ -402,10 +409,10 @@ def render_segment_table(rows: Sequence[Mapping]) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
     bases = dict.fromkeys(r.get("basis") for r in rows if r.get("basis"))
     lines += [f"best k: {b}" for b in bases]
-    hints = dict.fromkeys(
-        r["recommendation"] for r in rows if "measure it" in (r.get("recommendation") or "")
-    )
-    lines += [f"beyond the measured k: {h.split(' · ')[-1]}" for h in hints]
+    hints = dict.fromkeys(r["hint"] for r in rows if r.get("hint"))
+    lines += [f"beyond the measured k: {h}" for h in hints]
+    flags = dict.fromkeys(f for r in rows for f in r.get("flags") or ())
+    lines += [f"health: {f}" for f in flags]
     return "Segments\n" + "\n".join(line.rstrip() for line in lines)
 
 

@@ -10,6 +10,11 @@
   and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
   (the k0 figure is omitted without a baseline cell at that concurrency).
 
+Health gates (specmon/decision/gates.py) come first: a cell whose repeats failed more than
+1% of their requests, ran with a saturated client, on a server behind its own step model,
+or counted too few requests is excluded from selection (as vLLM's tuner rejects a run with
+any failed request) and listed in `excluded` with why; it still shows in the grid, marked.
+
 Where specmon differs (vLLM refuses these inputs): fewer than 3 repeats still decide, marked
 "few repeats" (1 repeat: MAD 0, score = median); a concurrency whose cells are all unstable
 selects nothing and says why; k values measured elsewhere but absent here are listed as
@@ -30,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.kmodel import KModel
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
 
 MAX_RELATIVE_MAD = 0.10
@@ -75,6 +80,9 @@ class CellStats:
     unstable: bool
     few_repeats: bool
     medians: dict[str, float | None] = field(default_factory=dict)  # OTHER_FIGURES
+    excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
+    requests: int = 0
+    errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +96,9 @@ class CellStats:
             "unstable": self.unstable,
             "few_repeats": self.few_repeats,
             "medians": dict(self.medians),
+            "requests": self.requests,
+            "errors": self.errors,
+            "excluded": list(self.excluded),
         }
 
 
@@ -113,6 +124,21 @@ def summarize(cell: Cell) -> CellStats | None:
         unstable=rel > MAX_RELATIVE_MAD,
         few_repeats=len(cell.repeats) < MIN_REPEATS,
         medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
+        excluded=tuple(cell_health(cell).reasons()),
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+    )
+
+
+def cell_health(cell: Cell) -> Health:
+    """The cell's health over its repeats: counts summed, the worst lag share, saturated if
+    any repeat was."""
+    lags = [r.server_lag_share for r in cell.repeats if r.server_lag_share is not None]
+    return Health(
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+        saturated=any(r.client_saturated for r in cell.repeats),
+        server_lag_share=max(lags) if lags else None,
     )
 
 
@@ -131,6 +157,7 @@ class Decision:
     few_repeats: bool  # some candidate has fewer than MIN_REPEATS repeats
     reason: str | None = None  # why selected_k is None
     notes: list[str] = field(default_factory=list)
+    excluded: dict[int, list[str]] = field(default_factory=dict)  # k -> health gate reasons
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,6 +174,7 @@ class Decision:
             "few_repeats": self.few_repeats,
             "reason": self.reason,
             "notes": list(self.notes),
+            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
         }
 
 
@@ -165,11 +193,16 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
         notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
     if missing:
         notes.append(f"k={','.join(map(str, missing))} not measured here")
-    best = max(stats, key=lambda s: (s.median, -s.k)) if stats else None
-    stable = [s for s in stats if not s.unstable]
+    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
+    notes += [f"k={k} excluded: {'; '.join(why)}" for k, why in excluded.items()]
+    healthy = [s for s in stats if not s.excluded]
+    best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+    stable = [s for s in healthy if not s.unstable]
     reason = None
     if not stats:
         reason = "no measured cell"
+    elif not healthy:
+        reason = "every cell excluded by the health gates"
     elif not stable:
         reason = f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
     elif max(s.score for s in stable) <= 0:
@@ -177,11 +210,11 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     if reason is not None:
         return Decision(
             concurrency, None, None if best is None else best.k, None, None, None, None,
-            stats, unstable, missing, few, reason, notes,
+            stats, unstable, missing, few, reason, notes, excluded,
         )  # fmt: skip
     top = max(s.score for s in stable)
     sel = min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
-    k0 = next((s for s in stats if s.k == 0), None)
+    k0 = next((s for s in healthy if s.k == 0), None)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")
     return Decision(
@@ -197,6 +230,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
         missing_ks=missing,
         few_repeats=few,
         notes=notes,
+        excluded=excluded,
     )
 
 
@@ -376,7 +410,10 @@ def _cell_text(st: CellStats | None, selected: bool) -> str:
     if st is None:
         return "-"
     mark = (
-        ("*" if selected else "") + ("!" if st.unstable else "") + ("?" if st.few_repeats else "")
+        ("*" if selected else "")
+        + ("x" if st.excluded else "")
+        + ("!" if st.unstable else "")
+        + ("?" if st.few_repeats else "")
     )
     return f"{_num(st.median)}±{_num(st.mad)}{mark}"
 
@@ -413,10 +450,13 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
         f"! unstable (MAD > {MAX_RELATIVE_MAD:.0%} of median, never selected)  "
         f"? fewer than {MIN_REPEATS} repeats"
     )
+    lines.append("x excluded by a health gate (errors > 1%, saturated client, lagging server, ...)")
     lines.append("vs k=0 / vs best: score of the selected k against the baseline / top score")
     for d in decisions:
         if d.reason:
             lines.append(f"concurrency {d.concurrency}: nothing selected, {d.reason}")
+        for k, why in d.excluded.items():
+            lines.append(f"concurrency {d.concurrency}: k={k} excluded: {'; '.join(why)}")
     return lines
 
 

@@ -27,6 +27,9 @@ class RepeatMeasurement:
     histogram: dict[int, int] = field(default_factory=dict)
     error_count: int = 0
     artifact_dir: str | None = None  # the repeat's AIPerf-compatible exports
+    # health (specmon/decision/gates.py): the client's loop-health warning during the repeat
+    client_saturated: bool = False
+    server_lag_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -37,7 +40,8 @@ class RepeatMeasurement:
     def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
         data = dict(data)
         data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
-        return cls(**data)
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass

@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specmon.analysis import kchoice
 from specmon.analysis.compare import (
     HISTOGRAM_KEY,
     PER_CATEGORY_KEY,
@@ -29,10 +28,11 @@ from specmon.analysis.compare import (
     unique_labels,
 )
 from specmon.constants import DEFAULT_DRAFT_COST
+from specmon.decision import acceptance as tuning
+from specmon.decision import choose as kchoice
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, format_table
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
-from specmon.specdecode import tuning
 
 
 @dataclass

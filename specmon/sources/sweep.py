@@ -144,13 +144,13 @@ def parse_url_labels(entries: list[str]) -> dict[int, str]:
 
 
 # --------------------------------------------------------------------------------------
-# The decision code (B2's specmon.analysis.sweep / kmodel) behind one seam.
+# The decision code (specmon.analysis.sweep, specmon.decision) behind one seam.
 
 
 def _analysis() -> tuple[Any, Any]:
-    """(specmon.analysis.sweep, specmon.analysis.kmodel), imported when first needed."""
-    from specmon.analysis import kmodel
+    """(specmon.analysis.sweep, specmon.decision.stepcost), imported when first needed."""
     from specmon.analysis import sweep as decisions
+    from specmon.decision import stepcost as kmodel
 
     return decisions, kmodel
 

@@ -1,0 +1,56 @@
+"""Measurement health: a point (a sweep cell, a run's segment, one server's run) that cannot
+be trusted is excluded from every selection and named, never selected silently.
+
+The rules (docs/tuning.md "Health gates"), one list for every surface:
+
+* error rate above MAX_ERROR_RATE (failed / all decided requests): a k whose server fails
+  requests is not faster, it is broken (vLLM's closed tuner rejects any failed request);
+* a saturated client (the load loop's health warning): its timestamps include its own
+  queueing, so TPOT and throughput are the client's, not the server's;
+* a server behind its own step model (`server_lag_share` above MAX_SERVER_LAG_SHARE, the
+  simulator's share of steps that ran late): the figures are not the configuration's;
+* fewer than MIN_REQUESTS valid requests: too little to compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_ERROR_RATE = 0.01
+MAX_SERVER_LAG_SHARE = 0.02
+MIN_REQUESTS = 5
+
+
+@dataclass(frozen=True)
+class Health:
+    """What is known of one point's health; None / False where nothing is known."""
+
+    requests: int | None = None  # valid requests (None: not counted, e.g. a histogram only)
+    errors: int = 0
+    saturated: bool = False
+    server_lag_share: float | None = None
+
+    def reasons(self) -> list[str]:
+        """Why the point is excluded (empty: healthy)."""
+        out = []
+        decided = (self.requests or 0) + self.errors
+        if decided and self.errors / decided > MAX_ERROR_RATE:
+            out.append(
+                f"error rate {100 * self.errors / decided:.0f}% > {MAX_ERROR_RATE:.0%} "
+                f"({self.errors} of {decided} requests failed)"
+            )
+        if self.saturated:
+            out.append("client saturated (the load loop's health warning)")
+        if self.server_lag_share is not None and self.server_lag_share > MAX_SERVER_LAG_SHARE:
+            out.append(
+                f"server behind its step model ({100 * self.server_lag_share:.0f}% of steps "
+                f"late > {MAX_SERVER_LAG_SHARE:.0%})"
+            )
+        if self.requests is not None and self.requests < MIN_REQUESTS:
+            out.append(f"too few requests ({self.requests} < {MIN_REQUESTS})")
+        return out
+
+
+def flag(where: str, reasons: list[str]) -> str:
+    """'k=4 at concurrency 16 excluded: error rate 50% > 1% (...)'."""
+    return f"{where} excluded: {'; '.join(reasons)}"
