@@ -5,7 +5,7 @@
 # Idempotent. Before each slow first-time step it says on stderr what it is doing and how long
 # that usually takes; on stdout it prints ONE line "aiperf: ready ..." or
 # "aiperf: unavailable: <why>" (the last stdout line is what callers read) and writes it
-# to $CACHE/aiperf.status (tests/test_aiperf_peer.py shows it when it skips). Always exits 0.
+# to $CACHE/aiperf.status (tests/interop/test_aiperf_peer.py shows it when it skips). Always exits 0.
 set -uo pipefail
 CACHE=${SPECMON_CACHE:-$HOME/.cache/specmon}
 VENV=$CACHE/aiperf-venv

@@ -20,6 +20,7 @@ from typing import Any, cast
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
 from specmon.results_window import RESULTS_WINDOW, ResultWindow
+from specmon.specdecode.fidelity import weakest
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import (
     DERIVED,
@@ -234,6 +235,9 @@ class RunSnapshot:
     total_steps: int = 0
     total_accepted: int = 0
     total_drafted: int = 0
+    # The run's fidelity level (its weakest record's, specmon/specdecode/fidelity.py);
+    # None before any record. The screen shows it beside the acceptance figures.
+    fidelity: str | None = None
 
 
 def _floats() -> array[float]:
@@ -277,6 +281,10 @@ class RunAccumulator:
         self.total_steps = 0
         self.total_accepted = 0
         self.total_drafted = 0
+        # accepted drafts of the records with verify steps: AL's numerator (a counts-only
+        # record has no steps, so its accepted drafts cannot enter 1 + accepted / steps)
+        self.stepped_accepted = 0
+        self.fidelity_counts: Counter[str] = Counter()  # requests per fidelity level
         self.engine: str | None = None
         self.num_spec_tokens: int | None = None
         self.columns: dict[str, MetricColumn] = {}
@@ -345,16 +353,21 @@ class RunAccumulator:
 
     def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
-        hist = self.pooled_histogram
-        for j, n in rec.acceptance_histogram.items():
-            hist[j] = hist.get(j, 0) + n
-        self.total_steps += rec.num_spec_steps
+        self.fidelity_counts[rec.fidelity] += 1
         self.total_accepted += rec.num_accepted_draft_tokens
         self.total_drafted += rec.num_draft_tokens
         self._note_engine(rec)
+        steps, hist = rec.num_spec_steps, rec.acceptance_histogram
+        if steps is None or hist is None:
+            return  # counts only: in the pooled rate, not in AL, the histogram or the timeline
+        pooled = self.pooled_histogram
+        for j, n in hist.items():
+            pooled[j] = pooled.get(j, 0) + n
+        self.total_steps += steps
+        self.stepped_accepted += rec.num_accepted_draft_tokens
         tl = self._timeline
         tl.end_s.append(self._rel_s(result.end_ns))
-        tl.steps.append(rec.num_spec_steps)
+        tl.steps.append(steps)
         tl.accepted.append(rec.num_accepted_draft_tokens)
         tl.drafted.append(rec.num_draft_tokens)
 
@@ -444,7 +457,9 @@ class RunAccumulator:
         out["total_accepted_draft_tokens"] = acc
         out["total_draft_tokens"] = drafted
         if steps:
-            out["spec_decode_token_weighted_acceptance_length"] = 1.0 + acc / steps
+            out["spec_decode_token_weighted_acceptance_length"] = (
+                1.0 + self.stepped_accepted / steps
+            )
         if drafted:
             out["spec_decode_overall_draft_acceptance_rate"] = (acc / drafted) * 100.0
         return out
@@ -506,6 +521,7 @@ class RunAccumulator:
                     total_steps=self.total_steps,
                     total_accepted=self.total_accepted,
                     total_drafted=self.total_drafted,
+                    fidelity=weakest(self.fidelity_counts),
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
             for tag, block in self._blocks(frozen, derived, exact=False).items():

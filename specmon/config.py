@@ -41,6 +41,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from specmon.errors import UserError
+from specmon.specdecode.engines import EngineChoice
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -440,10 +441,10 @@ class RunConfig(BaseModel):
     refresh_hz: float = option(4.0, "TUI refresh rate", gt=0, le=60)
     theme: str | None = option(None, "TUI theme name")
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
-    engine: Literal["auto", "vllm", "sglang", "trtllm"] = option(
+    engine: EngineChoice = option(
         "auto",
-        "payload shape to expect (auto detects; sglang also asks every "
-        "request for return_spec_tokens_details)",
+        "read only this engine's payloads, counting others' as a reason (auto: any engine; "
+        "sglang also asks every request for return_spec_tokens_details)",
     )
     split: bool = option(
         False,

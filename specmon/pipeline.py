@@ -108,8 +108,10 @@ def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
     return [ParsedResponse(data, None, request) for data in responses if isinstance(data, dict)]
 
 
-def process_capture(capture: RawCapture) -> RequestResult:
-    """Turn one raw capture into its RequestResult. Never raises on payload content."""
+def process_capture(capture: RawCapture, engine: str | None = None) -> RequestResult:
+    """Turn one raw capture into its RequestResult. Never raises on payload content.
+
+    engine: read only that engine's payload (`--engine`); None detects any engine's."""
     result = RequestResult(
         capture=capture,
         phase=capture.benchmark_phase,
@@ -129,7 +131,7 @@ def process_capture(capture: RawCapture) -> RequestResult:
         result.error = error
         return result
     parsed = parse_responses(capture)
-    _attach_spec(result, parsed, capture.request)
+    _attach_spec(result, parsed, capture.request, engine)
     result.values, final_ns = request_timing(capture, parsed)
     if final_ns is not None:
         result.end_ns = final_ns
@@ -159,12 +161,15 @@ def _last_ns(capture: RawCapture) -> int | None:
 
 
 def _attach_spec(
-    result: RequestResult, parsed: list[ParsedResponse], request: dict[str, Any]
+    result: RequestResult,
+    parsed: list[ParsedResponse],
+    request: dict[str, Any],
+    engine: str | None = None,
 ) -> None:
     from specmon.specdecode.adapters import detect  # the registry loads adapters lazily
 
     try:
-        outcome = detect(parsed, request)
+        outcome = detect(parsed, request, engine)
     except Exception as exc:  # an adapter bug must never stop a run
         log.warning("spec-decode detection failed: %s: %s", type(exc).__name__, exc)
         result.outcome = SpecOutcome(reason=f"adapter_error:{type(exc).__name__}")
@@ -185,15 +190,20 @@ def _attach_spec(
 
 
 def spec_record_metrics(rec: SpecDecodeAcceptanceRecord) -> dict[str, int | float]:
-    """The six spec-decode record metrics of one request (docs/metrics.md §5)."""
+    """The six spec-decode record metrics of one request (docs/metrics.md §5).
+
+    A counts-only record (no verify steps) gives the rate and the two counts; the
+    step-based ones are left out, not invented."""
     a, d, s = rec.num_accepted_draft_tokens, rec.num_draft_tokens, rec.num_spec_steps
     out: dict[str, int | float] = {
-        "spec_decode_acceptance_length": rec.mean_acceptance_length,  # server value verbatim
         "spec_decode_draft_acceptance_rate": rec.draft_acceptance_rate * 100.0,
-        "spec_decode_steps": s,
         "spec_decode_accepted_draft_tokens": a,
         "spec_decode_draft_tokens": d,
     }
+    if s is None or rec.mean_acceptance_length is None:
+        return out
+    out["spec_decode_acceptance_length"] = rec.mean_acceptance_length  # server value verbatim
+    out["spec_decode_steps"] = s
     if d + s > 0:
         out["spec_decode_accepted_per_verified"] = (a + s) / (d + s)
     return out

@@ -75,6 +75,7 @@ class RunSession:
         live: bool = True,
         keep_responses: bool = False,
         window: int | None = RESULTS_WINDOW,
+        engine: str | None = None,
     ) -> None:
         if export_level not in EXPORT_LEVELS:
             raise UserError(
@@ -83,6 +84,8 @@ class RunSession:
         self.artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self.export_level = export_level
         self.input_config = dict(input_config or {})
+        # Read only this engine's payloads (--engine, or SGLang detected); None: any engine.
+        self.engine = engine
         # The request log keeps `window` results in memory and reads older ones back from
         # the JSONL (specmon/results_window.py); window=None keeps every result.
         self.accumulator = RunAccumulator(live=live, window=window)
@@ -141,7 +144,7 @@ class RunSession:
 
     def add(self, capture: RawCapture) -> RequestResult:
         """Process one capture and hand it to every sink. Thread-safe."""
-        result = process_capture(capture)  # pure; runs outside the lock
+        result = process_capture(capture, self.engine)  # pure; runs outside the lock
         with self._lock:
             if capture.wall_start_ns is not None and (
                 self._wall_start_ns is None or capture.wall_start_ns < self._wall_start_ns

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 
@@ -86,11 +86,93 @@ CASES: dict[str, bytes] = {
 }
 
 
+# ---------------------------------------------------------------- hostile /metrics
+
+# (scrape number from 1, the connection's writer): writes one whole /metrics answer, however
+# slowly or endlessly it likes
+MetricsMode = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
+
+
+def counters_page(drafts: float = 10, accepted: float = 5, position: str = "0") -> bytes:
+    """A small vLLM-style page: the four spec-decode counters, one engine."""
+    lines = [
+        "# TYPE vllm:spec_decode_num_drafts counter",
+        f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}',
+        "# TYPE vllm:spec_decode_num_draft_tokens counter",
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {drafts}',
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {accepted}',
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{position}"}}'
+        f" {accepted}",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _head(length: int | None) -> bytes:
+    size = b"Content-Length: " + str(length).encode() if length is not None else b""
+    chunked = b"Transfer-Encoding: chunked" if length is None else b""
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + size + chunked + b"\r\n\r\n"
+
+
+async def _send(writer: asyncio.StreamWriter, body: bytes) -> None:
+    writer.write(_head(len(body)) + body)
+    await writer.drain()
+
+
+def metrics_page(make: Callable[[int], bytes]) -> MetricsMode:
+    """A page made from the scrape number, sent at once."""
+
+    async def mode(n: int, writer: asyncio.StreamWriter) -> None:
+        await _send(writer, make(n))
+
+    return mode
+
+
+def metrics_slow(delay_s: float) -> MetricsMode:
+    """A good page after `delay_s` seconds."""
+
+    async def mode(n: int, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(delay_s)
+        await _send(writer, counters_page(10 * n, 5 * n))
+
+    return mode
+
+
+def metrics_trickle(every_s: float) -> MetricsMode:
+    """A good page one byte every `every_s` seconds: each read is quick, the page never ends
+    in any reasonable time."""
+
+    async def mode(n: int, writer: asyncio.StreamWriter) -> None:
+        body = counters_page(10 * n, 5 * n) * 100
+        writer.write(_head(len(body)))
+        for i in range(len(body)):
+            writer.write(body[i : i + 1])
+            await writer.drain()
+            await asyncio.sleep(every_s)
+
+    return mode
+
+
+async def metrics_endless(n: int, writer: asyncio.StreamWriter) -> None:
+    """A chunked body that never ends (64 KiB comment lines, as fast as they are read)."""
+    writer.write(_head(None))
+    chunk = b"# " + b"x" * 65534 + b"\n"
+    frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    while True:
+        writer.write(frame)
+        await writer.drain()
+
+
 class HostileServer:
     """Serves CASES in order (cycling) on 127.0.0.1 and an ephemeral port, in a thread."""
 
-    def __init__(self, cases: dict[str, bytes] | None = None) -> None:
+    def __init__(
+        self, cases: dict[str, bytes] | None = None, metrics: MetricsMode | None = None
+    ) -> None:
         self.cases = list((cases or CASES).items())
+        self.metrics = metrics  # how /metrics misbehaves (None: 404, no metrics)
+        self.scrapes = 0  # /metrics requests seen
         self.sent: list[str] = []  # case names in the order they were served
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -108,6 +190,9 @@ class HostileServer:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            for task in asyncio.all_tasks():  # answers still going (a slow or endless page)
+                if task is not asyncio.current_task():
+                    task.cancel()
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -129,9 +214,15 @@ class HostileServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = _content_length(head)
                 body = await reader.readexactly(length) if length else b""
+                if head.split(b" ", 2)[1] == b"/metrics" and self.metrics is not None:
+                    self.scrapes += 1
+                    await self.metrics(self.scrapes, writer)
+                    continue
                 await self._answer(head, body, writer.write)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:  # the server stopped mid-answer (an endless body)
             pass
         finally:
             writer.close()

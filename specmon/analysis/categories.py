@@ -115,7 +115,12 @@ class CategoryTable:
                 self._ratios[name] = _RatioSums()
             acc.add(result)
             rec = result.outcome.record
-            if result.error is None and rec is not None and not result.outcome.zero_step:
+            if (
+                result.error is None
+                and rec is not None
+                and rec.num_spec_steps is not None  # counts only: no AL to add
+                and not result.outcome.zero_step
+            ):
                 self._ratios[name].add(rec.num_accepted_draft_tokens, rec.num_spec_steps)
 
     def catch_up(self, results: Sequence[RequestResult]) -> int:

@@ -183,7 +183,13 @@ class _SegmentSums:
             return
         self.requests += 1
         rec = r.spec
-        if rec is not None:
+        # A counts-only record (no verify steps) is left out of the segment's AL and rate,
+        # which share one accepted-drafts sum; the run's pooled rate still has it.
+        if (
+            rec is not None
+            and rec.num_spec_steps is not None
+            and rec.acceptance_histogram is not None
+        ):
             self.steps += rec.num_spec_steps
             self.accepted += rec.num_accepted_draft_tokens
             self.drafted += rec.num_draft_tokens

@@ -136,7 +136,8 @@ def make_session(config: RunConfig) -> Any:
     from specmon.sinks import prometheus
 
     input_config = config.model_dump(exclude={"api_key"})
-    session = RunSession(config.artifact_dir, config.export_level, input_config)
+    engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
+    session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
     prometheus.attach(session, config.prometheus_port, config.prometheus_host)
     return session
 
@@ -368,6 +369,7 @@ def _print_results(multi: Any, out: Any) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
     from specmon.analysis.segments import render_segment_table
     from specmon.server.server_view import server_metrics_lines
+    from specmon.sinks.server_counters import NOT_POLLED
 
     several = len(multi.runs) > 1
     for run in multi.runs:
@@ -377,6 +379,8 @@ def _print_results(multi: Any, out: Any) -> None:
         if run.server_metrics is not None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
+        elif run.metrics_unavailable not in (None, NOT_POLLED):
+            print(f"server metrics unavailable: {run.metrics_unavailable}", file=out)
     if several:
         from specmon.analysis.compare import render_server_comparison
 

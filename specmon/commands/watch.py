@@ -84,28 +84,49 @@ def execute(config: RunConfig, interval_s: float, duration_s: float | None, out:
         targets, artifact_dir, interval_s, duration_s, on_row=on_row if headless else None
     )
     exporter_for(config.prometheus_port, config.prometheus_host)
+    signals: list[int] = []  # the stop signals received, first first
     try:
         if headless:
-            _run_headless(watch, config, out)
+            _run_headless(watch, config, out, signals)
         else:
-            _run_monitor(watch, config, artifact_dir)
+            _run_monitor(watch, config, artifact_dir, signals)
     finally:
         watch.stop()
         watch.join(15)
         close_exporters()
     rows = watch.writer.rows if watch.writer is not None else 0
     print(f"time series ({rows} rows) written to {artifact_dir}", file=out, flush=True)
-    return 0
+    return _exit_status(watch, signals)
 
 
-def _run_headless(watch: Any, config: RunConfig, out: Any) -> None:
+def _exit_status(watch: Any, signals: list[int]) -> int:
+    """README, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
+    was ever reached, 1 when scrapes failed after a start, 0; why on stderr."""
+    status, lines = watch.outcome()
+    for line in lines:
+        print(f"specmon watch: {line}", file=sys.stderr, flush=True)
+    if watch.error is not None:
+        print(f"specmon watch: error: {type(watch.error).__name__}: {watch.error}", file=sys.stderr)
+        status = 1
+    return 128 + signals[0] if signals else status
+
+
+def _stopper(watch: Any, signals: list[int]) -> Any:
+    def handler(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        watch.stop()
+
+    return handler
+
+
+def _run_headless(watch: Any, config: RunConfig, out: Any, signals: list[int]) -> None:
     print(
         "specmon watch: " + ", ".join(f"{k}={v}" for k, v in config.targets()) + " (no load)",
         file=out,
         flush=True,
     )
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    handlers = {sig: signal.signal(sig, lambda *_: watch.stop()) for sig in stops}
+    handlers = {sig: signal.signal(sig, _stopper(watch, signals)) for sig in stops}
     try:
         watch.start()
         while not watch.join(0.2):
@@ -115,7 +136,7 @@ def _run_headless(watch: Any, config: RunConfig, out: Any) -> None:
             signal.signal(sig, handler)
 
 
-def _run_monitor(watch: Any, config: RunConfig, artifact_dir: str) -> None:
+def _run_monitor(watch: Any, config: RunConfig, artifact_dir: str, signals: list[int]) -> None:
     from specmon.interfaces import MonitorConfig
     from specmon.sources.watch import NO_LOAD_LABEL
     from specmon.tui.app import run_watch_monitor
@@ -124,13 +145,13 @@ def _run_monitor(watch: Any, config: RunConfig, artifact_dir: str) -> None:
     monitor.load_label = NO_LOAD_LABEL
     monitor.artifact_dir = artifact_dir
     handlers = {
-        sig: signal.signal(sig, lambda *_: watch.stop()) for sig in (signal.SIGTERM, signal.SIGHUP)
+        sig: signal.signal(sig, _stopper(watch, signals)) for sig in (signal.SIGTERM, signal.SIGHUP)
     }
     watch.start()
     try:
         run_watch_monitor(monitor, watch)
     except KeyboardInterrupt:
-        pass
+        signals.append(signal.SIGINT)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -57,6 +57,8 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
         meta["spec_decode_reason"] = outcome.reason
     if outcome.zero_step:
         meta["spec_decode_zero_step"] = True
+    if outcome.trace is not None:  # which of the record's fields the engine reported
+        meta["acceptance_fidelity"] = outcome.trace.fidelity
     out: dict[str, Any] = {
         "metadata": meta,
         "metrics": {

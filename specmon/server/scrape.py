@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,7 +28,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.accumulator import RunSnapshot
 from specmon.errors import UserError
-from specmon.server.health import HealthDelta, HealthSample, health_from_families
+from specmon.server.health import (
+    COUNTERS,
+    GAUGES,
+    HealthDelta,
+    HealthSample,
+    health_from_families,
+)
 
 PREFIX = "vllm:spec_decode_"
 COUNTER_FIELDS = {
@@ -37,6 +44,7 @@ COUNTER_FIELDS = {
     "num_accepted_tokens_per_pos": "per_pos",
 }
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # (field, sorted labels incl. position)
+HEALTH_SERIES = frozenset(GAUGES) | frozenset(COUNTERS)  # the health series parse_counters reads
 
 
 def metrics_url(url: str) -> str:
@@ -60,6 +68,8 @@ class CounterSample:
     series: dict[SeriesKey, float]
     taken_s: float  # time.monotonic() when the response arrived
     health: HealthSample | None = field(default=None, compare=False)
+    # reason -> series (or lines) of the page rejected as absurd or malformed (parse_counters)
+    rejected: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def present(self) -> bool:
@@ -97,22 +107,99 @@ def _position(labels: tuple[tuple[str, str], ...]) -> int | None:
     return None
 
 
-def parse_counters(text: str, taken_s: float | None = None) -> CounterSample:
-    """Parse Prometheus text exposition once: vLLM's spec-decode counters, and the health
-    series as `.health`."""
-    series: dict[SeriesKey, float] = {}
+# Hard bounds on one scrape: /metrics is the server's page, not ours, and a slow, trickled,
+# endless or absurd page must never hold up or take down a run (README, "Server metrics").
+SCRAPE_TIMEOUT_S = 5.0  # connect to last byte: a trickle cannot stretch a scrape past this
+MAX_PAGE_BYTES = 16 * 2**20  # a vLLM page is tens of KiB; beyond this the scrape fails
+MAX_LINE_BYTES = 4096  # a vLLM sample line is under 300 bytes; longer ones are rejected
+MAX_POSITION = 1024  # no drafter proposes this many tokens: a larger `position` is absurd
+MAX_VALUE = float(2**63 - 1)  # a counter past int64 is absurd (and breaks every total)
+
+
+class MetricsUnavailable(Exception):
+    """A scrape that gave no usable page (too slow, too large, not Prometheus text)."""
+
+
+def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSample:
+    """Parse a Prometheus text page, linearly and bounded: only the lines specmon reads (the
+    spec-decode counters and server/health.py's series) are parsed, one line at a time, and a
+    line or series that is too long, malformed, NaN, infinite, negative, past int64 or with an
+    absurd `position` label is rejected with a counted reason (`.rejected`) while the others
+    count. A page whose every such line is rejected is a UserError."""
     taken = time.monotonic() if taken_s is None else taken_s
+    raw = page.encode("utf-8", "replace") if isinstance(page, str) else page
+    rejected: dict[str, int] = {}
+    series: dict[SeriesKey, float] = {}
+    samples: list[Any] = []
+    for line in raw.split(b"\n"):
+        sample = _parse_line(line, rejected)
+        if sample is None:
+            continue
+        samples.append(sample)
+        fld = _field_of(sample.name)
+        if fld is not None:
+            key = (fld, tuple(sorted(sample.labels.items())))
+            series[key] = series.get(key, 0.0) + float(sample.value)
+    if rejected and not samples:
+        why = ", ".join(f"{n} {reason}" for reason, n in rejected.items())
+        raise UserError(f"/metrics is not valid Prometheus text: every line rejected ({why})")
+    health = health_from_families([_Family(samples)], taken)
+    return CounterSample(series, taken, health, rejected)
+
+
+@dataclass
+class _Family:
+    """The parsed samples, in the shape health_from_families reads."""
+
+    samples: list[Any]
+
+
+def _parse_line(line: bytes, rejected: dict[str, int]) -> Any:
+    """One sample line specmon reads, parsed and checked; None for any other line (comments,
+    series specmon does not read) and for a rejected one (counted in `rejected`)."""
+    if not line or line[:1] == b"#" or not _wanted(line):
+        return None
+    if len(line) > MAX_LINE_BYTES:
+        return _reject(rejected, f"lines over {MAX_LINE_BYTES} bytes")
     try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"/metrics is not valid Prometheus text: {exc}") from None
-    for family in families:
-        for sample in family.samples:
-            fld = _field_of(sample.name)
-            if fld is not None:
-                key = (fld, tuple(sorted(sample.labels.items())))
-                series[key] = series.get(key, 0.0) + float(sample.value)
-    return CounterSample(series, taken, health_from_families(families, taken))
+        families = list(text_string_to_metric_families(line.decode("utf-8") + "\n"))
+    except (ValueError, TypeError, UnicodeDecodeError, IndexError):
+        return _reject(rejected, "malformed lines")
+    sample = families[0].samples[0] if families and families[0].samples else None
+    if sample is None:
+        return None
+    why = _absurd(sample)
+    return sample if why is None else _reject(rejected, why)
+
+
+def _wanted(line: bytes) -> bool:
+    end = len(line)
+    for stop in (b"{", b" "):
+        at = line.find(stop, 0, end)
+        end = at if at != -1 else end
+    name = line[:end].decode("utf-8", "replace")
+    return _field_of(name) is not None or name in HEALTH_SERIES
+
+
+def _absurd(sample: Any) -> str | None:
+    value = float(sample.value)
+    if math.isnan(value):
+        return "NaN values"
+    if math.isinf(value):
+        return "infinite values"
+    if value < 0:
+        return "negative values"
+    if value > MAX_VALUE:
+        return "values past 2^63"
+    position = sample.labels.get("position")
+    if position is not None and not (position.isdigit() and int(position) < MAX_POSITION):
+        return f"position labels not in 0..{MAX_POSITION - 1}"
+    return None
+
+
+def _reject(rejected: dict[str, int], reason: str) -> None:
+    rejected[reason] = rejected.get(reason, 0) + 1
+    return None
 
 
 def _field_of(sample_name: str) -> str | None:
@@ -387,20 +474,39 @@ def _server_higher(run: RunTotals) -> list[str]:
 
 
 async def fetch_counters_async(client: httpx.AsyncClient, url: str) -> CounterSample:
-    response = await client.get(url)
-    response.raise_for_status()
-    return parse_counters(response.text)
+    """One scrape within SCRAPE_TIMEOUT_S and MAX_PAGE_BYTES, whatever the server does."""
+    try:
+        page = await asyncio.wait_for(_read_page(client, url), SCRAPE_TIMEOUT_S)
+    except TimeoutError:
+        raise MetricsUnavailable(f"no complete page within {SCRAPE_TIMEOUT_S:g} s") from None
+    return parse_counters(page)
+
+
+async def _read_page(client: httpx.AsyncClient, url: str) -> bytes:
+    async with client.stream("GET", url) as response:
+        response.raise_for_status()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > MAX_PAGE_BYTES:
+                raise MetricsUnavailable(f"page larger than {MAX_PAGE_BYTES // 2**20} MiB")
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def fetch_counters(url: str, timeout_s: float = 5.0) -> CounterSample:
     """One synchronous scrape of `url` (base URL or /metrics). One-line UserError on failure."""
     target = metrics_url(url)
+
+    async def once() -> CounterSample:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            return await fetch_counters_async(client, target)
+
     try:
-        response = httpx.get(target, timeout=timeout_s)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
+        return asyncio.run(once())
+    except (httpx.HTTPError, MetricsUnavailable) as exc:
         raise UserError(f"could not read {target}: {type(exc).__name__}: {exc}") from None
-    return parse_counters(response.text)
 
 
 @dataclass(frozen=True)
@@ -457,6 +563,8 @@ class ServerCounterView:
     probed: bool = False  # a ClientProbe marks each scrape (live verdicts need it)
     steady: SteadyScrape | None = None  # the latest steady scrape, with the client's totals
     previous: CounterSample | None = None  # the good sample before `last` (live rates)
+    failures: int = 0  # scrapes that failed (timeout, size, HTTP, unparseable page)
+    rejected: Mapping[str, int] = field(default_factory=dict)  # reason -> series, all scrapes
 
     def health_window(self) -> HealthDelta | None:
         """The health series over the window: baseline -> last (None without both)."""
@@ -465,6 +573,15 @@ class ServerCounterView:
     def health_recent(self) -> HealthDelta | None:
         """The health series over the last scrape interval: previous -> last."""
         return _health_between(self.previous, self.last)
+
+
+def _merged(a: Mapping[str, int], b: Mapping[str, int]) -> Mapping[str, int]:
+    if not b:
+        return a
+    out = dict(a)
+    for reason, n in b.items():
+        out[reason] = out.get(reason, 0) + n
+    return out
 
 
 def _health_between(a: CounterSample | None, b: CounterSample | None) -> HealthDelta | None:
@@ -528,12 +645,25 @@ class ServerCounterPoller:
             self._client = None
         return self._view
 
+    async def close(self) -> None:
+        """Stop at once, no last sample (idempotent; after a stop() cut short)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
     async def _settle(self, settle_s: float) -> None:
         deadline = time.monotonic() + settle_s
         while time.monotonic() < deadline:
             before = self._view.last
             await asyncio.sleep(min(0.1, self.interval_s))
             await self.sample_now()
+            if self._view.error is not None:  # a failing page: no more scrapes at the end
+                return
             if (
                 before is not None
                 and self._view.last is not None
@@ -547,49 +677,28 @@ class ServerCounterPoller:
         self._window += 1
         self.rebaselined = True
         view = self._view  # a steady scrape of the old window compares nothing now
-        self._view = ServerCounterView(
-            view.url,
-            None,
-            view.last,
-            None,
-            view.samples,
-            view.error,
-            view.probed,
-            None,
-            view.previous,
-        )
+        self._view = replace(view, baseline=None, delta=None, steady=None)
         return await self.sample_now()
 
     def latest(self) -> ServerCounterView:
         return self._view
 
     async def sample_now(self) -> ServerCounterView:
-        """Scrape once now (also between polls, e.g. right after the last response)."""
+        """Scrape once now (also between polls, e.g. right after the last response). Never
+        raises for what the server sends: any failure is the view's `error`."""
         if self._client is None:
             raise RuntimeError("ServerCounterPoller.sample_now() before start()")
         before = self._mark()
         window = self._window
         try:
             sample = await fetch_counters_async(self._client, self.url)
-        except (httpx.HTTPError, UserError) as exc:
-            if window != self._window:  # stale: the window restarted meanwhile
-                return self._view
-            view = self._view
-            self._view = ServerCounterView(
-                self.url,
-                view.baseline,
-                view.last,
-                view.delta,
-                view.samples,
-                f"{type(exc).__name__}: {exc}",
-                view.probed,
-                view.steady,
-                view.previous,
-            )
-            self._notify()
+        except Exception as exc:  # whatever the page did, the run goes on without it
+            if window == self._window:  # else stale: the window restarted meanwhile
+                self._failed(exc)
             return self._view
         if window != self._window:  # stale: the window restarted meanwhile
             return self._view
+        sample = self._held(sample)
         if self._baseline is None:
             self._baseline = self._previous = sample
             self._window_delta = None
@@ -598,19 +707,42 @@ class ServerCounterPoller:
         delta = step if self._window_delta is None else add_deltas(self._window_delta, step)
         self._previous, self._window_delta = sample, delta
         steady = self._steady(before, delta, sample.taken_s)
-        self._view = ServerCounterView(
-            self.url,
-            self._baseline,
-            sample,
-            delta,
-            self._view.samples + 1,
-            None,
-            self.probe is not None,
-            steady or self._view.steady,
-            self._view.last,
+        view = self._view
+        self._view = replace(
+            view,
+            baseline=self._baseline,
+            last=sample,
+            delta=delta,
+            samples=view.samples + 1,
+            error=None,
+            steady=steady or view.steady,
+            previous=view.last,
+            rejected=_merged(view.rejected, sample.rejected),
         )
         self._notify()
         return self._view
+
+    def _failed(self, exc: Exception) -> None:
+        view = self._view
+        why = str(exc) if isinstance(exc, (MetricsUnavailable, UserError)) else ""
+        if isinstance(exc, httpx.TimeoutException):  # its text is often empty
+            why = f"{type(exc).__name__}: no answer within {self.timeout_s:g} s"
+        self._view = replace(
+            view,
+            error=why or f"{type(exc).__name__}: {exc}",
+            failures=view.failures + 1,
+        )
+        self._notify()
+
+    def _held(self, sample: CounterSample) -> CounterSample:
+        """A series rejected on this page keeps its previous value (so it neither vanishes
+        nor restarts from zero when it comes back)."""
+        if not sample.rejected or self._previous is None:
+            return sample
+        missing = {k: v for k, v in self._previous.series.items() if k not in sample.series}
+        if not missing:
+            return sample
+        return replace(sample, series={**sample.series, **missing})
 
     def _notify(self) -> None:
         if self.on_sample is not None:

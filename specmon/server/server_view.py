@@ -7,6 +7,7 @@ the per-request totals (load/scrape.py does the arithmetic).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from specmon.server.scrape import (
+    SCRAPE_TIMEOUT_S,
     ClientMark,
     ClientProbe,
     CounterDelta,
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
 POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
+START_S = 2 * SCRAPE_TIMEOUT_S  # the baseline scrape (one, bounded), with room to spare
+STOP_S = 3 * SCRAPE_TIMEOUT_S  # the last scrape and the settle (each bounded)
 LATE_COUNTERS_S = 2.0  # live: counters still behind unchanged client totals after this: differs
 
 
@@ -64,11 +68,11 @@ class CounterWatch:
         self._thread.start()
         for label, base in self.targets.items():
             poller = ServerCounterPoller(base, self.interval_s, probe=self.probes.get(label))
-            self._run(poller.start(), 15)
+            failed = self._bounded(poller.start(), START_S)
             view = poller.latest()
-            if view.error is not None or view.last is None or not view.last.present:
-                self._run(poller.stop(), 10)
-                self.absent[label] = view.error or "no spec-decode counters on /metrics"
+            if failed or view.error is not None or view.last is None or not view.last.present:
+                self._bounded(poller.stop(), STOP_S)
+                self.absent[label] = failed or view.error or "no spec-decode counters on /metrics"
             else:
                 self.pollers[label] = poller
 
@@ -77,7 +81,8 @@ class CounterWatch:
         if self._loop is None:
             return self.views
         for label, poller in self.pollers.items():
-            self.views[label] = self._run(poller.stop(SETTLE_S), 15)
+            self._bounded(poller.stop(SETTLE_S), STOP_S)
+            self.views[label] = poller.latest()  # the last good window, even if stop failed
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(5)
@@ -89,7 +94,7 @@ class CounterWatch:
         """Restart one server's window now (called on the load thread, nothing in flight)."""
         poller = self.pollers.get(label)
         if poller is not None and self._loop is not None:
-            self._run(poller.rebaseline(), 15)
+            self._bounded(poller.rebaseline(), START_S)
             self.rebaselined.add(label)
 
     def latest(self, label: str) -> ServerCounterView | None:
@@ -99,6 +104,21 @@ class CounterWatch:
     def _run(self, coro: Any, timeout: float) -> Any:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _bounded(self, coro: Any, timeout: float) -> str | None:
+        """Run `coro` on the scrape loop for at most `timeout` s; why it failed, or None. A
+        poller's scrape is bounded itself (scrape.SCRAPE_TIMEOUT_S): this is the backstop
+        that keeps a run's start and end from ever waiting on /metrics."""
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return f"/metrics did not answer within {timeout:g} s"
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
 
 def server_metrics_report(
@@ -128,6 +148,9 @@ def server_metrics_report(
         "per_position_rates": delta.per_position_rates,
         "histogram": {str(j): n for j, n in enumerate(delta.histogram())},
         "counter_resets": delta.resets,
+        "failed_scrapes": view.failures,
+        "last_error": view.error,
+        "rejected_series": dict(view.rejected),
         "acceptance_source": "server-wide" if run.steps == 0 and delta.drafts else "per-request",
         "reconciliation": {
             "equal": rec.equal,
@@ -152,6 +175,14 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
     """What a headless run prints for one server: window, reconciliation, and when no
     response carried per-request stats, the acceptance figures from the counters alone."""
     lines = [describe_window(view.delta), report["reconciliation"]["text"]]
+    if report["failed_scrapes"]:
+        lines.append(
+            f"server metrics: {report['failed_scrapes']} scrape(s) failed"
+            f" (last: {report['last_error'] or 'recovered'}); the window is from the good ones"
+        )
+    if report["rejected_series"]:
+        why = ", ".join(f"{n} {reason}" for reason, n in report["rejected_series"].items())
+        lines.append(f"server metrics: rejected series on /metrics: {why}")
     if report["acceptance_source"] == "server-wide":
         hist = " ".join(f"{j}:{n}" for j, n in report["histogram"].items())
         rate = report["acceptance_rate"]

@@ -9,6 +9,7 @@ from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
 from specmon.pipeline import RequestResult
 from specmon.sinks.base import BaseSink
+from specmon.specdecode.fidelity import run_fidelity
 
 
 class AccumulatorSink(BaseSink):
@@ -22,6 +23,16 @@ class AccumulatorSink(BaseSink):
         self.accumulator.mark_finished()
 
     def export_extras(self) -> dict[str, Any]:
-        count = self.accumulator.cancelled_count
-        # specmon's own key: requests cut short by the stop (absent when there were none)
-        return {"cancelled_request_count": count} if count else {}
+        acc = self.accumulator
+        extras: dict[str, Any] = {}
+        # specmon's own keys, each absent when empty: requests cut short by the stop; which
+        # of the record's fields the engine reported (docs/metrics.md "Engines"); why
+        # requests had no record (counted per reason, e.g. other_engine:vllm)
+        if acc.cancelled_count:
+            extras["cancelled_request_count"] = acc.cancelled_count
+        fidelity = run_fidelity(acc.fidelity_counts)
+        if fidelity is not None:
+            extras["acceptance_fidelity"] = {"engine": acc.engine, **fidelity}
+        if acc.spec_reasons:
+            extras["no_record_reasons"] = dict(sorted(acc.spec_reasons.items()))
+        return extras

@@ -78,10 +78,10 @@ def _figures(result: Any) -> _RequestFigures:
         ttft_s=_seconds(result, "time_to_first_token"),
         itl_s=_seconds(result, "inter_token_latency"),
         latency_s=_seconds(result, "request_latency"),
-        steps=spec.num_spec_steps if spec is not None else 0,
+        steps=(spec.num_spec_steps or 0) if spec is not None else 0,  # None: counts only
         accepted=spec.num_accepted_draft_tokens if spec is not None else 0,
         drafted=spec.num_draft_tokens if spec is not None else 0,
-        histogram=dict(spec.acceptance_histogram) if spec is not None else {},
+        histogram=dict(spec.acceptance_histogram or {}) if spec is not None else {},
     )
 
 

@@ -67,8 +67,14 @@ class ServerCounterSink(BaseSink):
         if health is not None:
             self.report["health"] = health
 
+    def unavailable(self) -> str | None:
+        """Why there is no server view (None when there is one)."""
+        if self.report is not None:
+            return None
+        reason = self.watch.absent.get(self.label) if self.watch is not None else NOT_POLLED
+        return reason or "no sample"
+
     def export_extras(self) -> dict[str, Any]:
         if self.report is not None:
             return {"server_metrics": self.report}
-        reason = self.watch.absent.get(self.label) if self.watch is not None else NOT_POLLED
-        return {"server_metrics": {"available": False, "reason": reason}}
+        return {"server_metrics": {"available": False, "reason": self.unavailable()}}

@@ -20,6 +20,7 @@ nothing), every server's session is empty (the monitor's per-request panels say 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import math
@@ -45,6 +46,7 @@ from specmon.sources.load.runner import new_event_loop
 
 CSV_NAME = "watch_timeseries.csv"
 JSONL_NAME = "watch_timeseries.jsonl"
+END_S = 0.5  # at most this long for the last scrape once stopped (a stop ends within a second)
 KEEP_ROWS = 4096  # rows per server kept in memory for the screen (the files keep all)
 # the header's load text: why the per-request panels (latency, log, per-request acceptance)
 # stay empty while acceptance and health come from /metrics
@@ -190,6 +192,7 @@ class ServerTrack:
         self.scrapes = 0
         self.resets = 0
         self.errors = 0
+        self.last_error: str | None = None
         self.previous: CounterSample | None = None
         self.totals: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos": []}
         self.rows: deque[WatchRow] = deque(maxlen=KEEP_ROWS)
@@ -207,6 +210,7 @@ class ServerTrack:
         sample = view.last
         if view.error is not None or sample is None:
             self.errors += 1
+            self.last_error = view.error or "no sample"
             row = WatchRow(**base, error=view.error or "no sample", resets=self.resets)
         elif self.previous is None or sample is self.previous:
             # the first sample is the baseline: nothing to difference yet
@@ -387,19 +391,61 @@ class WatchRun:
             self._done.set()
 
     async def _watch(self) -> None:
-        for label, url in self.targets.items():
-            poller = ServerCounterPoller(url, self.interval_s)
-            poller.on_sample = lambda view, label=label: self._on_sample(label, view)
-            self.pollers[label] = poller
-            await poller.start()  # the baseline row
+        """Scrape until stopped or `--duration`; the start and the end never wait on a slow
+        /metrics (each scrape is bounded, and the watch ends within END_S of its stop)."""
+        starting = asyncio.ensure_future(self._start_pollers())
         deadline = None if self.duration_s is None else self.started_s + self.duration_s
         while not self._stop.is_set():
             if deadline is not None and time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.05)
+        if not starting.done():
+            starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
         for poller in self.pollers.values():
             poller.on_sample = None  # stop() takes a last sample: not a row of its own
-            await poller.stop()
+        ends = asyncio.gather(*(poller.stop() for poller in self.pollers.values()))
+        try:
+            await asyncio.wait_for(ends, END_S)
+        except TimeoutError:  # a slow page: the rows so far are the watch
+            pass
+        for poller in self.pollers.values():
+            await poller.close()
+
+    async def _start_pollers(self) -> None:
+        for label, url in self.targets.items():
+            poller = ServerCounterPoller(url, self.interval_s)
+            poller.on_sample = lambda view, label=label: self._on_sample(label, view)
+            self.pollers[label] = poller
+            await poller.start()  # the baseline row
+
+    def outcome(self) -> tuple[int, list[str]]:
+        """The exit status of a watch that ended by itself (README, "specmon watch" exit
+        statuses) and why, one line per server: 2 when no server was ever reached, 1 when
+        a scrape failed (or series were rejected) after a good one, else 0."""
+        lines: list[str] = []
+        reached = False
+        for label, track in self.tracks.items():
+            poller = self.pollers.get(label)
+            rejected = poller.latest().rejected if poller is not None else {}
+            good = track.scrapes - track.errors
+            reached = reached or good > 0
+            if good == 0:
+                why = track.last_error or "no answer before the watch ended"
+                lines.append(f"never reached {track.url}: {why}")
+                continue
+            if track.errors:
+                lines.append(
+                    f"{track.errors} of {track.scrapes} scrapes of {track.url} failed "
+                    f"(last: {track.last_error})"
+                )
+            if rejected:
+                why = ", ".join(f"{n} {reason}" for reason, n in rejected.items())
+                lines.append(f"{track.url}: rejected series: {why}")
+        if not reached:
+            return 2, lines
+        return (1 if lines else 0), lines
 
     def _on_sample(self, label: str, view: ServerCounterView) -> None:
         row = self.tracks[label].add(view)

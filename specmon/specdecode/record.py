@@ -3,6 +3,12 @@
 One record per request. It is a histogram, not per-position arrays, so it survives
 variable-length and tree drafting. The invariants are exact integer identities
 (docs/metrics.md §10); floats are taken verbatim and never cross-checked.
+
+An engine that reports counts only (accepted and proposed drafts, no verify steps: the
+OpenAI-standard usage counts, llama.cpp's timings) gives a record whose num_spec_steps,
+acceptance_histogram and mean_acceptance_length are None: absent, never invented. Such a
+record carries none of the step-based fields at all; `fidelity` says which level a record
+has (specmon/specdecode/fidelity.py).
 """
 
 from __future__ import annotations
@@ -11,21 +17,23 @@ import math
 import operator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
 
 from specmon.checks import is_count, is_int
+from specmon.specdecode.fidelity import fidelity_of
 
 
 class SpecDecodeAcceptanceRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
     engine: str
-    mean_acceptance_length: float
+    mean_acceptance_length: float | None = None  # None: counts only (no verify steps)
     draft_acceptance_rate: float  # a fraction 0..1, never a percentage
-    acceptance_histogram: dict[int, int]  # sparse: accepted drafts j -> steps; zero buckets omitted
+    # sparse: accepted drafts j -> steps; zero buckets omitted; None: counts only
+    acceptance_histogram: dict[int, int] | None = None
     num_accepted_draft_tokens: int
     num_draft_tokens: int
-    num_spec_steps: int
+    num_spec_steps: int | None = None
     num_spec_tokens: int | None = None
     completion_tokens: int | None = None
     per_step_accepted: list[int] | None = None
@@ -33,7 +41,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
     @field_validator("mean_acceptance_length", "draft_acceptance_rate", mode="before")
     @classmethod
-    def _finite_real(cls, v: Any) -> float:
+    def _finite_real(cls, v: Any, info: ValidationInfo) -> float | None:
+        if v is None and info.field_name == "mean_acceptance_length":
+            return None  # a counts-only record has no acceptance length
         # bool is an int subclass; a bool here is a malformed payload, not 0/1.
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"expected a number, got {type(v).__name__}")
@@ -49,9 +59,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
     @field_validator("draft_acceptance_rate", mode="after")
     @classmethod
-    def _fraction(cls, v: float) -> float:
+    def _fraction(cls, v: float | None) -> float | None:
         # A fraction (docs/metrics.md §10); 56.25 here would be a percentage sent by mistake.
-        if v > 1.0:
+        if v is not None and v > 1.0:
             raise ValueError("draft_acceptance_rate must be a fraction in 0..1")
         return v
 
@@ -71,7 +81,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
     @field_validator("acceptance_histogram", mode="before")
     @classmethod
-    def _histogram(cls, v: Any) -> dict[int, int]:
+    def _histogram(cls, v: Any) -> dict[int, int] | None:
+        if v is None:
+            return None
         if not isinstance(v, dict):
             raise ValueError("acceptance_histogram must be a mapping")
         out: dict[int, int] = {}
@@ -93,13 +105,15 @@ class SpecDecodeAcceptanceRecord(BaseModel):
 
     @model_validator(mode="after")
     def _invariants(self) -> SpecDecodeAcceptanceRecord:
-        hist = self.acceptance_histogram
-        if sum(hist.values()) != self.num_spec_steps:
+        if self.num_accepted_draft_tokens > self.num_draft_tokens:
+            raise ValueError("num_accepted_draft_tokens exceeds num_draft_tokens")
+        hist, steps = self.acceptance_histogram, self.num_spec_steps
+        if steps is None or hist is None or self.mean_acceptance_length is None:
+            return self._counts_only()
+        if sum(hist.values()) != steps:
             raise ValueError("histogram counts do not sum to num_spec_steps")
         if sum(j * n for j, n in hist.items()) != self.num_accepted_draft_tokens:
             raise ValueError("sum of j*H[j] != num_accepted_draft_tokens")
-        if self.num_accepted_draft_tokens > self.num_draft_tokens:
-            raise ValueError("num_accepted_draft_tokens exceeds num_draft_tokens")
         acc, dra = self.per_step_accepted, self.per_step_drafted
         if acc is not None:
             if len(acc) != self.num_spec_steps or sum(acc) != self.num_accepted_draft_tokens:
@@ -111,6 +125,27 @@ class SpecDecodeAcceptanceRecord(BaseModel):
             raise ValueError("a step accepted more drafts than it proposed")
         return self
 
+    def _counts_only(self) -> SpecDecodeAcceptanceRecord:
+        """Without verify steps nothing step-based can be true: all of it must be absent."""
+        step_based = (
+            self.num_spec_steps,
+            self.acceptance_histogram,
+            self.mean_acceptance_length,
+            self.per_step_accepted,
+            self.per_step_drafted,
+        )
+        if any(v is not None for v in step_based):
+            raise ValueError(
+                "a counts-only record (no num_spec_steps, histogram or acceptance length) "
+                "carries none of them"
+            )
+        return self
+
+    @property
+    def fidelity(self) -> str:
+        """per-step, histogram or counts (specmon/specdecode/fidelity.py)."""
+        return fidelity_of(self)
+
     @classmethod
     def checked(cls, **fields: Any) -> SpecDecodeAcceptanceRecord:
         """Build a record, skipping pydantic's Python validators when they could change nothing.
@@ -121,9 +156,11 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         validators' own. Saves ~12 µs per request on the live path.
         """
         if _is_canonical(fields):
-            fields["mean_acceptance_length"] = float(fields["mean_acceptance_length"])
+            if fields.get("mean_acceptance_length") is not None:
+                fields["mean_acceptance_length"] = float(fields["mean_acceptance_length"])
             fields["draft_acceptance_rate"] = float(fields["draft_acceptance_rate"])
-            fields["acceptance_histogram"] = dict(fields["acceptance_histogram"])
+            if fields.get("acceptance_histogram") is not None:
+                fields["acceptance_histogram"] = dict(fields["acceptance_histogram"])
             for key in ("per_step_accepted", "per_step_drafted"):
                 if fields.get(key) is not None:
                     fields[key] = list(fields[key])
@@ -136,7 +173,8 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         # of its cost): this runs once per request on the live path.
         values = self.__dict__
         d = {name: value for name in _FIELD_ORDER if (value := values[name]) is not None}
-        d["acceptance_histogram"] = {str(j): n for j, n in self.acceptance_histogram.items()}
+        if self.acceptance_histogram is not None:
+            d["acceptance_histogram"] = {str(j): n for j, n in self.acceptance_histogram.items()}
         for key in ("per_step_accepted", "per_step_drafted"):
             if key in d:
                 d[key] = list(d[key])  # a copy, as model_dump makes
@@ -199,23 +237,24 @@ def _is_canonical(f: dict[str, Any]) -> bool:
     keys = f.keys()
     if not (_REQUIRED <= keys <= _FIELD_NAMES) or type(f["engine"]) is not str:
         return False
-    if not (
-        _is_real_upto(f["mean_acceptance_length"], math.inf)
-        and _is_real_upto(f["draft_acceptance_rate"], 1.0)
-    ):
+    if not _is_real_upto(f["draft_acceptance_rate"], 1.0):
         return False
     steps, accepted, drafted = (
-        f["num_spec_steps"],
+        f.get("num_spec_steps"),
         f["num_accepted_draft_tokens"],
         f["num_draft_tokens"],
     )
-    if not (_is_count(steps) and _is_count(accepted) and _is_count(drafted)):
+    if not (_is_count(accepted) and _is_count(drafted)) or accepted > drafted:
+        return False
+    if steps is None:
+        return False  # counts only: rare enough to take the validating path
+    if not (_is_count(steps) and _is_real_upto(f.get("mean_acceptance_length"), math.inf)):
         return False
     for key in ("num_spec_tokens", "completion_tokens"):
         v = f.get(key)
         if v is not None and not _is_count(v):
             return False
-    if not _histogram_holds(f["acceptance_histogram"], steps, accepted) or accepted > drafted:
+    if not _histogram_holds(f.get("acceptance_histogram"), steps, accepted):
         return False
     return _per_step_holds(
         f.get("per_step_accepted"), f.get("per_step_drafted"), steps, accepted, drafted
@@ -246,7 +285,7 @@ def _per_step_holds(acc: Any, dra: Any, steps: int, accepted: int, drafted: int)
 def record_from_export_dict(d: dict[str, Any]) -> SpecDecodeAcceptanceRecord:
     """Inverse of to_export_dict (also reads AIPerf's JSONL struct, nulls included)."""
     data = {k: v for k, v in d.items() if v is not None}
-    hist = data.get("acceptance_histogram", {})
+    hist = data.get("acceptance_histogram")
     if isinstance(hist, dict):
         data["acceptance_histogram"] = {int(k): v for k, v in hist.items()}
     return SpecDecodeAcceptanceRecord.checked(**data)

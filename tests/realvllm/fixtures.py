@@ -1,4 +1,4 @@
-"""pytest fixtures for tests that need a real vLLM (imported by tests/test_realvllm*.py and
+"""pytest fixtures for tests that need a real vLLM (imported by tests/realvllm/test_realvllm*.py and
 re-exported by tests/realvllm/conftest.py).
 
 One server per session (per pytest-xdist worker; the realvllm tests share the xdist group

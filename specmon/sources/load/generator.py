@@ -24,6 +24,7 @@ from specmon.sources.datasets import ConversationSource, answer_text, dataset_so
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
 from specmon.sources.load.loop_health import LoopHealthMonitor
+from specmon.specdecode.engines import request_options
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -90,8 +91,9 @@ class RequestFactory:
         self.extra_inputs = config.extra_inputs
         self.output_tokens_mean = config.output_tokens_mean
         self.output_tokens_stddev = config.output_tokens_stddev
-        # SGLang sends its per-request spec stats only when each request asks (docs/metrics.md §10)
-        self.spec_details = config.engine == "sglang"
+        # What the engine needs in each body to send its per-request stats (SGLang's
+        # return_spec_tokens_details, docs/metrics.md "Engines"); the user's keys still win.
+        self.engine_options = request_options(config.engine)
         self.rng = rng
         self.dataset = config.dataset
         self.prompts: PromptSource | ConversationSource
@@ -128,8 +130,7 @@ class RequestFactory:
             body["stream_options"] = {
                 "include_usage": True
             }  # vLLM puts the stats on the usage chunk
-        if self.spec_details:
-            body["return_spec_tokens_details"] = True
+        body.update(self.engine_options)
         if self.extra_inputs:  # the user's keys win, including stream_options
             body.update(copy.deepcopy(self.extra_inputs))
         return body

@@ -41,6 +41,7 @@ from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.runner import detect_engine
+from specmon.specdecode.engines import as_choice
 
 
 @dataclass
@@ -52,6 +53,7 @@ class ServerRun:
     session: Any  # a RunSession (an interfaces.SessionView that also writes the exports)
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
+    metrics_unavailable: str | None = None  # why server_metrics is None, after finish
     segments: list[dict] = field(default_factory=list)
 
 
@@ -83,8 +85,12 @@ class MultiRun:
         self.runs: list[ServerRun] = []
         for index, (label, base) in enumerate(targets):
             cfg = self._server_config(index, len(targets))
-            if cfg.engine == "auto" and detect(base, config.api_key) == "sglang":
-                cfg.engine = "sglang"
+            if cfg.engine == "auto":
+                # the engine the server names (SGLang) fixes its request options and, as
+                # --engine would, the payloads read
+                detected = detect(base, config.api_key)
+                if detected is not None:
+                    cfg.engine = as_choice(detected)
             session = make_session(cfg)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = (
@@ -254,6 +260,7 @@ class MultiRun:
         for run in self.runs:
             counters = self._counter_sinks[run.label]
             run.counter_view, run.server_metrics = counters.view, counters.report
+            run.metrics_unavailable = counters.unavailable()
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
 
 

@@ -22,6 +22,7 @@ from specmon.errors import UserError
 from specmon.interfaces import LoadProgress
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
+from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
 
 __all__ = [
     "LoadProgress",
@@ -96,17 +97,18 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
 
 
 def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
-    """'sglang' when the server looks like SGLang, else None (the adapters still auto-detect).
+    """The engine whose requests need options (SGLang), when the server says it is one;
+    else None (the adapters still auto-detect every engine from the payloads).
 
-    SGLang's /v1/models cards say owned_by "sglang"; failing that, its /get_server_info (or
-    the older /server_info) answers with server_args. vLLM's dev-mode /server_info carries
-    vllm_config instead, so that route alone is not taken as SGLang.
+    From the engine registry's signatures: the /v1/models cards' owned_by ("sglang"), then
+    /get_server_info (or the older /server_info) with server_args. vLLM's dev-mode
+    /server_info carries vllm_config instead, so that route alone is not taken as SGLang.
     """
+    wanted = probed_engines()
     try:
-        listing = _get_json(base + "/v1/models", api_key, timeout)
-        owners = {m.get("owned_by") for m in (listing or {}).get("data", []) if isinstance(m, dict)}
-        if "sglang" in owners:
-            return "sglang"
+        found = engine_of_models(_get_json(base + "/v1/models", api_key, timeout))
+        if found in wanted:
+            return found
     except (urllib.error.URLError, OSError, ValueError, AttributeError):
         pass
     for route in ("/get_server_info", "/server_info"):
@@ -114,12 +116,9 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
             info = _get_json(base + route, api_key, timeout)
         except (urllib.error.URLError, OSError, ValueError):
             continue
-        if (
-            isinstance(info, dict)
-            and "vllm_config" not in info
-            and ("server_args" in info or info.get("engine") == "sglang")
-        ):
-            return "sglang"
+        found = engine_of_server_info(info)
+        if found in wanted:
+            return found
     return None
 
 

@@ -1,9 +1,14 @@
 """Adapter registry and engine-blind auto-detection.
 
-`detect(responses, request)` walks the registered adapters from the highest priority
-down; the first priority level with a claimant decides (two claimants at the same level
-are `contested`). It never raises: every way of not producing a record is a reason,
-counted per kind (`reason_counts()`) and logged once per kind.
+`detect(responses, request, engine)` walks the registered adapters from the highest
+priority down; the first priority level with a claimant decides (two claimants at the same
+level are `contested`). With `engine` (from `--engine`, or SGLang detected from the
+server) only that engine's adapters may claim; a payload another engine's adapter claims is
+the reason `other_engine:<name>`. It never raises: every way of not producing a record is a
+reason, counted per kind (`reason_counts()`) and logged once per kind.
+
+The built-in adapters are the ones the engine registry (specmon/specdecode/engines.py)
+names; each adapter's `engine` is its engine's one name.
 
 Adapters from other packages register through the entry-point group
 `specmon.spec_decode_adapters` (loaded lazily, once); the entry point names a class that
@@ -12,6 +17,7 @@ follows `SpecDecodeAdapterProtocol` and may carry `priority` / `name` class attr
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -24,6 +30,7 @@ from specmon.specdecode.adapters.base import (
     SpecDecodeAdapter,
     SpecDecodeAdapterProtocol,
 )
+from specmon.specdecode.engines import ENGINES
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "ParsedResponse",
     "RegisteredAdapter",
     "SpecDecodeAdapterProtocol",
+    "adapter_engine",
     "detect",
     "load_entry_points",
     "reason_counts",
@@ -225,10 +233,15 @@ def _log_once(key: str, message: str, *args: Any) -> None:
 # --------------------------------------------------------------------------- detection
 
 
-def detect(responses: list[ParsedResponse], request: dict[str, Any] | None = None) -> AdaptOutcome:
-    """Find and adapt the request's spec-decode payload. Never raises."""
+def detect(
+    responses: list[ParsedResponse],
+    request: dict[str, Any] | None = None,
+    engine: str | None = None,
+) -> AdaptOutcome:
+    """Find and adapt the request's spec-decode payload (only `engine`'s, when given).
+    Never raises."""
     try:
-        outcome = _detect(responses, request)
+        outcome = _detect(responses, request, engine)
     except Exception as exc:  # last resort: a bug here must not stop a run
         outcome = AdaptOutcome(
             None, reason="malformed:internal_error", detail=f"{type(exc).__name__}: {exc}"
@@ -238,7 +251,7 @@ def detect(responses: list[ParsedResponse], request: dict[str, Any] | None = Non
     return outcome
 
 
-def _detect(responses: Any, request: dict[str, Any] | None) -> AdaptOutcome:
+def _detect(responses: Any, request: dict[str, Any] | None, engine: str | None) -> AdaptOutcome:
     if not isinstance(responses, (list, tuple)):
         responses = []
     if request is None:
@@ -247,7 +260,9 @@ def _detect(responses: Any, request: dict[str, Any] | None) -> AdaptOutcome:
         )
     if many_sequences(request):
         return AdaptOutcome(None, reason="n_gt_1", detail="the request asked for several sequences")
-    claimants = _claimants(list(responses))
+    claimants = _claimants(list(responses), engine)
+    if not claimants and engine is not None:
+        return _foreign(list(responses), engine)
     if not claimants:
         return AdaptOutcome(None, reason="absent")
     if len(claimants) > 1:
@@ -257,12 +272,34 @@ def _detect(responses: Any, request: dict[str, Any] | None) -> AdaptOutcome:
     return _adapt(entry, payloads, list(responses))
 
 
-def _claimants(responses: list[Any]) -> list[tuple[RegisteredAdapter, list[Any] | None]]:
+def _foreign(responses: list[Any], engine: str) -> AdaptOutcome:
+    """No adapter of `engine` claimed: is the payload another engine's?"""
+    others = sorted({adapter_engine(e) for e, _ in _claimants(responses)})
+    if not others:
+        return AdaptOutcome(None, reason="absent")
+    return AdaptOutcome(
+        None,
+        reason=f"other_engine:{others[0]}",
+        detail=f"--engine {engine}, but the payload is {' and '.join(others)}'s",
+    )
+
+
+def adapter_engine(entry: RegisteredAdapter) -> str:
+    """The engine an adapter reads (its `engine` attribute, else its registered name)."""
+    return str(getattr(entry.cls, "engine", "") or entry.name)
+
+
+def _claimants(
+    responses: list[Any], engine: str | None = None
+) -> list[tuple[RegisteredAdapter, list[Any] | None]]:
     """The claimants at the highest priority level that has any, with their payloads
-    (found once here and reused by adapt, for adapters built on SpecDecodeAdapter)."""
+    (found once here and reused by adapt, for adapters built on SpecDecodeAdapter);
+    only `engine`'s adapters when given."""
     level: int | None = None
     found: list[tuple[RegisteredAdapter, list[Any] | None]] = []
     for entry in _detection_order():
+        if engine is not None and adapter_engine(entry) != engine:
+            continue
         if level is not None and entry.priority < level:
             break
         try:
@@ -370,14 +407,15 @@ def many_sequences(request: Any) -> bool:
 
 
 def _register_builtins() -> None:
-    # imported once the registry's own names exist (the modules are this package's children)
-    from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter
-    from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter
-    from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter
-
-    register_adapter(VLLMSpecDecodeAdapter)
-    register_adapter(TensorRTLLMSpecDecodeAdapter)
-    register_adapter(SGLangSpecDecodeAdapter)
+    """Every adapter the engine registry names, in its order. Imported here, once the
+    registry's own names exist (the modules are this package's children)."""
+    for declared in ENGINES:
+        for path in declared.adapters:
+            module, _, cls_name = path.partition(":")
+            cls = getattr(importlib.import_module(module), cls_name)
+            if cls.engine != declared.name:  # one name per engine, checked at import
+                raise RuntimeError(f"{path}: engine {cls.engine!r} is not {declared.name!r}")
+            register_adapter(cls)
 
 
 _register_builtins()

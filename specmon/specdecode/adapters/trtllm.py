@@ -28,8 +28,8 @@ SIGNATURE = ("total_accepted_draft_tokens", "total_draft_tokens")
 
 
 class TensorRTLLMSpecDecodeAdapter(SpecDecodeAdapter):
-    name = "tensorrt_llm"
-    engine = "tensorrt_llm"
+    name = "trtllm"
+    engine = "trtllm"
     priority = 90
 
     @classmethod

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
+from specmon.specdecode.fidelity import LABELS
 from specmon.tui.requests import (
     metric,
     payload_title,
@@ -77,7 +78,8 @@ class RequestDetail(ModalScreen[None]):
 
     def on_mount(self) -> None:
         spec = self._result.spec
-        self.query_one(HistogramView).show(dict(spec.acceptance_histogram) if spec else {})
+        hist = spec.acceptance_histogram if spec is not None else None
+        self.query_one(HistogramView).show(dict(hist or {}))
 
     def _timings_text(self) -> str:
         result = self._result
@@ -92,14 +94,17 @@ class RequestDetail(ModalScreen[None]):
                 )
                 lines.append(f"{label}: {text} {unit}".rstrip())  # token counts stay whole
         if spec is not None:
+            steps = "-" if spec.num_spec_steps is None else str(spec.num_spec_steps)
+            al = spec.mean_acceptance_length
             lines.append(
-                f"steps {spec.num_spec_steps} · accepted {spec.num_accepted_draft_tokens}"
+                f"steps {steps} · accepted {spec.num_accepted_draft_tokens}"
                 f" / drafted {spec.num_draft_tokens}"
             )
             lines.append(
-                f"AL {spec.mean_acceptance_length:.3f} · rate "
+                f"AL {'-' if al is None else f'{al:.3f}'} · rate "
                 f"{100 * spec.draft_acceptance_rate:.1f}%"
             )
+            lines.append(f"fidelity: {LABELS[spec.fidelity]}")
         return "\n".join(lines)
 
     async def action_dismiss(self, result: None = None) -> None:

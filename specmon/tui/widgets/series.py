@@ -163,15 +163,16 @@ def result_point(
         return None
     metrics = r.metrics or {}
     spec = r.spec
-    steps = spec.num_spec_steps if spec is not None else 0
-    accepted = spec.num_accepted_draft_tokens if spec is not None else 0
+    # a counts-only record (no verify steps) has no AL to add to a bin
+    steps = spec.num_spec_steps if spec is not None else None
+    accepted = spec.num_accepted_draft_tokens if spec is not None and steps is not None else 0
     ttft = metrics.get("time_to_first_token")
     return (
         int(r.end_ns),
         r.start_ns,
         r.ok,
         int(metrics.get("output_sequence_length") or 0) if r.ok else 0,
-        steps,
+        steps or 0,
         accepted,
         float(ttft) if ttft is not None and r.ok else None,
     )
