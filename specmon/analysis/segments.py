@@ -346,25 +346,36 @@ def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool)
 
 
 def _measurement(row: dict) -> decision.Measurement | None:
-    if not row["num_spec_tokens"] or not row["steps"]:
+    return measurement_of_row(row, "" if row["server"] is None else str(row["server"]))
+
+
+def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measurement | None:
+    """A segment row (live, or read back from a summary's `segments`) as the decision's
+    measurement; None without k or verify steps (or a row too malformed to read)."""
+    try:
+        if not row.get("num_spec_tokens") or not row.get("steps"):
+            return None
+        settings = row.get("settings") or {}
+        return decision.Measurement(
+            k=int(row["num_spec_tokens"]),
+            concurrency=settings.get("concurrency"),
+            histogram={int(j): int(n) for j, n in (row.get("histogram") or {}).items()},
+            step_ms=_step_time(row),
+            throughput=row.get("output_token_throughput"),
+            label=label,
+            requests=int(row.get("request_count") or 0),
+            errors=int(row.get("error_count") or 0),
+        )
+    except (AttributeError, TypeError, ValueError):
         return None
-    return decision.Measurement(
-        k=row["num_spec_tokens"],
-        concurrency=row["settings"].get("concurrency"),
-        histogram={int(j): n for j, n in row["histogram"].items()},
-        step_ms=_step_time(row),
-        throughput=row["output_token_throughput"],
-        label="" if row["server"] is None else str(row["server"]),
-        requests=row["request_count"],
-        errors=row["error_count"],
-    )
 
 
-def _step_time(row: dict) -> float | None:
+def _step_time(row: Mapping[str, Any]) -> float | None:
     """ms per verify step: TPOT x acceptance length (docs/tuning.md §5)."""
-    if row["tpot_ms"] is None or row["acceptance_length"] is None:
+    tpot, al = row.get("tpot_ms"), row.get("acceptance_length")
+    if not isinstance(tpot, (int, float)) or not isinstance(al, (int, float)):
         return None
-    return row["tpot_ms"] * row["acceptance_length"]
+    return float(tpot) * float(al)
 
 
 def recommended_by_segment(rows: Sequence[Mapping]) -> dict[int, int | None]:
@@ -373,6 +384,20 @@ def recommended_by_segment(rows: Sequence[Mapping]) -> dict[int, int | None]:
     for row in rows:
         out.setdefault(row["segment"], row["recommended_k"])
     return out
+
+
+def advice_lines(rows: Sequence[Mapping]) -> list[str]:
+    """The end of a run: the decision for each segment's load with its basis (the rows'
+    own recommendation text, so it is the monitor's answer word for word)."""
+    first: dict[int, Mapping] = {}
+    for row in rows:
+        first.setdefault(row["segment"], row)
+    if not first:
+        return ["advice: no recommendation: no request finished"]
+    return [
+        f"advice (segment {seg}, {_settings_text(row['settings'])}): {row['recommendation']}"
+        for seg, row in sorted(first.items())
+    ]
 
 
 def render_segment_table(rows: Sequence[Mapping]) -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.gates import Health
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
 
@@ -262,7 +263,11 @@ class _Range:
 def _point_sources(
     anchors: dict[int, int], top: int, model: KModel | None
 ) -> list[tuple[int, int, str]]:
-    """(batch size, K, source) for 1..top: anchors measured, gaps from the model or carried."""
+    """(batch size, K, source) for 1..top: anchors measured, gaps from the model or carried.
+
+    A gap's model K is clamped between the anchors around it and kept monotone from one to
+    the next (below the first anchor: no smaller than its K, non-increasing towards it), so
+    model-filled neighbours never zig-zag against the measured anchors."""
     ordered = sorted(anchors)
     out = []
     current = anchors[ordered[0]]
@@ -271,11 +276,46 @@ def _point_sources(
             current = anchors[b]
             out.append((b, current, "measured"))
         elif model is not None:
-            out.append((b, model.best_k(b), "predicted"))
+            out.append((b, _gap_k(b, anchors, ordered, model, out), "predicted"))
         else:
             # below the first anchor the first K is extended down; after, the previous K carries
             out.append((b, current, "carried"))
     return out
+
+
+def _gap_k(
+    b: int,
+    anchors: dict[int, int],
+    ordered: list[int],
+    model: KModel,
+    so_far: list[tuple[int, int, str]],
+) -> int:
+    nxt = min(c for c in ordered if c > b)
+    prev_k = so_far[-1][1] if so_far else None
+    want = model.best_k(b)
+    if prev_k is None:  # batch 1 below the first anchor: at least its K
+        return max(want, anchors[nxt])
+    lo, hi = sorted((prev_k, anchors[nxt]))
+    return min(max(want, lo), hi)
+
+
+def zigzag_notes(anchors: dict[int, int], model: KModel | None) -> list[str]:
+    """A measured K that rises and falls against both neighbours is kept (it was measured)
+    and said so: 'measured k=3 at batch 16 beats the model's k=2 here'."""
+    ordered = sorted(anchors)
+    notes = []
+    for prev, here, nxt in zip(ordered, ordered[1:], ordered[2:]):
+        a, k, c = anchors[prev], anchors[here], anchors[nxt]
+        if (k - a) * (k - c) > 0:  # a peak or a dip
+            theirs = None if model is None else model.best_k(here)
+            if theirs is not None and theirs != k:
+                notes.append(f"measured k={k} at batch {here} beats the model's k={theirs} here")
+            else:
+                notes.append(
+                    f"measured k={k} at batch {here} breaks the trend of its neighbours "
+                    f"(k={a} at {prev}, k={c} at {nxt}); remeasure before deploying"
+                )
+    return notes
 
 
 def _continues(previous: str, source: str) -> bool:
@@ -307,18 +347,28 @@ def _merged(ranges: list[_Range]) -> list[list[int]]:
     return out
 
 
-def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -> dict[str, Any]:
+def build_schedule(
+    decisions: Sequence[Decision], model: KModel | None = None, complete: bool = True
+) -> dict[str, Any]:
     """The `speculative_k_schedule.json` document from the decisions.
 
-    Concurrencies between (and below) the measured ones take the model's best k (marked
-    predicted) when a model is given, otherwise the previous measured K carries (below the
-    first, the first K extends down to 1). The last range ends at the largest measured
-    concurrency; vLLM carries that K to any larger batch. Decisions without a selection are
-    gaps. Raises ValueError when no concurrency selected a k.
+    Only concurrencies where every k was measured anchor the schedule (an interrupted sweep
+    leaves the rest out, and says so; `complete` False is written into the file).
+    Concurrencies between (and below) the anchors take the model's best k (marked
+    predicted, kept monotone between anchors) when a model is given, otherwise the previous
+    measured K carries (below the first, the first K extends down to 1). The last range ends
+    at the largest anchor; vLLM carries that K to any larger batch. Decisions without a
+    selection are gaps. Raises ValueError (why) when no concurrency can anchor it.
     """
-    anchors = {d.concurrency: d.selected_k for d in decisions if d.selected_k is not None}
+    partial = [d.concurrency for d in decisions if d.selected_k is not None and d.missing_ks]
+    anchors = {
+        d.concurrency: d.selected_k
+        for d in decisions
+        if d.selected_k is not None and not d.missing_ks
+    }
     if not anchors:
-        raise ValueError("no concurrency selected a k: nothing to schedule")
+        why = "no concurrency has every k measured" if partial else "no concurrency selected a k"
+        raise ValueError(f"{why}: nothing to schedule")
     top = max(anchors)
     ranges = _ranges(_point_sources(anchors, top, model))
     merged = _merged(ranges)
@@ -329,7 +379,16 @@ def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -
         if max_k > 0
         else None
     )
+    notes = _schedule_notes(anchors, top, model, fragment) + zigzag_notes(anchors, model)
+    if partial:
+        notes.append(
+            "left out (not every k measured there): concurrency "
+            + ", ".join(map(str, sorted(partial)))
+        )
+    if not complete:
+        notes.append("the sweep was interrupted: this schedule is incomplete, measure the rest")
     return {
+        "complete": complete and not partial,
         "num_speculative_tokens_per_batch_size": merged,
         "batch_size_proxy": BATCH_SIZE_PROXY,
         "max_batch_size": top,
@@ -353,7 +412,8 @@ def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -
         },
         "speculative_config_fragment": fragment,
         "model_basis": None if model is None else model.basis,
-        "notes": _schedule_notes(anchors, top, model, fragment),
+        "left_out_concurrencies": sorted(partial),
+        "notes": notes,
     }
 
 
@@ -462,13 +522,17 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
 
 def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
     if schedule is None:
-        return ["schedule: none (no concurrency selected a k)"]
+        return ["schedule: none (no concurrency with every k measured selected a k)"]
     entries = json.dumps(schedule["num_speculative_tokens_per_batch_size"])
     lines = ["schedule (num_speculative_tokens_per_batch_size, batch size = client concurrency):"]
     lines += textwrap.wrap(entries, 98, initial_indent="  ", subsequent_indent="  ")
     for r in schedule["ranges"]:
         at = f" (measured at {', '.join(map(str, r['measured_at']))})" if r["measured_at"] else ""
         lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
+    if not schedule.get("complete", True):
+        lines.append('  INCOMPLETE ("complete": false in the schedule file)')
+    said = ("measured k=", "left out", "the sweep was interrupted")
+    lines += [f"  note: {n}" for n in schedule["notes"] if n.startswith(said)]
     return lines
 
 

@@ -367,7 +367,7 @@ def _warn_lag(progress: Any, already: bool, out: Any) -> bool:
 
 def _print_results(multi: Any, out: Any) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
-    from specmon.analysis.segments import render_segment_table
+    from specmon.analysis.segments import advice_lines, render_segment_table
     from specmon.server.server_view import server_metrics_lines
     from specmon.sinks.server_counters import NOT_POLLED
 
@@ -391,6 +391,10 @@ def _print_results(multi: Any, out: Any) -> None:
     rows = multi.segment_rows_final
     if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
         print("\n" + render_segment_table(rows), file=out)
+    # the answer of specmon.decision, as the monitor shows it, per segment with its basis
+    print("", file=out)
+    for line in advice_lines(rows):
+        print(line, file=out)
     out.flush()
 
 

@@ -13,10 +13,10 @@ and only paints the answer.
 `advise(measurements, concurrency, draft_cost)` is the entry point (a `KChoice`).
 """
 
-from specmon.decision.choose import KChoice, Measurement, choose, choose_per_load
+# (the names are bound under new names: `specmon.decision.choose` stays the module)
+from specmon.decision.choose import KChoice, Measurement
+from specmon.decision.choose import choose as advise
+from specmon.decision.choose import choose_per_load as advise_per_load
 from specmon.decision.gates import Health
-
-advise = choose
-advise_per_load = choose_per_load
 
 __all__ = ["Health", "KChoice", "Measurement", "advise", "advise_per_load"]

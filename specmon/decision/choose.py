@@ -45,7 +45,7 @@ from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.constants import DEFAULT_DRAFT_COST  # always reported as assumed
 from specmon.decision import acceptance as tuning
 from specmon.decision import stepcost as kmodel
-from specmon.decision.gates import Health, flag
+from specmon.decision.gates import MIN_SEGMENT_REQUESTS, Health, flag
 from specmon.decision.stepcost import SegmentModel, fit_segment_model
 
 __all__ = [
@@ -99,7 +99,13 @@ class Measurement:
 
     @property
     def health(self) -> Health:
-        return Health(self.requests, self.errors, self.saturated, self.server_lag_share)
+        return Health(
+            self.requests,
+            self.errors,
+            self.saturated,
+            self.server_lag_share,
+            MIN_SEGMENT_REQUESTS,
+        )
 
     def where(self) -> str:
         load = "" if self.concurrency is None else f" at concurrency {self.concurrency}"

@@ -9,7 +9,9 @@ The rules (docs/tuning.md "Health gates"), one list for every surface:
   queueing, so TPOT and throughput are the client's, not the server's;
 * a server behind its own step model (`server_lag_share` above MAX_SERVER_LAG_SHARE, the
   simulator's share of steps that ran late): the figures are not the configuration's;
-* fewer than MIN_REQUESTS valid requests: too little to compare.
+* fewer than `min_requests` valid requests: too little to compare (MIN_REQUESTS for a sweep
+  cell, its repeats summed; MIN_SEGMENT_REQUESTS for a run or a load segment, which the
+  monitor shows from its first requests on).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 MAX_ERROR_RATE = 0.01
 MAX_SERVER_LAG_SHARE = 0.02
 MIN_REQUESTS = 5
+# a run or segment is shown live from its first request; its errors gate it, its count not
+MIN_SEGMENT_REQUESTS = 1
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class Health:
     errors: int = 0
     saturated: bool = False
     server_lag_share: float | None = None
+    min_requests: int = MIN_REQUESTS
 
     def reasons(self) -> list[str]:
         """Why the point is excluded (empty: healthy)."""
@@ -46,8 +51,8 @@ class Health:
                 f"server behind its step model ({100 * self.server_lag_share:.0f}% of steps "
                 f"late > {MAX_SERVER_LAG_SHARE:.0%})"
             )
-        if self.requests is not None and self.requests < MIN_REQUESTS:
-            out.append(f"too few requests ({self.requests} < {MIN_REQUESTS})")
+        if self.requests is not None and self.requests < self.min_requests:
+            out.append(f"too few requests ({self.requests} < {self.min_requests})")
         return out
 
 

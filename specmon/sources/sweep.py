@@ -639,8 +639,15 @@ class SweepRunner:
                 extra["model"] = None
                 extra["model_error"] = str(exc)
                 self._say(f"specmon sweep: model not fitted: {exc}")
-            result.schedule = decisions_mod.build_schedule(result.decisions, result.model)
-            decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+            try:
+                result.schedule = decisions_mod.build_schedule(
+                    result.decisions, result.model, complete=not result.stopped
+                )
+            except ValueError as exc:  # nothing can anchor a schedule: none, and why
+                extra["schedule_error"] = str(exc)
+                self._say(f"specmon sweep: no schedule written: {exc}")
+            else:
+                decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
         except Exception as exc:
             extra["analysis_error"] = f"{type(exc).__name__}: {exc}"
             self._say(f"specmon sweep: warning: no decisions ({type(exc).__name__}: {exc})")
