@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
 TIE_TOLERANCE = 0.01
 MIN_REPEATS = 3
+DRAWS = 200  # bootstrap draws for P(selected)
 SCHEDULE_NAME = "speculative_k_schedule.json"
 BATCH_SIZE_PROXY = "client concurrency"
 
@@ -159,6 +161,7 @@ class Decision:
     reason: str | None = None  # why selected_k is None
     notes: list[str] = field(default_factory=list)
     excluded: dict[int, list[str]] = field(default_factory=dict)  # k -> health gate reasons
+    p_selected: float | None = None  # bootstrap over repeats (`p_selected`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -176,11 +179,39 @@ class Decision:
             "reason": self.reason,
             "notes": list(self.notes),
             "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
+            "p_selected": self.p_selected,
         }
 
 
 def _percent(num: float, den: float) -> float | None:
     return None if den <= 0 else 100.0 * (num / den - 1.0)
+
+
+def _select(stable: Sequence[CellStats]) -> CellStats:
+    """The smallest k whose score is within the tie tolerance of the top score."""
+    top = max(s.score for s in stable)
+    return min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
+
+
+def p_selected(cells: Sequence[Cell], k: int) -> float | None:
+    """How sure the selection is: the share of DRAWS bootstrap draws (each cell's repeats
+    resampled with replacement, seeded by the figures, so the same cells give the same
+    share) in which k is still selected; None when a cell has fewer than MIN_REPEATS."""
+    measured = [c for c in cells if c.repeats]
+    if not measured or min(len(c.repeats) for c in measured) < MIN_REPEATS:
+        return None
+    rng = random.Random(repr([(c.k, [r.output_token_throughput for r in c.repeats])
+                              for c in measured]))  # fmt: skip
+    wins = 0
+    for _ in range(DRAWS):
+        stats = []
+        for c in measured:
+            draw = Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats])
+            st = summarize(draw)
+            if st is not None and not st.excluded and not st.unstable and st.score > 0:
+                stats.append(st)
+        wins += bool(stats) and _select(stats).k == k
+    return wins / DRAWS
 
 
 def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
@@ -214,7 +245,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
             stats, unstable, missing, few, reason, notes, excluded,
         )  # fmt: skip
     top = max(s.score for s in stable)
-    sel = min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
+    sel = _select(stable)
     k0 = next((s for s in healthy if s.k == 0), None)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")
@@ -245,7 +276,14 @@ def decide(cells: Sequence[Cell]) -> list[Decision]:
         if st is not None:
             by_conc[cell.concurrency].append(st)
             all_ks.add(cell.k)
-    return [_decide_one(c, by_conc[c], all_ks) for c in sorted(by_conc)]
+    out = []
+    for c in sorted(by_conc):
+        d = _decide_one(c, by_conc[c], all_ks)
+        if d.selected_k is not None:
+            here = [cell for cell in cells if cell.concurrency == c]
+            d = replace(d, p_selected=p_selected(here, d.selected_k))
+        out.append(d)
+    return out
 
 
 # --- schedule -------------------------------------------------------------------------
@@ -486,6 +524,10 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
 
 
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
 def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
     concs = [d.concurrency for d in decisions]
     stats = {(s.k, s.concurrency): s for d in decisions for s in d.candidates}
@@ -500,6 +542,7 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
         _row("selected", ["-" if d.selected_k is None else str(d.selected_k) for d in decisions])
     )
     lines.append(_row("best med.", ["-" if d.best_k is None else str(d.best_k) for d in decisions]))
+    lines.append(_row("P(sel.)", [_share(d.p_selected) for d in decisions]))
     lines.append(_row("vs k=0", [_pct(d.selected_vs_k0_percent) for d in decisions]))
     lines.append(_row("vs best", [_pct(d.selected_vs_best_percent) for d in decisions]))
     lines.append(
@@ -510,6 +553,7 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
         f"! unstable (MAD > {MAX_RELATIVE_MAD:.0%} of median, never selected)  "
         f"? fewer than {MIN_REPEATS} repeats"
     )
+    lines.append(f"P(sel.): share of {DRAWS} bootstrap draws over the repeats selecting the same k")
     lines.append("x excluded by a health gate (errors > 1%, saturated client, lagging server, ...)")
     lines.append("vs k=0 / vs best: score of the selected k against the baseline / top score")
     for d in decisions:

@@ -142,23 +142,28 @@ class KChoice:
         return self.k is not None and self.measured_k is not None and self.k > self.measured_k
 
     def head(self) -> str:
-        """'best k=3 (1.42x; P(best)=0.71; k=4 within noise)'."""
+        """'best k=3 (1.42x)' (the cards and the headline show this part)."""
         if self.k is None:
             return f"no recommendation: {self.why}"
-        sure = "" if self.p_best is None else f"; P(best)={self.p_best:.2f}"
-        if self.within_noise:
-            sure += f"; k={','.join(map(str, self.within_noise))} within noise"
         if self.k == 0:
-            return f"best k=0 (speculation does not pay{sure})"
+            return "best k=0 (speculation does not pay)"
         mark = ", extrapolated" if self.beyond_measured else ""
-        return f"best k={self.k} ({self.gain.get(self.k, 1.0):.2f}x{mark}{sure})"
+        return f"best k={self.k} ({self.gain.get(self.k, 1.0):.2f}x{mark})"
+
+    def sureness(self) -> str:
+        """'P(best)=0.71; k=4 within noise' (empty without a P(best))."""
+        if self.p_best is None:
+            return ""
+        noise = f"; k={','.join(map(str, self.within_noise))} within noise"
+        return f"P(best)={self.p_best:.2f}" + (noise if self.within_noise else "")
 
     def text(self) -> str:
-        """One line: head · basis (· the extrapolated k with its band) (· excluded ...)."""
+        """One line: head · basis · P(best) (· the extrapolated k with its band) (· flags)."""
         extra = "".join(f" · {f}" for f in self.flags)
         if self.k is None:
             return self.head() + extra
-        return f"{self.head()} · {self.basis}{self.hint()}{extra}"
+        sure = f" · {self.sureness()}" if self.p_best is not None else ""
+        return f"{self.head()} · {self.basis}{sure}{self.hint()}{extra}"
 
     def hint(self) -> str:
         if self.extrapolated_k is None or self.extrapolated_percent is None:

@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -553,9 +553,11 @@ class SweepRunner:
         self.now = SweepNow("measuring", k, c, rep + 1, self.settings.repeats, session=session)
         if self.on_repeat is not None:
             self.on_repeat(self.now)
+        saturated = False  # the loop-health warning at any poll: a health gate of the cell
         try:
             runner.start()
             while not runner.join(0.2):
+                saturated = saturated or bool(getattr(runner.progress(), "lag_warning", False))
                 server = self._process  # None with --url: no server of its own
                 if server is not None and not server.alive:
                     # the load loop retries a dead server until it returns: this one will
@@ -573,7 +575,8 @@ class SweepRunner:
         if self.stopping.is_set():
             return None, None, 0
         acc = session.accumulator
-        return measurement_of(session, repeat_dir), acc.num_spec_tokens, acc.spec_request_count
+        measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
+        return measured, acc.num_spec_tokens, acc.spec_request_count
 
     def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
         s = self.settings

@@ -233,3 +233,17 @@ def test_a_measured_zigzag_is_kept_and_noted():
     # 1..3: the model's 4 clamped to [2, 4] -> 4; 5..15: its 3, 3, 2, ... held within
     # [previous, 4] on the way up from 2 -> 3; 17..63: its 0 within [0, 4] -> 0
     assert ks == [4, 2, 3, 4, 0]
+
+
+def test_p_selected_is_a_seeded_bootstrap_over_repeats():
+    # k=2 beats k=0 in every repeat: every draw selects it
+    sure = decide([cell(0, 1, 100, 101, 99), cell(2, 1, 150, 151, 149)])[0]
+    assert sure.selected_k == 2 and sure.p_selected == 1.0
+    # k=2 and k=3 overlap repeat by repeat: draws split, the same split every time
+    close = [cell(2, 1, 150, 140, 160), cell(3, 1, 152, 138, 158)]
+    d = decide(close)[0]
+    assert d.p_selected is not None and 0.0 < d.p_selected < 1.0
+    assert decide(close)[0].p_selected == d.p_selected
+    # one repeat per cell: no bootstrap to speak of
+    assert decide([cell(0, 1, 100), cell(2, 1, 150)])[0].p_selected is None
+    assert "P(sel.)" in render_sweep_tables(close, [d], None, None)

@@ -67,7 +67,8 @@ def test_p_best_is_seeded_and_names_a_close_runner_up():
     # 10x the steps: the same shares, a surer answer
     big = choose([decision.Measurement(4, None, {j: 10 * n for j, n in HIST.items()})])
     assert big.k == 2 and big.p_best is not None and big.p_best >= first.p_best
-    assert f"P(best)={first.p_best:.2f}" in first.head()
+    assert f"P(best)={first.p_best:.2f}" in first.text()
+    assert first.head() == "best k=2 (1.58x)"  # what the cards show
 
 
 def test_the_caveat_never_calls_a_measured_k_beyond_the_measured_range():
