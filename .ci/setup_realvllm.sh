@@ -5,7 +5,7 @@
 # Idempotent. Before each slow first-time step it says on stderr what it is doing and how long
 # that usually takes; on stdout it prints ONE line: "realvllm: ready ..." or
 # "realvllm: unavailable: <why>" (the last stdout line is what callers read), and
-# writes the same line to $CACHE/realvllm.status (tests/realvllm/conftest.py shows it when it
+# writes the same line to $CACHE/realvllm.status (tests/realvllm/fixtures.py shows it when it
 # skips). Always exits 0: a machine that cannot install vLLM skips those tests, visibly.
 set -uo pipefail
 CACHE=${SPECMON_CACHE:-$HOME/.cache/specmon}
@@ -40,6 +40,21 @@ install_venv() {
   echo "${PINS[*]}" > "$VENV/.specmon-pins"
 }
 
+# Runs "$@" with its output in $LOG, saying on stderr every 30 s how far it is (the venv's
+# size against the ~3.4 GB it reaches), so a slow first install is visibly alive.
+with_progress() {
+  "$@" >"$LOG" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    if [ $((waited % 30)) -eq 0 ]; then
+      say "still installing after ${waited} s: venv $(du -sm "$VENV" 2>/dev/null | cut -f1) MB of ~3400 MB"
+    fi
+  done
+  wait "$pid"
+}
+
 exec 9>"$CACHE/setup_realvllm.lock"
 if ! flock -n 9; then
   say "waiting for another setup_realvllm.sh to finish (holds $CACHE/setup_realvllm.lock)"
@@ -49,7 +64,7 @@ t0=$(date +%s)
 [ -x "$VENV/bin/python" ] && say "checking the cached venv $VENV (imports vllm, usually ~10 s)"
 if ! venv_ok; then
   say "installing ${PINS[*]} into $VENV (first time only, usually ~2 min, 3.4 GB; log: $LOG)"
-  if ! install_venv >"$LOG" 2>&1 || ! venv_ok; then
+  if ! with_progress install_venv || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "realvllm: unavailable: could not install ${PINS[*]} (${why:-see $LOG})"
   fi

@@ -27,6 +27,7 @@ ERROR_TYPES = (
     "connection_error",
     "broken_stream",
     "invalid_json",
+    "response_too_large",
     "cancelled",
 )
 

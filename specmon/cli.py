@@ -7,11 +7,21 @@ Without a subcommand (`specmon --url ...`) the default is `run`.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 
-from specmon import __version__, stops
+from specmon import stops
+
+# The console script (`specmon ...`) imports this module first: handle the stop signals
+# before any other import, so a signal in the first instants still ends in a valid, empty
+# summary (python -m specmon does the same in __main__.py). Imported by anything else (a
+# test, a library), the handlers wait for main().
+if sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "specmon":
+    stops.install()
+
+import argparse
+import importlib
+
+from specmon import __version__
 from specmon.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -44,6 +44,7 @@ from specmon.errors import UserError
 from specmon.specdecode.engines import EngineChoice
 
 M = TypeVar("M", bound=BaseModel)
+MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
 
 
 def option(
@@ -356,7 +357,9 @@ def _layer_error(exc: ValidationError, sources: dict[str, str]) -> UserError:
 class RunConfig(BaseModel):
     """The effective configuration of one run (what `--save-config` writes)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan: every float option must be finite (an `inf` timeout once crashed every
+    # request inside aiohttp while the run reported successes)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     url: list[str] = option(
         help="server base URL, optionally LABEL=URL; repeatable",
@@ -376,7 +379,9 @@ class RunConfig(BaseModel):
         repeat=True,
         metavar="JSON|KEY:VALUE",
     )
-    request_timeout: float = option(600.0, "seconds before a request counts as a timeout", gt=0)
+    request_timeout: float = option(
+        600.0, "seconds before a request counts as a timeout", gt=0, le=MAX_SECONDS
+    )
     concurrency: int | None = option(
         None,
         "closed loop: requests in flight (1 without --request-rate); caps --request-rate",
@@ -388,7 +393,7 @@ class RunConfig(BaseModel):
     )
     request_count: int | None = option(None, "stop after this many profiling requests", ge=1)
     benchmark_duration: float | None = option(
-        None, "stop after this many seconds of profiling", gt=0
+        None, "stop after this many seconds of profiling", gt=0, le=MAX_SECONDS
     )
     warmup_request_count: int = option(0, "requests sent first and left out of the metrics", ge=0)
     synthetic_input_tokens_mean: int = option(550, "synthetic prompt length in tokens", ge=1)
@@ -432,7 +437,22 @@ class RunConfig(BaseModel):
         False, "replace an earlier run in --artifact-dir (default: write to DIR-2, DIR-3, ...)"
     )
     drain_timeout: float = option(
-        5.0, "on a stop, seconds in-flight requests may finish before they are cancelled", ge=0
+        5.0,
+        "on a stop or at --benchmark-duration, seconds in-flight requests may finish before "
+        "they are cancelled",
+        ge=0,
+        le=MAX_SECONDS,
+    )
+    max_outage: float = option(
+        60.0,
+        "end the run (exit 1) once the server has been unreachable this many seconds",
+        gt=0,
+        le=MAX_SECONDS,
+    )
+    max_response_bytes: int = option(
+        64 * 2**20,
+        "a response body larger than this is an error of its own (response_too_large)",
+        ge=1024,
     )
     export_level: Literal["summary", "records", "raw"] = option(
         "records", "summary, records or raw (adds the raw capture)"
@@ -458,7 +478,9 @@ class RunConfig(BaseModel):
         "output_tokens=; several keys joined by ';')",
         metavar="KEY=V1,V2,...",
     )
-    segment_duration: float | None = option(None, "seconds per scripted segment", gt=0)
+    segment_duration: float | None = option(
+        None, "seconds per scripted segment", gt=0, le=MAX_SECONDS
+    )
     segment_requests: int | None = option(None, "requests per scripted segment (per server)", ge=1)
     draft_cost: float | None = option(
         None,

@@ -14,6 +14,7 @@ the JSON and the CSV once each, atomically. A session built with `RunSession.fro
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -22,12 +23,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from specmon import stops
 from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
 from specmon.errors import UserError
 from specmon.export.common import CSV_NAME, JSON_NAME, JSONL_NAME, RAW_NAME
 from specmon.export.csv_export import write_csv
 from specmon.export.json_export import build_json, write_json
+from specmon.export.safe_json import dumps_safe
 from specmon.pipeline import RequestResult, process_capture
 from specmon.results_window import RESULTS_WINDOW
 from specmon.sinks.accumulator import AccumulatorSink
@@ -38,8 +41,11 @@ from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
-# test can send a signal "during the export" deterministically. Never set it otherwise.
+# test can send a signal "during the export" deterministically; the wait ends early once the
+# file named by TEST_EXPORT_RELEASE_ENV exists (the test has sent its signals). Never set
+# them otherwise.
 TEST_EXPORT_DELAY_ENV = "SPECMON_TEST_EXPORT_DELAY_S"
+TEST_EXPORT_RELEASE_ENV = "SPECMON_TEST_EXPORT_RELEASE"
 
 
 def holds_run(directory: str | Path) -> bool:
@@ -99,6 +105,7 @@ class RunSession:
         self._wall_start_ns: int | None = None
         self._created_wall_ns = time.time_ns()
         self._finished = False
+        self.write_failure: str | None = None  # the first failed write (disk full), if any
         self._open_sinks()
 
     @classmethod
@@ -118,10 +125,10 @@ class RunSession:
                 self.artifact_dir.mkdir(parents=True, exist_ok=True)
                 if self.export_level == "raw":
                     self.paths["raw"] = self.artifact_dir / RAW_NAME
-                    self.sinks.append(RawCaptureSink(self.paths["raw"]))
+                    self.sinks.append(RawCaptureSink(self.paths["raw"], self._write_failed))
                 if self.export_level in ("records", "raw"):
                     self.paths["jsonl"] = self.artifact_dir / JSONL_NAME
-                    jsonl = JsonlSink(self.paths["jsonl"])
+                    jsonl = JsonlSink(self.paths["jsonl"], self._write_failed)
                     self.sinks.append(jsonl)
                     self.accumulator.results.reader = jsonl.index
             except OSError as exc:
@@ -133,6 +140,12 @@ class RunSession:
         self.sinks.append(AccumulatorSink(self.accumulator))
         self.categories = CategorySink()
         self.sinks.append(self.categories)
+
+    def _write_failed(self, message: str) -> None:
+        """The first failed write stops the run cleanly (specmon/stops.py fail: exit 1)."""
+        if self.write_failure is None:
+            self.write_failure = message
+            stops.fail(message)
 
     def add_sink(self, sink: ResultSink) -> None:
         """Register one more consumer: it sees every result added from now on, in order,
@@ -200,17 +213,40 @@ class RunSession:
             if self.artifact_dir is None:
                 return dict(self.paths)
             if delay := float(os.environ.get(TEST_EXPORT_DELAY_ENV) or 0):
-                time.sleep(delay)
+                _test_export_hold(delay)
             doc = self.export_document()
-            self.paths["json"] = write_json(self.artifact_dir / JSON_NAME, doc)
-            blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
-            per_category = doc.get(PER_CATEGORY_KEY)
-            self.paths["csv"] = write_csv(self.artifact_dir / CSV_NAME, blocks, per_category)
+            try:
+                self._write_summary(self.artifact_dir, doc)
+            except OSError as exc:  # no room for the summary: stderr gets it, one line
+                self._summary_to_stderr(doc, exc)
             return dict(self.paths)
+
+    def _write_summary(self, directory: Path, doc: dict[str, Any]) -> None:
+        self.paths["json"] = write_json(directory / JSON_NAME, doc)
+        blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
+        per_category = doc.get(PER_CATEGORY_KEY)
+        self.paths["csv"] = write_csv(directory / CSV_NAME, blocks, per_category)
+
+    def _summary_to_stderr(self, doc: dict[str, Any], exc: OSError) -> None:
+        why = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or exc
+        name = CSV_NAME if "json" in self.paths else JSON_NAME
+        message = f"{why} writing {name}: the summary is the next line on stderr"
+        self._write_failed(message)
+        sys.stderr.write(f"specmon: {message}\n")
+        sys.stderr.write(dumps_safe(doc).decode() + "\n")
+        sys.stderr.flush()
 
     @property
     def finished(self) -> bool:
         return self._finished
+
+
+def _test_export_hold(delay: float) -> None:
+    """Wait `delay` s, or until the test's release file exists (TEST_EXPORT_RELEASE_ENV)."""
+    release = os.environ.get(TEST_EXPORT_RELEASE_ENV)
+    end = time.monotonic() + delay
+    while time.monotonic() < end and not (release and os.path.exists(release)):
+        time.sleep(0.02)
 
 
 def _sink_failed(doc: dict[str, Any] | None, sink: object, step: str, exc: Exception) -> None:

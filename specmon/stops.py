@@ -13,17 +13,27 @@ signals and acts by stage (docs/architecture.md, "Stops and exit status"):
 * "export": never interrupt. The second signal prints EXPORT_WARNING; the third force-quits
   with 128 + signal.
 
+Only Ctrl-C escalates: once a stop is under way, a repeated SIGHUP or SIGTERM changes nothing
+(a dropped ssh connection can deliver several hangups, a supervisor may repeat its SIGTERM),
+so only an interactive third Ctrl-C abandons the exports. A SIGHUP the process inherited as
+ignored (`nohup specmon ...`) stays ignored.
+
 Exit status after a stop by signal: 128 + the first signal's number (shell convention).
 """
 
 from __future__ import annotations
 
+# imported before everything else by the console script (cli.py) and `python -m specmon`:
+# only cheap standard modules, so the handlers are in place as early as possible
 import os
 import signal
 import threading
-from collections.abc import Callable
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Any
 
 SIGNALS = tuple(
     s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
@@ -33,6 +43,7 @@ DRAIN_WARNING = (
     "specmon: stopping: in-flight requests drain (--drain-timeout), then the exports are "
     "written; press Ctrl-C again to abandon"
 )
+REPEAT_NOTE = "specmon: already stopping; only Ctrl-C three times abandons the exports"
 
 
 class Stopped(BaseException):
@@ -53,6 +64,8 @@ class _State:
         self.abandon_callbacks: list[Callable[[], None]] = []
         self.installed = False
         self.previous: dict[int, Any] = {}  # the handlers install() replaced
+        self.repeat_noted = False
+        self.failure: str | None = None  # a stop that is no signal: the first failed write
 
 
 _state = _State()
@@ -64,6 +77,8 @@ def install() -> None:
         return
     reset()  # a fresh count for this run (an in-process caller may run several)
     for signum in SIGNALS:
+        if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) == signal.SIG_IGN:
+            continue  # nohup: the hangup stays ignored
         _state.previous[signum] = signal.signal(signum, _handler)
     _state.installed = True
 
@@ -73,9 +88,9 @@ def uninstall() -> None:
     usual way; an in-process caller of cli.main gets its own back)."""
     if not _state.installed or threading.current_thread() is not threading.main_thread():
         return
-    for signum in SIGNALS:
-        previous = _state.previous.get(signum)
+    for signum, previous in _state.previous.items():
         signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    _state.previous.clear()
     _state.installed = False
 
 
@@ -83,11 +98,18 @@ def reset() -> None:
     """Back to a fresh state: no signal seen, stage setup, no callbacks."""
     _state.first, _state.count, _state.stage = None, 0, "setup"
     _state.interruptible = False
+    _state.repeat_noted = False
+    _state.failure = None
     _state.callbacks.clear()
     _state.abandon_callbacks.clear()
 
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
+    if _state.first is not None and signum != signal.SIGINT:  # the stop is under way
+        if not _state.repeat_noted:
+            _state.repeat_noted = True
+            os.write(2, (REPEAT_NOTE + "\n").encode())
+        return
     _state.count += 1
     if _state.first is None:
         _state.first = signum
@@ -150,9 +172,28 @@ def on_abandon(callback: Callable[[], None]) -> None:
     _state.abandon_callbacks.append(callback)
 
 
+def fail(message: str) -> None:
+    """Stop the run as a signal would, for a reason that is no signal (the first failed
+    write: disk full). Any thread may call it: during the load the on_stop callbacks get 0
+    (they only schedule work) and the headless loop polls failure(); exit status 1."""
+    if _state.failure is not None:
+        return
+    _state.failure = message
+    if _state.stage == "load" and _state.first is None:
+        for callback in list(_state.callbacks):
+            callback(0)
+
+
+def failure() -> str | None:
+    """Why the run stopped itself (fail), or None."""
+    return _state.failure
+
+
 def exit_status(default: int) -> int:
-    """128 + signal after a stop by signal, else `default`."""
-    return 128 + _state.first if _state.first is not None else default
+    """128 + signal after a stop by signal, 1 after a failure (fail), else `default`."""
+    if _state.first is not None:
+        return 128 + _state.first
+    return 1 if _state.failure is not None else default
 
 
 def name(signum: int | None = None) -> str:

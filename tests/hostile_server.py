@@ -58,6 +58,8 @@ def _spec(
 
 
 GOOD = _body(_usage(2, 2), _spec(2, 1, 6))
+RESET = b""  # a case that answers with a connection reset, no status line
+RATE_LIMITED = b"429 Too Many Requests\r\nRetry-After: "  # + seconds: a case that rate-limits
 # name -> JSON text of the body (also the last SSE event when streaming)
 CASES: dict[str, bytes] = {
     "good": GOOD,
@@ -225,7 +227,8 @@ class HostileServer:
         except asyncio.CancelledError:  # the server stopped mid-answer (an endless body)
             pass
         finally:
-            writer.close()
+            if writer.transport is not None and not writer.is_closing():
+                writer.transport.abort()  # RST, not FIN: what a crashing server sends
 
     async def _answer(self, head: bytes, body: bytes, write: Callable[[bytes], object]) -> None:
         path = head.split(b" ", 2)[1]
@@ -238,6 +241,11 @@ class HostileServer:
             return
         name, payload = self.cases[len(self.sent) % len(self.cases)]
         self.sent.append(name)
+        if payload == RESET:
+            raise ConnectionResetError("a reset instead of an answer")  # _serve closes it
+        if payload.startswith(RATE_LIMITED):
+            write(_response(b"application/json", b'{"error":"slow down"}', payload))
+            return
         request = orjson.loads(body) if body else {}
         if request.get("stream"):
             first = b'{"id":"x","choices":[{"index":0,"delta":{"content":"hi"}}]}'

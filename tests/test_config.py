@@ -185,6 +185,7 @@ def test_prompt_source_file_needs_input_file():
         build_config(parse(["--prompt-source", "file"]), environ={})
 
 
+@pytest.mark.e2e
 def test_cli_reports_unknown_config_key_as_one_line(tmp_path):
     cfg = tmp_path / "x.toml"
     cfg.write_text("concurency = 4\n")
@@ -198,6 +199,7 @@ def test_cli_reports_unknown_config_key_as_one_line(tmp_path):
     assert proc.stderr.strip() == f"specmon: error: config file {cfg}: unknown key 'concurency'"
 
 
+@pytest.mark.e2e
 def test_bad_flag_type_is_one_line_not_argparse_usage():
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "run", "--concurrency", "lots"],
@@ -212,6 +214,7 @@ def test_bad_flag_type_is_one_line_not_argparse_usage():
     ]
 
 
+@pytest.mark.e2e
 def test_unknown_flag_is_one_line():
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "--concurency", "4"],

@@ -32,7 +32,11 @@ RUN_SAMPLES: dict[str, str] = {
     "segments": "concurrency=1,4",
     "dataset_shard": "1/4",
 }
-SIM_SAMPLES: dict[str, str] = {"acceptance": "0.8", "category_acceptance": "code=0.9"}
+SIM_SAMPLES: dict[str, str] = {
+    "acceptance": "0.8",
+    "category_acceptance": "code=0.9",
+    "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
+}
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
     pytest.param(SIM_OPTIONS, SIM_SAMPLES, id="sim"),
@@ -217,6 +221,7 @@ def test_demo_sim_config_defaults_overrides_and_category_profile(monkeypatch):
     assert given.category_acceptance == {} and given.acceptance == [0.6, 0.6, 0.6]
 
 
+@pytest.mark.e2e
 def test_demo_bad_simulator_value_is_one_line_before_any_start():
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "demo", "--headless", "--error-rate", "1.5"],

@@ -160,20 +160,82 @@ def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
     out = tmp_path / "run"
+    release = tmp_path / "release"  # the export is held until both signals have been seen
     with start_sim(["--seed", "4"]) as sim:
         proc = Proc(
             run_args(sim.url, out, "--request-count", "6"),
-            env={"SPECMON_TEST_EXPORT_DELAY_S": "10"},
+            env={"SPECMON_TEST_EXPORT_DELAY_S": "60", "SPECMON_TEST_EXPORT_RELEASE": str(release)},
         )
         proc.wait_line("writing exports to")
         proc.popen.send_signal(signum)
         proc.wait_line("stop signal during the export")
         proc.popen.send_signal(signum)
-        proc.wait_line("press Ctrl-C again to abandon")
+        # a second Ctrl-C warns; a repeated hangup or terminate changes nothing
+        again = "press Ctrl-C again to abandon" if signum == signal.SIGINT else "already stopping"
+        proc.wait_line(again)
+        release.touch()
         code = proc.finish()
     assert code == 128 + signum, proc.seen
     doc, records = check_summary(out)
     assert len(records) == 6 and doc["request_count"]["avg"] == 6
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
+def test_repeated_hangups_are_one_stop_and_never_abandon_the_exports(tmp_path, signum):
+    """A dropped ssh connection can deliver several SIGHUPs: three 0.05 s apart during the
+    export still end in complete exports (only an interactive third Ctrl-C abandons)."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "4"]) as sim:
+        proc = Proc(
+            run_args(sim.url, out, "--request-count", "4"),
+            env={"SPECMON_TEST_EXPORT_DELAY_S": "3"},
+        )
+        proc.wait_line("writing exports to")
+        for _ in range(3):
+            proc.popen.send_signal(signum)
+            time.sleep(0.05)
+        code = proc.finish()
+    assert code == 128 + signum, proc.seen
+    assert not any("abandoned" in line for line in proc.seen)
+    doc, records = check_summary(out)
+    assert len(records) == 4 and doc["request_count"]["avg"] == 4
+
+
+def test_nohup_keeps_the_hangup_ignored(tmp_path):
+    """`nohup specmon run ...`: the inherited SIG_IGN for SIGHUP stays, so a hangup mid-run
+    changes nothing and the run ends by its own bound with exit 0."""
+    out = tmp_path / "run"
+    with start_sim(["--seed", "4", "--step-ms", "5"]) as sim:
+        proc = Proc(run_args(sim.url, out, "--request-count", "30"), base=["nohup", *SPECMON])
+        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 2, "two requests in the JSONL")
+        proc.popen.send_signal(signal.SIGHUP)
+        code = proc.finish()
+    assert code == 0, proc.seen
+    doc, records = check_summary(out)
+    assert len(records) == 30 and doc["was_cancelled"] is False
+
+
+def test_the_console_script_installs_the_handlers_before_any_other_import(tmp_path):
+    """`specmon` (the console script) imports specmon.cli first: the stop handlers must be
+    in place before cli.py imports anything else, so a signal that early is still a stop."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import signal, sys\n"
+        "seen = []\n"
+        "class Watch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name in ('argparse', 'importlib', 'specmon.errors') and not seen:\n"
+        "            seen.append(signal.getsignal(signal.SIGTERM))\n"
+        "        return None\n"
+        "sys.argv = ['/usr/local/bin/specmon', '--version']\n"
+        "sys.modules.pop('argparse', None)\n"
+        "sys.meta_path.insert(0, Watch())\n"
+        "import specmon.cli\n"
+        "from specmon import stops\n"
+        "print(seen[0] is stops._handler if seen else 'no import seen')\n"
+    )
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr
 
 
 def test_third_signal_during_the_export_abandons_it(tmp_path):
@@ -210,6 +272,22 @@ def test_a_demo_abandoned_leaves_no_simulator_running(tmp_path):
     assert proc.finish() == 128 + signal.SIGINT
     poll(lambda: not Path(f"/proc/{sim}").exists() or sim not in simulators_with(str(seed)),
          "the simulator gone")  # fmt: skip
+
+
+def test_a_demo_killed_by_sigkill_takes_its_simulator_with_it(tmp_path):
+    """SIGKILL runs no handler at all: the simulator (its own process group) notices its
+    parent is gone from the pipe start_sim gave it, and stops itself."""
+    seed = 800000 + os.getpid() % 100000
+    proc = Proc(
+        ["--headless", "--request-count", "100000", "--random-seed", str(seed),
+         "--artifact-dir", str(tmp_path / "run")],
+        base=[sys.executable, "-m", "specmon", "demo"],
+    )  # fmt: skip
+    poll(lambda: jsonl_lines(tmp_path / "run" / SUMMARY[2]) >= 1, "the demo's first request")
+    (sim,) = simulators_with(f"--seed {seed}")
+    proc.popen.kill()
+    assert proc.finish() == -signal.SIGKILL
+    poll(lambda: sim not in simulators_with(str(seed)), "the simulator gone")
 
 
 def simulators_with(text: str) -> list[int]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from commands.test_e2e_tmux import Pane
+from tmux_pane import Pane
 
 from specmon.sim.process import start_sim
 

@@ -136,12 +136,11 @@ def summarize(cell: Cell) -> CellStats | None:
 def cell_health(cell: Cell) -> Health:
     """The cell's health over its repeats: counts summed, the worst lag share, saturated if
     any repeat was."""
-    lags = [r.server_lag_share for r in cell.repeats if r.server_lag_share is not None]
     return Health(
         requests=sum(r.request_count for r in cell.repeats),
         errors=sum(r.error_count for r in cell.repeats),
         saturated=any(r.client_saturated for r in cell.repeats),
-        server_lag_share=max(lags) if lags else None,
+        server_lag_share=cell.server_lag_share,
     )
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# A cell whose server ran more than this behind its own step model is flagged (and the
+# decision excludes it): the simulator's documented bar, 2%.
+SERVER_LAG_LIMIT = 0.02
+
 
 @dataclass(frozen=True)
 class RepeatMeasurement:
@@ -29,6 +33,8 @@ class RepeatMeasurement:
     artifact_dir: str | None = None  # the repeat's AIPerf-compatible exports
     # health (specmon/decision/gates.py): the client's loop-health warning during the repeat
     client_saturated: bool = False
+    # specmon sim only: Δ specmon_sim_step_lag_seconds / Δ ..._formula_seconds over the
+    # repeat, how far the server ran behind its own step model (None: not published)
     server_lag_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,12 +59,27 @@ class Cell:
     repeats: list[RepeatMeasurement] = field(default_factory=list)
     error: str | None = None  # why the cell could not be measured (server failed, ...)
 
+    @property
+    def server_lag_share(self) -> float | None:
+        """The worst repeat's server lag share (None when the server publishes none)."""
+        shares = [r.server_lag_share for r in self.repeats if r.server_lag_share is not None]
+        return max(shares) if shares else None
+
+    @property
+    def server_behind(self) -> str | None:
+        """The flag of a cell whose server ran behind its own step model, or None."""
+        share = self.server_lag_share
+        if share is None or share <= SERVER_LAG_LIMIT:
+            return None
+        return f"server behind its own step model (+{share * 100:.1f}%)"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "k": self.k,
             "concurrency": self.concurrency,
             "repeats": [r.to_dict() for r in self.repeats],
             "error": self.error,
+            "server_behind": self.server_behind,  # derived from the repeats; not read back
         }
 
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 from specmon import stops
 from specmon.config import RunConfig, add_run_arguments, build_config, save_config
-from specmon.errors import UserError
+from specmon.errors import ServerUnreachable, UserError
 from specmon.formatting import saturation_text, server_down_text
 from specmon.sinks.prometheus import close_exporters
 from specmon.sources.load.loop_health import BUSY_WARN
@@ -217,6 +217,8 @@ def run_headless(config: RunConfig, multi: Any, out: Any) -> int:
     _write_exports(multi, config, out)
     _print_results(multi, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    if stops.failure() is not None:  # disk full: the files hold what was written
+        print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
     return stops.exit_status(_exit_status(multi, out))
 
 
@@ -257,10 +259,11 @@ def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
     lag_warned = stopping = False
     next_print = time.monotonic() + PROGRESS_EVERY_S
     while not runner.join(0.2):
-        if not stopping and (signum := stops.requested()) is not None:
+        why = _stop_reason()
+        if not stopping and why is not None:
             stopping = True
             print(
-                f"specmon: stopping ({stops.name(signum)}): no new requests; in-flight ones "
+                f"specmon: stopping ({why}): no new requests; in-flight ones "
                 f"may finish for up to {runner.config.drain_timeout:g} s",
                 file=out,
                 flush=True,
@@ -274,6 +277,14 @@ def _wait_printing(runner: Any, out: Any, printer: HeadlessProgress) -> None:
     if final.loop_busy >= BUSY_WARN:  # the last second (or a run shorter than the sustained
         final = replace(final, lag_warning=True)  # window, all of it) never let the loop idle
     _warn_lag(final, lag_warned, out)
+
+
+def _stop_reason() -> str | None:
+    """Why the run must stop now: a stop signal, or the first failed write (stops.fail)."""
+    signum = stops.requested()
+    if signum is not None:
+        return stops.name(signum)
+    return stops.failure()
 
 
 def describe_run(config: RunConfig) -> str:
@@ -411,6 +422,9 @@ def _exit_status(runner: Any, out: Any) -> int:
     if error is not None and not isinstance(error, KeyboardInterrupt):
         if isinstance(error, UserError):
             raise error
+        if isinstance(error, ServerUnreachable):  # --max-outage: the exports are complete
+            print(f"specmon: {error}", file=sys.stderr, flush=True)
+            return 1
         print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
         return 1
     return _all_failed_status(runner, out)

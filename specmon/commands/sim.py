@@ -68,8 +68,10 @@ class _QuietCut(logging.Filter):
 def main(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from specmon.sim.process import exit_with_parent
     from specmon.sim.server import build_app
 
+    exit_with_parent()  # started by a client (specmon demo): never outlive it
     cfg = config_from_args(args)
     if args.sim_save_config:
         SIM_OPTIONS.save(cfg, args.sim_save_config)

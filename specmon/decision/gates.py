@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specmon.analysis.sweep_types import SERVER_LAG_LIMIT
+
 MAX_ERROR_RATE = 0.01
-MAX_SERVER_LAG_SHARE = 0.02
+MAX_SERVER_LAG_SHARE = SERVER_LAG_LIMIT  # the sweep's flag and the gate: one bar
 MIN_REQUESTS = 5
 # a run or segment is shown live from its first request; its errors gate it, its count not
 MIN_SEGMENT_REQUESTS = 1

@@ -35,6 +35,9 @@ COUNTERS = {
     "vllm:prefix_cache_hits_total": "prefix_cache_hits",
     "vllm:generation_tokens_total": "generation_tokens",
     "vllm:prompt_tokens_total": "prompt_tokens",
+    # specmon sim only (sim/counters.py): how far its steps ran over its own step formula
+    "specmon_sim_step_lag_seconds_total": "sim_lag_seconds",
+    "specmon_sim_step_formula_seconds_total": "sim_formula_seconds",
 }
 COUNTER_FIELDS = tuple(COUNTERS.values())
 
@@ -51,6 +54,8 @@ class HealthFigures:
     prefix_cache_hits: float | None = None
     generation_tokens: float | None = None
     prompt_tokens: float | None = None
+    sim_lag_seconds: float | None = None
+    sim_formula_seconds: float | None = None
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -144,8 +149,17 @@ class HealthDelta:
     prefix_cache_hits: float | None
     generation_tokens: float | None
     prompt_tokens: float | None
+    sim_lag_seconds: float | None
+    sim_formula_seconds: float | None
     reset: bool  # some counter went down: the server restarted during the interval
     per_labels: dict[LabelSet, HealthDelta]  # empty on the per-label-set deltas themselves
+
+    @property
+    def sim_lag_share(self) -> float | None:
+        """specmon sim: Δlag / Δformula seconds, how far its steps ran behind its own step
+        model over the interval (None from other servers, or when no step ran)."""
+        lag, formula = self.sim_lag_seconds, self.sim_formula_seconds
+        return lag / formula if formula and lag is not None else None
 
     @property
     def generation_tokens_per_s(self) -> float | None:
@@ -243,6 +257,7 @@ def delta_dict(delta: HealthDelta) -> dict[str, Any]:
         "generation_tokens_per_s": delta.generation_tokens_per_s,
         "prompt_tokens_per_s": delta.prompt_tokens_per_s,
         "prefix_cache_hit_rate": delta.prefix_cache_hit_rate,
+        "sim_lag_share": delta.sim_lag_share,
     }
     out = {name: value for name, value in out.items() if value is not None}
     out["reset"] = delta.reset

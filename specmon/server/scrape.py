@@ -363,6 +363,7 @@ class Reconciliation:
     # equal apart from this many requests specmon itself cancelled at a stop: the server
     # counted the steps they decoded, their responses (and stats) never came (diffs > 0)
     apart_from_cancelled: int = 0
+    outage: str | None = None  # "server unreachable 19:25:05-19:26:10": the cause, named
 
 
 def reconcile(
@@ -812,6 +813,11 @@ def describe_reconciliation(rec: Reconciliation) -> str:
     if rec.equal:
         return "server counters match the per-request totals"
     diffs = ", ".join(f"{name} {d:+,}" for name, d in rec.diffs.items()) or "no totals"
+    if rec.outage is not None:  # a known cause: no guessing
+        return (
+            f"server counters differ from the per-request totals (server − run: {diffs}): "
+            f"{rec.outage}; counters from before and after it"
+        )
     likely = "; ".join(rec.reasons) if rec.reasons else "cause unknown"
     return (
         f"server counters differ from the per-request totals (server − run: {diffs}); "

@@ -126,12 +126,17 @@ def server_metrics_report(
     snapshot: Any,
     warmup_count: int = 0,
     cancelled_steps_bound: int | None = None,
+    outage: str | None = None,
 ) -> dict:
     """The `server_metrics` object of the JSON export for one server (the bound: see
-    scrape.reconcile)."""
+    scrape.reconcile; `outage`: the run's unreachable spells, named as the cause)."""
     delta = view.delta
     assert delta is not None
     rec = _reconcile(delta, snapshot, warmup_count, cancelled_steps_bound)
+    if outage is not None and not rec.equal:
+        rec = Reconciliation(
+            False, rec.diffs, [f"{outage}; counters from before and after it"], outage=outage
+        )
     run = run_totals_from(snapshot)
     return {
         "url": view.url,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
+from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 
 Shape = Literal["vllm", "vllm-legacy", "trtllm", "sglang", "none"]
@@ -28,7 +29,7 @@ LEVELS: tuple[str, ...] = typing.get_args(Level)
 class SimConfig(BaseModel):
     """The simulated server's settings; every field is a `specmon sim` option."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     host: str = option("127.0.0.1", "bind address")
     port: int = option(8000, "port; 0 picks a free one", ge=0, le=65535)
@@ -75,6 +76,15 @@ class SimConfig(BaseModel):
     )
     engines: int = option(1, "split /metrics counters over N engine label sets", ge=1)
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
+    # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
+    # output is capped at max_model_len - prompt tokens.
+    max_model_len: int = option(131072, "context length: prompt + output tokens", ge=1)
+    spec_schedule: str | None = option(
+        None,
+        "k per running batch size, vLLM's num_speculative_tokens_per_batch_size: "
+        "[[start, end, K], ...] as JSON or a file (--num-spec-tokens stays the maximum)",
+        metavar="JSON_OR_FILE",
+    )
     force_include_usage: bool = option(
         False,
         "send the usage chunk (and its stats) on every stream, as vLLM's flag",
@@ -112,6 +122,23 @@ class SimConfig(BaseModel):
         if isinstance(value, dict):  # a TOML table: {code = [0.9, 0.8, 0.7]}
             value = ",".join(f"{name}={_positions(v)}" for name, v in value.items())
         return parse_category_acceptance(str(value), k)
+
+    @field_validator("spec_schedule", mode="before")
+    @classmethod
+    def _spec_schedule(cls, value: Any, info: ValidationInfo) -> Any:
+        """Checked once here (vLLM's rules, sim/schedule.py) and kept as canonical JSON, so
+        a child simulator gets the schedule itself, not a path it may not see."""
+        if value is None or value == "":
+            return None
+        if info.data.get("num_spec_tokens") == 0:
+            raise UserError(f"{sim_schedule.FLAG} needs speculation: set --num-spec-tokens K > 0")
+        return json.dumps([list(e) for e in sim_schedule.load_schedule(value)])
+
+    def schedule_entries(self) -> sim_schedule.Schedule | None:
+        """The validated `--spec-schedule` (None without one)."""
+        if self.spec_schedule is None:
+            return None
+        return sim_schedule.validate(json.loads(self.spec_schedule))
 
     def latency(self) -> LatencyModel:
         return LatencyModel(

@@ -3,12 +3,20 @@
 Spec-decode counters (vllm:spec_decode_*) exist only with speculation (k >= 1), as on a real
 vLLM started without a speculative config. The health series (running, waiting, KV-cache
 usage, preemptions, prefix cache) are driven by specmon.sim.scheduler.
+
+The simulator's own fidelity series (specmon_sim_*, per engine; how a step's lag is measured
+is in specmon/sim/engine.py; other parts of specmon read these exact names):
+  specmon_sim_steps_total                 steps run
+  specmon_sim_steps_late_total            steps whose actual duration > formula * 1.02
+  specmon_sim_step_formula_seconds_total  sum of the steps' formula durations
+  specmon_sim_step_lag_seconds_total      sum of max(0, actual - formula)
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from specmon.sim.engine import LATE_FACTOR
 from specmon.sim.model import SequencePlan
 
 
@@ -87,7 +95,35 @@ class SpecCounters:
             self.prefix_queries,
             self.prefix_hits,
         ]
+        self.steps = Counter(
+            "specmon_sim_steps", "Simulator engine steps run.", labels, registry=reg
+        )
+        self.steps_late = Counter(
+            "specmon_sim_steps_late",
+            "Simulator steps whose actual duration exceeded the formula by more than 2%.",
+            labels,
+            registry=reg,
+        )
+        self.formula_seconds = Counter(
+            "specmon_sim_step_formula_seconds",
+            "Sum of the simulator steps' formula durations.",
+            labels,
+            registry=reg,
+        )
+        self.lag_seconds = Counter(
+            "specmon_sim_step_lag_seconds",
+            "Sum of how far the simulator's steps ran over their formula durations.",
+            labels,
+            registry=reg,
+        )
+        families += [self.steps, self.steps_late, self.formula_seconds, self.lag_seconds]
         self.labels = [(str(e), model) for e in range(engines)]
+        # per engine: the fidelity counters' children, looked up once (add_step runs per step)
+        self._step_children = [
+            tuple(c.labels(*lab) for c in (self.steps, self.steps_late, self.formula_seconds))
+            + (self.lag_seconds.labels(*lab),)
+            for lab in self.labels
+        ]
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
             for family in families:
                 family.labels(engine, name)
@@ -111,6 +147,17 @@ class SpecCounters:
             hits = sum(1 for j in accepted if j > position)
             if hits:
                 self.per_pos.labels(*labels, str(position)).inc(hits)
+
+    def add_step(self, engine: int, formula_s: float, lag_s: float) -> None:
+        """One engine step: its formula duration and its lag (engine.py); late over 2%."""
+        steps, late, formula, lag = self._step_children[engine]
+        steps.inc()
+        if formula_s > 0:
+            formula.inc(formula_s)
+            if lag_s > 0:
+                lag.inc(lag_s)
+                if lag_s > (LATE_FACTOR - 1.0) * formula_s:
+                    late.inc()
 
     def add_tokens(self, engine: int, prompt_tokens: int, generation_tokens: int) -> None:
         labels = self.labels[engine]

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class SequencePlan:
-    """What one choice (sequence) of a request produces, step by step."""
+    """What one choice (sequence) of a request produces, drawn step by step (lazily: a step
+    is drawn when the engine runs it, so a huge max_tokens costs nothing up front)."""
 
     completion_tokens: int
     finish_reason: str
@@ -48,6 +49,9 @@ class SequencePlan:
     per_step_accepted: list[int] = field(default_factory=list)
     per_step_drafted: list[int] = field(default_factory=list)
     nonspec_steps: int = 0
+    emitted: int = 1  # tokens drawn so far (the first comes from prefill)
+    # decode-step indices that drafted nothing (the last step, or a schedule's K = 0)
+    nonspec_at: list[int] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -61,12 +65,38 @@ class SequencePlan:
     def drafted(self) -> int:
         return sum(self.per_step_drafted)
 
+    @property
+    def done(self) -> bool:
+        return self.emitted >= self.completion_tokens
+
+    def spec_steps_in(self, decode_steps: int) -> int:
+        """Spec (drafting) steps among the first `decode_steps` decode steps."""
+        decode_steps = min(decode_steps, len(self.step_tokens))
+        return decode_steps - sum(1 for i in self.nonspec_at if i < decode_steps)
+
     def histogram(self, k: int) -> list[int]:
         """Dense histogram, index j = steps that accepted exactly j drafts (length k+1)."""
         hist = [0] * (k + 1)
         for j in self.per_step_accepted:
             hist[j] += 1
         return hist
+
+    def draw_step(self, rng: random.Random, k: int, acceptance: list[float]) -> int:
+        """Draw the next decode step drafting up to k (module docstring); its token count."""
+        remaining = self.completion_tokens - self.emitted
+        drafted = min(k, remaining - 1)
+        if drafted <= 0:
+            self.nonspec_steps += 1
+            self.nonspec_at.append(len(self.step_tokens))
+            tokens = 1
+        else:
+            accepted = draw_accepted(rng, acceptance, drafted)
+            self.per_step_accepted.append(accepted)
+            self.per_step_drafted.append(drafted)
+            tokens = accepted + 1
+        self.step_tokens.append(tokens)
+        self.emitted += tokens
+        return tokens
 
 
 def draw_accepted(rng: random.Random, acceptance: list[float], drafted: int) -> int:
@@ -87,25 +117,19 @@ def output_length(rng: random.Random, max_tokens: int, ignore_eos: bool) -> tupl
     return length, ("length" if length == max_tokens else "stop")
 
 
+def start_sequence(rng: random.Random, max_tokens: int, ignore_eos: bool) -> SequencePlan:
+    """A plan with its length drawn and no step yet (steps come from draw_step)."""
+    length, finish = output_length(rng, max_tokens, ignore_eos)
+    return SequencePlan(completion_tokens=length, finish_reason=finish)
+
+
 def plan_sequence(
     rng: random.Random, k: int, acceptance: list[float], max_tokens: int, ignore_eos: bool
 ) -> SequencePlan:
-    """Draw the whole token plan of one sequence (see the module docstring)."""
-    length, finish = output_length(rng, max_tokens, ignore_eos)
-    plan = SequencePlan(completion_tokens=length, finish_reason=finish)
-    remaining = length - 1  # the first token comes from prefill
-    while remaining > 0:
-        drafted = min(k, remaining - 1)
-        if drafted == 0:
-            plan.nonspec_steps += 1
-            plan.step_tokens.append(1)
-            remaining -= 1
-            continue
-        accepted = draw_accepted(rng, acceptance, drafted)
-        plan.per_step_accepted.append(accepted)
-        plan.per_step_drafted.append(drafted)
-        plan.step_tokens.append(accepted + 1)
-        remaining -= accepted + 1
+    """Draw the whole token plan of one sequence at a fixed k (see the module docstring)."""
+    plan = start_sequence(rng, max_tokens, ignore_eos)
+    while not plan.done:
+        plan.draw_step(rng, k, acceptance)
     return plan
 
 

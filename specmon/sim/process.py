@@ -20,15 +20,20 @@ import orjson
 from specmon.errors import UserError
 
 LISTEN_PREFIX = "specmon sim listening on "
+# the read end of a pipe only the parent writes to: EOF there means the parent is gone
+PARENT_FD_ENV = "_SPECMON_SIM_PARENT_FD"
 
 
 class SimProcess:
     """A running simulator child process; `.url` is its base URL (no trailing slash)."""
 
-    def __init__(self, proc: subprocess.Popen, url: str, model: str) -> None:
+    def __init__(
+        self, proc: subprocess.Popen, url: str, model: str, parent_fd: int | None = None
+    ) -> None:
         self.proc = proc
         self.url = url
         self.model = model
+        self._parent_fd = parent_fd  # the pipe's write end: held for the child's lifetime
 
     @property
     def pid(self) -> int:
@@ -45,6 +50,9 @@ class SimProcess:
                 self.proc.wait(timeout)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        if self._parent_fd is not None:
+            os.close(self._parent_fd)
+            self._parent_fd = None
         return self.proc.returncode
 
     def kill_now(self) -> None:
@@ -110,12 +118,29 @@ def start_sim(args: list[str], timeout: float = 30) -> SimProcess:
     # Its own process group: the signals a terminal sends its foreground group (Ctrl-C, the
     # SIGHUP of a closed pane or an ssh drop) reach only the client, which drains its requests
     # and then stops the simulator, as a real server would outlive the client's terminal.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, process_group=0)
+    # ...yet it dies with the client even when the client is SIGKILLed: it watches a pipe
+    # whose write end only this process holds (exit_with_parent)
+    read_fd, write_fd = os.pipe()
+    env[PARENT_FD_ENV] = str(read_fd)
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            process_group=0,
+            pass_fds=(read_fd,),
+        )
+    except BaseException:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
     deadline = time.monotonic() + timeout
     url = _read_listen_line(proc, timeout)
     model = _flag(args, "--model", "specmon-sim") or "specmon-sim"
     api_key = _flag(args, "--api-key", None)
-    sim = SimProcess(proc, url or "", model)
+    sim = SimProcess(proc, url or "", model, write_fd)
     while url and time.monotonic() < deadline and proc.poll() is None:
         if _model_listed(url, model, api_key):
             return sim
@@ -124,3 +149,22 @@ def start_sim(args: list[str], timeout: float = 30) -> SimProcess:
     raise UserError(
         f"specmon sim did not start (exit status {proc.returncode}); command: {' '.join(command)}"
     )
+
+
+def exit_with_parent() -> None:
+    """In the simulator (`specmon sim` started by start_sim): SIGTERM itself, a graceful
+    stop, once the process that started it is gone, however it ended (SIGKILL included: the
+    kernel closes its end of the pipe). A no-op for a simulator started by hand."""
+    fd = os.environ.pop(PARENT_FD_ENV, None)
+    if fd is None or not fd.isdigit():
+        return
+
+    def wait() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="specmon-parent-watch", daemon=True).start()

@@ -118,8 +118,36 @@ def _positive_int(body: dict[str, Any], key: str, default: int) -> int:
     return value
 
 
+def _context_checked(max_key: str, max_tokens: int, prompts: list[int], max_model_len: int) -> int:
+    """vLLM 0.32's context checks (renderers/params.py, serve/utils/api_utils.py
+    get_max_tokens): max_tokens above max_model_len or a prompt longer than it is a 400;
+    otherwise the output is capped at max_model_len - prompt tokens."""
+    if max_tokens > max_model_len:
+        raise ApiError(
+            400,
+            f"{max_key}={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+            f"Please request fewer output tokens. (parameter={max_key}, value={max_tokens})",
+            param=max_key,
+        )
+    longest = max(prompts)
+    if longest > max_model_len:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, your "
+            f"prompt contains {longest} input tokens, which exceeds this limit even without "
+            "any output tokens. Please reduce the length of the input prompt. "
+            f"(parameter=input_tokens, value={longest})",
+            param="input_tokens",
+        )
+    return max(1, min(max_tokens, max_model_len - longest))
+
+
 def parse_request(
-    endpoint: str, body: Any, served_model: str, default_max_tokens: int
+    endpoint: str,
+    body: Any,
+    served_model: str,
+    default_max_tokens: int,
+    max_model_len: int = 131072,
 ) -> ParsedRequest:
     """Check a request body the way vLLM's OpenAI server does; raise ApiError when wrong."""
     if not isinstance(body, dict):
@@ -135,6 +163,7 @@ def parse_request(
         "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     )
     max_tokens = _positive_int(body, max_key, default_max_tokens)
+    max_tokens = _context_checked(max_key, max_tokens, prompts, max_model_len)
     n = _positive_int(body, "n", 1)
     stream = bool(body.get("stream", False))
     options = body.get("stream_options")

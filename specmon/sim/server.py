@@ -5,10 +5,13 @@ how many times that same body was seen before, so the same requests give the sam
 whatever order they arrive in. Everything a request was sent is written to --log as one
 JSON line before the response's last bytes leave (the ground truth for tests).
 
-Pacing: a request waits for admission (specmon/sim/scheduler.py), its first token is due
-ttft_ms later, and each step is due step_time after the previous deadline, on absolute
-perf_counter deadlines: a late wake-up (the event loop's timers are whole milliseconds)
-delays one chunk, never the ones after it, so the mean step equals the formula.
+Pacing: a request waits for admission (specmon/sim/scheduler.py), prefills for ttft_ms,
+then runs on its engine's step loop (specmon/sim/engine.py): the loop steps every running
+request together on absolute monotonic deadlines, each step lasting the latency formula for
+the batch that ran, and hands each request its round at the step's end (its first token at
+the first step boundary after prefill, at once when the engine is idle). Steps are drawn
+as they run, so a huge max_tokens costs nothing ahead and a client that leaves is dropped
+at the next step. Mid-stream chunks are pre-encoded per request (_template).
 
 Timing fields of a --log line (integers, time.monotonic_ns(), i.e. CLOCK_MONOTONIC on Linux,
 the clock of time.perf_counter_ns(), shared by every process on the host):
@@ -29,6 +32,7 @@ import hashlib
 import os
 import random
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, overload
 
@@ -41,8 +45,10 @@ from starlette.routing import Route
 from specmon.sim import payloads
 from specmon.sim.config import SimConfig
 from specmon.sim.counters import SpecCounters
-from specmon.sim.model import SequencePlan, plan_sequence
+from specmon.sim.engine import ON_TIME_S, EngineLoop, sleep_until
+from specmon.sim.model import SequencePlan, start_sequence
 from specmon.sim.requests import ApiError, ParsedRequest, parse_request
+from specmon.sim.schedule import lookup
 from specmon.sim.scheduler import Scheduler, Seq
 
 # 64 cheap fake words: a token is " " + one of them.
@@ -115,6 +121,8 @@ WORDS = tuple(
     ]
 )
 assert len(WORDS) == 64
+WORD_BYTES = tuple((" " + w).encode() for w in WORDS)
+_TEXT_MARK = "\u2063specmon-text\u2063"  # never in the words: where a chunk's text goes
 OWNERS = {
     "vllm": "vllm",
     "vllm-legacy": "vllm",
@@ -140,6 +148,11 @@ class SimState:
         self.scheduler = Scheduler(
             self.counters, cfg.engines, cfg.max_num_seqs, cfg.kv_cache_tokens
         )
+        k_for = lookup(cfg.schedule_entries(), cfg.num_spec_tokens)
+        self.engines = [
+            EngineLoop(e, self.scheduler, self.latency, self.counters, k_for)
+            for e in range(cfg.engines)
+        ]
         self.log_file = open(cfg.log_path, "ab") if cfg.log_path else None
         self.started = int(time.time())
 
@@ -168,23 +181,12 @@ class SimState:
         """Requests running (decoding) on every engine: B of the latency model."""
         return self.scheduler.running_total
 
-    def step_ms(self, k: int) -> float:
-        return self.latency.step_ms_at(k, self.in_flight)
-
 
 def _error_response(err: ApiError) -> Response:
     return Response(orjson.dumps(err.body()), status_code=err.status, media_type=JSON)
 
 
-# A wake-up this close to its deadline counts as on time: uvloop's timers are whole
-# milliseconds on a cached clock, so sleeping the last fraction again would only spin.
-_ON_TIME_S = 0.0002
-
-
-async def _sleep_until(deadline: float) -> None:
-    """Sleep until time.perf_counter() reaches `deadline` (absolute, so lateness never adds up)."""
-    while (left := deadline - time.perf_counter()) > _ON_TIME_S:
-        await asyncio.sleep(left)
+_ON_TIME_S = ON_TIME_S  # how early a sleep may end (specmon/sim/engine.py)
 
 
 class _Cut(Exception):
@@ -231,9 +233,8 @@ class RawResponse:
                 watcher.cancel()
 
     async def _watch(self, receive: Any) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        self.on_disconnect()  # type: ignore[misc]
+        assert self.on_disconnect is not None
+        await _watch_disconnect(receive, self.on_disconnect)
 
 
 def _sse(obj: dict[str, Any]) -> bytes:
@@ -264,16 +265,26 @@ class SimRequest:
         self.t_start = self.t_first = time.perf_counter()
         self.send_usage = parsed.include_usage or (parsed.stream and cfg.force_include_usage)
         self.engine = state.next_engine()
-        acceptance = cfg.acceptance_for(category)
+        self.acceptance = cfg.acceptance_for(category)
+        # Lengths now, steps as the engine runs them (engine.py): nothing drawn ahead.
         self.plans: list[SequencePlan] = [
-            plan_sequence(rng, self.k, acceptance, parsed.max_tokens, parsed.ignore_eos)
+            start_sequence(rng, parsed.max_tokens, parsed.ignore_eos)
             for _ in range(parsed.num_choices)
         ]
+        # Text has its own RNG, so the acceptance draws are the same whenever text is made.
+        self.text_bits = random.Random(self.id).getrandbits
+        self.templates: dict[int, tuple[bytes, bytes]] = {}
         self.single = parsed.num_choices == 1  # vLLM suppresses metrics for n > 1 / many prompts
         self.step_times: list[float] = []
         self.ttft = cfg.ttft_ms
         self.rounds_sent: int | None = None
         self.client_gone = False
+        # The engine loop's hand-offs (specmon/sim/engine.py Member).
+        self.ready: deque[int] = deque()  # rounds handed over, not yet written
+        self.finished = False  # the last round has been handed over
+        self.bumped = False  # preempted: wait for readmission, then recompute
+        self.waiter: asyncio.Future[None] | None = None
+        self.delivered = 0  # rounds taken from `ready` (written, for a stream)
         # KV tokens held once running: the prompt(s) and the prefill token of every choice.
         self.seq = Seq(self.engine, sum(parsed.prompt_tokens) + parsed.num_choices)
         self.start_ns = time.monotonic_ns()
@@ -283,6 +294,34 @@ class SimRequest:
 
     def _client_left(self) -> None:
         self.client_gone = True
+        self._wake()  # stop at once: the engine drops it at its next step
+
+    # ----- the engine loop's side (engine.Member) -----------------------------------
+    def draw_step(self, k: int) -> int:
+        tokens = 0
+        for plan in self.plans:
+            if not plan.done:
+                tokens += plan.draw_step(self.rng, k, self.acceptance)
+        return tokens
+
+    def deliver(self, rnd: int, step_ms: float | None) -> bool:
+        if step_ms is not None:
+            self.step_times.append(step_ms)
+        self.ready.append(rnd)
+        self.finished = all(plan.done for plan in self.plans)
+        self._wake()
+        return self.finished
+
+    def bump(self) -> None:
+        self.bumped = True
+        self._wake()
+
+    def drop(self) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
     def _draw_fault(self) -> str | None:
         cfg, draws = self.cfg, [self.rng.random() for _ in range(3)]
@@ -349,8 +388,11 @@ class SimRequest:
         }
 
     def _text(self, tokens: int) -> str:
-        bits = self.rng.getrandbits
-        return "".join(" " + WORDS[bits(6)] for _ in range(tokens))
+        return self._text_bytes(tokens).decode()
+
+    def _text_bytes(self, tokens: int) -> bytes:
+        bits = self.text_bits
+        return b"".join([WORD_BYTES[bits(6)] for _ in range(tokens)])
 
     # ----- accounting and log ---------------------------------------------------------
     def account(self, rounds_sent: int | None = None) -> None:
@@ -361,9 +403,9 @@ class SimRequest:
             if rounds_sent is None:
                 counters.add_plan(self.engine, plan)
                 generated += plan.completion_tokens
-            else:  # round 0 is the prefill token, round r >= 1 is step r-1
-                steps = max(0, min(rounds_sent - 1, plan.steps))
-                counters.add_plan(self.engine, plan, steps)
+            else:  # round 0 is the prefill token, round r >= 1 is decode step r-1
+                decode = max(0, rounds_sent - 1)
+                counters.add_plan(self.engine, plan, plan.spec_steps_in(decode))
                 generated += sum(([1] + plan.step_tokens)[:rounds_sent])
         counters.add_tokens(self.engine, sum(self.parsed.prompt_tokens), generated)
 
@@ -415,26 +457,33 @@ class SimRequest:
         self.state.write_log(entry)
 
     # ----- responses ------------------------------------------------------------------
-    async def respond(self) -> Any:
+    async def respond(self, receive: Any = None) -> Any:
         if self.fault == "error":
             self.log(500, None)
             return _error_response(
                 ApiError(500, "Simulated internal server error.", "InternalServerError")
             )
+        # Watching for a client that leaves costs a task; worth it only when steps take time.
+        slow = self.cfg.ttft_ms > 0 or self.state.latency.sleeps
         if self.parsed.stream:
-            # Watching for a client that leaves costs a task; worth it only when steps take time.
-            slow = self.cfg.ttft_ms > 0 or self.state.latency.sleeps
             return RawResponse(self._stream(), SSE, self._client_left if slow else None)
-        return await self._respond_json()
-
-    def _rounds(self) -> int:
-        return max(1 + len(p.step_tokens) for p in self.plans)
+        watcher = None
+        if slow and receive is not None:
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, self._client_left))
+        try:
+            return await self._respond_json()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
 
     async def _respond_json(self) -> Any:
         try:
-            async for rnd in self._paced(self._rounds()):
+            async for rnd in self._paced():
                 if rnd == 0:
                     self.t_first = time.perf_counter()
+            if self.client_gone:  # nobody reads the body: count what was generated
+                self._stop_early(self.delivered, "client_disconnect")
+                return Response(b"", status_code=200)
             body, payload = self._json_body()
             data = orjson.dumps(body)
             self.chunk_ns.append(time.monotonic_ns())
@@ -447,42 +496,49 @@ class SimRequest:
             self.log(200, payload)
             return Response(data, media_type=JSON)
         finally:
-            self.state.scheduler.release(self.seq)
+            self._leave()
 
-    # ----- pacing ---------------------------------------------------------------------
-    async def _paced(self, rounds: int) -> AsyncIterator[int]:
-        """Yield each round when it is due: 0 after admission + ttft, r after step r."""
+    def _leave(self) -> None:
+        self.state.engines[self.engine].leave(self)
+        self.state.scheduler.release(self.seq)
+
+    # ----- pacing (the engine loop hands the rounds over: specmon/sim/engine.py) -------
+    async def _paced(self) -> AsyncIterator[int]:
+        """Yield each round as the engine hands it over (0 = the first token, r = decode
+        step r); ends after the last one, or when the client has gone."""
         scheduler = self.state.scheduler
         await scheduler.admit(self.seq)
         self.admitted_ns = time.monotonic_ns()
         for prompt, tokens in zip(self.parsed.prompts, self.parsed.prompt_tokens, strict=False):
             scheduler.prefix_lookup(self.engine, prompt, tokens)
-        deadline = time.perf_counter() + self.ttft / 1000.0
-        await _sleep_until(deadline)
-        yield 0
-        for rnd in range(1, rounds):
-            deadline = await self._claim_step(rnd, deadline)
-            step = self.state.step_ms(self.k)
-            self.step_times.append(step)
-            deadline += step / 1000.0
-            await _sleep_until(deadline)
-            yield rnd
-
-    async def _claim_step(self, rnd: int, deadline: float) -> float:
-        """Hold the KV tokens of round `rnd`, waiting out preemptions; returns the deadline
-        the step starts from (a resumed request recomputes for ttft_ms first)."""
-        tokens = sum(p.step_tokens[rnd - 1] for p in self.plans if rnd <= len(p.step_tokens))
-        scheduler = self.state.scheduler
+        await self._prefill()
+        loop = asyncio.get_running_loop()
         while True:
-            if self.seq.preempted:
-                await scheduler.wait_resumed(self.seq)
-                self.seq.preempted = False
-                self.preemptions += 1
-                deadline = time.perf_counter() + self.ttft / 1000.0
-                await _sleep_until(deadline)
-                continue  # it may have been preempted again while recomputing
-            if scheduler.grow(self.seq, tokens):
-                return deadline
+            while self.ready:
+                self.delivered += 1
+                yield self.ready.popleft()
+            if self.finished or self.client_gone:
+                return
+            if self.bumped:
+                await self._recompute()
+                continue
+            self.waiter = loop.create_future()
+            await self.waiter
+            self.waiter = None
+
+    async def _prefill(self) -> None:
+        """ttft_ms of prefill (or of recomputing after a preemption), then run on the engine."""
+        if self.ttft > 0:
+            await sleep_until(time.perf_counter() + self.ttft / 1000.0)
+        self.state.engines[self.engine].join(self)
+
+    async def _recompute(self) -> None:
+        """Preempted (KV cache full): wait to be readmitted, then recompute and rejoin."""
+        self.bumped = False
+        await self.state.scheduler.wait_resumed(self.seq)
+        self.seq.preempted = False
+        self.preemptions += 1
+        await self._prefill()
 
     def _json_body(self) -> tuple[dict[str, Any], Any]:
         """The non-streaming body and the spec-decode payload as sent (None if none)."""
@@ -593,12 +649,27 @@ class SimRequest:
                 self.plans[index]
             )
 
+    def _template(self, index: int) -> tuple[bytes, bytes]:
+        """A mid-stream chunk of choice `index` as bytes before and after its text: built once
+        per request, so a step costs a join, not a JSON encoding (the words need no escape)."""
+        parts = self.templates.get(index)
+        if parts is None:
+            encoded = _sse(self._chunk(index, _TEXT_MARK, None))
+            before, _, after = encoded.partition(_TEXT_MARK.encode())
+            parts = self.templates[index] = (before, after)
+        return parts
+
     def _round_chunks(self, rnd: int) -> bytes:
         """Round 0 is the prefill token (after the role chunk); round r is each plan's step r-1."""
-        out = []
+        out: list[bytes] = []
         for index, plan in enumerate(self.plans):
-            emissions = 1 + len(plan.step_tokens)
-            if rnd >= emissions:
+            if rnd > len(plan.step_tokens):  # this choice ended in an earlier round
+                continue
+            tokens = 1 if rnd == 0 else plan.step_tokens[rnd - 1]
+            last = plan.done and rnd == len(plan.step_tokens)
+            if rnd > 0 and not last:
+                before, after = self._template(index)
+                out += (before, self._text_bytes(tokens), after)
                 continue
             if rnd == 0 and self.chat:
                 role = {
@@ -608,8 +679,7 @@ class SimRequest:
                     "finish_reason": None,
                 }
                 out.append(_sse({**self._base(), "choices": [role], "prompt_token_ids": None}))
-            tokens = 1 if rnd == 0 else plan.step_tokens[rnd - 1]
-            finish = plan.finish_reason if rnd == emissions - 1 else None
+            finish = plan.finish_reason if last else None
             out.append(_sse(self._chunk(index, self._text(tokens), finish)))
         return b"".join(out)
 
@@ -648,31 +718,50 @@ class SimRequest:
         self.account(rounds_sent)
         self.log(200, None)
 
+    def _cut_due(self, rnd: int) -> bool:
+        """--disconnect-rate cuts mid-way: before the first round that starts with half of
+        the first choice's tokens sent, or before the last round (lengths are not drawn
+        ahead, so the round count is not known before)."""
+        if self.fault != "disconnect" or rnd == 0:
+            return False
+        plan = self.plans[0]
+        sent = 1 + sum(plan.step_tokens[: rnd - 1])
+        return sent >= plan.completion_tokens // 2 or (self.finished and not self.ready)
+
     async def _stream(self) -> AsyncIterator[bytes]:
         self._sent_choice_specs: list[dict[str, Any]] = []
-        rounds = self._rounds()
-        cut_at = max(1, rounds // 2) if self.fault == "disconnect" else None
+        sent = 0
         try:
-            async for rnd in self._paced(rounds):
+            async for rnd in self._paced():
                 if self.client_gone:  # abort like vLLM: count only what was generated
-                    self._stop_early(rnd, "client_disconnect")
-                    return
-                if rnd == cut_at:
+                    break
+                if self._cut_due(rnd):
                     self._stop_early(rnd, "disconnect")
                     raise _Cut()
                 if rnd == 0:
                     self.t_first = time.perf_counter()
                 data = self._round_chunks(rnd)
                 self.chunk_ns.append(time.monotonic_ns())
+                sent += 1
                 yield data
+            if self.client_gone:
+                self._stop_early(sent, "client_disconnect")
+                return
             tail, payload = self._tail()
-            self.rounds_sent = rounds
+            self.rounds_sent = sent
             self.account()
             self.chunk_ns.append(time.monotonic_ns())
             self.log(200, payload)
             yield tail + b"data: [DONE]\n\n"
         finally:
-            self.state.scheduler.release(self.seq)
+            self._leave()
+
+
+async def _watch_disconnect(receive: Any, on_disconnect: Callable[[], None]) -> None:
+    """Call on_disconnect when the client of a request goes away (ASGI http.disconnect)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    on_disconnect()
 
 
 async def _cut_after(data: bytes) -> AsyncIterator[bytes]:
@@ -701,7 +790,7 @@ async def models(request: Request) -> Response:
         "owned_by": OWNERS[state.cfg.shape],
         "root": state.cfg.model,
         "parent": None,
-        "max_model_len": 4096,
+        "max_model_len": state.cfg.max_model_len,
         "permission": [],
     }
     return Response(orjson.dumps({"object": "list", "data": [card]}), media_type=JSON)
@@ -748,7 +837,8 @@ async def _completion(request: Request, endpoint: str) -> Any:
     except orjson.JSONDecodeError as exc:
         return _error_response(ApiError(400, f"Invalid JSON in request body: {exc}"))
     try:
-        parsed = parse_request(endpoint, body, state.cfg.model, state.cfg.default_max_tokens)
+        cfg = state.cfg
+        parsed = parse_request(endpoint, body, cfg.model, cfg.default_max_tokens, cfg.max_model_len)
     except ApiError as err:
         state.write_log(
             {
@@ -772,7 +862,7 @@ async def _completion(request: Request, endpoint: str) -> Any:
         state.rng_for(raw, category),
         request.headers.get("x-request-id"),
     )
-    return await sim.respond()
+    return await sim.respond(request.receive)
 
 
 async def chat_completions(request: Request) -> Any:

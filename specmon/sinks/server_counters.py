@@ -6,6 +6,7 @@ the client's view of each scrape) stays with CounterWatch and SessionProbe."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from specmon.accumulator import RunAccumulator
@@ -39,6 +40,9 @@ class ServerCounterSink(BaseSink):
         self.report: dict[str, Any] | None = None  # the server_metrics object, when available
         # the most steps the run's cancelled requests can have decoded (None: unknown)
         self.cancelled_steps_bound: int | None = 0
+        # the run's unreachable spells as one line ("server unreachable 19:25:05-19:26:10"),
+        # asked at the finish; set by whoever runs the load (MultiRun)
+        self.outage: Callable[[], str | None] = lambda: None
 
     def on_result(self, result: RequestResult, capture: RawCapture | None) -> None:
         """Each step emits at least one token, so a cancelled request decoded at most its
@@ -61,7 +65,7 @@ class ServerCounterSink(BaseSink):
         # a window restarted after warmup does not hold the warmup requests
         warmup_in_window = 0 if self.label in watch.rebaselined else acc.warmup_count
         self.report = server_metrics_report(
-            self.view, acc.snapshot(), warmup_in_window, self.cancelled_steps_bound
+            self.view, acc.snapshot(), warmup_in_window, self.cancelled_steps_bound, self.outage()
         )
         health = _health(self.view)
         if health is not None:

@@ -34,6 +34,8 @@ from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
+from specmon.server.health import HealthDelta, HealthSample
+from specmon.server.scrape import fetch_counters
 
 SWEEP_JSON = "sweep.json"
 SCHEDULE_JSON = "speculative_k_schedule.json"
@@ -305,6 +307,22 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     )
 
 
+def lag_sample(url: str) -> HealthSample | None:
+    """The server's health series now (for specmon sim's step-lag counters); None when
+    /metrics cannot be read: the repeat then has no lag share, never a made-up one."""
+    try:
+        return fetch_counters(url).health
+    except UserError:
+        return None
+
+
+def server_lag_share(before: HealthSample | None, after: HealthSample | None) -> float | None:
+    """Δlag / Δformula seconds of specmon sim's steps between two scrapes (None otherwise)."""
+    if before is None or after is None:
+        return None
+    return HealthDelta.between(before, after).sim_lag_share
+
+
 def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
     """Why a server's payloads contradict the k it was started / labelled with, or None."""
     if k == 0 and spec_requests:
@@ -554,6 +572,7 @@ class SweepRunner:
         if self.on_repeat is not None:
             self.on_repeat(self.now)
         saturated = False  # the loop-health warning at any poll: a health gate of the cell
+        lag_before = lag_sample(url)
         try:
             runner.start()
             while not runner.join(0.2):
@@ -576,6 +595,9 @@ class SweepRunner:
             return None, None, 0
         acc = session.accumulator
         measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
+        share = server_lag_share(lag_before, lag_sample(url))
+        if share is not None:
+            measured = replace(measured, server_lag_share=share)
         return measured, acc.num_spec_tokens, acc.spec_request_count
 
     def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
@@ -679,7 +701,8 @@ def cell_line(cell: Cell) -> str:
     al = f", accept-len {statistics.median(als):.2f}" if als else ""
     ttfts = [r.ttft_ms for r in cell.repeats if r.ttft_ms is not None]
     ttft = f", TTFT p50 {statistics.median(ttfts):.1f} ms" if ttfts else ""
-    return f"{head} {len(tput)} repeat(s), output {med:.1f} tok/s median{spread}{al}{ttft}"
+    behind = f"; {cell.server_behind}" if cell.server_behind else ""
+    return f"{head} {len(tput)} repeat(s), output {med:.1f} tok/s median{spread}{al}{ttft}{behind}"
 
 
 def read_sweep(artifact_dir: str | Path) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
 from specmon.tui.screens.help import HelpScreen
-from specmon.tui.themes import load_themes, resolve_theme
+from specmon.tui.themes import load_themes, resolve_theme, restyle
 from specmon.tui.tuning_view import (
     CounterStatus,
     counter_status,
@@ -762,7 +762,13 @@ class SpecmonApp(App[int]):
         names = self.theme_names or sorted(self.available_themes)
         nxt = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
         self.theme = nxt
+        self.call_after_refresh(self._restyle)  # once the new theme's CSS is applied
         self.notify(f"theme {nxt}", timeout=2)
+
+    def _restyle(self) -> None:
+        restyle(self)
+        self._last_key = None
+        self.refresh_data()
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         self.artifact_dir.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ class SweepApp(App[int]):
     CSS = """
     #sweep-header { height: 2; padding: 0 1; background: $panel; text-wrap: nowrap;
                     text-overflow: ellipsis; }
-    .panel { border: round $primary 60%; border-title-color: $accent;
+    .panel { border: round $primary 80%; border-title-color: $accent;
              border-title-style: bold; padding: 0 1; }
     #panel-grid { height: auto; }
     #panel-serverlog { height: auto; max-height: 12; display: none; }
@@ -61,6 +61,7 @@ class SweepApp(App[int]):
         self.control = control
         self._theme_name = theme_name
         self._session: Any = None
+        self._load_theme_files()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="sweep-header", markup=False)
@@ -76,13 +77,17 @@ class SweepApp(App[int]):
                 yield PositionsView(id="cell-positions")
         yield Footer()
 
-    def on_mount(self) -> None:
+    def _load_theme_files(self) -> None:
+        """Before the first paint, as the monitor does: a widget styled in on_mount would
+        take Textual's default theme's colours (the CSS follows a theme change later)."""
         names = []
         for theme in load_themes():
             self.register_theme(theme)
             names.append(theme.name)
         no_color = "NO_COLOR" in os.environ
         self.theme = resolve_theme(self._theme_name, names or list(self.available_themes), no_color)
+
+    def on_mount(self) -> None:
         self.query_one(
             "#panel-grid"
         ).border_title = "Sweep · output tok/s, median ± MAD over repeats · * selected k"

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from specmon.analysis.segments import SegmentTable
 from specmon.export.jsonl_export import result_from_record
@@ -52,6 +53,7 @@ def _pooled(results: list) -> dict[int, int]:
     return hist
 
 
+@pytest.mark.e2e
 def test_whatif_segments_and_tune_give_one_k(tmp_path):
     out = tmp_path / "run"
     printed = _run_demo(out)
@@ -119,6 +121,7 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
     assert compared.returncode == 0 and said in compared.stdout, compared.stdout[-1500:]
 
 
+@pytest.mark.e2e
 def test_one_server_gives_one_k_with_its_stated_assumption(tmp_path):
     """One run at one k and one load: the histogram-only answer, the draft cost assumed and
     said so, on every surface; the what-if reads the one-server row (server None)."""

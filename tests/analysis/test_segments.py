@@ -219,6 +219,7 @@ def config_from(argv: list[str]) -> RunConfig:
     return build_config(parser.parse_args(argv), environ={})
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "argv, fragment",
     [

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from importlib import resources
 
+import pytest
 from metrics_helpers import (
     SECOND,
     WORKED,
@@ -31,6 +32,7 @@ def _specmon(*args, cwd=None):
     )
 
 
+@pytest.mark.e2e
 def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
     raw = tmp_path / "cap.jsonl"
     raw.write_bytes(
@@ -66,6 +68,7 @@ def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
     assert "3 captures read, 2 bad lines skipped" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_missing_file_is_one_line_and_exit_2(tmp_path):
     proc = _specmon("report", "--input", str(tmp_path / "nope.jsonl"))
     assert proc.returncode == 2
@@ -74,6 +77,7 @@ def test_missing_file_is_one_line_and_exit_2(tmp_path):
     ]
 
 
+@pytest.mark.e2e
 def test_file_without_any_capture_is_a_user_error(tmp_path):
     raw = tmp_path / "bad.jsonl"
     raw.write_text("nope\n[]\n")
@@ -82,6 +86,7 @@ def test_file_without_any_capture_is_a_user_error(tmp_path):
     assert "no valid capture line" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 def test_default_artifact_dir(tmp_path):
     raw = tmp_path / "mycap.jsonl"
     raw.write_bytes(nonstream_capture(None).to_json_line())
@@ -103,6 +108,7 @@ def _payload_of(body):
     return None
 
 
+@pytest.mark.e2e
 def test_shipped_sample_capture(tmp_path):
     sample = resources.files("specmon") / "data" / "sample_capture.jsonl"
     lines = [json.loads(x) for x in sample.read_text().splitlines()]
@@ -138,6 +144,7 @@ def test_shipped_sample_capture(tmp_path):
     assert "malformed" in proc.stdout and "Spec Decode" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
     caps = [
         nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, wall_start_ns=1_700_000_000 * S),
@@ -168,6 +175,7 @@ def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
     assert "0 warmup" not in proc.stdout and "1 warmup" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_report_on_real_vllm_032_captures(tmp_path):
     """Captures of a real vLLM 0.32 (tests/fixtures/vllm032, summary level): 15 requests."""
     fixtures = sorted((FIXTURES_DIR / "vllm032").glob("summary_*.jsonl"))

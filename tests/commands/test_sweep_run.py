@@ -99,6 +99,7 @@ def cells_of(doc: dict) -> dict[tuple[int, int], dict]:
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_every_cell_is_measured_and_exported(tmp_path: Path) -> None:
     marker = new_marker()
     args = ["--serve", sim_template(marker), "--num-spec-tokens", "1,3", "--concurrency", "1,2"]
@@ -138,6 +139,7 @@ def test_every_cell_is_measured_and_exported(tmp_path: Path) -> None:
     assert processes_with(f"--seed {marker}") == []  # every server was stopped
 
 
+@pytest.mark.e2e
 def test_server_that_exits_at_start_is_reported_and_the_sweep_goes_on(tmp_path: Path) -> None:
     args = ["--serve", "echo boom-{k} on {port}; exit 3", "--num-spec-tokens", "1,2"]
     args += ["--concurrency", "1,4", "--repeats", "1", "--artifact-dir", str(tmp_path)]
@@ -151,6 +153,7 @@ def test_server_that_exits_at_start_is_reported_and_the_sweep_goes_on(tmp_path: 
         assert cell["repeats"] == []
 
 
+@pytest.mark.e2e
 def test_stop_on_error_stops_at_the_first_failed_server(tmp_path: Path) -> None:
     args = ["--serve", "exit 1 # {k} {port}", "--num-spec-tokens", "1,2", "--stop-on-error"]
     args += ["--concurrency", "1", "--repeats", "1", "--artifact-dir", str(tmp_path)]
@@ -160,6 +163,7 @@ def test_stop_on_error_stops_at_the_first_failed_server(tmp_path: Path) -> None:
     assert "--stop-on-error" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_server_that_never_becomes_ready_is_killed_with_its_group(tmp_path: Path) -> None:
     marker = new_marker()
     # a background child and a foreground one: only a signal to the group reaches both
@@ -173,9 +177,13 @@ def test_server_that_never_becomes_ready_is_killed_with_its_group(tmp_path: Path
     poll(lambda: processes_with(f"sleep 1000 {marker}") == [], 30, "the sleeps to be gone")
 
 
+@pytest.mark.e2e
 def test_server_that_dies_mid_cell(tmp_path: Path) -> None:
     marker = new_marker()
-    args = ["--serve", sim_template(marker, "--step-ms 20"), "--num-spec-tokens", "1,2"]
+    # k=1 steps slowly, so its 300-request cell is still running when its server is killed;
+    # k=2 steps fast, so its two cells finish in seconds (the shell runs the --serve line)
+    slow_k1 = "--step-ms $(( {k} == 1 ? 20 : 1 ))"
+    args = ["--serve", sim_template(marker, slow_k1), "--num-spec-tokens", "1,2"]
     args += ["--concurrency", "1,2", "--repeats", "1", "--artifact-dir", str(tmp_path)]
     with subprocess.Popen(
         sweep_argv(args + load_flags(requests=300)),
@@ -196,11 +204,12 @@ def test_server_that_dies_mid_cell(tmp_path: Path) -> None:
     for c in (1, 2):  # the cell that was running and the one the dead server never ran
         assert "server for k=1 exited with status" in cells[(1, c)]["error"]
         assert "during concurrency 1" in cells[(1, c)]["error"]
-    # the sweep went on to k=2 (these cells take longer: 300 requests at 20 ms steps)
+    # the sweep went on to k=2 and measured both of its cells
     assert cells[(2, 1)]["error"] is None and cells[(2, 2)]["error"] is None
     assert len(cells[(2, 1)]["repeats"]) == 1
 
 
+@pytest.mark.e2e
 def test_interrupted_sweep_resumes_with_only_the_missing_cells(tmp_path: Path) -> None:
     marker = new_marker()
     args = ["--serve", sim_template(marker, "--step-ms 3"), "--num-spec-tokens", "1,2"]
@@ -247,6 +256,7 @@ def test_interrupted_sweep_resumes_with_only_the_missing_cells(tmp_path: Path) -
     assert "starting" not in again.stdout  # no server was started
 
 
+@pytest.mark.e2e
 def test_url_form_runs_one_concurrency_at_a_time_across_servers(tmp_path: Path) -> None:
     common = ["--acceptance", "0.7", "--step-ms", "1", "--seed", "5"]
     with (
@@ -290,6 +300,7 @@ def baseline_template(marker: str) -> str:
     return f"{{python}} -m specmon sim --port {{port}} {no_spec} --step-ms 1 --seed {marker}"
 
 
+@pytest.mark.e2e
 def test_baseline_runs_first_without_speculation(tmp_path: Path) -> None:
     marker = new_marker()
     args = ["--serve", sim_template(marker), "--baseline-serve", baseline_template(marker)]
@@ -309,6 +320,7 @@ def test_baseline_runs_first_without_speculation(tmp_path: Path) -> None:
     assert cells[(2, 1)]["repeats"][0]["acceptance_length"] > 1.0
 
 
+@pytest.mark.e2e
 def test_a_speculating_baseline_is_an_error(tmp_path: Path) -> None:
     marker = new_marker()
     speculating = "{python} -m specmon sim --port {port} --num-spec-tokens 2 --seed " + marker
@@ -334,6 +346,7 @@ DEMO_PRELUDE = (
 )
 
 
+@pytest.mark.e2e
 def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
     from specmon.commands.sweep import DEMO_CONCURRENCY, DEMO_KS
 
@@ -353,6 +366,7 @@ def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
     assert (tmp_path / "speculative_k_schedule.json").exists()
 
 
+@pytest.mark.e2e
 def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path: Path) -> None:
     """The stop signals go through specmon/stops.py as for `specmon run`: the first stops the
     sweep (here its server ignores SIGTERM, so stopping it waits out the 15 s grace), the

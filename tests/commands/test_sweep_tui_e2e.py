@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from commands.test_e2e_tmux import Pane
+from tmux_pane import Pane
 
 pytestmark = pytest.mark.e2e
 

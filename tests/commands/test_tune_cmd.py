@@ -214,6 +214,7 @@ def test_user_errors_are_one_line(tmp_path, capsys, setup, argv_tail, message):
     assert message in err and err.startswith("specmon: error:") and err.count("\n") == 1
 
 
+@pytest.mark.e2e
 def test_real_process_exit_status_and_no_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "specmon", "tune", str(tmp_path / "missing")],
@@ -284,6 +285,7 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
         assert rep["flat_alpha"] == pytest.approx(0.75, abs=0.08)
 
 
+@pytest.mark.e2e
 def test_server_url_tunes_from_its_counters(capsys):
     """`specmon tune URL` on a 2-engine simulator that served only our requests."""
     import httpx

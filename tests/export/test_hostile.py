@@ -53,6 +53,7 @@ def _jsonl(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("streaming", [False, True])
 def test_every_hostile_request_is_in_every_export(tmp_path, streaming):
     out, count = tmp_path / "run", 3 * len(CASES)  # each case three times: totals overflow
@@ -91,6 +92,7 @@ def test_every_hostile_request_is_in_every_export(tmp_path, streaming):
     assert redo["error_request_count"] == doc["error_request_count"]
 
 
+@pytest.mark.e2e
 def test_report_skips_bad_lines_with_their_numbers_and_goes_on(tmp_path):
     good = {
         "endpoint": "chat", "streaming": False, "request": {"model": "m"}, "status": 200,

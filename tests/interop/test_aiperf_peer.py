@@ -19,7 +19,6 @@ from paths import TESTS
 from peer.aiperf_peer import (
     HISTOGRAM_LINE,
     SPEC_SECTION_TITLE,
-    aiperf_ready,  # noqa: F401
     assert_same_numbers,
     report_on,
     run_aiperf,
@@ -71,6 +70,7 @@ def assert_totals_match_payloads(aiperf_dir: Path, requests: int) -> None:
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream", "nonstream"])
 def test_live_aiperf_and_specmon_agree(aiperf_ready, sim, tmp_path, streaming):
     aiperf_dir = tmp_path / "aiperf"

@@ -196,6 +196,7 @@ def test_run_measured_reports_a_childs_cpu_and_exit_status():
 # ---------------------------------------------------------------- the scripts
 
 
+@pytest.mark.e2e
 @needs_nginx
 def test_bench_load_prints_the_specmon_table():
     # 250 then 1,000 requests: enough that the 750 extra requests' CPU (about 0.3 s) stands
@@ -219,6 +220,7 @@ def test_bench_load_prints_the_specmon_table():
     assert "AIPerf columns skipped: --no-aiperf" in out
 
 
+@pytest.mark.e2e
 @needs_nginx
 def test_bench_load_clients_mode_compares_clients():
     out = run_script(
@@ -249,6 +251,7 @@ def _aiperf_or_reason() -> str | None:
     return found if isinstance(found, str) else None
 
 
+@pytest.mark.e2e
 @needs_nginx
 def test_bench_load_runs_aiperf_beside_specmon():
     reason = _aiperf_or_reason()
@@ -263,6 +266,7 @@ def test_bench_load_runs_aiperf_beside_specmon():
     assert "concurrency 2: specmon/AIPerf = " in out
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (apt-get install -y tmux)")
 def test_bench_tui_prints_headless_and_tui_rows():
     out = run_script("bench_tui.py", "--duration", "2", "--concurrency", "2", "--show-screen")

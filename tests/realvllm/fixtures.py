@@ -1,5 +1,5 @@
-"""pytest fixtures for tests that need a real vLLM (imported by tests/realvllm/test_realvllm*.py and
-re-exported by tests/realvllm/conftest.py).
+"""pytest fixtures for tests that need a real vLLM (declared for the whole suite by
+tests/conftest.py).
 
 One server per session (per pytest-xdist worker; the realvllm tests share the xdist group
 "realvllm" so that with `--dist loadgroup` a single worker runs them all). Skips, with the

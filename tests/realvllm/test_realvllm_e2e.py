@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from paths import FIXTURES as FIXTURES_DIR
 
-from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
 from realvllm.server import NUM_SPEC_TOKENS, read_request_counts, read_spec_counters
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]

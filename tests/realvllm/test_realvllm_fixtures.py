@@ -181,6 +181,7 @@ def run_report(files: list[str], tmp_path: Path) -> dict:
     return json.loads((tmp_path / "out" / "profile_export_aiperf.json").read_text())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("level", LEVELS)
 def test_report_on_chat_captures_matches_hand_computation(level, tmp_path):
     summary = run_report([f"{level}_chat_nonstream"], tmp_path)
@@ -203,6 +204,7 @@ def test_report_on_chat_captures_matches_hand_computation(level, tmp_path):
     assert summary["spec_decode_accepted_per_verified"]["avg"] == pytest.approx(39 / 56, rel=1e-12)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("level", LEVELS)
 def test_report_on_every_capture_of_a_level(level, tmp_path):
     names = [f for f in all_files() if f.startswith(level)]

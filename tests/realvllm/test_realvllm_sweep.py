@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from sweep_fakes import sweep_argv
 
-from realvllm.fixtures import realvllm_ready  # noqa: F401  (fixture)
 from realvllm.server import SPEC_CONFIG, server_command, server_env
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]

@@ -110,6 +110,7 @@ CASES = {
 }  # fmt: skip
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_hostile_metrics_page_never_takes_the_run_down(tmp_path, case):
     mode, said = CASES[case]

@@ -238,6 +238,7 @@ async def _chat(client: httpx.AsyncClient, model: str, count: int, n: int = 1) -
     return RunTotals(steps, accepted, drafted, histogram=hist)
 
 
+@pytest.mark.e2e
 async def test_poller_window_reconciles_with_the_run(sim):
     async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
         await _chat(client, sim.model, 3)  # before the window: must not count
@@ -267,6 +268,7 @@ async def test_poller_window_reconciles_with_the_run(sim):
     assert d.acceptance_length == pytest.approx(1 + run.accepted / run.steps)
 
 
+@pytest.mark.e2e
 async def test_other_clients_and_n_gt_1_make_it_unequal(sim):
     async with (
         httpx.AsyncClient(base_url=sim.url, timeout=10) as mine,
@@ -294,6 +296,7 @@ async def test_other_clients_and_n_gt_1_make_it_unequal(sim):
     assert rec.reasons[0].startswith("1 request(s) with n > 1")
 
 
+@pytest.mark.e2e
 def test_sync_fetch_counters(sim):
     # Send its own requests: under pytest-xdist this test may be the first to use the sim.
     before = fetch_counters(sim.url + "/v1").totals()["drafts"]

@@ -12,7 +12,7 @@ import subprocess
 
 import orjson
 import pytest
-from peer.aiperf_peer import AIPERF, HF_HOME, TOKENIZER, aiperf_ready  # noqa: F401 (fixture)
+from peer.aiperf_peer import AIPERF, HF_HOME, TOKENIZER
 
 from specmon.sim.process import start_sim
 

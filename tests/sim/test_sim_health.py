@@ -71,12 +71,14 @@ def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
         return list(pool.map(send, bodies))
 
 
+@pytest.mark.e2e
 def test_series_exist_at_zero_with_vllm_names():
     with start_sim([]) as sim:
         values = scrape(sim.url)
     assert {name: values[name] for name in HEALTH} == dict.fromkeys(HEALTH, 0.0)
 
 
+@pytest.mark.e2e
 def test_max_num_seqs_makes_requests_wait(tmp_path):
     log = tmp_path / "sim.jsonl"
     args = ["--max-num-seqs", "2", "--step-ms", "40", "--num-spec-tokens", "0", "--log", str(log)]
@@ -104,6 +106,7 @@ def test_max_num_seqs_makes_requests_wait(tmp_path):
     assert min(waited) >= min(end for _, end in spans)  # the last two started after one ended
 
 
+@pytest.mark.e2e
 def test_kv_cache_usage_follows_tokens_held(tmp_path):
     # one completions request, prompt = 100 token ids, k = 0: one token per 30 ms step
     args = ["--kv-cache-tokens", "1000", "--step-ms", "30", "--num-spec-tokens", "0"]
@@ -124,6 +127,7 @@ def test_kv_cache_usage_follows_tokens_held(tmp_path):
     assert after["vllm:prompt_tokens_total"] == 100 and after["vllm:generation_tokens_total"] == 50
 
 
+@pytest.mark.e2e
 def test_preemption_when_kv_cache_is_small(tmp_path):
     # 4 requests of 2 prompt + 100 generated tokens against 150 tokens of KV cache: at most one
     # can finish alongside a short other, so some must be preempted and resumed.
@@ -146,6 +150,7 @@ def test_preemption_when_kv_cache_is_small(tmp_path):
     assert all(0 <= u <= 1 for u in usage)
 
 
+@pytest.mark.e2e
 def test_prefix_cache_counts_shared_leading_blocks():
     # blocks of 16 token ids; hits = 16 * leading blocks seen before, at most prompt - 1
     first = list(range(40))  # 2 full blocks (32 tokens) + 8
@@ -171,6 +176,7 @@ def test_prefix_cache_counts_shared_leading_blocks():
     assert (four[q], four[h]) == (136, 63)
 
 
+@pytest.mark.e2e
 def test_no_speculation_k0(tmp_path):
     log = tmp_path / "sim.jsonl"
     with start_sim(["--num-spec-tokens", "0", "--log", str(log)]) as sim:
@@ -197,6 +203,7 @@ def test_no_speculation_k0(tmp_path):
     assert all(e["per_step_accepted"] == [] and len(e["step_ms"]) == 19 for e in entries)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["vllm-legacy", "trtllm", "sglang"])
 def test_no_speculation_payload_in_any_shape(shape):
     with start_sim(["--num-spec-tokens", "0", "--shape", shape]) as sim:

@@ -42,6 +42,7 @@ def test_best_k_moves_with_load_under_roofline():
     assert model.tokens_per_second(acceptance, 0, 1) == pytest.approx(1000 / 8)
 
 
+@pytest.mark.e2e
 def test_help_documents_both_formulas():
     out = subprocess.run(
         [sys.executable, "-m", "specmon", "sim", "--help"],

@@ -11,6 +11,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.config import build_config
@@ -30,6 +31,7 @@ def _totals(text: str) -> dict[str, float]:
     return out
 
 
+@pytest.mark.e2e
 def test_endpoint_scraped_during_a_run_process(tmp_path):
     sim = start_sim(SIM_ARGS)
     port = free_port()
@@ -60,6 +62,7 @@ def test_endpoint_scraped_during_a_run_process(tmp_path):
     assert seen["specmon_spec_decode_steps_total"] > 0
 
 
+@pytest.mark.e2e
 def test_endpoint_totals_equal_the_exports(tmp_path):
     from specmon.commands.run import make_runner, make_session
     from specmon.sinks.prometheus import close_exporters

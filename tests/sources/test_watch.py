@@ -96,6 +96,7 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[str, str]:
     return out, err
 
 
+@pytest.mark.e2e
 def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     sim = start_sim(SIM_ARGS)
     watch = None
@@ -134,6 +135,7 @@ def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     assert len(csv_lines) == len(rows) + 1
 
 
+@pytest.mark.e2e
 def test_watch_survives_a_simulator_restart(tmp_path):
     port = free_port()
     args = [*SIM_ARGS, "--port", str(port)]
@@ -171,6 +173,7 @@ def test_watch_survives_a_simulator_restart(tmp_path):
     assert "RESET" in out
 
 
+@pytest.mark.e2e
 def test_watch_duration_stops_by_itself_and_bad_interval_is_one_line(tmp_path):
     sim = start_sim(SIM_ARGS)
     try:

@@ -55,6 +55,7 @@ CASES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_watch_exit_status_says_what_metrics_did(tmp_path, case):
     mode, status, said = CASES[case]
@@ -72,6 +73,7 @@ def test_watch_exit_status_says_what_metrics_did(tmp_path, case):
     assert (out / CSV_NAME).exists() and "written to" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_watch_of_a_server_that_is_not_there_exits_2_and_says_so(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -86,6 +88,7 @@ def test_watch_of_a_server_that_is_not_there_exits_2_and_says_so(tmp_path):
     assert f"never reached http://127.0.0.1:{port}: ConnectError" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_a_trickled_page_is_cut_at_the_scrape_time_limit(tmp_path):
     with HostileServer({"good": GOOD}, metrics=metrics_trickle(0.2)) as server:
         proc = subprocess.run(
@@ -98,6 +101,7 @@ def test_a_trickled_page_is_cut_at_the_scrape_time_limit(tmp_path):
     assert f"no complete page within {SCRAPE_TIMEOUT_S:g} s" in proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_trickled_page_ends_the_watch_with_128_plus_n(tmp_path, sig):
     out = tmp_path / "watch"

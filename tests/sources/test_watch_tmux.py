@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from commands.test_e2e_tmux import Pane
+from tmux_pane import Pane
 
 from sources.test_watch import SIM_ARGS, _load, _poll
 from specmon.server.scrape import fetch_counters

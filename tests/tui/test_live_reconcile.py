@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.request
 
+import pytest
 from tui_screen import screen_text
 from tui_tuning_fixtures import (
     H4,
@@ -71,6 +72,7 @@ def post_completion(url: str, model: str) -> None:
         resp.read()
 
 
+@pytest.mark.e2e
 def test_live_verdict_never_differs_alone_and_differs_with_another_client(tmp_path):
     with start_sim(["--num-spec-tokens", "3", "--seed", "3", "--step-ms", "2"]) as sim:
         # Open loop at 8 req/s of ~12-token answers: idle most of the time, so many scrapes
@@ -125,6 +127,7 @@ def test_live_verdict_never_differs_alone_and_differs_with_another_client(tmp_pa
     assert any("other clients" in reason for reason in rec["reasons"])
 
 
+@pytest.mark.e2e
 def test_live_verdict_with_workers_reaches_equal(tmp_path):
     with start_sim(["--num-spec-tokens", "3", "--seed", "5", "--step-ms", "2"]) as sim:
         # --workers 2: the load in two processes whose progress reaches the parent late; the
@@ -259,6 +262,7 @@ class CountingProbe(ClientProbe):
         return RunTotals(0, 0, 0)
 
 
+@pytest.mark.e2e
 async def test_poller_pairs_only_scrapes_nothing_landed_across():
     with start_sim(["--num-spec-tokens", "3", "--seed", "1"]) as sim:
         moving = ServerCounterPoller(sim.url, interval_s=60, probe=CountingProbe(1))

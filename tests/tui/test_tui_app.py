@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from paths import FIXTURES as FIXTURES_DIR
 from tui_fixtures import (
     accumulate,
@@ -392,6 +393,7 @@ async def test_full_speed_replay_shows_every_record(tmp_path):
     assert "replay of raw capture, 62 records, full speed" in text
 
 
+@pytest.mark.e2e
 def test_replay_cli_errors_are_one_line(tmp_path):
     exe = [sys.executable, "-m", "specmon", "replay"]
     proc = subprocess.run(

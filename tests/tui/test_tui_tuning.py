@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from tui_screen import screen_text, until
 from tui_tuning_fixtures import (
     H4,
@@ -298,6 +299,7 @@ async def test_live_drill_down_shows_the_payload_as_sent(tmp_path):
     assert '"payload_as_sent"' in text and '"acceptance_histogram": [2, 2, 4, 6, 2]' in text
 
 
+@pytest.mark.e2e
 def test_bad_theme_fails_before_any_request():
     with socket.socket() as sock:  # a port nobody listens on: preflight would fail differently
         sock.bind(("127.0.0.1", 0))

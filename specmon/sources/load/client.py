@@ -21,6 +21,7 @@ import orjson
 
 ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _ERROR_BODY_LIMIT = 2048  # bytes of an error body worth keeping for its message
+MAX_RESPONSE_BYTES = 64 * 2**20  # --max-response-bytes' default: a body past it is an error
 
 
 def new_capture(
@@ -61,6 +62,27 @@ def error_message(status: int, raw: bytes) -> str:
     return f"HTTP {status}: {message}"
 
 
+def http_error(status: int, raw: bytes, headers: Any) -> dict[str, Any]:
+    """The capture's error for an HTTP error status; a 429 says it is rate limiting and
+    carries its Retry-After (seconds; the generator waits that long, capped)."""
+    error: dict[str, Any] = {"type": "http_error", "message": error_message(status, raw)}
+    if status == 429:
+        after = retry_after_header(headers.get("Retry-After"))
+        error["retry_after_s"] = after
+        shown = f"Retry-After {after:g} s" if after is not None else "no Retry-After"
+        error["message"] = f"rate-limited by the server ({shown}): " + error["message"]
+    return error
+
+
+def retry_after_header(value: str | None) -> float | None:
+    """Retry-After in seconds (an HTTP date or garbage: None)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < float("inf") else None
+
+
 class SSEParser:
     """Incremental `text/event-stream` parser over bytes.
 
@@ -68,14 +90,19 @@ class SSEParser:
     `:` comment lines and other fields are ignored, and `[DONE]` ends the stream.
     """
 
-    __slots__ = ("_buffer", "done")
+    __slots__ = ("_buffer", "_cr", "done")
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._cr = False  # the last chunk ended in CR: its LF may be the next chunk's start
         self.done = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Return the data payloads of every event completed by this chunk."""
+        if self._cr:
+            chunk, self._cr = b"\r" + chunk, False
+        if chunk[-1:] == b"\r":  # held back: CR LF split across two reads is one line end
+            chunk, self._cr = chunk[:-1], True
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         buffer = self._buffer + chunk if self._buffer else chunk
@@ -98,7 +125,8 @@ class SSEParser:
 
     def finish(self) -> list[bytes]:
         """Flush an event the server did not terminate with a blank line."""
-        tail, self._buffer = self._buffer, b""
+        tail, self._buffer = self._buffer + (b"\n" if self._cr else b""), b""
+        self._cr = False
         if self.done or not tail.strip():
             return []
         return self.feed(tail + b"\n\n")
@@ -123,9 +151,11 @@ class LoadClient:
         max_connections: int,
         request_timeout: float,
         api_key: str | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.request_timeout = request_timeout
+        self.max_response_bytes = max_response_bytes
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
@@ -193,14 +223,13 @@ class LoadClient:
                 capture["status"] = resp.status
                 if resp.status >= 400:
                     raw = await resp.content.read(_ERROR_BODY_LIMIT)
-                    capture["error"] = {
-                        "type": "http_error",
-                        "message": error_message(resp.status, raw),
-                    }
+                    capture["error"] = http_error(resp.status, raw, resp.headers)
+                elif (resp.content_length or 0) > self.max_response_bytes:
+                    _too_large(capture, self.max_response_bytes)
                 elif capture["streaming"]:
-                    await self._read_stream(resp, capture)
+                    await self._read_stream(resp, capture, self.max_response_bytes)
                 else:
-                    await self._read_body(resp, capture)
+                    await self._read_body(resp, capture, self.max_response_bytes)
         except asyncio.CancelledError:
             capture["error"] = {"type": "cancelled", "message": "request cancelled (run stopped)"}
             capture["end_ns"] = time.perf_counter_ns()
@@ -224,8 +253,16 @@ class LoadClient:
         return capture
 
     @staticmethod
-    async def _read_body(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
-        raw = await resp.read()
+    async def _read_body(resp: aiohttp.ClientResponse, capture: dict[str, Any], limit: int) -> None:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                _too_large(capture, limit)
+                return
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         capture["response_ns"].append(time.perf_counter_ns())
         try:
             capture["responses"].append(orjson.loads(raw))
@@ -237,12 +274,19 @@ class LoadClient:
             }
 
     @staticmethod
-    async def _read_stream(resp: aiohttp.ClientResponse, capture: dict[str, Any]) -> None:
+    async def _read_stream(
+        resp: aiohttp.ClientResponse, capture: dict[str, Any], limit: int
+    ) -> None:
         parser = SSEParser()
         responses, stamps = capture["responses"], capture["response_ns"]
         loads, clock = orjson.loads, time.perf_counter_ns
+        size = 0
         async for chunk in resp.content.iter_any():
             now = clock()
+            size += len(chunk)
+            if size > limit:
+                _too_large(capture, limit)
+                return
             for payload in parser.feed(chunk):
                 try:
                     responses.append(loads(payload))
@@ -267,6 +311,13 @@ def _append_json(payload: bytes, now: int, responses: list, stamps: list, captur
         return False
     stamps.append(now)
     return True
+
+
+def _too_large(capture: dict, limit: int) -> None:
+    capture["error"] = {
+        "type": "response_too_large",
+        "message": f"response body over {limit} bytes (--max-response-bytes)",
+    }
 
 
 def _invalid_event(payload: bytes, capture: dict) -> None:

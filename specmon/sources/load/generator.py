@@ -18,7 +18,7 @@ from typing import Any
 
 from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
-from specmon.errors import UserError
+from specmon.errors import ServerUnreachable, UserError
 from specmon.interfaces import LoadProgress
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
@@ -28,7 +28,8 @@ from specmon.specdecode.engines import request_options
 
 Sink = Callable[[dict[str, Any]], None]
 
-DURATION_GRACE_S = 30.0  # after --benchmark-duration, how long in-flight requests may finish
+RETRY_AFTER_CAP_S = 30.0  # the most a 429's Retry-After holds a slot back
+RATE_LIMIT_RETRIES = 5  # times one request is re-sent after a 429 before it stays an error
 # A connection failure (nothing reached a server) is retried by the same slot after
 # min(CAP, BASE * 2**attempt) seconds, times a jitter in [0.5, 1) so slots do not retry in
 # step (docs/architecture.md, "A dead or wrong server").
@@ -46,6 +47,57 @@ def unreachable(capture: dict[str, Any]) -> bool:
     """Nothing reached a server: no status line came back (refused, reset, DNS, ...)."""
     error = capture["error"]
     return error is not None and error.get("type") == "connection_error" and not capture["status"]
+
+
+class Outages:
+    """The spells in which no request reached the server (wall-clock `time.time()`), for
+    --max-outage and for the end-of-run verdict (an outage is named, not guessed at)."""
+
+    def __init__(self, max_s: float) -> None:
+        self.max_s = max_s
+        self.spells: list[tuple[float, float | None]] = []  # (start, end; None: still down)
+
+    @property
+    def down_since(self) -> float | None:
+        return self.spells[-1][0] if self.spells and self.spells[-1][1] is None else None
+
+    def down(self, now: float) -> None:
+        if self.down_since is None:
+            self.spells.append((now, None))
+
+    def up(self, now: float) -> None:
+        if self.down_since is not None:
+            self.spells[-1] = (self.spells[-1][0], now)
+
+    def overdue(self, now: float) -> ServerUnreachable | None:
+        """The stop once the current spell has lasted --max-outage seconds."""
+        since = self.down_since
+        if since is None or now - since < self.max_s:
+            return None
+        return ServerUnreachable(
+            f"server unreachable since {clock(since)}; stopped after {self.max_s:g} s"
+        )
+
+
+def clock(wall_s: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall_s))
+
+
+def describe_outages(spells: list[tuple[float, float | None]]) -> str | None:
+    """'server unreachable 19:25:05-19:26:10' (every spell), or None without one."""
+    if not spells:
+        return None
+    parts = [f"{clock(a)}-{clock(b) if b is not None else 'end'}" for a, b in spells]
+    return "server unreachable " + ", ".join(parts)
+
+
+def retry_after_s(capture: dict[str, Any]) -> float | None:
+    """The Retry-After a 429 asked for, capped (None: not a 429, or retried enough)."""
+    error = capture["error"]
+    if capture["status"] != 429 or error is None:
+        return None
+    asked = error.get("retry_after_s")
+    return min(RETRY_AFTER_CAP_S, asked if isinstance(asked, float) else 1.0)
 
 
 class FirstStatusCheck:
@@ -71,8 +123,8 @@ class FirstStatusCheck:
     def verdict(self) -> UserError | None:
         """The user error when every request seen so far failed with one HTTP status."""
         statuses = {status for status, _ in self.seen}
-        if len(statuses) != 1 or not 400 <= min(statuses) < 500:
-            return None  # a success, mixed statuses or a 5xx (the server's fault) is no verdict
+        if len(statuses) != 1 or not 400 <= min(statuses) < 500 or 429 in statuses:
+            return None  # a success, mixed statuses, a 5xx or rate limiting is no verdict
         status, message = self.seen[0]
         message = " ".join(message.split())[:300]  # the server's message, on one line
         return UserError(
@@ -222,10 +274,17 @@ class LoadGenerator:
         self.arrival_times: deque[float] = deque(maxlen=100_000)
         self.last_dispatch_s: float | None = None
         self.retries = 0  # connection-failed attempts, each recorded as a connection_error
-        self.down_since: float | None = None  # time.time() of the current outage's start
-        self.fatal: UserError | None = None  # why the run stopped itself (FirstStatusCheck)
+        self.outages = Outages(config.max_outage)
+        self._sending = True  # False once a --benchmark-duration ends: no more retries
+        # why the run stopped itself (FirstStatusCheck, --max-outage)
+        self.fatal: UserError | ServerUnreachable | None = None
         self._first = FirstStatusCheck()
         self._backoff_rng = random.Random(rng.random())
+
+    @property
+    def down_since(self) -> float | None:
+        """time.time() of the current outage's start (None: the server answers)."""
+        return self.outages.down_since
 
     # run-time knobs (loop thread) ---------------------------------------------------
     def set_concurrency(self, value: int | None) -> None:
@@ -263,6 +322,14 @@ class LoadGenerator:
         for task in list(self._tasks):
             task.cancel()
 
+    async def _cancel_and_wait(self) -> None:
+        """Cancel what is still in flight and wait until each is recorded (as cancelled)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     def progress(self) -> LoadProgress:
         elapsed = time.perf_counter() - self.profiling_started if self.profiling_started else 0.0
         return LoadProgress(
@@ -291,6 +358,7 @@ class LoadGenerator:
                 max_connections=0,
                 request_timeout=self.config.request_timeout,
                 api_key=self.config.api_key,
+                max_response_bytes=self.config.max_response_bytes,
             ) as client:
                 self._client = client
                 if self.config.warmup_request_count and not self._stop_requested:
@@ -308,7 +376,9 @@ class LoadGenerator:
                     deadline = self.profiling_started + self.duration if self.duration else None
                     await self._phase_loop("profiling", self.request_count, deadline)
                     self.phase = "stopping"
-                    await self._drain(DURATION_GRACE_S if deadline else None)
+                    self._sending = deadline is None  # the duration is over: drain only
+                    await self._drain(self.config.drain_timeout if deadline else None)
+                    await self._cancel_and_wait()  # while the client is open: cancelled
         finally:
             self.phase = "stopping"
             drain_left = self._drain_until - time.perf_counter()
@@ -335,7 +405,7 @@ class LoadGenerator:
             self._apply_step(index, step)
             deadline = time.perf_counter() + seconds if seconds else None
             await self._phase_loop("profiling", count, deadline)
-            await self._drain(DURATION_GRACE_S if deadline else None)
+            await self._drain(self.config.drain_timeout if deadline else None)
 
     def _apply_step(self, index: int, step: dict[str, Any]) -> None:
         if "concurrency" in step:
@@ -447,10 +517,11 @@ class LoadGenerator:
         try:
             while True:
                 await self._client.send(capture, prompt.category)
-                if not unreachable(capture) or self._stop_requested:
+                delay = self._retry_delay(capture, attempt)
+                if delay is None:
                     break
                 self._record_retry(capture)
-                await asyncio.sleep(backoff_delay(attempt, self._backoff_rng))
+                await asyncio.sleep(delay)
                 attempt += 1
                 capture = _fresh(capture)
         except asyncio.CancelledError:
@@ -465,19 +536,34 @@ class LoadGenerator:
             self.factory.answered(prompt, capture)  # before the completion pokes the loop
             self._record(capture)
 
+    def _retry_delay(self, capture: dict[str, Any], attempt: int) -> float | None:
+        """Seconds before the same request is sent again, or None when it is final: nothing
+        reached the server (backoff), or a 429 (its Retry-After, capped, a few times)."""
+        if self._stop_requested or not self._sending:
+            return None
+        if unreachable(capture):
+            return backoff_delay(attempt, self._backoff_rng)
+        return retry_after_s(capture) if attempt < RATE_LIMIT_RETRIES else None
+
     def _record_retry(self, capture: dict[str, Any]) -> None:
-        """A connection failure that will be retried: an error in the exports, not a finished
-        request (counted before the sink, so `sent` never trails what landed)."""
-        if self.down_since is None:
-            self.down_since = time.time()
+        """A failure that will be retried: an error in the exports, not a finished request
+        (counted before the sink, so `sent` never trails what landed). An outage past
+        --max-outage stops the run."""
+        now = time.time()
+        if unreachable(capture):
+            self.outages.down(now)
         self.retries += 1
         self.errors += 1
         self.sink(capture)
+        overdue = self.outages.overdue(now)
+        if overdue is not None and self.fatal is None:
+            self.fatal = overdue
+            self.request_stop()
 
     def _record(self, capture: dict[str, Any]) -> None:
         error = capture["error"]
         if capture["status"]:
-            self.down_since = None  # a server answered: the outage (if any) is over
+            self.outages.up(time.time())  # a server answered: the outage (if any) is over
         if capture.get("benchmark_phase") == "warmup":
             self.warmup_completed += 1
         else:

@@ -40,6 +40,7 @@ from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
+from specmon.sources.load.generator import describe_outages
 from specmon.sources.load.runner import detect_engine
 from specmon.specdecode.engines import as_choice
 
@@ -119,6 +120,7 @@ class MultiRun:
         )
         run.session.add_sink(SegmentSink(self._segments, key, run.label, settings))
         counters = ServerCounterSink(self.watch, run.label, run.session.accumulator)
+        counters.outage = partial(_outage, run.runner)
         run.session.add_sink(counters)
         return counters
 
@@ -262,6 +264,13 @@ class MultiRun:
             run.counter_view, run.server_metrics = counters.view, counters.report
             run.metrics_unavailable = counters.unavailable()
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
+
+
+def _outage(runner: Any) -> str | None:
+    """The runner's unreachable spells in one line (a LoadRunner's generator knows them)."""
+    generator = getattr(runner, "generator", None)
+    outages = getattr(generator, "outages", None)
+    return describe_outages(outages.spells) if outages is not None else None
 
 
 def _segment_settings(runner: Any) -> dict[int, dict]:

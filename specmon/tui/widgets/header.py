@@ -53,6 +53,10 @@ class RunHeader(Static):
         super().__init__(id=id)
         self._info: HeaderInfo | None = None
 
+    def forget_shown(self) -> None:
+        """The theme changed: the next show() paints with the new colours."""
+        self._info = None
+
     def show(self, info: HeaderInfo) -> None:
         if info == self._info:
             return

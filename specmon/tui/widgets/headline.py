@@ -105,6 +105,10 @@ class HeadlineView(Static):
         super().__init__(id=id)
         self._headline: Headline | None = None
 
+    def forget_shown(self) -> None:
+        """The theme changed: the next show() paints with the new colours."""
+        self._headline = None
+
     def show(self, headline: Headline) -> None:
         if headline == self._headline:
             return

@@ -1,5 +1,6 @@
 """The server's health beside acceptance: running / waiting requests, KV-cache usage,
-preemptions/s, prefix-cache hit rate and generation tokens/s, from the same /metrics
+preemptions/s, prefix-cache hit rate, generation tokens/s and (specmon sim only) the lag of
+its steps behind its own step formula, from the same /metrics
 scrapes as the spec-decode counters (server/scrape.py keeps each scrape's HealthSample).
 
 Gauges are the last scrape's; rates are over the last scrape interval
@@ -30,6 +31,8 @@ COLUMNS: tuple[tuple[str, Callable[[HealthDelta], float | None], str], ...] = (
         "{:.1f}",
     ),
     ("gen tok/s", lambda d: d.generation_tokens_per_s, "{:.0f}"),
+    # specmon sim only: its steps' lag behind its own step formula (sim/engine.py)
+    ("lag%", lambda d: None if d.sim_lag_share is None else 100 * d.sim_lag_share, "{:.1f}"),
 )
 NO_HEALTH = "server health: no queue / KV-cache series on /metrics"
 WAITING = "server health: waiting for a second /metrics scrape"
@@ -63,7 +66,7 @@ def health_lines(delta: HealthDelta | None, present: bool = True) -> list[str]:
     name_w = max(len(name) for name, _ in rows)
     cells = [
         [_cell(read(d), fmt) for _, read, fmt in shown] for _, d in rows
-    ]  # each column as wide as its widest cell, so the six fit a 50-column panel
+    ]  # each column as wide as its widest cell, so the seven fit a 50-column panel
     widths = [
         max([len(title)] + [len(row[i]) for row in cells]) for i, (title, _, _) in enumerate(shown)
     ]

@@ -20,6 +20,10 @@ class HistogramView(ShapedStatic):
         super().__init__(id=id)
         self._hist: dict[int, int] = {}
 
+    def forget_shown(self) -> None:
+        """The theme changed: the bars take the new colours now."""
+        self._repaint()
+
     def show(self, hist: dict[int, int]) -> None:
         if hist == self._hist:
             return
@@ -58,6 +62,10 @@ class PositionsView(ShapedStatic):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._key: tuple | None = None
+
+    def forget_shown(self) -> None:
+        """The theme changed: the next show() paints with the new colours."""
+        self._key = None
 
     def show(self, hist: dict[int, int], k: int | None) -> None:
         key = (tuple(sorted(hist.items())), k)

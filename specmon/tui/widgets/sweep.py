@@ -15,13 +15,17 @@ from specmon.tui.widgets.shaped import ShapedStatic
 class SweepGrid(ShapedStatic):
     COMPONENT_CLASSES = {"sweep--current", "sweep--selected"}
     DEFAULT_CSS = """
-    SweepGrid > .sweep--current { background: $accent 30%; text-style: bold; }
+    SweepGrid > .sweep--current { background: $accent; color: $background; text-style: bold; }
     SweepGrid > .sweep--selected { color: $success; text-style: bold; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: GridView | None = None
+
+    def forget_shown(self) -> None:
+        """The theme changed: the next show() paints with the new colours."""
+        self._view = None
 
     def show(self, view: GridView) -> None:
         if view == self._view:

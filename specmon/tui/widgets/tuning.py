@@ -39,6 +39,10 @@ class WhatIfView(ShapedStatic):
         super().__init__(id=id)
         self._key: Any = object()
 
+    def forget_shown(self) -> None:
+        """The theme changed: the next show() paints with the new colours."""
+        self._key = object()
+
     def show(self, w: WhatIf | None, source: str) -> None:
         key = (w, source)
         if key == self._key:
@@ -111,7 +115,7 @@ class ServersView(ShapedStatic):
 
     COMPONENT_CLASSES = {"servers--selected", "servers--bar"}
     DEFAULT_CSS = """
-    ServersView > .servers--selected { background: $accent 30%; text-style: bold; }
+    ServersView > .servers--selected { background: $accent; color: $background; text-style: bold; }
     ServersView > .servers--bar { color: $accent; }
     """
 
@@ -120,6 +124,10 @@ class ServersView(ShapedStatic):
         self._key: Any = None
         self._shown: tuple[tuple[ServerCard, ...], int, bool] | None = None
         self.compact = False
+
+    def forget_shown(self) -> None:
+        """The theme changed: repaint now with the new colours."""
+        self.on_resize()
 
     def show(self, cards: Sequence[ServerCard], selected: int, compact: bool) -> None:
         key = (tuple(cards), selected, compact, self.size.width)

@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import replace
 from urllib.parse import urlparse
 
+import pytest
+
 from specmon.commands.run import format_progress
 from specmon.interfaces import LoadProgress
 from specmon.sim.process import start_sim
@@ -139,6 +141,7 @@ def _wait_for(predicate, timeout: float = 90.0) -> bool:
     return False
 
 
+@pytest.mark.e2e
 def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     out, count = tmp_path / "run", 300
     raw = out / "profile_export_raw.jsonl"
@@ -181,6 +184,7 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     assert abs(doc["request_throughput"]["avg"] - valid / duration_s) < 1e-6 * valid
 
 
+@pytest.mark.e2e
 def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
     """The server's /v1/models is asked first (commands/run.py check_inputs): a mistyped
     --model is one line naming what the server serves, before the artifact dir exists.
@@ -195,6 +199,7 @@ def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
     assert not out.exists()  # nothing was sent, nothing written
 
 
+@pytest.mark.e2e
 def test_a_run_whose_requests_all_failed_exits_1(tmp_path):
     out = tmp_path / "run"
     with start_sim([*SIM_ARGS, "--error-rate", "1"]) as sim:

@@ -81,6 +81,7 @@ async def send(url: str, kind: str, streaming: bool) -> dict:
         return await client.send(new_capture("chat", streaming, {"model": kind}))
 
 
+@pytest.mark.e2e
 async def test_crlf_framing_and_comments_parse(fault_server):
     capture = await send(fault_server, "crlf", True)
     assert capture["error"] is None
@@ -88,6 +89,7 @@ async def test_crlf_framing_and_comments_parse(fault_server):
     assert len(capture["response_ns"]) == 2
 
 
+@pytest.mark.e2e
 async def test_invalid_sse_json_keeps_what_came_before(fault_server):
     capture = await send(fault_server, "bad-sse", True)
     assert capture["error"]["type"] == "invalid_json"
@@ -95,18 +97,21 @@ async def test_invalid_sse_json_keeps_what_came_before(fault_server):
     assert capture["responses"] == [{"i": 1}]
 
 
+@pytest.mark.e2e
 async def test_stream_without_done_is_broken_stream(fault_server):
     capture = await send(fault_server, "no-done", True)
     assert capture["error"]["type"] == "broken_stream"
     assert capture["responses"] == [{"i": 1}]
 
 
+@pytest.mark.e2e
 async def test_invalid_body_json(fault_server):
     capture = await send(fault_server, "bad-body", False)
     assert capture["error"]["type"] == "invalid_json"
     assert capture["responses"] == [] and capture["response_ns"] == []
 
 
+@pytest.mark.e2e
 async def test_http_error_keeps_status_and_message(fault_server):
     capture = await send(fault_server, "http-400", False)
     assert capture["status"] == 400

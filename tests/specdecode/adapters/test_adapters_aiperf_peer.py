@@ -185,6 +185,7 @@ def peer_results():
     return all_cases, json.loads(proc.stdout)
 
 
+@pytest.mark.e2e
 def test_records_equal_aiperf_013(peer_results):
     all_cases, theirs = peer_results
     agreed = stricter = 0
@@ -210,6 +211,7 @@ def test_records_equal_aiperf_013(peer_results):
     assert stricter >= 4  # bool, float, rate-as-percentage and string-rate fixtures
 
 
+@pytest.mark.e2e
 def test_valid_payloads_and_real_captures_agree_exactly(peer_results):
     all_cases, theirs = peer_results
     exact = [c for c in all_cases if c["kind"] in ("valid", "real")]

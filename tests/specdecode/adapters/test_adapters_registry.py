@@ -371,6 +371,7 @@ def test_entry_point_adapter_picked_up_in_process(plugin_path, caplog):
     assert detect(*responses_of("vllm_merged_summary_chat")).record.engine == "vllm"
 
 
+@pytest.mark.e2e
 def test_entry_point_adapter_picked_up_by_a_fresh_process(tmp_path):
     write_dist(
         tmp_path,

@@ -66,6 +66,7 @@ def ground_truth(log, count):
     return json.loads(lines[-1])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("streaming", [False, True])
 def test_shape_round_trip(sim, endpoint, streaming):
@@ -97,6 +98,7 @@ def test_shape_round_trip(sim, endpoint, streaming):
             assert r.per_step_drafted == stats["per_step_drafted"]
 
 
+@pytest.mark.e2e
 def test_n2_is_suppressed_for_every_shape(sim):
     shape, url, _ = sim
     body = {

@@ -1,0 +1,78 @@
+"""Render the PNGs in this folder: the monitor on the tests' recorded run (tests/tui_fixtures)
+in the light and dark themes at 80x24 and 160x48, and the sweep view at 80x24.
+
+    python docs/screens/render_screens.py      # needs rsvg-convert (librsvg2-bin)
+
+Textual saves an SVG screenshot; rsvg-convert turns it into a PNG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
+
+from tui_fixtures import accumulate, run_captures, session_view  # noqa: E402
+from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
+
+from specmon.analysis.sweep_types import Cell, RepeatMeasurement  # noqa: E402
+from specmon.config import RunConfig  # noqa: E402
+from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings  # noqa: E402
+from specmon.sources.sweep_control import SweepControl  # noqa: E402
+from specmon.tui.app import SpecmonApp  # noqa: E402
+from specmon.tui.sweep_app import SweepApp  # noqa: E402
+
+
+async def save(app, size: tuple[int, int], name: str) -> None:
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        svg = HERE / f"{name}.svg"
+        app.save_screenshot(filename=svg.name, path=str(HERE))
+    subprocess.run(["rsvg-convert", str(svg), "-o", str(HERE / f"{name}.png")], check=True)
+    svg.unlink()
+    print(HERE / f"{name}.png")
+
+
+def monitor(theme: str) -> SpecmonApp:
+    session = session_view(accumulate(run_captures(60)))
+    return SpecmonApp(session, None, None, source="replay", freeze_elapsed=15.0, theme_name=theme)
+
+
+def sweep(theme: str) -> SweepApp:
+    settings = SweepSettings(
+        ks=[2, 4],
+        concurrencies=[1, 4],
+        serve="{python} -m specmon sim --port {port} --num-spec-tokens {k}",
+        baseline_serve="{python} -m specmon sim --port {port} --num-spec-tokens 0",
+        repeats=3,
+        segment_requests=8,
+    )
+    out = Path(tempfile.mkdtemp())
+    runner = SweepRunner(settings, RunConfig(), out / "sweep", out=io.StringIO())
+    control = SweepControl(runner)
+    assert runner.on_cell is not None
+    for k, c, tputs in ((0, 1, (100, 110, 90)), (2, 1, (150, 152, 148)), (4, 1, (160, 171, 158))):
+        runner.on_cell(
+            Cell(k, c, [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.0) for t in tputs])
+        )
+    runner.on_cell(Cell(0, 4, [RepeatMeasurement(300, 1.0, 8, acceptance_length=1.0)] * 3))
+    runner.now = SweepNow("measuring", 2, 4, 2, 3, session=session_of([capture_k(1, H2, 2)]))
+    return SweepApp(control, theme_name=theme)
+
+
+async def main() -> None:
+    for theme in ("light", "dark"):
+        for w, h in ((80, 24), (160, 48)):
+            await save(monitor(theme), (w, h), f"monitor-{theme}-{w}x{h}")
+        await save(sweep(theme), (80, 24), f"sweep-{theme}-80x24")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,201 @@
+"""What the whole suite shares: the process fixtures and the `e2e` rule of the fast loop.
+
+Fixtures (each stops what it started, by PID, at its scope's end):
+- `sims`: start `specmon sim` with a test's own settings: `sims(["--seed", "3"])`.
+- `shared_sim`: one fast simulator per test module, for tests that need a server but none of
+  its settings and read no absolute server counters (each run reads deltas from its own start).
+- `tmux_pane`: open a tmux pane on a private socket: `tmux_pane("specmon demo", 100, 30)`.
+- `realvllm_ready`, `vllm_detailed`: the real vLLM (tests/realvllm/); `aiperf_ready`: AIPerf
+  0.13 beside specmon (tests/peer/). Defined once here, so each is set up once a session.
+
+The fast inner loop is `python -m pytest -m "not e2e and not realvllm"`: every test that
+starts a process is marked `e2e`, by hand (`pytestmark`, `@pytest.mark.e2e`) or here, for any
+test that uses one of the fixtures above. In that loop a test outside the marks that still
+starts a process fails at teardown with the command it ran, so the loop stays free of them.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing.util
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from peer.aiperf_peer import aiperf_ready  # noqa: F401  (fixture)
+from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
+from realvllm.server import STATUS_ENV, ensure_installed
+from tmux_pane import Pane
+
+from specmon.sim.process import SimProcess, start_sim
+
+pytest_plugins = ["pytester"]  # tests/project/test_suite_rules.py runs an inner pytest
+
+# The settings of `shared_sim`: quick answers (a run of a few requests takes well under 1 s).
+SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
+PROCESS_FIXTURES = {
+    "sims",
+    "shared_sim",
+    "tmux_pane",
+    "realvllm_ready",
+    "vllm_detailed",
+    "aiperf_ready",
+}
+UNMARKED_PROCESS = (
+    "{nodeid} started a process ({command}) but is not marked e2e: mark it "
+    '(pytestmark = pytest.mark.e2e) so that `pytest -m "not e2e and not realvllm"` stays fast'
+)
+
+
+REALVLLM_TESTS = Path(__file__).resolve().parent / "realvllm"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Prepare the cached vLLM venv before any test runs, with the set-up's progress shown
+    live (a first install takes minutes; inside a fixture its lines would be captured, or
+    lost in a pytest-xdist worker). Skipped when .ci/run has already done it, in workers, and
+    when no real-vLLM test is selected."""
+    config = session.config
+    if (
+        hasattr(config, "workerinput")
+        or os.environ.get(STATUS_ENV)
+        or not _selects_realvllm(config)
+    ):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print("\nrealvllm: preparing the cached vLLM venv for the real-vLLM tests", file=sys.stderr)
+        _, line = ensure_installed()  # its progress lines go straight to the terminal
+        print(line, file=sys.stderr)
+
+
+def _selects_realvllm(config: pytest.Config) -> bool:
+    """Whether the command line can select a real-vLLM test (test_realvllm*.py)."""
+    if config.option.collectonly or "not realvllm" in (config.option.markexpr or ""):
+        return False
+    for arg in config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if REALVLLM_TESTS.is_relative_to(path) or path.name.startswith("test_realvllm"):
+            return True
+    return False
+
+
+# Seconds each test file took (`python -m pytest -n 2 --record-durations` rewrites it): under
+# pytest-xdist the slowest files start first, so the two workers finish together instead of
+# one waiting on a long file picked up last. A file not listed counts as the median.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+_recorded: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help=f"write each test file's total seconds to {DURATIONS.name} (the -n start order)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects, so the marks added here count
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts alike
+        items[:] = slowest_files_first(items)
+
+
+def slowest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items, file by file (each file's own order kept), the slowest files first."""
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    median = sorted(known.values())[len(known) // 2] if known else 0.0
+    first: dict[str, int] = {}  # where each file starts: files of equal weight stay whole
+    for index, item in enumerate(items):
+        first.setdefault(item.nodeid.split("::")[0], index)
+
+    def rank(pair: tuple[int, pytest.Item]) -> tuple[float, int, int]:
+        file = pair[1].nodeid.split("::")[0]
+        return (-known.get(file, median), first[file], pair[0])
+
+    return [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _recorded[report.nodeid.split("::")[0]] += report.duration  # setup, call and teardown
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
+        ranked = dict(sorted(_recorded.items(), key=lambda kv: -kv[1]))
+        DURATIONS.write_text(
+            json.dumps({k: round(v, 1) for k, v in ranked.items()}, indent=1) + "\n"
+        )
+
+
+@pytest.fixture
+def sims() -> Iterator[Callable[..., SimProcess]]:
+    started: list[SimProcess] = []
+
+    def start(args: Sequence[str] = (), timeout: float = 30) -> SimProcess:
+        sim = start_sim(list(args), timeout)
+        started.append(sim)
+        return sim
+
+    yield start
+    for sim in started:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_sim() -> Iterator[SimProcess]:
+    with start_sim(SHARED_SIM_ARGS) as sim:
+        yield sim
+
+
+@pytest.fixture
+def tmux_pane() -> Iterator[Callable[..., Pane]]:
+    panes: list[Pane] = []
+
+    def open_pane(command: str, width: int = 100, height: int = 30) -> Pane:
+        pane = Pane(command, width, height)
+        panes.append(pane)
+        return pane
+
+    yield open_pane
+    for pane in panes:
+        pane.close()
+
+
+@pytest.fixture(autouse=True)
+def _a_process_needs_the_e2e_mark(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """In a run that leaves e2e out (the fast loop), record every process an unmarked test
+    starts (subprocess, asyncio's subprocesses and multiprocessing's spawn all go through
+    these two calls) and fail it at teardown. The full run does not check, so a test added
+    without its mark is caught by the fast loop, never by CI."""
+    marked = request.node.get_closest_marker("e2e") or request.node.get_closest_marker("realvllm")
+    if marked or "not e2e" not in (request.config.option.markexpr or ""):
+        yield
+        return
+    started: list[str] = []
+    execute_child = subprocess.Popen._execute_child
+    spawnv_passfds = multiprocessing.util.spawnv_passfds
+
+    def recorded_child(self: subprocess.Popen, args: object, *rest: object) -> object:
+        started.append(args if isinstance(args, str) else " ".join(map(str, args)))
+        return execute_child(self, args, *rest)
+
+    def recorded_spawn(path: bytes, args: Sequence[str], passfds: object) -> int:
+        started.append(" ".join(map(str, args)))
+        return spawnv_passfds(path, args, passfds)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", recorded_child)
+    monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", recorded_spawn)
+    yield
+    if started:
+        pytest.fail(UNMARKED_PROCESS.format(nodeid=request.node.nodeid, command=started[0][:200]))

@@ -1,0 +1,91 @@
+"""Disk full (issue 19 item 4): the first failed write stops the run cleanly. The line
+writer cut by hand (a write that lands half a line, then ENOSPC), then `specmon run` as a
+real process writing into a 1 MiB tmpfs: exit 1, one line naming the file and the count,
+every JSONL line whole, the summary in the artifact dir or as one JSON line on stderr, no
+traceback."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from specmon.sim.process import start_sim
+from specmon.sinks import files
+
+
+def test_a_failed_write_cuts_the_file_back_to_whole_lines_and_reports_once(tmp_path, monkeypatch):
+    failures: list[str] = []
+    sink = files._LineFile(tmp_path / "profile_export.jsonl", failures.append)
+    sink._write(b'{"a":1}\n')
+    sink._write(b'{"b":2}\n')
+    real_write = os.write
+
+    def half_then_full(fd: int, data) -> int:
+        if len(data) > 4:
+            return real_write(fd, bytes(data[:4]))  # a partial write, then no room
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "write", half_then_full)
+    sink._write(b'{"c":3, "long": "line"}\n')
+    sink._write(b'{"d":4}\n')  # after the failure: not attempted
+    assert failures == ["disk full writing profile_export.jsonl: stopped at 2 requests"]
+    assert (tmp_path / "profile_export.jsonl").read_bytes() == b'{"a":1}\n{"b":2}\n'
+
+
+@pytest.fixture
+def tiny_disk():
+    """A 1 MiB tmpfs (needs root; without it the unit test above covers the writer)."""
+    where = Path("/tmp") / f"specmon-full-{uuid.uuid4().hex[:8]}"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        where.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+        where.rmdir()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("level", ["raw", "records"])
+def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level):
+    out = tiny_disk / "run"
+    with start_sim(["--seed", "5"]) as sim:
+        proc = subprocess.run(
+            [sys.executable, "-m", "specmon", "run", "--headless", "--url", sim.url,
+             "--artifact-dir", str(out), "--export-level", level, "--request-count", "20000",
+             "--concurrency", "8"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "never retrieved" not in proc.stderr
+    failed = [
+        line
+        for line in proc.stderr.splitlines()
+        if "requests" in line and "disk full writing" in line
+    ]
+    assert failed, proc.stderr[-2000:]
+    name, count = failed[0].split("disk full writing ")[1].split(": stopped at ")
+    jsonl = (out / name).read_bytes()
+    assert jsonl.endswith(b"\n") and len(jsonl.splitlines()) == int(count.split()[0])
+    assert all(json.loads(line) for line in jsonl.splitlines())
+    summary = out / "profile_export_aiperf.json"
+    if summary.exists():
+        doc = json.loads(summary.read_text())
+    else:  # no room: the summary is the line after the one that says so
+        lines = proc.stderr.splitlines()
+        at = next(i for i, line in enumerate(lines) if "the summary is the next line" in line)
+        doc = json.loads(lines[at + 1])
+    assert doc["request_count"]["avg"] >= int(count.split()[0]) - 8  # all it measured
+    assert doc["request_count"]["avg"] < 20000  # stopped early
