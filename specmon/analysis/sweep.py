@@ -38,6 +38,7 @@ from typing import Any
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.gates import Health
+from specmon.decision.slo import Slo
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
 
@@ -111,8 +112,25 @@ def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | N
     return float(statistics.median(present)) if present else None
 
 
-def summarize(cell: Cell) -> CellStats | None:
-    """The cell's statistics; None when it has no repeat (not measured)."""
+def _slo_figure(repeats: Sequence[RepeatMeasurement], name: str, p: str) -> float | None:
+    vals = [r.latency_percentiles.get(name, {}).get(p) for r in repeats]
+    present = [float(v) for v in vals if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def slo_misses(cell: Cell, slo: Slo | None) -> list[str]:
+    """Why the cell misses the SLO (the median over repeats of each repeat's percentile)."""
+    if slo is None:
+        return []
+    p = slo.percentile
+    return slo.misses(
+        _slo_figure(cell.repeats, "ttft_ms", p), _slo_figure(cell.repeats, "tpot_ms", p)
+    )
+
+
+def summarize(cell: Cell, slo: Slo | None = None) -> CellStats | None:
+    """The cell's statistics; None when it has no repeat (not measured). A cell that fails
+    a health gate or misses the SLO carries why in `excluded`."""
     if not cell.repeats:
         return None
     med, mad, rel = median_and_mad([r.output_token_throughput for r in cell.repeats])
@@ -127,7 +145,7 @@ def summarize(cell: Cell) -> CellStats | None:
         unstable=rel > MAX_RELATIVE_MAD,
         few_repeats=len(cell.repeats) < MIN_REPEATS,
         medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
-        excluded=tuple(cell_health(cell).reasons()),
+        excluded=tuple(cell_health(cell).reasons() + slo_misses(cell, slo)),
         requests=sum(r.request_count for r in cell.repeats),
         errors=sum(r.error_count for r in cell.repeats),
     )
@@ -192,7 +210,7 @@ def _select(stable: Sequence[CellStats]) -> CellStats:
     return min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
 
 
-def p_selected(cells: Sequence[Cell], k: int) -> float | None:
+def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float | None:
     """How sure the selection is: the share of DRAWS bootstrap draws (each cell's repeats
     resampled with replacement, seeded by the figures, so the same cells give the same
     share) in which k is still selected; None when a cell has fewer than MIN_REPEATS."""
@@ -206,7 +224,7 @@ def p_selected(cells: Sequence[Cell], k: int) -> float | None:
         stats = []
         for c in measured:
             draw = Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats])
-            st = summarize(draw)
+            st = summarize(draw, slo)
             if st is not None and not st.excluded and not st.unstable and st.score > 0:
                 stats.append(st)
         wins += bool(stats) and _select(stats).k == k
@@ -232,8 +250,10 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     reason = None
     if not stats:
         reason = "no measured cell"
+    elif not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
+        reason = "no k meets the SLO"
     elif not healthy:
-        reason = "every cell excluded by the health gates"
+        reason = "every cell excluded by the health gates or the SLO"
     elif not stable:
         reason = f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
     elif max(s.score for s in stable) <= 0:
@@ -265,13 +285,14 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     )
 
 
-def decide(cells: Sequence[Cell]) -> list[Decision]:
-    """One decision per concurrency that appears in cells, sorted by concurrency."""
+def decide(cells: Sequence[Cell], slo: Slo | None = None) -> list[Decision]:
+    """One decision per concurrency that appears in cells, sorted by concurrency; with an
+    SLO, among the cells that meet it."""
     by_conc: dict[int, list[CellStats]] = {}
     all_ks: set[int] = set()
     for cell in cells:
         by_conc.setdefault(cell.concurrency, [])
-        st = summarize(cell)
+        st = summarize(cell, slo)
         if st is not None:
             by_conc[cell.concurrency].append(st)
             all_ks.add(cell.k)
@@ -280,7 +301,7 @@ def decide(cells: Sequence[Cell]) -> list[Decision]:
         d = _decide_one(c, by_conc[c], all_ks)
         if d.selected_k is not None:
             here = [cell for cell in cells if cell.concurrency == c]
-            d = replace(d, p_selected=p_selected(here, d.selected_k))
+            d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
         out.append(d)
     return out
 

@@ -100,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stop-on-error", action="store_true", help="stop the sweep at the first failed server"
     )
     group.add_argument(
+        "--slo",
+        default=None,
+        metavar="ttft=S,tpot=MS[,p=90]",
+        help="choose per load the best k that meets this latency objective (TTFT seconds, "
+        "TPOT ms, at percentile p, default 90); says so when none does",
+    )
+    group.add_argument(
         "--resume",
         default=None,
         metavar="DIR",
@@ -157,6 +164,7 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[Any, RunConfig]:
         ready_timeout=args.ready_timeout,
         stop_on_error=args.stop_on_error,
         load=load_settings_of(config),
+        slo=args.slo,
     )
     return settings, config
 

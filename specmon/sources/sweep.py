@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.decision.slo import PERCENTILES, Slo, parse_slo
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.server.health import HealthDelta, HealthSample
@@ -74,6 +75,7 @@ class SweepSettings:
     ready_timeout: float = 600.0
     stop_on_error: bool = False
     load: dict[str, Any] = field(default_factory=dict)  # the run flags, less _PER_CELL_FIELDS
+    slo: str | None = None  # --slo ttft=S,tpot=MS[,p=90]: what the decisions must meet
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -93,6 +95,14 @@ class SweepSettings:
             raise UserError("give exactly one of --segment-requests N or --segment-duration S")
         if self.repeats < 1:
             raise UserError("--repeats must be at least 1")
+        if self.slo is not None:
+            try:
+                parse_slo(self.slo)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
+
+    def objective(self) -> Slo | None:
+        return None if self.slo is None else parse_slo(self.slo)
 
     @property
     def grid_ks(self) -> list[int]:
@@ -106,7 +116,8 @@ class SweepSettings:
         (ks, concurrencies) and how failures are handled are left out: a resumed sweep may
         add k or concurrency values."""
         data = asdict(self)
-        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls"):
+        # the SLO changes the decision, not what a cell measures
+        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo"):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
         blob = json.dumps(data, sort_keys=True, default=str).encode()
@@ -287,6 +298,17 @@ def _avg(summary: dict[str, dict], tag: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _percentiles(summary: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """TTFT and TPOT (AIPerf's ITL) percentiles, ms, for an --slo."""
+    out = {}
+    for name, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency")):
+        stats = summary.get(tag) or {}
+        got = {p: float(stats[p]) for p in PERCENTILES if stats.get(p) is not None}
+        if got:
+            out[name] = got
+    return out
+
+
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
@@ -304,6 +326,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
         error_count=int(_avg(summary, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
+        latency_percentiles=_percentiles(summary),
     )
 
 
@@ -655,7 +678,7 @@ class SweepRunner:
         extra: dict[str, Any] = {"complete": not result.stopped}
         try:
             decisions_mod, kmodel = _analysis()
-            result.decisions = decisions_mod.decide(measured)
+            result.decisions = decisions_mod.decide(measured, self.settings.objective())
             extra["decisions"] = [_as_dict(d) for d in result.decisions]
             try:
                 result.model = kmodel.fit(measured)
