@@ -285,9 +285,10 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     )
 
 
-def decide(cells: Sequence[Cell], slo: Slo | None = None) -> list[Decision]:
+def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True) -> list[Decision]:
     """One decision per concurrency that appears in cells, sorted by concurrency; with an
-    SLO, among the cells that meet it."""
+    SLO, among the cells that meet it. `bootstrap` False leaves P(selected) out (the live
+    grid redraws too often for 200 draws per load)."""
     by_conc: dict[int, list[CellStats]] = {}
     all_ks: set[int] = set()
     for cell in cells:
@@ -299,7 +300,7 @@ def decide(cells: Sequence[Cell], slo: Slo | None = None) -> list[Decision]:
     out = []
     for c in sorted(by_conc):
         d = _decide_one(c, by_conc[c], all_ks)
-        if d.selected_k is not None:
+        if bootstrap and d.selected_k is not None:
             here = [cell for cell in cells if cell.concurrency == c]
             d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
         out.append(d)
