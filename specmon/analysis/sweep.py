@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
-from specmon.decision.gates import Health
+from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
@@ -204,6 +204,15 @@ def _percent(num: float, den: float) -> float | None:
     return None if den <= 0 else 100.0 * (num / den - 1.0)
 
 
+def selectable(stats: Sequence[CellStats]) -> list[CellStats]:
+    """The cells a decision may pick: the healthy ones; when there are none and every
+    excluded cell is so only for machine-wide reasons (gates.MACHINE_WIDE), those."""
+    healthy = [s for s in stats if not s.excluded]
+    if healthy:
+        return healthy
+    return [s for s in stats if machine_wide(s.excluded)]
+
+
 def _select(stable: Sequence[CellStats]) -> CellStats:
     """The smallest k whose score is within the tie tolerance of the top score."""
     top = max(s.score for s in stable)
@@ -221,12 +230,11 @@ def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float |
                               for c in measured]))  # fmt: skip
     wins = 0
     for _ in range(DRAWS):
-        stats = []
-        for c in measured:
-            draw = Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats])
-            st = summarize(draw, slo)
-            if st is not None and not st.excluded and not st.unstable and st.score > 0:
-                stats.append(st)
+        drawn = [
+            summarize(Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats]), slo)
+            for c in measured
+        ]
+        stats = [s for s in selectable([d for d in drawn if d]) if not s.unstable and s.score > 0]
         wins += bool(stats) and _select(stats).k == k
     return wins / DRAWS
 
@@ -243,8 +251,17 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     if missing:
         notes.append(f"k={','.join(map(str, missing))} not measured here")
     excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
-    notes += [f"k={k} excluded: {'; '.join(why)}" for k, why in excluded.items()]
-    healthy = [s for s in stats if not s.excluded]
+    healthy = selectable(stats)
+    waived = [s.k for s in healthy if s.excluded]
+    notes += [
+        f"k={k} {'flagged' if k in waived else 'excluded'}: {'; '.join(why)}"
+        for k, why in excluded.items()
+    ]
+    if waived:
+        notes.append(
+            "every cell here ran on a saturated client or a lagging server: decided among "
+            "them anyway; remeasure on an idle machine before trusting it"
+        )
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
     stable = [s for s in healthy if not s.unstable]
     reason = None
@@ -580,8 +597,8 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
     for d in decisions:
         if d.reason:
             lines.append(f"concurrency {d.concurrency}: nothing selected, {d.reason}")
-        for k, why in d.excluded.items():
-            lines.append(f"concurrency {d.concurrency}: k={k} excluded: {'; '.join(why)}")
+        lines += [f"concurrency {d.concurrency}: {n}" for n in d.notes if n.startswith("k=")]
+        lines += [f"concurrency {d.concurrency}: {n}" for n in d.notes if n.startswith("every")]
     return lines
 
 

@@ -58,6 +58,18 @@ class Health:
         return out
 
 
+# Conditions of the machine rather than of one configuration: when every cell at a load
+# shares one of them the sweep still decides among those cells, saying so loudly (an
+# overloaded machine slows every arm; excluding them all would hide what was measured).
+# Errors and too few requests always exclude.
+MACHINE_WIDE = ("client saturated", "server behind its step model")
+
+
+def machine_wide(reasons: list[str] | tuple[str, ...]) -> bool:
+    """Every reason is one that a busy machine gives every arm alike."""
+    return bool(reasons) and all(r.startswith(MACHINE_WIDE) for r in reasons)
+
+
 def flag(where: str, reasons: list[str]) -> str:
     """'k=4 at concurrency 16 excluded: error rate 50% > 1% (...)'."""
     return f"{where} excluded: {'; '.join(reasons)}"

@@ -247,3 +247,22 @@ def test_p_selected_is_a_seeded_bootstrap_over_repeats():
     # one repeat per cell: no bootstrap to speak of
     assert decide([cell(0, 1, 100), cell(2, 1, 150)])[0].p_selected is None
     assert "P(sel.)" in render_sweep_tables(close, [d], None, None)
+
+
+def lagging(k: int, conc: int, tput: float, share: float) -> Cell:
+    return Cell(k, conc, [RepeatMeasurement(tput, 1.0, 10, server_lag_share=share)] * 3)
+
+
+def test_a_lag_every_cell_shares_is_decided_anyway_and_said():
+    # a busy machine: every server ran behind its step model; the decision still picks,
+    # and says why it should not be trusted yet
+    (d,) = decide([lagging(0, 1, 100, 0.3), lagging(2, 1, 150, 0.4)])
+    assert d.selected_k == 2 and set(d.excluded) == {0, 2}
+    assert any(n.startswith("every cell here ran on a saturated client") for n in d.notes)
+    assert any(n.startswith("k=2 flagged: server behind") for n in d.notes)
+    # but one healthy cell beside them: only it can be selected
+    (h,) = decide([cell(0, 1, 100, 100, 100), lagging(2, 1, 150, 0.4)])
+    assert h.selected_k == 0 and any(n.startswith("k=2 excluded") for n in h.notes)
+    # errors are never waived, even when every cell has them
+    (e,) = decide([failing(0, 1, 100, 5), failing(2, 1, 150, 5)])
+    assert e.selected_k is None
