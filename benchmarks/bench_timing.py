@@ -34,7 +34,7 @@ from specmon.interop.aiperf import read_raw_export
 from specmon.sim.process import start_sim
 from specmon.stats import percentile
 
-LAG_WARNING = "client saturated"  # formatting.saturation_text, via commands/run.py _warn_lag
+LAG_WARNING = "client saturated"  # formatting.saturation_text, via run/headless.py _warn_lag
 US = 1000.0  # ns per microsecond
 
 

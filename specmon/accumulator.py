@@ -20,7 +20,7 @@ from typing import Any, cast
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
 from specmon.results_window import RESULTS_WINDOW, ResultWindow
-from specmon.specdecode.fidelity import weakest
+from specmon.specdecode.fidelity import COUNTS, weakest
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import (
     DERIVED,
@@ -285,6 +285,7 @@ class RunAccumulator:
         # record has no steps, so its accepted drafts cannot enter 1 + accepted / steps)
         self.stepped_accepted = 0
         self.fidelity_counts: Counter[str] = Counter()  # requests per fidelity level
+        self.verification_notes: dict[str, None] = {}  # the records' notes, in order
         self.engine: str | None = None
         self.num_spec_tokens: int | None = None
         self.columns: dict[str, MetricColumn] = {}
@@ -354,6 +355,8 @@ class RunAccumulator:
     def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
         self.fidelity_counts[rec.fidelity] += 1
+        if rec.verification_note is not None:
+            self.verification_notes.setdefault(rec.verification_note)
         self.total_accepted += rec.num_accepted_draft_tokens
         self.total_drafted += rec.num_draft_tokens
         self._note_engine(rec)
@@ -453,7 +456,8 @@ class RunAccumulator:
             float(self.total_accepted),
             float(self.total_drafted),
         )
-        out["total_spec_decode_steps"] = steps
+        if self.fidelity_counts[COUNTS] < self.spec_request_count:  # some record had steps
+            out["total_spec_decode_steps"] = steps
         out["total_accepted_draft_tokens"] = acc
         out["total_draft_tokens"] = drafted
         if steps:

@@ -40,7 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from specmon.bounded_read import read_bounded  # a FIFO or device: refused
 from specmon.errors import UserError
+from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import EngineChoice
 
 M = TypeVar("M", bound=BaseModel)
@@ -214,8 +216,6 @@ class OptionSet(Generic[M]):
 
     # layers -----------------------------------------------------------------------------
     def file_layer(self, path: str) -> dict[str, Any]:
-        from specmon.sources.datasets.files import read_bounded  # a FIFO or device: refused
-
         try:
             data = tomllib.loads(read_bounded(path, "config file").decode("utf-8"))
         except UnicodeDecodeError:
@@ -542,8 +542,6 @@ class RunConfig(BaseModel):
         return self
 
     def _check_segments(self) -> None:
-        from specmon.analysis.segments import parse_segments  # validates the spec itself
-
         parse_segments(self.segments or "")
         if (self.segment_duration is None) == (self.segment_requests is None):
             raise ValueError(

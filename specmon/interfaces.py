@@ -1,15 +1,16 @@
 """The declared seams between a run's parts (docs/architecture.md, "Run control and view").
 
-* `RunControl`: what drives a run. Every runner implements it: `LoadRunner` (one event
+* `RunLifecycle`: start, stop and watch a run. Every runner has it: `LoadRunner` (one event
   loop), `WorkerPool` (N processes), `MultiRun` (one runner per server), `ReplayFeeder`
-  (a finished run fed back); a sweep or watch runner implements the same members.
+  (a finished run fed back), `SweepControl`, `WatchRun`.
+* `LoadKnobs`: steer the load; only the runners that send requests have them.
 * `ResultsView` / `SessionView`: one server's accumulated results, as the screen and the
   headless progress line read them (`RunAccumulator` / `RunSession`).
 * `RunView`: the run as a whole for the monitor: its servers, each one's /metrics poller and
   the live segments table. `MonitoredRun` is both (what `SpecmonApp` drives).
 * `MonitorConfig`: the run's settings the monitor shows (header, knobs' starting values).
 
-Only declarations here (and the plain `LoadProgress` record they return); nothing imports
+Only declarations here (and the plain `LoadProgress` record they return, and `knobs_of`); nothing imports
 Textual, aiohttp or the load generator.
 """
 
@@ -53,13 +54,13 @@ class LoadProgress:
 
 
 @runtime_checkable
-class RunControl(Protocol):
-    """Start, stop and steer a run; every member is thread-safe.
+class RunLifecycle(Protocol):
+    """Start, stop and watch a run; every member is thread-safe. Every runner has it, through
+    the one implementation they share (sources/lifecycle.py BackgroundRun) or, for a run
+    made of runners (MultiRun), over theirs.
 
     `error` is what ended the run abnormally (None when it ended normally or still runs).
-    `drives_load` says whether this run sends requests: only then do the load knobs change
-    anything (each real change starts a load segment) and does `progress()` count requests
-    in flight. A replay's load was fixed when it was recorded: its knobs do nothing.
+    `join` waits on an Event set when the run's thread ends, and returns `finished`.
     """
 
     @property
@@ -71,9 +72,6 @@ class RunControl(Protocol):
     @property
     def error(self) -> BaseException | None: ...
 
-    @property
-    def drives_load(self) -> bool: ...
-
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -82,11 +80,23 @@ class RunControl(Protocol):
 
     def progress(self) -> LoadProgress: ...
 
+
+@runtime_checkable
+class LoadKnobs(Protocol):
+    """Steer the load while it runs (each real change starts a load segment). Only a run
+    that sends requests has them (LoadRunner, WorkerPool, MultiRun); a replay, a watch and
+    the sweep's control do not, and the monitor offers the knobs only where they are."""
+
     def set_concurrency(self, value: int | None) -> None: ...
 
     def set_request_rate(self, value: float | None, mode: str | None = None) -> None: ...
 
     def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None: ...
+
+
+def knobs_of(control: object) -> LoadKnobs | None:
+    """The load knobs of a run, None for one that drives no load (a replay, a watch)."""
+    return control if isinstance(control, LoadKnobs) else None
 
 
 @runtime_checkable
@@ -99,7 +109,8 @@ class LandingCount(Protocol):
         ...
 
 
-class LoadControl(RunControl, LandingCount, Protocol):
+@runtime_checkable
+class LoadControl(RunLifecycle, LoadKnobs, LandingCount, Protocol):
     """What MultiRun drives per server (LoadRunner, WorkerPool)."""
 
 
@@ -164,7 +175,7 @@ class RunView(Protocol):
     """
 
     @property
-    def servers(self) -> Mapping[str, tuple[RunControl | None, SessionView]]: ...
+    def servers(self) -> Mapping[str, tuple[RunLifecycle | None, SessionView]]: ...
 
     def poller(self, label: str) -> CounterSource | None: ...
 
@@ -174,8 +185,9 @@ class RunView(Protocol):
 
 
 @runtime_checkable
-class MonitoredRun(RunControl, RunView, Protocol):
-    """What the live monitor drives and reads: MultiRun, ReplayFeeder."""
+class MonitoredRun(RunLifecycle, RunView, Protocol):
+    """What the live monitor drives and reads: MultiRun, ReplayFeeder, WatchRun; the load
+    knobs too where the run has them (`knobs_of`)."""
 
 
 @dataclass

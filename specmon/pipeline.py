@@ -108,10 +108,13 @@ def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
     return [ParsedResponse(data, None, request) for data in responses if isinstance(data, dict)]
 
 
-def process_capture(capture: RawCapture, engine: str | None = None) -> RequestResult:
+def process_capture(
+    capture: RawCapture, engine: str | None = None, note: str | None = None
+) -> RequestResult:
     """Turn one raw capture into its RequestResult. Never raises on payload content.
 
-    engine: read only that engine's payload (`--engine`); None detects any engine's."""
+    engine: read only that engine's payload (`--engine`); None detects any engine's.
+    note: the server's non-comparable verification mode, put on the record."""
     result = RequestResult(
         capture=capture,
         phase=capture.benchmark_phase,
@@ -132,6 +135,9 @@ def process_capture(capture: RawCapture, engine: str | None = None) -> RequestRe
         return result
     parsed = parse_responses(capture)
     _attach_spec(result, parsed, capture.request, engine)
+    if note is not None and result.outcome.record is not None:
+        noted = result.outcome.record.model_copy(update={"verification_note": note})
+        result.outcome.record = result.outcome.trace = noted
     result.values, final_ns = request_timing(capture, parsed)
     if final_ns is not None:
         result.end_ns = final_ns

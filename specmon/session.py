@@ -38,6 +38,7 @@ from specmon.sinks.base import ResultSink
 from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink
 from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
+from specmon.specdecode.fidelity import FIDELITY_KEY
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
@@ -92,6 +93,9 @@ class RunSession:
         self.input_config = dict(input_config or {})
         # Read only this engine's payloads (--engine, or SGLang detected); None: any engine.
         self.engine = engine
+        # The server's non-comparable verification modes (fidelity.verification_notes),
+        # written on every record; set by whoever asked the server, before the load.
+        self.verification_note: str | None = None
         # The request log keeps `window` results in memory and reads older ones back from
         # the JSONL (specmon/results_window.py); window=None keeps every result.
         self.accumulator = RunAccumulator(live=live, window=window)
@@ -157,7 +161,8 @@ class RunSession:
 
     def add(self, capture: RawCapture) -> RequestResult:
         """Process one capture and hand it to every sink. Thread-safe."""
-        result = process_capture(capture, self.engine)  # pure; runs outside the lock
+        # pure; runs outside the lock
+        result = process_capture(capture, self.engine, self.verification_note)
         with self._lock:
             if capture.wall_start_ns is not None and (
                 self._wall_start_ns is None or capture.wall_start_ns < self._wall_start_ns
@@ -225,7 +230,9 @@ class RunSession:
         self.paths["json"] = write_json(directory / JSON_NAME, doc)
         blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
         per_category = doc.get(PER_CATEGORY_KEY)
-        self.paths["csv"] = write_csv(directory / CSV_NAME, blocks, per_category)
+        self.paths["csv"] = write_csv(
+            directory / CSV_NAME, blocks, per_category, doc.get(FIDELITY_KEY)
+        )
 
     def _summary_to_stderr(self, doc: dict[str, Any], exc: OSError) -> None:
         why = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or exc

@@ -31,7 +31,8 @@ from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixt
 from realvllm.server import STATUS_ENV, ensure_installed
 from tmux_pane import Pane
 
-from specmon.sim.process import SimProcess, start_sim
+from specmon.server.process import ServerProcess
+from specmon.sim.process import start_sim
 
 pytest_plugins = ["pytester"]  # tests/project/test_suite_rules.py runs an inner pytest
 
@@ -137,10 +138,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture
-def sims() -> Iterator[Callable[..., SimProcess]]:
-    started: list[SimProcess] = []
+def sims() -> Iterator[Callable[..., ServerProcess]]:
+    started: list[ServerProcess] = []
 
-    def start(args: Sequence[str] = (), timeout: float = 30) -> SimProcess:
+    def start(args: Sequence[str] = (), timeout: float = 30) -> ServerProcess:
         sim = start_sim(list(args), timeout)
         started.append(sim)
         return sim
@@ -151,7 +152,7 @@ def sims() -> Iterator[Callable[..., SimProcess]]:
 
 
 @pytest.fixture(scope="module")
-def shared_sim() -> Iterator[SimProcess]:
+def shared_sim() -> Iterator[ServerProcess]:
     with start_sim(SHARED_SIM_ARGS) as sim:
         yield sim
 

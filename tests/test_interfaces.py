@@ -1,11 +1,13 @@
-"""The declared seams (specmon/interfaces.py): every runner implements RunControl with the
-declared signatures, the monitor reads nothing by probing, and the shared progress / knob
-helpers give the figures worked out by hand."""
+"""The declared seams (specmon/interfaces.py): every runner has RunLifecycle with the
+declared signatures through the one shared implementation (sources/lifecycle.py), only the
+runners that send requests have LoadKnobs, the monitor reads nothing by probing, and the
+shared progress / knob helpers give the figures worked out by hand."""
 
 from __future__ import annotations
 
 import inspect
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,21 +15,28 @@ import pytest
 from specmon.config import RunConfig
 from specmon.interfaces import (
     LandingCount,
+    LoadKnobs,
     LoadProgress,
     MonitorConfig,
     MonitoredRun,
-    RunControl,
+    RunLifecycle,
     RunView,
+    knobs_of,
 )
 from specmon.session import RunSession
+from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import knob_shares, merge_progress
 from specmon.sources.load.multi import MultiRun
 from specmon.sources.load.runner import LoadRunner
 from specmon.sources.load.workers import WorkerPool
 from specmon.sources.replay import ReplayFeeder, ReplaySource
+from specmon.sources.sweep_control import SweepControl
+from specmon.sources.watch import WatchRun
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNER_CLASSES = (LoadRunner, WorkerPool, MultiRun, ReplayFeeder)
+LOAD_CLASSES = (LoadRunner, WorkerPool, MultiRun)  # they send requests
+NO_LOAD_CLASSES = (ReplayFeeder, SweepControl, WatchRun)
+RUNNER_CLASSES = LOAD_CLASSES + NO_LOAD_CLASSES
 
 
 def protocol_members(protocol: type) -> dict[str, object]:
@@ -68,25 +77,25 @@ def instances() -> list[object]:
     ]
 
 
-def test_the_protocol_declares_the_run_control_surface():
-    assert set(protocol_members(RunControl)) == {
+def test_the_protocols_declare_the_lifecycle_and_the_knobs_apart():
+    assert set(protocol_members(RunLifecycle)) == {
         "finished",
         "stopped_early",
         "error",
-        "drives_load",
         "start",
         "stop",
         "join",
         "progress",
+    }
+    assert set(protocol_members(LoadKnobs)) == {
         "set_concurrency",
         "set_request_rate",
         "set_output_tokens",
     }
 
 
-@pytest.mark.parametrize("klass", RUNNER_CLASSES, ids=lambda k: k.__name__)
-def test_every_runner_has_each_member_with_the_declared_signature(klass):
-    for name, declared in protocol_members(RunControl).items():
+def assert_declared(klass: type, protocol: type) -> None:
+    for name, declared in protocol_members(protocol).items():
         assert hasattr(klass, name) or name == "error", f"{klass.__name__} lacks {name}"
         if isinstance(declared, property):
             continue  # a property or a plain attribute both satisfy a read-only member
@@ -95,19 +104,91 @@ def test_every_runner_has_each_member_with_the_declared_signature(klass):
         assert parameters(actual) == parameters(declared), f"{klass.__name__}.{name}"
 
 
-def test_every_runner_instance_is_a_run_control():
+@pytest.mark.parametrize("klass", RUNNER_CLASSES, ids=lambda k: k.__name__)
+def test_every_runner_has_the_lifecycle_with_the_declared_signatures(klass):
+    assert_declared(klass, RunLifecycle)
+
+
+@pytest.mark.parametrize("klass", LOAD_CLASSES, ids=lambda k: k.__name__)
+def test_the_runners_that_send_requests_have_the_knobs(klass):
+    assert_declared(klass, LoadKnobs)
+
+
+@pytest.mark.parametrize("klass", NO_LOAD_CLASSES, ids=lambda k: k.__name__)
+def test_a_runner_that_drives_no_load_has_no_knobs(klass):
+    assert not any(hasattr(klass, name) for name in protocol_members(LoadKnobs))
+
+
+@pytest.mark.parametrize("klass", set(RUNNER_CLASSES) - {MultiRun}, ids=lambda k: k.__name__)
+def test_one_lifecycle_implementation_is_shared(klass):
+    """start / stop / join / finished are BackgroundRun's in every runner with a thread;
+    MultiRun has none of its own and joins its runners."""
+    assert issubclass(klass, BackgroundRun)
+    for name in ("start", "stop", "join", "finished", "_body"):
+        assert getattr(klass, name) is getattr(BackgroundRun, name), f"{klass.__name__}.{name}"
+
+
+def test_every_runner_instance_has_the_lifecycle():
     runners = instances()
     for runner in runners:
-        assert isinstance(runner, RunControl), type(runner).__name__
+        assert isinstance(runner, RunLifecycle), type(runner).__name__
         assert runner.error is None and not runner.finished
     load, pool, multi, feeder = runners
-    assert load.drives_load and pool.drives_load and multi.drives_load
-    assert not feeder.drives_load  # a replay's load was fixed when it was recorded
+    assert all(knobs_of(r) is r for r in (load, pool, multi))
+    assert knobs_of(feeder) is None  # a replay's load was fixed when it was recorded
     # what the monitor drives: MultiRun (live) and ReplayFeeder (replay)
     assert isinstance(multi, MonitoredRun) and isinstance(feeder, MonitoredRun)
     assert isinstance(multi, RunView) and not isinstance(load, RunView)
     # the live /metrics verdict's client count: LoadRunner and WorkerPool say it
     assert isinstance(load, LandingCount) and isinstance(pool, LandingCount)
+
+
+class Held(BackgroundRun):
+    """A run whose thread waits until released (or stopped); `fail` makes it raise."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def _launch(self) -> None:
+        self.calls.append("launch")
+
+    def _started(self) -> None:
+        self.calls.append("started")
+
+    def _main(self) -> None:
+        self.release.wait(30)
+        if self.fail:
+            raise ValueError("boom")
+
+    def _request_stop(self) -> None:
+        self.calls.append("stop")
+        self.release.set()
+
+
+def test_the_shared_lifecycle_by_its_rules():
+    run = Held()
+    assert run.join(5) is False and run.calls == []  # not started: no wait, not finished
+    run.start()
+    run.start()  # idempotent: one launch, one thread
+    assert run.calls == ["launch", "started"]
+    assert run.join(0.01) is False and not run.finished
+    run.stop()  # before the end: stopped early
+    assert run.join(30) and run.finished and run.stopped_early and run.error is None
+    run.stop()  # after the end: still one early stop, the hook called again harmlessly
+    assert run.calls == ["launch", "started", "stop", "stop"]
+
+
+def test_the_shared_lifecycle_keeps_what_the_thread_raised():
+    run = Held(fail=True)
+    run.start()
+    run.release.set()
+    assert run.join(30)
+    assert isinstance(run.error, ValueError) and str(run.error) == "boom"
+    run.stop()  # a stop after the end is no early stop
+    assert not run.stopped_early
 
 
 def test_load_runner_unlanded_is_sent_minus_landed():
@@ -126,6 +207,8 @@ def test_replay_feeder_progress_counts_fed_records(tmp_path):
     assert feeder.join(10)
     assert feeder.progress().phase == "done"
     assert list(feeder.servers) == ["run"] and feeder.segment_rows() is None
+    feeder.stop()  # after the end (the monitor quits): not stopped early
+    assert not feeder.stopped_early
 
 
 def test_merge_progress_by_hand():
@@ -164,7 +247,8 @@ PROBE = re.compile(r"getattr|hasattr|callable\(")
 def test_no_probing_in_the_monitor_or_the_live_verdict():
     """issue 9: the TUI and server_view.py read runners and sessions through the declared
     protocols, never by probing for attributes."""
-    files = sorted((ROOT / "specmon" / "tui").rglob("*.py"))
+    # themes.py reads a Textual Theme's optional colour fields: no runner or session there
+    files = sorted(p for p in (ROOT / "specmon" / "tui").rglob("*.py") if p.name != "themes.py")
     files.append(ROOT / "specmon" / "server" / "server_view.py")
     assert len(files) > 10  # the walk found the package
     hits = [

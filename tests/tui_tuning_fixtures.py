@@ -10,8 +10,8 @@ from typing import Any
 from segments_oracle import segment_table
 from tui_fixtures import accumulate, make_capture
 
-from specmon.analysis.segments import SegmentLog
 from specmon.interfaces import LoadProgress, MonitorConfig
+from specmon.segment_plan import SegmentLog
 from specmon.server.scrape import CounterDelta, ServerCounterView
 from specmon.tui.app import SpecmonApp
 
@@ -103,7 +103,6 @@ class StubMulti:
         self.finished = False
         self.stopped_early = False
         self.error: BaseException | None = None
-        self.drives_load = True
 
     def start(self) -> None:
         self.calls.append(("start", None))

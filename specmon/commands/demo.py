@@ -122,8 +122,6 @@ def main(args: argparse.Namespace) -> int:
             "demo runs its own simulated server; use `specmon run --url URL` for a real one"
         )
     if args.sweep:
-        from specmon.commands.sweep import demo_sweep
-
         return demo_sweep(args)
     ks = args.num_spec_tokens
     defaults = (
@@ -145,3 +143,49 @@ def main(args: argparse.Namespace) -> int:
         config.url = [sim.url if len(ks) == 1 else f"k{k}={sim.url}" for k, sim in zip(ks, sims)]
         config.model = config.model or sims[0].model
         return run_command.execute(config, save_config_path=getattr(args, "save_config", None))
+
+
+# `specmon demo --sweep` ------------------------------------------------------------------
+# One `specmon sim` per k with the roofline latency model (its formula: `specmon sim --help`):
+# the step floor holds at low load, the verify cost per token wins at high load, so the best
+# k falls as concurrency grows. Sized to finish in under 3 minutes on 2 cores.
+DEMO_SIM = (
+    "{python} -m specmon sim --port {port} --latency-model roofline --step-floor-ms 4"
+    " --compute-ms-per-token 0.05 --draft-ms-per-token 0.2 --ttft-ms 5"
+)
+DEMO_KS = [1, 2, 3, 4, 5, 6]
+DEMO_CONCURRENCY = [1, 4, 16, 64]
+DEMO_REPEATS = 3
+DEMO_SEGMENT_DURATION_S = 1.0
+DEMO_WARMUP = 4
+DEMO_SWEEP_DEFAULTS = {"streaming": True, "output_tokens_mean": 64, "prompt_source": "synthetic"}
+
+
+def demo_templates(acceptance: str, seed: int) -> tuple[str, str]:
+    """(--serve, --baseline-serve) for the demo simulators."""
+    tail = f" --acceptance {acceptance} --seed {seed}"
+    return DEMO_SIM + " --num-spec-tokens {k}" + tail, DEMO_SIM + " --num-spec-tokens 0" + tail
+
+
+def demo_sweep(args: argparse.Namespace) -> int:
+    """`specmon demo --sweep`: the whole k x concurrency sweep against the simulator."""
+    from specmon.commands.sweep import DEFAULT_SEED, default_dir, execute
+    from specmon.sources.sweep import SweepSettings, load_settings_of
+
+    config = build_config(args, defaults=DEMO_SWEEP_DEFAULTS)
+    if config.random_seed is None:
+        config.random_seed = DEFAULT_SEED
+    acceptance = vars(args).get(ACCEPTANCE_DEST) or "0.7"
+    serve, baseline = demo_templates(acceptance, config.random_seed)
+    settings = SweepSettings(
+        ks=list(DEMO_KS),
+        concurrencies=list(DEMO_CONCURRENCY),
+        serve=serve,
+        baseline_serve=baseline,
+        repeats=DEMO_REPEATS,
+        segment_duration=DEMO_SEGMENT_DURATION_S,
+        warmup_request_count=DEMO_WARMUP,
+        ready_timeout=60.0,
+        load=load_settings_of(config),
+    )
+    return execute(settings, config, config.artifact_dir or default_dir())

@@ -8,9 +8,8 @@ end times (`--speed 1` = real time, 2 = twice as fast), so a run can be reviewed
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
-from specmon.errors import UserError
 from specmon.interfaces import MonitorConfig
 from specmon.sources.replay import (
     RAW,
@@ -21,6 +20,9 @@ from specmon.sources.replay import (
     detect_kind,
     load_source,
 )
+
+if TYPE_CHECKING:
+    from specmon.session import RunSession
 
 __all__ = [
     "RAW",
@@ -53,25 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refresh-hz", type=float, default=4.0, help="screen refreshes per second")
 
 
-def build(args: argparse.Namespace) -> tuple[MonitorConfig, ReplayFeeder, Any]:
-    from specmon.session import RunSession
+def build(args: argparse.Namespace) -> tuple[MonitorConfig, ReplayFeeder, RunSession]:
+    """The replay the flags ask for (specmon/run/replay.py)."""
+    from specmon.run.replay import assemble_replay
 
-    if args.speed < 0:
-        raise UserError(f"--speed must be >= 0 (0 = full speed), got {args.speed:g}")
-    if not 0 < args.refresh_hz <= 60:
-        raise UserError(f"--refresh-hz must be in (0, 60], got {args.refresh_hz:g}")
-    source = load_source(args.file)
-    session = RunSession(None, "summary", live=False, keep_responses=True)
-    pace = f"x{args.speed:g}" if args.speed else "full speed"
-    config = MonitorConfig(
-        targets=[str(source.path)],
-        model=source.model,
-        refresh_hz=args.refresh_hz,
-        theme=args.theme,
-        artifact_dir=str(source.path.parent),
-        load_label=f"replay of {source.kind}, {len(source.items)} records, {pace}",
-    )
-    return config, ReplayFeeder(source, session, args.speed), session
+    replay = assemble_replay(args.file, args.speed, args.refresh_hz, args.theme)
+    return replay.config, replay.feeder, replay.session
 
 
 def main(args: argparse.Namespace) -> int:

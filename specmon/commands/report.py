@@ -15,6 +15,7 @@ from specmon.capture import read_raw_capture
 from specmon.errors import UserError
 from specmon.export.console import print_console
 from specmon.session import EXPORT_LEVELS, RunSession
+from specmon.specdecode.fidelity import fidelity_line
 
 MAX_REPORTED_BAD_LINES = 20
 
@@ -80,6 +81,7 @@ def run_report(
         acc.pooled_histogram_sorted(),
         error_summary=dict(acc.error_summary),
         file=out,
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
     )
     print(
         f"{good} captures read, {bad} bad lines skipped; "

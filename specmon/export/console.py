@@ -74,11 +74,12 @@ def render_console(
     *,
     error_summary: dict[str, int] | None = None,
     width: int = 120,
+    fidelity: str | None = None,
 ) -> str:
     """The tables as plain text (no colour, no control codes)."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False)
-    for renderable in _renderables(blocks, pooled_histogram, error_summary):
+    for renderable in _renderables(blocks, pooled_histogram, error_summary, fidelity):
         console.print(renderable)
     return buf.getvalue()
 
@@ -89,10 +90,12 @@ def print_console(
     *,
     error_summary: dict[str, int] | None = None,
     file: TextIO | None = None,
+    fidelity: str | None = None,
 ) -> None:
-    """Print the tables: coloured on a terminal, plain text when piped."""
+    """Print the tables: coloured on a terminal, plain text when piped. fidelity: the
+    line saying what the engine reported (specmon.specdecode.fidelity.fidelity_line)."""
     console = Console(file=file, width=None if (file or sys.stdout).isatty() else 120)
-    for renderable in _renderables(blocks, pooled_histogram, error_summary):
+    for renderable in _renderables(blocks, pooled_histogram, error_summary, fidelity):
         console.print(renderable)
 
 
@@ -100,19 +103,23 @@ def _renderables(
     blocks: dict[str, dict[str, Any]],
     pooled_histogram: dict[int, int] | None,
     error_summary: dict[str, int] | None,
+    fidelity: str | None = None,
 ) -> list[RenderableType]:
     items: list[RenderableType] = []
     main = _table(f"{TITLE_PREFIX} | LLM Metrics", blocks, LLM)
     if main is not None:
         items.append(main)
-    # The spec table and the histogram line need at least one acceptance record.
-    if "total_spec_decode_steps" in blocks:
+    # The spec table and the histogram line need at least one acceptance record (a
+    # counts-only run has draft counts but no steps).
+    if "total_draft_tokens" in blocks:
         spec = _table(f"{TITLE_PREFIX} | LLM Metrics: Spec Decode", blocks, SPEC)
         if spec is not None:
             items.append(spec)
         line = histogram_line(pooled_histogram)
         if line:
             items.append(Text(line, style="cyan"))
+        if fidelity:
+            items.append(Text(fidelity, style="cyan"))
     if error_summary:
         parts = ", ".join(
             f"{k}: {v}" for k, v in sorted(error_summary.items(), key=lambda kv: (-kv[1], kv[0]))

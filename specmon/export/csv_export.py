@@ -9,7 +9,9 @@ No histogram.
 specmon's addition after AIPerf's two sections (docs/metrics.md §12):
 blank line, `Category,Metric,avg,min,...,std` (each category's record metrics), blank line,
 `Category,Metric,Value` (its run-level metrics). AIPerf readers stop at the sections they
-know; a run without categories has neither.
+know; a run without categories has neither. Last, when the run has acceptance records:
+blank line, `Acceptance fidelity,Engine,Label` and one row (level, engine, what the engine
+reported and what is therefore unavailable; specmon/specdecode/fidelity.py).
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ def _category_sections(writer: Any, per_category: dict[str, dict[str, Any]]) -> 
 
 
 def build_csv(
-    blocks: dict[str, dict[str, Any]], per_category: dict[str, dict[str, Any]] | None = None
+    blocks: dict[str, dict[str, Any]],
+    per_category: dict[str, dict[str, Any]] | None = None,
+    fidelity: dict[str, Any] | None = None,
 ) -> str:
     records, scalars = _split(blocks)
     buf = io.StringIO()
@@ -82,6 +86,10 @@ def build_csv(
             writer.writerow([metric_label(tag), format_number(scalars[tag].get("avg"))])
     if per_category:
         _category_sections(writer, per_category)
+    if fidelity:
+        writer.writerow([])
+        writer.writerow(["Acceptance fidelity", "Engine", "Label"])
+        writer.writerow([fidelity.get("level"), fidelity.get("engine"), fidelity.get("label")])
     return buf.getvalue()
 
 
@@ -89,5 +97,6 @@ def write_csv(
     path: str | Path,
     blocks: dict[str, dict[str, Any]],
     per_category: dict[str, dict[str, Any]] | None = None,
+    fidelity: dict[str, Any] | None = None,
 ) -> Path:
-    return atomic_write(path, build_csv(blocks, per_category).encode("utf-8"))
+    return atomic_write(path, build_csv(blocks, per_category, fidelity).encode("utf-8"))

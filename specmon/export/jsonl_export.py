@@ -20,6 +20,7 @@ from specmon.pipeline import (
     derive_request_metrics,
     to_display,
 )
+from specmon.specdecode.fidelity import FIDELITY_KEY
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
@@ -58,7 +59,7 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
     if outcome.zero_step:
         meta["spec_decode_zero_step"] = True
     if outcome.trace is not None:  # which of the record's fields the engine reported
-        meta["acceptance_fidelity"] = outcome.trace.fidelity
+        meta[FIDELITY_KEY] = outcome.trace.fidelity
     out: dict[str, Any] = {
         "metadata": meta,
         "metrics": {

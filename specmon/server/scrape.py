@@ -10,6 +10,13 @@ Over a window (the first sample is taken before the run starts): acceptance rate
 Δaccepted / Δdraft_tokens, acceptance length = 1 + Δaccepted / Δdrafts, per-position rate
 = ΔP[i] / Δdrafts. P is a survival function, so the server-wide histogram is
 H[0] = D − P[0], H[j] = P[j−1] − P[j], H[k] = P[k−1].
+
+Other engines' series come from the engine registry (specmon/specdecode/engines.py):
+TensorRT-LLM's released counters (draft and accepted tokens: a rate, no verify steps, so no
+acceptance length from counters) are read into the same fields; gauges (SGLang's
+`sglang:spec_accept_length` / `spec_accept_rate`, TensorRT-LLM's acceptance length and
+draft overhead) are kept as the last value of the latest scrape, never reconciled or taken
+as a window. Each sample says which engine's counters it read.
 """
 
 from __future__ import annotations
@@ -35,14 +42,11 @@ from specmon.server.health import (
     HealthSample,
     health_from_families,
 )
+from specmon.specdecode.engines import metrics_counters, metrics_gauges
 
-PREFIX = "vllm:spec_decode_"
-COUNTER_FIELDS = {
-    "num_drafts": "drafts",
-    "num_draft_tokens": "draft_tokens",
-    "num_accepted_tokens": "accepted",
-    "num_accepted_tokens_per_pos": "per_pos",
-}
+# counter name without `_total` -> (engine, field); gauge name -> engine
+ENGINE_COUNTERS = metrics_counters()
+ENGINE_GAUGES = metrics_gauges()
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # (field, sorted labels incl. position)
 HEALTH_SERIES = frozenset(GAUGES) | frozenset(COUNTERS)  # the health series parse_counters reads
 
@@ -70,15 +74,22 @@ class CounterSample:
     health: HealthSample | None = field(default=None, compare=False)
     # reason -> series (or lines) of the page rejected as absurd or malformed (parse_counters)
     rejected: Mapping[str, int] = field(default_factory=dict, compare=False)
+    engine: str | None = field(default=None, compare=False)  # whose counters these are
+    # gauge -> its last value (the mean over label sets): never a window
+    gauges: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def present(self) -> bool:
-        return any(f == "drafts" for f, _ in self.series)
+        """Spec-decode counters at all: verify steps (vLLM) or draft tokens (TensorRT-LLM)."""
+        return any(f in ("drafts", "draft_tokens") for f, _ in self.series)
 
     @property
     def label_sets(self) -> int:
-        """Engines / data-parallel ranks seen (label sets of the drafts counter)."""
-        return sum(1 for f, _ in self.series if f == "drafts")
+        """Engines / data-parallel ranks seen (label sets of the drafts counter, or of the
+        draft-token counter where the engine has no verify-step counter)."""
+        fields = [f for f, _ in self.series]
+        counted = "drafts" if "drafts" in fields else "draft_tokens"
+        return fields.count(counted)
 
     def totals(self) -> dict[str, Any]:
         """Counters summed over label sets; per_pos as {position: count}."""
@@ -131,20 +142,27 @@ def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSa
     rejected: dict[str, int] = {}
     series: dict[SeriesKey, float] = {}
     samples: list[Any] = []
+    engines: set[str] = set()
+    gauges: dict[str, list[float]] = {}
     for line in raw.split(b"\n"):
         sample = _parse_line(line, rejected)
         if sample is None:
             continue
         samples.append(sample)
-        fld = _field_of(sample.name)
-        if fld is not None:
-            key = (fld, tuple(sorted(sample.labels.items())))
+        counter = _counter_of(sample.name)
+        if counter is not None:
+            engines.add(counter[0])
+            key = (counter[1], tuple(sorted(sample.labels.items())))
             series[key] = series.get(key, 0.0) + float(sample.value)
+        elif sample.name in ENGINE_GAUGES:
+            gauges.setdefault(sample.name, []).append(float(sample.value))
     if rejected and not samples:
         why = ", ".join(f"{n} {reason}" for reason, n in rejected.items())
         raise UserError(f"/metrics is not valid Prometheus text: every line rejected ({why})")
     health = health_from_families([_Family(samples)], taken)
-    return CounterSample(series, taken, health, rejected)
+    engine = ", ".join(sorted(engines)) or next(iter(map(ENGINE_GAUGES.get, gauges)), None)
+    means = {name: sum(v) / len(v) for name, v in gauges.items()}
+    return CounterSample(series, taken, health, rejected, engine, means)
 
 
 @dataclass
@@ -178,7 +196,7 @@ def _wanted(line: bytes) -> bool:
         at = line.find(stop, 0, end)
         end = at if at != -1 else end
     name = line[:end].decode("utf-8", "replace")
-    return _field_of(name) is not None or name in HEALTH_SERIES
+    return _field_of(name) is not None or name in HEALTH_SERIES or name in ENGINE_GAUGES
 
 
 def _absurd(sample: Any) -> str | None:
@@ -202,13 +220,17 @@ def _reject(rejected: dict[str, int], reason: str) -> None:
     return None
 
 
-def _field_of(sample_name: str) -> str | None:
-    if not sample_name.startswith(PREFIX) or sample_name.endswith("_created"):
+def _counter_of(sample_name: str) -> tuple[str, str] | None:
+    """(engine, field) of a spec-decode counter sample; None for any other series."""
+    if sample_name.endswith("_created"):
         return None
-    base = sample_name[len(PREFIX) :]
-    if base.endswith("_total"):
-        base = base[: -len("_total")]
-    return COUNTER_FIELDS.get(base)
+    base = sample_name[: -len("_total")] if sample_name.endswith("_total") else sample_name
+    return ENGINE_COUNTERS.get(base)
+
+
+def _field_of(sample_name: str) -> str | None:
+    counter = _counter_of(sample_name)
+    return counter[1] if counter is not None else None
 
 
 @dataclass(frozen=True)
@@ -223,6 +245,8 @@ class CounterDelta:
     label_sets: int
     present: bool  # the server exposes spec-decode counters at all
     resets: int = 0  # series that went backwards (server restart): counted from zero
+    engine: str | None = None  # whose counters (the later sample's)
+    gauges: Mapping[str, float] = field(default_factory=dict)  # the later sample's, as read
 
     @property
     def num_spec_tokens(self) -> int:
@@ -276,6 +300,8 @@ def counter_delta(before: CounterSample, after: CounterSample) -> CounterDelta:
         label_sets=after.label_sets,
         present=after.present,
         resets=resets,
+        engine=after.engine,
+        gauges=after.gauges,
     )
 
 
@@ -292,6 +318,8 @@ def add_deltas(first: CounterDelta, then: CounterDelta) -> CounterDelta:
         label_sets=then.label_sets,
         present=then.present,
         resets=first.resets + then.resets,
+        engine=then.engine,
+        gauges=then.gauges,
     )
 
 
@@ -634,11 +662,7 @@ class ServerCounterPoller:
     async def stop(self, settle_s: float = 0.0) -> ServerCounterView:
         """Stop polling after a last sample; with `settle_s`, keep sampling (bounded) until
         two samples in a row agree, for servers that publish counters a little late."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._cancel_polling()
         if self._client is not None:
             await self.sample_now()
             await self._settle(settle_s)
@@ -648,14 +672,17 @@ class ServerCounterPoller:
 
     async def close(self) -> None:
         """Stop at once, no last sample (idempotent; after a stop() cut short)."""
+        await self._cancel_polling()
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def _cancel_polling(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
 
     async def _settle(self, settle_s: float) -> None:
         deadline = time.monotonic() + settle_s
@@ -789,17 +816,36 @@ def describe_window(delta: CounterDelta | None) -> str:
     """One line for a console or a status bar: the server's own acceptance over the window."""
     if delta is None:
         return "server /metrics: no sample yet"
+    gauges = gauges_text(delta.gauges)
     if not delta.present:
-        return "server /metrics: no spec-decode counters"
-    if not delta.drafts:
-        return f"server /metrics ({delta.label_sets} engine(s)): no verify steps in the window"
+        return "server /metrics: no spec-decode counters" + gauges
+    who = f"{delta.engine} counters, " if delta.engine else ""
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
+    if not delta.drafts and delta.draft_tokens:  # TensorRT-LLM: no verify-step counter
+        return (
+            f"server /metrics ({who}{delta.label_sets} engine(s), server-wide): draft "
+            f"acceptance {rate}, {delta.draft_tokens:,} draft tokens; no verify-step counter, "
+            "so no acceptance length from counters" + gauges
+        )
+    if not delta.drafts:
+        return (
+            f"server /metrics ({who}{delta.label_sets} engine(s)): no verify steps in the window"
+            + gauges
+        )
     per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or [])
     return (
-        f"server /metrics ({delta.label_sets} engine(s), server-wide): acceptance length "
+        f"server /metrics ({who}{delta.label_sets} engine(s), server-wide): acceptance length "
         f"{delta.acceptance_length:.2f}, draft acceptance {rate}, per position "
-        f"[{per_pos}], {delta.drafts:,} steps"
+        f"[{per_pos}], {delta.drafts:,} steps" + gauges
     )
+
+
+def gauges_text(gauges: Mapping[str, float]) -> str:
+    """`; gauges (last value, not a window): name value, ...` or "" without gauges."""
+    if not gauges:
+        return ""
+    values = ", ".join(f"{name} {value:.3g}" for name, value in sorted(gauges.items()))
+    return f"; gauges (last value, not a window): {values}"
 
 
 def describe_reconciliation(rec: Reconciliation) -> str:

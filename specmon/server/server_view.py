@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specmon.event_loop import new_event_loop
 from specmon.server.scrape import (
     SCRAPE_TIMEOUT_S,
     ClientMark,
@@ -28,7 +29,6 @@ from specmon.server.scrape import (
     reconcile,
     run_totals_from,
 )
-from specmon.sources.load.runner import new_event_loop
 
 if TYPE_CHECKING:
     from specmon.interfaces import LoadControl, ResultsView
@@ -140,6 +140,9 @@ def server_metrics_report(
     run = run_totals_from(snapshot)
     return {
         "url": view.url,
+        "counters_engine": delta.engine,  # whose counters the window and verdict used
+        # gauges are a last value, not a window: shown, never reconciled
+        "gauges_last_value": dict(delta.gauges),
         "window_s": delta.duration_s,
         "samples": view.samples,
         "label_sets": delta.label_sets,

@@ -19,7 +19,12 @@ from specmon.errors import UserError
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 
-Shape = Literal["vllm", "vllm-legacy", "trtllm", "sglang", "none"]
+# sglext is SGLang's OpenAI-endpoint shape by the name of its wire field (the same as
+# sglang, which also answers /get_server_info); openai-predictions and llamacpp carry
+# counts only (specmon/sim/payloads.py).
+Shape = Literal[
+    "vllm", "vllm-legacy", "trtllm", "sglang", "sglext", "openai-predictions", "llamacpp", "none"
+]
 Level = Literal["summary", "detailed"]
 LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
 SHAPES: tuple[str, ...] = typing.get_args(Shape)
@@ -100,6 +105,11 @@ class SimConfig(BaseModel):
         0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
     )
     disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("shape", mode="after")
+    @classmethod
+    def _shape(cls, value: str) -> str:
+        return "sglang" if value == "sglext" else value  # one shape, two names
 
     @field_validator("acceptance", mode="before")
     @classmethod

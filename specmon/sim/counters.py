@@ -16,112 +16,102 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from specmon.sim.engine import LATE_FACTOR
 from specmon.sim.model import SequencePlan
+
+LABELS = ["engine", "model_name"]
+# (attribute, kind, series, help), in the order /metrics lists them. Spec decoding's exist
+# only with speculation (k >= 1); its per-position counter has a third label, `position`.
+SPEC_SERIES: tuple[tuple[str, type[Counter] | type[Gauge], str, str], ...] = (
+    ("drafts", Counter, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+    ("draft_tokens", Counter, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+    ("accepted", Counter, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."),
+)
+PER_POSITION = (
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+    "Accepted tokens per draft position.",
+)
+SERIES: tuple[tuple[str, type[Counter] | type[Gauge], str, str], ...] = (
+    ("prompt_tokens", Counter, "vllm:prompt_tokens", "Number of prefill tokens processed."),
+    (
+        "generation_tokens",
+        Counter,
+        "vllm:generation_tokens",
+        "Number of generation tokens processed.",
+    ),
+    ("running", Gauge, "vllm:num_requests_running", "Number of requests running."),
+    ("waiting", Gauge, "vllm:num_requests_waiting", "Number of requests waiting."),
+    ("kv_usage", Gauge, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+    ("preemptions", Counter, "vllm:num_preemptions", "Cumulative number of preemption."),
+    (
+        "prefix_queries",
+        Counter,
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens.",
+    ),
+    (
+        "prefix_hits",
+        Counter,
+        "vllm:prefix_cache_hits",
+        "Prefix cache hits, in terms of number of cached tokens.",
+    ),
+    # the simulator's own fidelity series (the module docstring)
+    ("steps", Counter, "specmon_sim_steps", "Simulator engine steps run."),
+    (
+        "steps_late",
+        Counter,
+        "specmon_sim_steps_late",
+        "Simulator steps whose actual duration exceeded the formula by more than 2%.",
+    ),
+    (
+        "formula_seconds",
+        Counter,
+        "specmon_sim_step_formula_seconds",
+        "Sum of the simulator steps' formula durations.",
+    ),
+    (
+        "lag_seconds",
+        Counter,
+        "specmon_sim_step_lag_seconds",
+        "Sum of how far the simulator's steps ran over their formula durations.",
+    ),
+)
 
 
 class SpecCounters:
     """The series vLLM exposes on /metrics, written by prometheus_client like vLLM."""
 
+    # one attribute per row of SPEC_SERIES (k >= 1 only) and SERIES
+    drafts: Counter
+    draft_tokens: Counter
+    accepted: Counter
+    per_pos: Counter
+    prompt_tokens: Counter
+    generation_tokens: Counter
+    running: Gauge
+    waiting: Gauge
+    kv_usage: Gauge
+    preemptions: Counter
+    prefix_queries: Counter
+    prefix_hits: Counter
+    steps: Counter
+    steps_late: Counter
+    formula_seconds: Counter
+    lag_seconds: Counter
+
     def __init__(self, model: str, k: int, engines: int) -> None:
         self.registry = CollectorRegistry()
         self.k = k
-        labels = ["engine", "model_name"]
-        reg = self.registry
-        families: list[Counter | Gauge] = []
+        families = [self._declare(*row) for row in (SPEC_SERIES if k > 0 else ())]
         if k > 0:
-            self.drafts = Counter(
-                "vllm:spec_decode_num_drafts",
-                "Number of spec decoding drafts.",
-                labels,
-                registry=reg,
-            )
-            self.draft_tokens = Counter(
-                "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels, registry=reg
-            )
-            self.accepted = Counter(
-                "vllm:spec_decode_num_accepted_tokens",
-                "Number of accepted tokens.",
-                labels,
-                registry=reg,
-            )
-            self.per_pos = Counter(
-                "vllm:spec_decode_num_accepted_tokens_per_pos",
-                "Accepted tokens per draft position.",
-                labels + ["position"],
-                registry=reg,
-            )
-            families += [self.drafts, self.draft_tokens, self.accepted]
-        self.prompt_tokens = Counter(
-            "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=reg
-        )
-        self.generation_tokens = Counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=reg
-        )
-        self.running = Gauge(
-            "vllm:num_requests_running", "Number of requests running.", labels, registry=reg
-        )
-        self.waiting = Gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting.", labels, registry=reg
-        )
-        self.kv_usage = Gauge(
-            "vllm:kv_cache_usage_perc",
-            "KV-cache usage. 1 means 100 percent usage.",
-            labels,
-            registry=reg,
-        )
-        self.preemptions = Counter(
-            "vllm:num_preemptions", "Cumulative number of preemption.", labels, registry=reg
-        )
-        self.prefix_queries = Counter(
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            labels,
-            registry=reg,
-        )
-        self.prefix_hits = Counter(
-            "vllm:prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            labels,
-            registry=reg,
-        )
-        families += [
-            self.prompt_tokens,
-            self.generation_tokens,
-            self.running,
-            self.waiting,
-            self.kv_usage,
-            self.preemptions,
-            self.prefix_queries,
-            self.prefix_hits,
-        ]
-        self.steps = Counter(
-            "specmon_sim_steps", "Simulator engine steps run.", labels, registry=reg
-        )
-        self.steps_late = Counter(
-            "specmon_sim_steps_late",
-            "Simulator steps whose actual duration exceeded the formula by more than 2%.",
-            labels,
-            registry=reg,
-        )
-        self.formula_seconds = Counter(
-            "specmon_sim_step_formula_seconds",
-            "Sum of the simulator steps' formula durations.",
-            labels,
-            registry=reg,
-        )
-        self.lag_seconds = Counter(
-            "specmon_sim_step_lag_seconds",
-            "Sum of how far the simulator's steps ran over their formula durations.",
-            labels,
-            registry=reg,
-        )
-        families += [self.steps, self.steps_late, self.formula_seconds, self.lag_seconds]
+            self.per_pos = Counter(*PER_POSITION, [*LABELS, "position"], registry=self.registry)
+        families += [self._declare(*row) for row in SERIES]
         self.labels = [(str(e), model) for e in range(engines)]
         # per engine: the fidelity counters' children, looked up once (add_step runs per step)
         self._step_children = [
-            tuple(c.labels(*lab) for c in (self.steps, self.steps_late, self.formula_seconds))
-            + (self.lag_seconds.labels(*lab),)
+            tuple(
+                c.labels(*lab)
+                for c in (self.steps, self.steps_late, self.formula_seconds, self.lag_seconds)
+            )
             for lab in self.labels
         ]
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
@@ -129,6 +119,13 @@ class SpecCounters:
                 family.labels(engine, name)
             for position in range(k):
                 self.per_pos.labels(engine, name, str(position))
+
+    def _declare(
+        self, attribute: str, kind: type[Counter] | type[Gauge], name: str, help_text: str
+    ) -> Counter | Gauge:
+        family = kind(name, help_text, LABELS, registry=self.registry)
+        setattr(self, attribute, family)
+        return family
 
     def add_plan(self, engine: int, plan: SequencePlan, steps_done: int | None = None) -> None:
         """Count the first `steps_done` spec steps of a plan (all of them by default)."""
@@ -148,16 +145,17 @@ class SpecCounters:
             if hits:
                 self.per_pos.labels(*labels, str(position)).inc(hits)
 
-    def add_step(self, engine: int, formula_s: float, lag_s: float) -> None:
-        """One engine step: its formula duration and its lag (engine.py); late over 2%."""
-        steps, late, formula, lag = self._step_children[engine]
+    def add_step(self, engine: int, formula_s: float, lag_s: float, late: bool) -> None:
+        """One engine step: its formula duration, its lag and whether it was late (engine.py
+        decides: LATE_FACTOR)."""
+        steps, late_steps, formula, lag = self._step_children[engine]
         steps.inc()
         if formula_s > 0:
             formula.inc(formula_s)
             if lag_s > 0:
                 lag.inc(lag_s)
-                if lag_s > (LATE_FACTOR - 1.0) * formula_s:
-                    late.inc()
+                if late:
+                    late_steps.inc()
 
     def add_tokens(self, engine: int, prompt_tokens: int, generation_tokens: int) -> None:
         labels = self.labels[engine]

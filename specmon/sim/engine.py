@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -137,7 +137,9 @@ class EngineLoop:
             lateness = time.perf_counter() - deadline
             lag = max(0.0, lateness - behind)
             behind = max(behind, lateness)
-            self.counters.add_step(self.engine, step_s, lag if step_s > 0 else 0.0)
+            lag = lag if step_s > 0 else 0.0
+            late = step_s > 0 and lag > (LATE_FACTOR - 1.0) * step_s
+            self.counters.add_step(self.engine, step_s, lag, late)
             self._finish_step(step_s * 1000.0)
 
     def _boundary(self, deadline: float) -> None:
@@ -173,13 +175,8 @@ class EngineLoop:
         ones preempted (by their own claim or a later one) leave the batch. False if empty."""
         self._k = self.k_for(self.scheduler.running_total)
         kept: list[_Slot] = []
-        for slot in self.batch:
+        for slot in self._served():
             member = slot.member
-            if id(member) not in self.slots:
-                continue
-            if member.client_gone:
-                self._drop(slot)
-                continue
             if slot.drawn < slot.rounds and not member.seq.preempted:  # no step in hand
                 slot.tokens = member.draw_step(self._k)
                 slot.drawn += 1
@@ -198,13 +195,8 @@ class EngineLoop:
     def _finish_step(self, step_ms: float) -> None:
         """The step's deadline: hand each request its round; the finished ones leave."""
         kept: list[_Slot] = []
-        for slot in self.batch:
+        for slot in self._served():
             member = slot.member
-            if id(member) not in self.slots:
-                continue
-            if member.client_gone:
-                self._drop(slot)
-                continue
             rnd = slot.rounds
             slot.rounds += 1
             if member.deliver(rnd, step_ms):
@@ -213,6 +205,16 @@ class EngineLoop:
             else:
                 kept.append(slot)
         self.batch = kept
+
+    def _served(self) -> Iterator[_Slot]:
+        """The batch's slots still to serve; a request whose client went away is dropped."""
+        for slot in self.batch:
+            if id(slot.member) not in self.slots:
+                continue
+            if slot.member.client_gone:
+                self._drop(slot)
+                continue
+            yield slot
 
     def _drop(self, slot: _Slot) -> None:
         self.scheduler.release(slot.member.seq)

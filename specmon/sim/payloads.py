@@ -3,7 +3,12 @@
 vllm         response-root `metrics.speculative_decoding` (vLLM 0.32, dense histogram)
 vllm-legacy  per-choice `speculative_decoding_stats`, sparse string-keyed histogram
 trtllm       per-choice `speculative_decoding` (TensorRT-LLM), absent when nothing was drafted
-sglang       root `sglext.spec_tokens_details` (object for n = 1, list for n > 1)
+sglang       root `sglext.spec_tokens_details` (object for n = 1, list for n > 1); also
+             `--shape sglext`
+openai-predictions  `usage.completion_tokens_details` accepted / rejected prediction
+             tokens (counts only; a gateway's shape, smg #2481)
+llamacpp     root `timings` with `draft_n` / `draft_n_accepted` (counts only; llama.cpp
+             writes the two keys only when the request drafted)
 """
 
 from __future__ import annotations
@@ -139,8 +144,44 @@ def sglang_object(plan: SequencePlan, k: int) -> dict[str, Any]:
     }
 
 
+def openai_details(plan: SequencePlan) -> dict[str, int]:
+    """`usage.completion_tokens_details`: accepted drafts and the rest of the proposed ones.
+
+    Sent on every answer, 0 / 0 without drafts, as OpenAI's own API does."""
+    return {
+        "reasoning_tokens": 0,
+        "accepted_prediction_tokens": plan.accepted,
+        "rejected_prediction_tokens": plan.drafted - plan.accepted,
+    }
+
+
+def llamacpp_timings(plan: SequencePlan, prompt_tokens: int, elapsed_ms: float) -> dict[str, Any]:
+    """llama.cpp's `timings` (server-task.cpp `result_timings::to_json`); the draft keys
+    only when something was drafted."""
+    predicted = plan.completion_tokens
+    timings: dict[str, Any] = {
+        "cache_n": 0,
+        "prompt_n": prompt_tokens,
+        "prompt_ms": 0.0,
+        "prompt_per_token_ms": 0.0,
+        "prompt_per_second": 0.0,
+        "predicted_n": predicted,
+        "predicted_ms": elapsed_ms,
+        "predicted_per_token_ms": elapsed_ms / predicted if predicted else 0.0,
+        "predicted_per_second": 1000.0 * predicted / elapsed_ms if elapsed_ms > 0 else 0.0,
+    }
+    if plan.drafted > 0:
+        timings["draft_n"] = plan.drafted
+        timings["draft_n_accepted"] = plan.accepted
+    return timings
+
+
 def corrupt(obj: dict[str, Any]) -> dict[str, Any]:
     """Make the histogram contradict the step count (fault injection: --malformed-rate)."""
+    if "draft_n" in obj:  # counts only: accept more than was drafted
+        obj["draft_n_accepted"] = obj["draft_n"] + 1
+    if "rejected_prediction_tokens" in obj:
+        obj["rejected_prediction_tokens"] = -1
     for key in ("acceptance_histogram", "spec_correct_drafts_histogram"):
         hist = obj.get(key)
         if isinstance(hist, list):

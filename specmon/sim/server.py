@@ -129,6 +129,8 @@ OWNERS = {
     "none": "vllm",
     "trtllm": "tensorrt_llm",
     "sglang": "sglang",
+    "llamacpp": "llamacpp",
+    "openai-predictions": "specmon-sim",  # a gateway's cards name no engine
 }
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
@@ -378,14 +380,43 @@ class SimRequest:
         tokens = self.plans[0].completion_tokens
         return payloads.timing_metrics(self.t_start, self.t_first, time.perf_counter(), tokens)
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt = sum(self.parsed.prompt_tokens)
         completion = sum(p.completion_tokens for p in self.plans)
-        return {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "total_tokens": prompt + completion,
             "completion_tokens": completion,
         }
+        details = self.usage_details()
+        if details is not None:
+            usage["completion_tokens_details"] = details
+        return usage
+
+    def usage_details(self) -> dict[str, Any] | None:
+        """The OpenAI-standard counts (--shape openai-predictions), n = 1 only."""
+        if self.cfg.shape != "openai-predictions" or not self.single or self.k == 0:
+            return None
+        return self._maybe_corrupt(payloads.openai_details(self.plans[0]))
+
+    def root_timings(self) -> dict[str, Any] | None:
+        """llama.cpp's root `timings` (--shape llamacpp), n = 1 only."""
+        if self.cfg.shape != "llamacpp" or not self.single:
+            return None
+        elapsed_ms = (time.perf_counter() - self.t_first) * 1000.0 if self.t_first else 0.0
+        prompt = sum(self.parsed.prompt_tokens)
+        timings = payloads.llamacpp_timings(self.plans[0], prompt, elapsed_ms)
+        return self._maybe_corrupt(timings) if "draft_n" in timings else timings
+
+    def counts_payload(self, body: dict[str, Any]) -> Any:
+        """Add the counts-only shapes' objects to a body (or the stream's last chunk) and
+        return the one sent (None if none)."""
+        timings = self.root_timings()
+        if timings is not None:
+            body["timings"] = timings
+            return timings if "draft_n" in timings else None
+        usage = body.get("usage")
+        return usage.get("completion_tokens_details") if isinstance(usage, dict) else None
 
     def _text(self, tokens: int) -> str:
         return self._text_bytes(tokens).decode()
@@ -578,6 +609,8 @@ class SimRequest:
             if ext is not None:
                 body["sglext"] = ext
                 payload = ext["spec_tokens_details"]
+        elif self.cfg.shape in ("llamacpp", "openai-predictions"):
+            payload = self.counts_payload(body)
         else:
             payload = sent[0] if self.single and sent else (sent or None)
         return body, payload
@@ -706,6 +739,11 @@ class SimRequest:
                 payload = spec
             if ext is not None:
                 chunk["sglext"] = ext
+            payload = self.counts_payload(chunk) or payload
+            out.append(_sse(chunk))
+        elif self.cfg.shape == "llamacpp":  # its last chunk carries the timings
+            chunk = {**self._base(), "choices": []}
+            payload = self.counts_payload(chunk)
             out.append(_sse(chunk))
         if self._sent_choice_specs:
             sent = self._sent_choice_specs

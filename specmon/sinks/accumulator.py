@@ -9,7 +9,7 @@ from specmon.accumulator import RunAccumulator
 from specmon.capture import RawCapture
 from specmon.pipeline import RequestResult
 from specmon.sinks.base import BaseSink
-from specmon.specdecode.fidelity import run_fidelity
+from specmon.specdecode.fidelity import FIDELITY_KEY, run_fidelity
 
 
 class AccumulatorSink(BaseSink):
@@ -26,13 +26,13 @@ class AccumulatorSink(BaseSink):
         acc = self.accumulator
         extras: dict[str, Any] = {}
         # specmon's own keys, each absent when empty: requests cut short by the stop; which
-        # of the record's fields the engine reported (docs/metrics.md "Engines"); why
+        # of the record's fields the engine reported (docs/metrics.md §10.1); why
         # requests had no record (counted per reason, e.g. other_engine:vllm)
         if acc.cancelled_count:
             extras["cancelled_request_count"] = acc.cancelled_count
-        fidelity = run_fidelity(acc.fidelity_counts)
+        fidelity = run_fidelity(acc.fidelity_counts, tuple(acc.verification_notes))
         if fidelity is not None:
-            extras["acceptance_fidelity"] = {"engine": acc.engine, **fidelity}
+            extras[FIDELITY_KEY] = {"engine": acc.engine, **fidelity}
         if acc.spec_reasons:
             extras["no_record_reasons"] = dict(sorted(acc.spec_reasons.items()))
         return extras

@@ -204,7 +204,7 @@ class PrometheusExporter:
 
 class PrometheusSink(BaseSink):
     """Feeds one session's results to a (shared) exporter: registered with each session of
-    a run, demo, sweep repeat or watch (commands/run.py make_session)."""
+    a run, demo, sweep repeat or watch (run/assemble.py make_session)."""
 
     def __init__(self, exporter: PrometheusExporter) -> None:
         self.exporter = exporter

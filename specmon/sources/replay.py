@@ -17,7 +17,8 @@ import orjson
 
 from specmon.constants import NS_PER_S
 from specmon.errors import UserError
-from specmon.interfaces import CounterSource, LoadProgress, RunControl, SessionView
+from specmon.interfaces import CounterSource, LoadProgress, RunLifecycle, SessionView
+from specmon.sources.lifecycle import BackgroundRun
 
 RAW = "raw capture"
 RECORDS = "profile_export.jsonl"
@@ -119,26 +120,23 @@ def load_source(path: str | Path) -> ReplaySource:
     return source
 
 
-class ReplayFeeder:
+class ReplayFeeder(BackgroundRun):
     """interfaces.MonitoredRun over a finished run: feeds the items to `session` on a thread,
-    paced by their recorded end times or at full speed. It sends no requests
-    (`drives_load` False: the knobs do nothing), has one server, no /metrics poller and
+    paced by their recorded end times or at full speed. It sends no requests (no load
+    knobs: its load was fixed when it was recorded), has one server, no /metrics poller and
     no segments table."""
 
+    thread_name = "specmon-replay"
+
     def __init__(self, source: ReplaySource, session: Any, speed: float = 0.0) -> None:
+        super().__init__()
         self.source = source
         self.session = session
         self.speed = speed
         self.fed = 0
-        self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()  # also the pacing sleep: wait(timeout)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="specmon-replay", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+    def _main(self) -> None:
         origin_ns = next((i.end_ns for i in self.source.items if i.end_ns is not None), None)
         t0 = time.monotonic()
         for item in self.source.items:
@@ -151,25 +149,8 @@ class ReplayFeeder:
             item.feed(self.session)
             self.fed += 1
 
-    def stop(self) -> None:
+    def _request_stop(self) -> None:
         self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop.is_set()
-
-    @property
-    def drives_load(self) -> bool:
-        return False
 
     def progress(self) -> LoadProgress:
         """Records fed so far of all there are; nothing is ever in flight."""
@@ -177,18 +158,9 @@ class ReplayFeeder:
         total = len(self.source.items)
         return LoadProgress(self.fed, self.fed, total, 0, 0, 0.0, phase)
 
-    def set_concurrency(self, value: int | None) -> None:
-        """A replay's load was fixed when it was recorded."""
-
-    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        """A replay's load was fixed when it was recorded."""
-
-    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        """A replay's load was fixed when it was recorded."""
-
     # RunView: one server, no /metrics, no segments
     @property
-    def servers(self) -> dict[str, tuple[RunControl | None, SessionView]]:
+    def servers(self) -> dict[str, tuple[RunLifecycle | None, SessionView]]:
         return {"run": (self, self.session)}
 
     def poller(self, label: str) -> CounterSource | None:

@@ -14,17 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
@@ -35,9 +29,15 @@ from specmon.config import RunConfig
 from specmon.decision.slo import PERCENTILES, Slo, parse_slo
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
+from specmon.interfaces import LoadControl
 from specmon.server.health import HealthDelta, HealthSample
+from specmon.server.models import list_models
+from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
+from specmon.session import RunSession
 
+# a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
+MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
 SWEEP_JSON = "sweep.json"
 SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
@@ -201,87 +201,37 @@ class ServerFailed(Exception):
     """The server for one k could not be started or died; the message names k and log."""
 
 
-class ServerProcess:
-    """One server command for one k, in its own process group, logging to a file."""
-
-    def __init__(self, command: str, k: int, port: int, log_path: Path) -> None:
-        self.command = command
-        self.k = k
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = log_path
-        with open(log_path, "ab") as log:
-            log.write(f"$ {command}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                ["bash", "-c", command],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: one signal reaches all its children
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-            )
-
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def failure(self, what: str) -> ServerFailed:
-        tail = self.log_tail()
-        return ServerFailed(
-            f"server for k={self.k} {what}; last lines of {self.log_path}:\n{tail}".rstrip()
-        )
-
-    def wait_ready(self, model: str | None, timeout: float, stopping: threading.Event) -> str:
-        """Poll /v1/models until it lists `model` (or any model when None); return the model."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not stopping.is_set():
-            if self.proc.poll() is not None:
-                raise self.failure(f"exited with status {self.proc.returncode} before it was ready")
-            ids = list_models(self.url)
-            if ids and (model is None or model in ids):
-                return model or ids[0]
-            stopping.wait(0.25)
-        if stopping.is_set():
-            raise ServerFailed(f"server for k={self.k}: stopped before it was ready")
-        listed = f" (never listed model '{model}')" if model else ""
-        raise self.failure(f"was not ready within {timeout:g} s{listed}")
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """SIGTERM the group, SIGKILL it after grace_s; waits for the leader."""
-        _signal_group(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        # children may outlive the leader (bash -c 'a; b'): the group gets SIGKILL either way
-        _signal_group(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(grace_s)
+def start_server(command: str, k: int, port: int, log_path: Path) -> ServerProcess:
+    """The --serve command for one k, logging to `log_path` (server/process.py)."""
+    return ServerProcess(shell(command), f"http://127.0.0.1:{port}", log_path)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def server_failure(server: ServerProcess, k: int, what: str) -> ServerFailed:
+    tail = server.log_tail(LOG_TAIL_LINES)
+    return ServerFailed(
+        f"server for k={k} {what}; last lines of {server.log_path}:\n{tail}".rstrip()
+    )
 
 
-def list_models(base: str, api_key: str | None = None) -> list[str]:
-    request = urllib.request.Request(base + "/v1/models")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=2) as response:
-            data = json.loads(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return []
-    return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and m.get("id")]
+def wait_ready(
+    server: ServerProcess,
+    k: int,
+    model: str | None,
+    timeout: float,
+    api_key: str | None,
+    stopping: threading.Event,
+) -> str:
+    """Until /v1/models lists `model` (or any model when None); the model, or ServerFailed."""
+    ready = server.wait_ready(model, timeout, api_key, stopping, poll_s=0.25)
+    if ready is not None:
+        return ready
+    if stopping.is_set():
+        raise ServerFailed(f"server for k={k}: stopped before it was ready")
+    if not server.alive:
+        code = server.proc.returncode
+        raise server_failure(server, k, f"exited with status {code} before it was ready")
+    listed = f" (never listed model '{model}')" if model else ""
+    raise server_failure(server, k, f"was not ready within {timeout:g} s{listed}")
 
 
 # --------------------------------------------------------------------------------------
@@ -394,6 +344,7 @@ class SweepRunner:
         load_config: RunConfig,
         artifact_dir: str | Path,
         *,
+        make_repeat: MakeRepeat,
         out: TextIO | None = None,
         previous: list[dict[str, Any]] | None = None,
         on_cell: Callable[[Cell], None] | None = None,
@@ -401,6 +352,7 @@ class SweepRunner:
     ) -> None:
         self.settings = settings
         self.load_config = load_config
+        self.make_repeat = make_repeat
         self.dir = Path(artifact_dir)
         self.out = out or sys.stdout
         self.hash = settings.settings_hash()
@@ -414,7 +366,7 @@ class SweepRunner:
             cell = Cell.from_dict(entry)
             self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
         self.stopping = threading.Event()
-        self._runner: Any = None
+        self._runner: LoadControl | None = None
         self._process: ServerProcess | None = None  # the server started, ready or not
         # re-entrant: stop() may run in a signal handler on the thread that holds it (headless)
         self._lock = threading.RLock()
@@ -433,7 +385,7 @@ class SweepRunner:
         handler: one syscall, no locks."""
         server = self._process
         if server is not None:
-            _signal_group(server.proc.pid, signal.SIGKILL)
+            server.kill_now()
 
     def is_done(self, k: int, c: int) -> bool:
         kept = self.cells.get((k, c))
@@ -487,14 +439,19 @@ class SweepRunner:
             port = free_port()
             command = substitute(template, k, port)
             self._say(f"specmon sweep: k={k}: starting `{command}`")
-            server = ServerProcess(command, k, port, self.dir / f"server-k{k}.log")
+            server = start_server(command, k, port, self.dir / f"server-k{k}.log")
             self._process = server
             self.now = SweepNow(
                 "starting", k, repeats=self.settings.repeats, log_path=server.log_path
             )
             try:
-                model = server.wait_ready(
-                    self.load_config.model, self.settings.ready_timeout, self.stopping
+                model = wait_ready(
+                    server,
+                    k,
+                    self.load_config.model,
+                    self.settings.ready_timeout,
+                    self.load_config.api_key,
+                    self.stopping,
                 )
                 self._say(f"specmon sweep: k={k}: ready at {server.url} (model {model})")
                 failed = self._measure_row(k, todo, server.url, model, server)
@@ -504,7 +461,7 @@ class SweepRunner:
                     for c in todo:
                         self._record(Cell(k, c, error=str(exc)))
             finally:
-                server.stop()
+                server.stop(STOP_GRACE_S)
                 self._process = None
             if failed and self.settings.stop_on_error:
                 self._say("specmon sweep: stopping (--stop-on-error)")
@@ -521,8 +478,8 @@ class SweepRunner:
             if cell is None:
                 return False
             if not server.alive:
-                error = server.failure(
-                    f"exited with status {server.proc.returncode} during concurrency {c}"
+                error = server_failure(
+                    server, k, f"exited with status {server.proc.returncode} during concurrency {c}"
                 )
                 for rest in todo[i:]:
                     self._record(Cell(k, rest, error=str(error)))
@@ -579,14 +536,11 @@ class SweepRunner:
     def _run_repeat(
         self, k: int, c: int, rep: int, url: str, model: str
     ) -> tuple[RepeatMeasurement | None, int | None, int]:
-        from specmon.commands.run import make_runner, make_session
-
         repeat_dir = self.dir / f"k{k}" / f"c{c}" / f"r{rep + 1}"
         warmup = 0 if k in self._warmed else self.settings.warmup_request_count
         self._warmed.add(k)
         config = self._cell_config(url, model, c, warmup, repeat_dir)
-        session = make_session(config)
-        runner = make_runner(config, session)
+        session, runner = self.make_repeat(config)
         with self._lock:
             if self.stopping.is_set():
                 return None, None, 0

@@ -1,8 +1,8 @@
-"""A SweepRunner on its own thread, as a RunControl (specmon/interfaces.py), for the live
+"""A SweepRunner on its own thread, as a RunLifecycle (specmon/interfaces.py), for the live
 sweep view: the screen's thread only reads `runner.now` and the recorded cells and calls
 `stop()`; the grid runs here (docs/architecture.md, "k sweep").
 
-The load knobs do nothing: each cell's concurrency is the grid's, so `drives_load` is False.
+It has no load knobs (interfaces.LoadKnobs): each cell's concurrency is the grid's.
 """
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ import threading
 
 from specmon.analysis.sweep_types import Cell
 from specmon.interfaces import LoadProgress
+from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.sweep import SweepResult, SweepRunner
 
 
-class SweepControl:
+class SweepControl(BackgroundRun):
     """Runs `runner.run()` on the `specmon-sweep` thread; `result` once it has ended."""
 
+    thread_name = "specmon-sweep"
+
     def __init__(self, runner: SweepRunner) -> None:
+        super().__init__()
         self.runner = runner
         self.result: SweepResult | None = None
-        self._error: BaseException | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="specmon-sweep", daemon=True)
         # cells as the runner records them (its on_cell hook, chained), resumed ones first
         self._lock = threading.Lock()
         self._cells = {(c.k, c.concurrency): c for c in runner.ordered_cells()}
@@ -37,44 +38,20 @@ class SweepControl:
         runner.on_cell = on_cell
 
     def _main(self) -> None:
-        try:
-            self.result = self.runner.run()
-        except BaseException as exc:  # reported by the screen and the command, never lost
-            self._error = exc
-        finally:
-            self._done.set()
+        self.result = self.runner.run()  # what it raises: `error`, for the screen and command
+
+    def _request_stop(self) -> None:
+        self.runner.stop()
 
     def cells(self) -> list[Cell]:
         """The cells recorded so far (kept from a resumed sweep included), in grid order."""
         with self._lock:
             return [cell for _, cell in sorted(self._cells.items())]
 
-    # RunControl ------------------------------------------------------------------------
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
+    # RunLifecycle (the rest is BackgroundRun's) -------------------------------------------
     @property
     def stopped_early(self) -> bool:
-        return self.runner.stopping.is_set()
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
-
-    @property
-    def drives_load(self) -> bool:
-        return False
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.runner.stop()
-
-    def join(self, timeout: float | None = None) -> bool:
-        # on the Event, not Thread.join (docs/architecture.md, "Lifecycle")
-        return self._done.wait(timeout)
+        return self.runner.stopping.is_set()  # also a stop signal that reached the runner
 
     def progress(self) -> LoadProgress:
         """Cells as requests: `total` cells in the grid, `completed` recorded so far."""
@@ -84,12 +61,3 @@ class SweepControl:
         done, errors = len(cells), sum(1 for cell in cells if cell.error)
         phase = {"idle": "starting", "done": "done"}.get(self.runner.now.phase, "profiling")
         return LoadProgress(done, done, total, 0, errors, 0.0, phase)
-
-    def set_concurrency(self, value: int | None) -> None:
-        """The grid fixes every cell's concurrency."""
-
-    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        """The grid fixes every cell's load."""
-
-    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        """The grid fixes every cell's load."""

@@ -13,8 +13,8 @@ Counter resets: the deltas are taken scrape to scrape, never from the first samp
 series that went down (the server restarted) counts from zero in that interval
 (`counter_delta`), the row is marked `reset`, and the totals go on from the new baseline.
 
-`WatchRun` is an interfaces.RunControl + RunView: no load (`drives_load` False, knobs do
-nothing), every server's session is empty (the monitor's per-request panels say why).
+`WatchRun` is an interfaces.RunLifecycle + RunView: no load (no load knobs), every
+server's session is empty (the monitor's per-request panels say why).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from specmon.accumulator import RunAccumulator
+from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress, SessionView
 from specmon.server.health import HealthDelta, label_text
 from specmon.server.scrape import (
@@ -42,7 +43,7 @@ from specmon.server.scrape import (
     ServerCounterView,
     counter_delta,
 )
-from specmon.sources.load.runner import new_event_loop
+from specmon.sources.lifecycle import BackgroundRun
 
 CSV_NAME = "watch_timeseries.csv"
 JSONL_NAME = "watch_timeseries.jsonl"
@@ -336,10 +337,12 @@ class _EmptySession:
         return self._artifact_dir
 
 
-class WatchRun:
+class WatchRun(BackgroundRun):
     """Polls every server's /metrics every `interval_s` until `stop()` or `duration_s`.
 
     `on_row(row)` is called on the scrape thread for every row (after it is written)."""
+
+    thread_name = "specmon-watch"
 
     def __init__(
         self,
@@ -349,6 +352,7 @@ class WatchRun:
         duration_s: float | None = None,
         on_row: Any = None,
     ) -> None:
+        super().__init__()
         self.targets = dict(targets)
         self.artifact_dir = Path(artifact_dir)
         self.interval_s = interval_s
@@ -362,33 +366,24 @@ class WatchRun:
         self._sessions = {label: _EmptySession(self.artifact_dir) for label in self.targets}
         self.writer: TimeseriesWriter | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._done = threading.Event()
-        self._stopped_early = False
-        self._error: BaseException | None = None
 
-    # RunControl -----------------------------------------------------------------------
-    def start(self) -> None:
+    # RunLifecycle (BackgroundRun) --------------------------------------------------------
+    def _launch(self) -> None:
         self.writer = TimeseriesWriter(self.artifact_dir)
         self.started_s = time.monotonic()
         for track in self.tracks.values():
             track.started_s = self.started_s
         self._loop = new_event_loop()
-        self._thread = threading.Thread(target=self._main, name="specmon-watch", daemon=True)
-        self._thread.start()
 
     def _main(self) -> None:
         assert self._loop is not None
         try:
             self._loop.run_until_complete(self._watch())
-        except BaseException as exc:
-            self._error = exc
         finally:
             self._loop.close()
             if self.writer is not None:
                 self.writer.close()
-            self._done.set()
 
     async def _watch(self) -> None:
         """Scrape until stopped or `--duration`; the start and the end never wait on a slow
@@ -454,43 +449,14 @@ class WatchRun:
         if self.on_row is not None:
             self.on_row(row)
 
-    def stop(self) -> None:
-        self._stopped_early = not self._done.is_set()
+    def _request_stop(self) -> None:
         self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stopped_early
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
-
-    @property
-    def drives_load(self) -> bool:
-        return False
 
     def progress(self) -> LoadProgress:
         errors = sum(t.errors for t in self.tracks.values())
         phase = "done" if self.finished else "profiling"
         elapsed = time.monotonic() - self.started_s
         return LoadProgress(0, 0, None, 0, errors, 0.0, phase, elapsed_s=elapsed)
-
-    def set_concurrency(self, value: int | None) -> None:
-        return None  # no load to steer
-
-    def set_request_rate(self, value: float | None, mode: str | None = None) -> None:
-        return None
-
-    def set_output_tokens(self, mean: int | None, stddev: float = 0.0) -> None:
-        return None
 
     # RunView --------------------------------------------------------------------------
     @property

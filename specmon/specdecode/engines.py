@@ -8,7 +8,7 @@ how a server identifies itself as this engine (its `/v1/models` `owned_by`, its
 (`fidelity.py`). Nothing here imports an adapter: the adapter registry imports the classes
 named here, so this module stays a leaf that `config.py` may read.
 
-Facts and sources per engine: docs/metrics.md "Engines".
+Facts and sources per engine: docs/metrics.md §10.1.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ class MetricsNames:
     """An engine's /metrics spec-decode series. counters: windowed deltas may be taken;
     gauges: a last value only (never reconciled as a counter)."""
 
-    drafts: str | None = None
+    draft_tokens: str | None = None
     accepted: str | None = None
-    steps: str | None = None
+    steps: str | None = None  # verify steps (vLLM's num_drafts)
+    per_position: str | None = None  # steps that accepted position i, label `position`
     gauges: tuple[str, ...] = ()
 
 
@@ -62,6 +63,7 @@ ENGINES: tuple[Engine, ...] = (
             "vllm:spec_decode_num_draft_tokens",
             "vllm:spec_decode_num_accepted_tokens",
             "vllm:spec_decode_num_drafts",
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
         ),
     ),
     Engine(
@@ -74,8 +76,7 @@ ENGINES: tuple[Engine, ...] = (
         metrics=MetricsNames(
             "trtllm_spec_decode_num_draft_tokens",
             "trtllm_spec_decode_num_accepted_tokens",
-            None,
-            ("trtllm_spec_decode_acceptance_length", "trtllm_spec_decode_draft_overhead"),
+            gauges=("trtllm_spec_decode_acceptance_length", "trtllm_spec_decode_draft_overhead"),
         ),
     ),
     Engine(
@@ -119,6 +120,28 @@ def engine(name: str) -> Engine:
         return _BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown engine {name!r}; known: {', '.join(ENGINE_NAMES)}") from None
+
+
+def metrics_counters() -> dict[str, tuple[str, str]]:
+    """Every engine's spec-decode counter (name without `_total`) -> (engine, field), the
+    fields being scrape.py's: drafts (verify steps), draft_tokens, accepted, per_pos."""
+    out: dict[str, tuple[str, str]] = {}
+    for e in ENGINES:
+        m = e.metrics
+        for name, fld in (
+            (m.steps, "drafts"),
+            (m.draft_tokens, "draft_tokens"),
+            (m.accepted, "accepted"),
+            (m.per_position, "per_pos"),
+        ):
+            if name is not None:
+                out[name] = (e.name, fld)
+    return out
+
+
+def metrics_gauges() -> dict[str, str]:
+    """Every engine's spec-decode gauge -> engine: a last value, never a windowed delta."""
+    return {g: e.name for e in ENGINES for g in e.metrics.gauges}
 
 
 def as_choice(name: str) -> EngineChoice:

@@ -38,6 +38,9 @@ class SpecDecodeAcceptanceRecord(BaseModel):
     completion_tokens: int | None = None
     per_step_accepted: list[int] | None = None
     per_step_drafted: list[int] | None = None
+    # specmon's: the server uses a verification mode whose acceptance is not comparable
+    # with exact verification (fidelity.verification_notes); None when it says none
+    verification_note: str | None = None
 
     @field_validator("mean_acceptance_length", "draft_acceptance_rate", mode="before")
     @classmethod

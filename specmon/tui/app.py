@@ -4,7 +4,7 @@ The load runs on its own thread (LoadRunner) and feeds a RunSession; this app on
 `session.accumulator` (snapshot(), results, timeline()) at `refresh_hz`, and each widget
 repaints only when its data changed. Nothing here runs per record. What it reads and drives
 is declared in specmon/interfaces.py: the session is a SessionView, the runner a
-MonitoredRun (RunControl + RunView), the settings shown a MonitorConfig.
+MonitoredRun (RunLifecycle + RunView), the settings shown a MonitorConfig.
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ from textual.widgets import Footer, Input, Static
 
 from specmon import stops
 from specmon.formatting import saturation_text
-from specmon.interfaces import MonitorConfig, MonitoredRun, RunControl, SeriesSource, SessionView
+from specmon.interfaces import (
+    MonitorConfig,
+    MonitoredRun,
+    RunLifecycle,
+    SeriesSource,
+    SessionView,
+    knobs_of,
+)
+from specmon.specdecode.fidelity import SERVER_WIDE
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.screens.explain import ExplainScreen
@@ -633,7 +641,7 @@ class SpecmonApp(App[int]):
             info = replace(info, request_count=total, progress_done=done)
         self._widget(RunHeader).show(info)
 
-    def _shown_runner(self) -> RunControl | None:
+    def _shown_runner(self) -> RunLifecycle | None:
         """The runner of the server the panels show: the header's counts are that server's,
         so its in-flight count and phase must be too (not the sum over every server)."""
         if self.runner is not None and len(self.servers) > 1:
@@ -687,10 +695,10 @@ class SpecmonApp(App[int]):
         said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
         where = f" {source.strip(' ·')}" if source else ""
         basis = f"{steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
-        spec = snap.spec_stats or {}
+        spec, fidelity = snap.spec_stats or {}, snap.fidelity
         counters = self._counters.get(self._label())
         if source and not spec and counters is not None:  # no per-request stats: the server's
-            spec = _server_wide_spec(counters)
+            spec, fidelity = _server_wide_spec(counters), SERVER_WIDE
         self._widget(HeadlineView).show(
             headline_of(
                 spec,
@@ -698,6 +706,7 @@ class SpecmonApp(App[int]):
                 int(snap.error_count),
                 recommendation_text(estimate),
                 basis,
+                fidelity,
             )
         )
 
@@ -802,8 +811,8 @@ class SpecmonApp(App[int]):
 
     def action_load_knob(self, name: str, direction: int) -> None:
         """Raise or lower a load setting; the runner starts a new segment."""
-        runner = self.runner
-        if runner is None or not runner.drives_load:
+        runner = knobs_of(self.runner)
+        if runner is None:
             self.notify("load keys work in live runs only", timeout=3)
             return
         if name == "request_rate" and not self.load_settings.get("request_rate"):
@@ -873,16 +882,16 @@ def _initial_settings(config: MonitorConfig | None) -> dict[str, Any]:
     }
 
 
-def _failure(runner: RunControl | None) -> str | None:
+def _failure(runner: RunLifecycle | None) -> str | None:
     error = runner.error if runner is not None and runner.finished else None
     if error is None or isinstance(error, KeyboardInterrupt):
         return None
     return f"{type(error).__name__}: {error}"
 
 
-def _runner_progress(runner: RunControl | None) -> dict[str, Any]:
+def _runner_progress(runner: RunLifecycle | None) -> dict[str, Any]:
     """In-flight count and phase, for a runner that sends requests (not a replay)."""
-    if runner is None or not runner.drives_load:
+    if runner is None or knobs_of(runner) is None:
         return {}
     try:
         p = runner.progress()
@@ -901,7 +910,7 @@ def _target(config: MonitorConfig | None) -> str:
     return ", ".join(config.targets) or "-" if config is not None else "-"
 
 
-def _known_total(runner: RunControl | None) -> tuple[int | None, int | None]:
+def _known_total(runner: RunLifecycle | None) -> tuple[int | None, int | None]:
     """(done, total) a runner counts itself (a replay: records fed of its file's count,
     warmup records included), or (None, None)."""
     if runner is None:

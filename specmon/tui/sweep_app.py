@@ -1,6 +1,6 @@
 """The live sweep view (`specmon sweep` / `specmon demo --sweep` without --headless).
 
-The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunControl);
+The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunLifecycle);
 this app samples it on a timer: the k x concurrency grid filling in with each finished
 cell's median ± MAD, the cell and repeat being measured, the decision row forming
 (analysis/sweep.py decide over the finished cells), the server's log tail while it starts,

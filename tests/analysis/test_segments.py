@@ -8,17 +8,11 @@ import argparse
 import pytest
 from segments_oracle import segment_table
 
-from specmon.analysis.segments import (
-    SegmentLog,
-    format_segments,
-    parse_segments,
-    recommended_by_segment,
-    render_segment_table,
-    split_plan,
-)
+from specmon.analysis.segments import recommended_by_segment, render_segment_table
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
 from specmon.pipeline import RequestResult, SpecOutcome
+from specmon.segment_plan import SegmentLog, format_segments, parse_segments, split_plan
 from specmon.session import RunSession
 from specmon.sources.load.multi import MultiRun, folder_name
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord

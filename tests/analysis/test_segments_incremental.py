@@ -10,8 +10,9 @@ import pytest
 from segments_oracle import segment_table
 
 from analysis.test_segments import result
-from specmon.analysis.segments import SegmentLog, SegmentTable
+from specmon.analysis.segments import SegmentTable
 from specmon.config import RunConfig
+from specmon.segment_plan import SegmentLog
 from specmon.session import RunSession
 from specmon.sources.load.multi import MultiRun
 

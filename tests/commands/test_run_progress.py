@@ -6,8 +6,8 @@ import io
 from dataclasses import replace
 from types import SimpleNamespace
 
-from specmon.commands.run import describe_run, progress_line
 from specmon.config import RunConfig
+from specmon.run.headless import describe_run, progress_line
 from specmon.sources.load.generator import LoadProgress
 
 
@@ -85,15 +85,15 @@ class NoLine:
 def test_a_run_too_short_for_the_sustained_window_still_warns_at_the_end():
     # 0.93 busy over the run's last second (or all of a shorter run) is >= 0.9: the client
     # was the bottleneck; the warning names both signs (93%, 4 ms)
-    from specmon.commands.run import _wait_printing
+    from specmon.run.headless import wait_printing
 
     out = io.StringIO()
     busy = LoadProgress(9, 9, 9, 0, 0, 4.0, "done", loop_busy=0.93)
-    _wait_printing(FinishedRun(busy), out, NoLine())
+    wait_printing(FinishedRun(busy), 30.0, out, NoLine())
     assert out.getvalue() == (
         "specmon: warning: client saturated (event loop busy 93%, lag 4 ms): latencies "
         "include the client's own delay (try --workers 2)\n"
     )
     out = io.StringIO()
-    _wait_printing(FinishedRun(replace(busy, loop_busy=0.89)), out, NoLine())
+    wait_printing(FinishedRun(replace(busy, loop_busy=0.89)), 30.0, out, NoLine())
     assert out.getvalue() == ""  # below the line: nothing to say

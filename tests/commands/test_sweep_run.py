@@ -336,7 +336,10 @@ def test_a_speculating_baseline_is_an_error(tmp_path: Path) -> None:
 # Until `specmon sim` has the roofline model and k=0, the demo's template is swapped in the
 # child for today's linear model and a no-payload k=1 baseline (same grid, same counts).
 DEMO_PRELUDE = (
-    "import specmon.commands.sweep as s; "
+    "import specmon.commands.demo as s; "
+    # the whole grid's wiring is under test, not the measurement: 84 segments of 0.25 s
+    # (each still ends its in-flight requests) instead of the demo's 1 s
+    "s.DEMO_SEGMENT_DURATION_S = 0.25; "
     "s.DEMO_SIM = '{python} -m specmon sim --port {port} --step-ms 4 --batch-slope 0.004 "
     "--draft-ms-per-token 0.2 --ttft-ms 5' if not ROOFLINE else s.DEMO_SIM; "
     "t = s.demo_templates; "
@@ -348,7 +351,7 @@ DEMO_PRELUDE = (
 
 @pytest.mark.e2e
 def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
-    from specmon.commands.sweep import DEMO_CONCURRENCY, DEMO_KS
+    from specmon.commands.demo import DEMO_CONCURRENCY, DEMO_KS
 
     prelude = f"ROOFLINE = {SIM_HAS_ROOFLINE}; K0 = {SIM_HAS_K0}; " + DEMO_PRELUDE
     proc = subprocess.run(

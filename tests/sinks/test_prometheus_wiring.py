@@ -64,7 +64,7 @@ def test_endpoint_scraped_during_a_run_process(tmp_path):
 
 @pytest.mark.e2e
 def test_endpoint_totals_equal_the_exports(tmp_path):
-    from specmon.commands.run import make_runner, make_session
+    from specmon.run.assemble import make_runner, make_session
     from specmon.sinks.prometheus import close_exporters
     from specmon.sources.load.multi import MultiRun
 

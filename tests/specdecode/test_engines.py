@@ -202,3 +202,143 @@ def test_a_runs_fidelity_is_its_weakest_records():
     assert weakest([PER_STEP, HISTOGRAM]) == HISTOGRAM
     assert weakest([PER_STEP, COUNTS, HISTOGRAM]) == COUNTS
     assert weakest([]) is None
+
+
+# ------------------------------------------------------------------ a mixed run's totals
+
+
+def test_counts_only_records_enter_the_pooled_rate_but_no_step_based_sum(tmp_path):
+    """vLLM: 43 steps, 10 accepted of 129; llama.cpp: 9 accepted of 12, no steps. By hand:
+    pooled rate 100 * 19 / 141; token-weighted AL 1 + 10 / 43 (the vLLM steps only); the
+    run's level is its weakest record's (counts); the histogram is vLLM's alone."""
+    session = RunSession(tmp_path / "run", "records")
+    for i, name in enumerate(("vllm_merged_summary_chat", "llamacpp_chat")):
+        raw = RawCapture.from_dict({**load_capture(name), "start_ns": i, "end_ns": i + 10})
+        session.add(raw)
+    acc = session.accumulator
+    derived = acc.derived_values()
+    assert derived["total_accepted_draft_tokens"] == 19
+    assert derived["total_draft_tokens"] == 141
+    assert derived["total_spec_decode_steps"] == 43
+    assert derived["spec_decode_overall_draft_acceptance_rate"] == pytest.approx(100 * 19 / 141)
+    assert derived["spec_decode_token_weighted_acceptance_length"] == pytest.approx(1 + 10 / 43)
+    assert acc.pooled_histogram_sorted() == {0: 39, 1: 1, 3: 3}
+    snap = acc.snapshot()
+    assert snap.fidelity == COUNTS
+    # the per-request AL column has the vLLM request only
+    assert snap.spec_stats["spec_decode_acceptance_length"]["count"] == 1
+    doc = session.export_document()
+    assert doc["acceptance_fidelity"]["requests"] == {HISTOGRAM: 1, COUNTS: 1}
+
+
+def test_the_headline_names_the_fidelity_beside_the_acceptance_figures():
+    from specmon.tui.widgets.headline import headline_of, headline_text
+
+    spec = {"spec_decode_overall_draft_acceptance_rate": {"avg": 75.0}}
+    text = headline_text(headline_of(spec, {}, 0, "-", "", COUNTS), {}).plain
+    first = text.splitlines()[0]
+    assert first.startswith("AL N/A  tok-wtd AL N/A  draft acc N/A%  overall 75.00%")
+    assert "(counts)  errors 0" in first and len(first) <= 76  # fits 80 columns with borders
+    full = headline_text(headline_of(spec, {}, 0, "-", "", PER_STEP), {}).plain
+    assert "(full)" in full.splitlines()[0] and "counts" not in full
+
+
+# ------------------------------------------------------------------ non-comparable modes
+
+
+SUFFIX_MRV2 = {
+    "vllm_config": "model='m', speculative_config=SpeculativeConfig(method='suffix', "
+    "num_spec_tokens=8), ...",
+    "environment": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+}
+FLY = {
+    "vllm_config": {"speculative_config": {"method": "eagle3", "rejection_sample_method": "fly"}}
+}
+
+
+def test_verification_notes_name_the_non_comparable_modes():
+    from specmon.specdecode.fidelity import (
+        LOSSY,
+        SUFFIX_MAYBE,
+        SUFFIX_PADDING,
+        verification_notes,
+    )
+
+    assert verification_notes(SUFFIX_MRV2) == (SUFFIX_PADDING,)
+    assert verification_notes({"vllm_config": "speculative_config={'method': 'suffix'}"}) == (
+        SUFFIX_MAYBE,
+    )
+    assert verification_notes(FLY) == (LOSSY,)
+    exact = {"vllm_config": {"speculative_config": {"method": "eagle3"}}}
+    assert verification_notes(exact) == () and verification_notes(None) == ()
+
+
+def _serve_once(body: dict) -> tuple[str, object]:
+    """A loopback HTTP server answering /server_info with body (404 elsewhere)."""
+    import http.server
+    import json
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = json.dumps(body).encode()
+            self.send_response(200 if self.path == "/server_info" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(data if self.path == "/server_info" else b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+def test_the_note_is_asked_of_the_server_and_written_on_every_record(tmp_path):
+    from specmon.sources.load.runner import verification_note
+    from specmon.specdecode.fidelity import LOSSY, fidelity_line
+
+    url, server = _serve_once(FLY)
+    try:
+        note = verification_note(url, None)
+    finally:
+        server.shutdown()
+    assert note == LOSSY
+    session = RunSession(tmp_path / "run", "records")
+    session.verification_note = note
+    raw = RawCapture.from_dict({**load_capture("vllm_merged_summary_chat"), "start_ns": 0})
+    assert session.add(raw).spec.verification_note == LOSSY
+    paths = session.finish()
+    import json
+
+    line = json.loads(paths["jsonl"].read_text().splitlines()[0])
+    assert line["spec_decode_acceptance"]["verification_note"] == LOSSY
+    doc = json.loads(paths["json"].read_text())
+    assert doc["acceptance_fidelity"]["not_comparable"] == [LOSSY]
+    acc = session.accumulator
+    assert fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)) == (
+        f"Acceptance fidelity (vllm): histogram and counts: no per-step arrays; {LOSSY}"
+    )
+
+
+def test_a_server_without_server_info_gives_no_note():
+    from specmon.sources.load.runner import verification_note
+
+    url, server = _serve_once({})
+    try:
+        assert verification_note(url.replace("127.0.0.1", "127.0.0.1") + "/nothing", None) is None
+        assert verification_note(url, None) is None  # answers, names no mode
+    finally:
+        server.shutdown()
+
+
+def test_sglang_generate_with_the_newer_field_names():
+    # verify_ct 6, correct 10, proposed 18 = 6 x (4 - 1), histogram [1, 2, 1, 2]:
+    # 1+2+1+2 = 6 steps and 0*1 + 1*2 + 2*1 + 3*2 = 10 accepted; AL = 1 + 10/6
+    record = detect(*responses_of("sglang_generate_v2_names")).record
+    assert record.engine == "sglang" and record.fidelity == HISTOGRAM
+    assert (record.num_spec_steps, record.num_accepted_draft_tokens) == (6, 10)
+    assert record.num_draft_tokens == 18
+    assert record.acceptance_histogram == {0: 1, 1: 2, 2: 1, 3: 2}
+    assert record.mean_acceptance_length == pytest.approx(1 + 10 / 6)

@@ -24,8 +24,8 @@ from tui_tuning_fixtures import (
     session_of,
 )
 
-from specmon.commands.run import make_runner, make_session
 from specmon.config import RunConfig
+from specmon.run.assemble import make_runner, make_session
 from specmon.server.scrape import (
     ClientMark,
     ClientProbe,

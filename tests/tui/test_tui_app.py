@@ -41,7 +41,6 @@ class StubRun:
     finished = False
     stopped_early = False
     error: BaseException | None = None
-    drives_load = True
 
     def __init__(self, session=None):
         self.session = session

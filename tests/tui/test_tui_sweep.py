@@ -12,6 +12,7 @@ from tui_tuning_fixtures import H2, capture_k, session_of
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.run.assemble import make_repeat
 from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings
 from specmon.sources.sweep_control import SweepControl
 from specmon.tui.sweep_app import SweepApp
@@ -33,7 +34,9 @@ def fake_control(tmp_path) -> tuple[SweepControl, SweepRunner]:
         repeats=3,
         segment_requests=8,
     )
-    runner = SweepRunner(settings, RunConfig(), tmp_path / "sweep", out=io.StringIO())
+    runner = SweepRunner(
+        settings, RunConfig(), tmp_path / "sweep", make_repeat=make_repeat, out=io.StringIO()
+    )
     return SweepControl(runner), runner
 
 

@@ -351,7 +351,13 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
 
     def stub_runner(in_flight: int):
         progress = LoadProgress(0, 1, None, in_flight, 0, 0.0, "profiling")
-        return SimpleNamespace(progress=lambda: progress, finished=False, drives_load=True)
+        return SimpleNamespace(  # a runner that sends requests: it has the load knobs
+            progress=lambda: progress,
+            finished=False,
+            set_concurrency=lambda value: None,
+            set_request_rate=lambda value, mode=None: None,
+            set_output_tokens=lambda mean, stddev=0.0: None,
+        )
 
     own = {"k2": stub_runner(3), "k4": stub_runner(5), "k6": stub_runner(7)}
     monkeypatch.setattr(

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
+from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
-from specmon.sources.datasets.files import read_bounded
 
 DATASETS = ("spec_bench", "mt_bench", "speed_bench", "sharegpt")
 # max_tokens as the peers send them: `vllm bench serve` sends 256 for spec_bench (and

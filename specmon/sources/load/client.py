@@ -184,22 +184,6 @@ class LoadClient:
             await self._session.close()
             self._session = None
 
-    async def get_json(self, path: str, timeout: float = 10.0) -> Any:
-        """A plain GET (start-up checks such as /v1/models); errors propagate."""
-        assert self._session is not None
-        async with self._session.get(
-            self.base_url + path, headers=self.headers, timeout=aiohttp.ClientTimeout(total=timeout)
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise aiohttp.ClientResponseError(
-                    resp.request_info,
-                    (),
-                    status=resp.status,
-                    message=error_message(resp.status, raw),
-                )
-            return orjson.loads(raw)
-
     async def send(self, capture: dict[str, Any], category: str | None = None) -> dict[str, Any]:
         """Send capture["request"] and record what came back into `capture`.
 

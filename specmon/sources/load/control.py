@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specmon.analysis.segments import SegmentLog
 from specmon.interfaces import PHASES, LoadProgress
+from specmon.segment_plan import SegmentLog
 
 KNOBS = ("concurrency", "request_rate", "output_tokens")
 
@@ -67,10 +67,6 @@ class SegmentKnobs:
 
     def _apply(self, knob: str, args: tuple[Any, ...], segment: int | None) -> None:
         raise NotImplementedError
-
-    @property
-    def drives_load(self) -> bool:
-        return True
 
     @property
     def segment(self) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
 from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
 
@@ -85,8 +86,6 @@ class PromptSource:
 
 def load_jsonl_prompts(path: str) -> list[Prompt]:
     """Read {"text", "category", "max_tokens"} lines; a bad line is a UserError naming it."""
-    from specmon.sources.datasets.files import read_bounded  # here: that package imports Prompt
-
     lines = read_bounded(path).splitlines()
     prompts = [p for number, line in enumerate(lines, 1) if (p := _parse_line(path, number, line))]
     if not prompts:

@@ -16,10 +16,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from specmon.analysis.segments import SegmentLog, parse_segments
 from specmon.config import RunConfig
 from specmon.errors import ServerUnreachable, UserError
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog, parse_segments
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
 from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
@@ -144,7 +144,7 @@ class RequestFactory:
         self.output_tokens_mean = config.output_tokens_mean
         self.output_tokens_stddev = config.output_tokens_stddev
         # What the engine needs in each body to send its per-request stats (SGLang's
-        # return_spec_tokens_details, docs/metrics.md "Engines"); the user's keys still win.
+        # return_spec_tokens_details, docs/metrics.md §10.1); the user's keys still win.
         self.engine_options = request_options(config.engine)
         self.rng = rng
         self.dataset = config.dataset

@@ -8,8 +8,9 @@ Load modes over N servers:
   same order (the way to compare servers started at different k or with other drafters).
 
 With one server nothing changes: its exports go to --artifact-dir itself; with several,
-to `<artifact-dir>/<label>/`. MultiRun is an interfaces.RunControl (start, stop, join,
-finished, progress, set_*), so the headless loop and the TUI drive it like one runner, and
+to `<artifact-dir>/<label>/`. MultiRun is an interfaces.RunLifecycle + LoadKnobs (start,
+stop, join, finished, progress, set_*), so the headless loop and the TUI drive it like one
+runner, and
 an interfaces.RunView for the TUI: `.servers` (label -> (runner, session)), `.poller(label)`
 (the live ServerCounterPoller, None without /metrics) and `.segment_rows()`.
 """
@@ -24,24 +25,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.segments import (
-    RUN,
-    SegmentTable,
-    format_segments,
-    parse_segments,
-    split_plan,
-)
+from specmon.analysis.segments import RUN, SegmentTable
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
+from specmon.segment_plan import format_segments, parse_segments, split_plan
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
+from specmon.session import RunSession
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.generator import describe_outages
-from specmon.sources.load.runner import detect_engine
+from specmon.sources.load.runner import detect_engine, verification_note
 from specmon.specdecode.engines import as_choice
 
 
@@ -51,7 +48,7 @@ class ServerRun:
     url: str
     config: RunConfig
     runner: LoadControl
-    session: Any  # a RunSession (an interfaces.SessionView that also writes the exports)
+    session: RunSession
     server_metrics: dict | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
     metrics_unavailable: str | None = None  # why server_metrics is None, after finish
@@ -67,10 +64,11 @@ class MultiRun:
     def __init__(
         self,
         config: RunConfig,
-        make_session: Callable[[RunConfig], Any],
-        make_runner: Callable[[RunConfig, Any], LoadControl],
+        make_session: Callable[[RunConfig], RunSession],
+        make_runner: Callable[[RunConfig, RunSession], LoadControl],
         *,
         detect: Callable[[str, str | None], str | None] = detect_engine,
+        note: Callable[[str, str | None], str | None] = verification_note,
     ) -> None:
         self.config = config
         targets = config.targets()
@@ -93,6 +91,8 @@ class MultiRun:
                 if detected is not None:
                     cfg.engine = as_choice(detected)
             session = make_session(cfg)
+            if cfg.engine in ("auto", "vllm"):  # suffix padding and FLy are vLLM's modes
+                session.verification_note = note(base, config.api_key)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = (
             CounterWatch(
@@ -190,7 +190,7 @@ class MultiRun:
             return self._segments.rows(self._segment_settings(), draft_cost)
         return self._segments.rows(_segment_settings(self.primary.runner), draft_cost)
 
-    # RunControl ------------------------------------------------------------------------
+    # RunLifecycle, over the servers' runners ---------------------------------------------
     def start(self) -> None:
         if self.watch is not None:
             self.watch.start()  # baselines before the first request
@@ -219,15 +219,11 @@ class MultiRun:
 
     @property
     def stopped_early(self) -> bool:
-        return any(getattr(r.runner, "stopped_early", False) for r in self.runs)
+        return any(r.runner.stopped_early for r in self.runs)
 
     def progress(self) -> LoadProgress:
         parts = [r.runner.progress() for r in self.runs]
         return parts[0] if len(parts) == 1 else merge_progress(parts)
-
-    @property
-    def drives_load(self) -> bool:
-        return all(r.runner.drives_load for r in self.runs)
 
     # run-time knobs: each server's runner starts its own segment --------------------------
     def set_concurrency(self, value: int | None) -> None:

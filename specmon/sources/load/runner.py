@@ -8,39 +8,37 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
+from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog
+from specmon.server.models import (
+    UNREACHABLE,
+    HTTPError,
+    get_json,
+    get_models,
+    model_ids,
+)
+from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
 from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
+from specmon.specdecode.fidelity import verification_notes
 
 __all__ = [
     "LoadProgress",
     "LoadRunner",
     "capture_sink",
     "detect_engine",
-    "new_event_loop",
     "preflight",
 ]
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop when installed (about twice the request rate of the default loop here)."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:
@@ -52,16 +50,6 @@ def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:
     return sink
 
 
-def _get_json(url: str, api_key: str | None, timeout: float) -> Any:
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    with urllib.request.urlopen(
-        urllib.request.Request(url, headers=headers), timeout=timeout
-    ) as resp:
-        return orjson.loads(resp.read())
-
-
 def preflight(config: RunConfig, timeout: float = 10.0) -> str:
     """Check every server answers /v1/models and return the model to use.
 
@@ -71,20 +59,7 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
         raise UserError("no server given: pass --url http://HOST:PORT (or try `specmon demo`)")
     model = config.model
     for _label, base in config.targets():
-        try:
-            listing = _get_json(base + "/v1/models", config.api_key, timeout)
-        except urllib.error.HTTPError as exc:
-            raise UserError(
-                f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UserError(f"cannot reach server {base}: {reason}") from None
-        except orjson.JSONDecodeError:
-            raise UserError(
-                f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
-            ) from None
-        ids = [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
+        ids = _listed_ids(base, config.api_key, timeout)
         if model is not None and ids and model not in ids:  # a server that lists none: trust
             served = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
             raise UserError(f"--model {model}: server {base} does not serve it (it lists {served})")
@@ -94,6 +69,23 @@ def preflight(config: RunConfig, timeout: float = 10.0) -> str:
             model = ids[0]
     assert model is not None
     return model
+
+
+def _listed_ids(base: str, api_key: str | None, timeout: float) -> list[str]:
+    """The ids of the server's /v1/models; a one-line UserError when it cannot say."""
+    try:
+        return model_ids(get_models(base, api_key, timeout))
+    except HTTPError as exc:
+        raise UserError(
+            f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
+        ) from None
+    except UNREACHABLE as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"cannot reach server {base}: {reason}") from None
+    except orjson.JSONDecodeError:
+        raise UserError(
+            f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
+        ) from None
 
 
 def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
@@ -106,15 +98,15 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
     """
     wanted = probed_engines()
     try:
-        found = engine_of_models(_get_json(base + "/v1/models", api_key, timeout))
+        found = engine_of_models(get_models(base, api_key, timeout))
         if found in wanted:
             return found
-    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+    except (*UNREACHABLE, ValueError, AttributeError):
         pass
     for route in ("/get_server_info", "/server_info"):
         try:
-            info = _get_json(base + route, api_key, timeout)
-        except (urllib.error.URLError, OSError, ValueError):
+            info = get_json(base + route, api_key, timeout)
+        except (*UNREACHABLE, ValueError):
             continue
         found = engine_of_server_info(info)
         if found in wanted:
@@ -122,38 +114,22 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
     return None
 
 
-class RunLifecycle:
-    """join / finished / stopped_early (of interfaces.RunControl), shared by LoadRunner and
-    WorkerPool.
-
-    Subclasses set `_done` when the load has ended, `_stop_early` when stop() came first,
-    and say through `_started()` whether there is anything to wait for.
-    """
-
-    _done: threading.Event
-    _stop_early: bool
-
-    def _started(self) -> bool:
-        raise NotImplementedError
-
-    def join(self, timeout: float | None = None) -> bool:
-        # An Event, not Thread.join: a Ctrl-C that interrupts Thread.join can leave the thread
-        # looking finished while it still runs (CPython 3.11).
-        if self._started():
-            self._done.wait(timeout)
-        return self.finished
-
-    @property
-    def finished(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def stopped_early(self) -> bool:
-        return self._stop_early
+def verification_note(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:
+    """The server's non-comparable verification modes, from vLLM's dev-mode /server_info
+    (suffix decoding under Model Runner V2, FLy), joined; None when it names none or has
+    no such route."""
+    try:
+        info = get_json(base + "/server_info", api_key, timeout)
+    except (*UNREACHABLE, ValueError):
+        return None
+    notes = verification_notes(info)
+    return "; ".join(notes) if notes else None
 
 
-class LoadRunner(SegmentKnobs, RunLifecycle):
+class LoadRunner(SegmentKnobs, BackgroundRun):
     """interfaces.LoadControl on one event loop in a background thread (thread-safe)."""
+
+    thread_name = "specmon-load"
 
     def __init__(
         self,
@@ -164,41 +140,31 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         worker_id: str | None = None,
         arrival_offset_s: float = 0.0,
     ) -> None:
+        super().__init__()
         self.config = config
         self.arrival_offset_s = arrival_offset_s
         self.session = session
         self.sink = sink or capture_sink(session)
         self.worker_id = worker_id
-        self.error: BaseException | None = None  # what ended the thread abnormally
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._generator: LoadGenerator | None = None
         self._ready = threading.Event()
-        self._done = threading.Event()
-        self._stop_early = False
         self.segment_log = SegmentLog(
             config.effective_concurrency, config.request_rate, config.output_tokens_mean
         )
         self.before_profiling: Callable[[], None] | None = None  # after warmup, on the load thread
 
-    # lifecycle -----------------------------------------------------------------------
-    def start(self) -> None:
-        if self._thread is not None:  # idempotent: the TUI may call it again
-            return
+    # lifecycle (BackgroundRun) ---------------------------------------------------------
+    def _launch(self) -> None:
         if self.config.model is None:
             self.config.model = preflight(self.config)
-        self._thread = threading.Thread(target=self._thread_main, name="specmon-load", daemon=True)
-        self._thread.start()
+
+    def _started(self) -> None:
         self._ready.wait(10)
 
-    def stop(self) -> None:
+    def _request_stop(self) -> None:
         """Stop sending; in-flight requests are cancelled and recorded as `cancelled`."""
-        if not self.finished:  # stopping a finished run (TUI quit after the end) is no cancel
-            self._stop_early = True
         self._call(lambda g: g.request_stop())
-
-    def _started(self) -> bool:
-        return self._thread is not None
 
     def progress(self) -> LoadProgress:
         gen = self._generator
@@ -246,7 +212,7 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
         except RuntimeError:  # loop closed between the check and the call
             pass
 
-    def _thread_main(self) -> None:
+    def _main(self) -> None:
         loop = new_event_loop()
         asyncio.set_event_loop(loop)
         self._loop = loop
@@ -269,7 +235,7 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
                 self._generator.request_stop()
             self._ready.set()
             loop.run_until_complete(self._generator.run())
-        except BaseException as exc:
+        except BaseException as exc:  # recorded before start() returns on `_ready`
             self.error = exc
         finally:
             self._ready.set()
@@ -277,7 +243,6 @@ class LoadRunner(SegmentKnobs, RunLifecycle):
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
-                self._done.set()
 
 
 _SETTERS: dict[str, Callable[..., None]] = {

@@ -24,15 +24,16 @@ from typing import Any
 
 import orjson
 
-from specmon.analysis.segments import SegmentLog
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
+from specmon.segment_plan import SegmentLog
 from specmon.sources.datasets import sub_shard
+from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
-from specmon.sources.load.runner import LoadRunner, RunLifecycle, preflight
+from specmon.sources.load.runner import LoadRunner, preflight
 
 __all__ = ["WorkerPool", "effective_workers", "split_int", "worker_configs"]
 
@@ -199,22 +200,22 @@ def _apply_controls(runner: LoadRunner, control: Any, gate: _Gate) -> None:
         getattr(runner, command)(*values)
 
 
-class WorkerPool(SegmentKnobs, RunLifecycle):
-    """interfaces.LoadControl over N worker processes."""
+class WorkerPool(SegmentKnobs, BackgroundRun):
+    """interfaces.LoadControl over N worker processes; the lifecycle's thread is the reader
+    that feeds their captures to the session."""
+
+    thread_name = "specmon-workers-reader"
 
     def __init__(self, config: RunConfig, session: Any) -> None:
+        super().__init__()
         self.config = config
         self.session = session
-        self.error: BaseException | None = None
         self._ctx = mp.get_context("spawn")  # no fork: the parent may run threads (TUI, reader)
         with _parent_signals_blocked():  # its lock may start the resource tracker
             self._results = self._ctx.Queue()
         self._controls: list[Any] = []
         self._processes: list[Any] = []
         self._progress: dict[int, LoadProgress] = {}
-        self._reader: threading.Thread | None = None
-        self._done = threading.Event()
-        self._stop_early = False
         self._shares: list[tuple[dict[str, Any], float]] = []
         self._received: dict[int, int] = {}  # worker -> captures fed to the session
         self._running: set[int] = set()  # workers whose "done" has not arrived
@@ -227,9 +228,7 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
             config.effective_concurrency, config.request_rate, config.output_tokens_mean
         )
 
-    def start(self) -> None:
-        if self._processes:
-            return
+    def _launch(self) -> None:
         if self.config.model is None:
             self.config.model = preflight(self.config)
         self._shares = worker_configs(self.config)
@@ -248,21 +247,12 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
                 proc.start()
                 self._controls.append(control)
                 self._processes.append(proc)
-        self._reader = threading.Thread(
-            target=self._read, name="specmon-workers-reader", daemon=True
-        )
-        self._reader.start()
 
-    def _read(self) -> None:
-        try:
-            self._read_until_done()
-        except BaseException as exc:
-            self.error = exc
-            self._broadcast("stop")
-        finally:
-            self._done.set()
+    def _failed(self, exc: BaseException) -> None:
+        self.error = exc
+        self._broadcast("stop")
 
-    def _read_until_done(self) -> None:
+    def _main(self) -> None:
         errors: list[str] = []
         dropped: set[int] = set()
         next_check = 0.0
@@ -346,13 +336,8 @@ class WorkerPool(SegmentKnobs, RunLifecycle):
             total += max(unlanded, 1) if index in self._running else unlanded
         return total
 
-    def stop(self) -> None:
-        if not self.finished:
-            self._stop_early = True
+    def _request_stop(self) -> None:
         self._broadcast("stop")
-
-    def _started(self) -> bool:
-        return self._reader is not None
 
     @property
     def worker_count(self) -> int:

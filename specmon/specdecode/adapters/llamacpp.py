@@ -1,4 +1,4 @@
-"""llama.cpp's server: root `timings.draft_n` / `draft_n_accepted` (docs/metrics.md "Engines").
+"""llama.cpp's server: root `timings.draft_n` / `draft_n_accepted` (docs/metrics.md §10.1).
 
 Both the native `/completion` body and its OpenAI endpoints carry a root `timings` object
 (tools/server/server-task.cpp `result_timings::to_json`); the two draft keys are written

@@ -1,4 +1,4 @@
-"""The OpenAI-standard counts: `usage.completion_tokens_details` (docs/metrics.md "Engines").
+"""The OpenAI-standard counts: `usage.completion_tokens_details` (docs/metrics.md §10.1).
 
 `accepted_prediction_tokens` / `rejected_prediction_tokens` are OpenAI's Predicted Outputs
 fields; the smg gateway (#2481) fills them from SGLang's, vLLM's and TokenSpeed's spec-decode

@@ -10,7 +10,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
-from specmon.specdecode.fidelity import LABELS
 from specmon.tui.requests import (
     metric,
     payload_title,
@@ -104,7 +103,7 @@ class RequestDetail(ModalScreen[None]):
                 f"AL {'-' if al is None else f'{al:.3f}'} · rate "
                 f"{100 * spec.draft_acceptance_rate:.1f}%"
             )
-            lines.append(f"fidelity: {LABELS[spec.fidelity]}")
+            lines.append(f"fidelity: {spec.fidelity}")  # the level (docs/metrics.md §10.2)
         return "\n".join(lines)
 
     async def action_dismiss(self, result: None = None) -> None:

@@ -17,6 +17,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from specmon.specdecode.fidelity import SHORT
 from specmon.tui.view import NA
 
 
@@ -33,10 +34,16 @@ class Headline:
     errors: int
     recommendation: str  # "best k=5 (2.11x, extrapolated)"
     basis: str  # what the recommendation rests on
+    fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
 
 
 def headline_of(
-    spec: dict[str, dict], std: dict[str, dict], errors: int, recommendation: str, basis: str
+    spec: dict[str, dict],
+    std: dict[str, dict],
+    errors: int,
+    recommendation: str,
+    basis: str,
+    fidelity: str | None = None,
 ) -> Headline:
     """The headline figures from a snapshot's spec_stats / std_stats blocks."""
 
@@ -56,6 +63,7 @@ def headline_of(
         errors=errors,
         recommendation=recommendation,
         basis=basis,
+        fidelity=fidelity,
     )
 
 
@@ -78,6 +86,9 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     pair("tok-wtd AL", _n(h.al_token_weighted), good)
     pair("draft acc", _n(h.draft_rate_pct) + "%")
     pair("overall", _n(h.overall_rate_pct) + "%")
+    tag = SHORT.get(h.fidelity or "")
+    if tag:  # which of the record's fields these figures rest on
+        out.append(f"({tag})  ", style=label)
     pair("errors", str(h.errors), styles.get("error", value) if h.errors else value)
     out.append("\n")
     pair("out tok/s", _n(h.output_tok_s, ",.1f"))

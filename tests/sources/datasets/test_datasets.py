@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from specmon.bounded_read import read_bounded
 from specmon.config import RunConfig, build_config
 from specmon.errors import UserError
 from specmon.sim.config import parse_category_acceptance
@@ -25,7 +26,6 @@ from specmon.sources.datasets import (
     prepare_run,
     select_categories,
 )
-from specmon.sources.datasets.files import read_bounded
 from specmon.sources.datasets.formats import SPEED_BENCH_PLACEHOLDER
 from specmon.sources.load.datasets import Prompt
 from specmon.sources.load.generator import RequestFactory

@@ -19,8 +19,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from specmon.commands.run import format_progress
 from specmon.interfaces import LoadProgress
+from specmon.run.headless import format_progress
 from specmon.sim.process import start_sim
 from specmon.sources.load.control import merge_progress
 from specmon.sources.load.generator import (
@@ -186,7 +186,7 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
 
 @pytest.mark.e2e
 def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
-    """The server's /v1/models is asked first (commands/run.py check_inputs): a mistyped
+    """The server's /v1/models is asked first (run/assemble.py check_inputs): a mistyped
     --model is one line naming what the server serves, before the artifact dir exists.
     (A server that lists the model and still answers 4xx is FirstStatusCheck's case, above.)"""
     out = tmp_path / "run"

@@ -436,8 +436,8 @@ def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
 
 def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
     """The TUI's path: a knob on the (multi) runner; later requests carry the new segment."""
-    from specmon.commands.run import make_runner, make_session
     from specmon.config import RunConfig
+    from specmon.run.assemble import make_runner, make_session
     from specmon.sources.load.multi import MultiRun
 
     with start_sim(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"]) as sim:

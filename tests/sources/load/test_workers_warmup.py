@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from specmon.commands.run import make_session
 from specmon.config import RunConfig
+from specmon.run.assemble import make_session
 from specmon.sim.process import start_sim
 from specmon.sources.load.workers import WorkerPool
 

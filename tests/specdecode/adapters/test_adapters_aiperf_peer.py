@@ -162,6 +162,8 @@ def comparable(record_dict):
     if record_dict is None:
         return None
     d = dict(record_dict)
+    if d.get("verification_note", "absent") is None:  # specmon's own field, unset here
+        del d["verification_note"]
     d["acceptance_histogram"] = {int(k): v for k, v in d["acceptance_histogram"].items()}
     return d
 

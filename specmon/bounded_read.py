@@ -1,4 +1,5 @@
-"""Reading a prompt file safely: a regular file only, at most MAX_FILE_BYTES.
+"""Reading a user's file safely (a prompt file, a dataset, a config file): a regular file
+only, at most MAX_FILE_BYTES.
 
 A FIFO or a device named by mistake would block the run or read forever, so the file is
 opened non-blocking and checked with fstat (no race between the check and the read).

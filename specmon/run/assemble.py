@@ -1,0 +1,114 @@
+"""Assembling `specmon run` / `specmon demo`: inputs, preflight, the artifact dir, and one
+RunSession + runner per server in a MultiRun. Nothing touches the artifact dir before the
+inputs and the servers passed their checks."""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+from typing import TextIO
+
+from specmon import stops
+from specmon.config import RunConfig, save_config
+from specmon.interfaces import LoadControl
+from specmon.session import RunSession
+from specmon.sources.load.multi import MultiRun
+
+
+def assemble(config: RunConfig, out: TextIO, save_config_path: str | None = None) -> MultiRun:
+    """The run of a validated config, ready to start: the inputs were checked (a UserError
+    otherwise), the model is the server's, the seed and the artifact dir are fixed.
+    A stop signal during the checks raises `stops.Stopped` (see `empty_run`)."""
+    stops.stage("setup", interruptible=True)  # a signal from here on stops at once
+    check_inputs(config)
+    stops.stage("setup")  # building the sessions: a signal now is seen before the load
+    config.artifact_dir = choose_artifact_dir(config, out)
+    if config.random_seed is None:  # record the seed actually used, so a run can be repeated
+        config.random_seed = int(time.time_ns() % 2**31)
+    if save_config_path:
+        save_config(config, save_config_path)
+    # Every request allocates many short-lived objects, and the results it leaves are kept;
+    # at the default gen-0 threshold (700) the collector runs thousands of times a second
+    # under load. Larger thresholds cut specmon's CPU per request by about 10% (measured with
+    # benchmarks/bench_load.py), for a little garbage that lives longer.
+    gc.set_threshold(10_000, 50, 1_000)
+    return MultiRun(config, make_session, make_runner)
+
+
+def check_inputs(config: RunConfig) -> None:
+    """Every input, before anything is written: prompt file or dataset, the servers and the
+    model (preflight). A failure is a UserError; the artifact dir is untouched."""
+    from specmon.sources.load.runner import preflight
+
+    if config.dataset:
+        from specmon.sources.datasets import prepare_run
+
+        prepare_run(config)
+    elif config.effective_prompt_source == "file" and config.input_file:
+        from specmon.sources.load.datasets import load_jsonl_prompts
+
+        load_jsonl_prompts(config.input_file)
+    config.model = preflight(config)
+
+
+def choose_artifact_dir(config: RunConfig, out: TextIO) -> str:
+    """The dir this run writes to: --artifact-dir (or the default), unless it holds an earlier
+    run, which is kept: then DIR-2, DIR-3, ... (--overwrite replaces it). Says which."""
+    from specmon.session import holds_run, remove_run
+
+    wanted = Path(config.artifact_dir or config.default_artifact_dir(config.model or "unknown"))
+    if config.overwrite or not holds_run(wanted):
+        if config.overwrite and holds_run(wanted):
+            print(f"specmon: replacing the earlier run in {wanted} (--overwrite)", file=out)
+            remove_run(wanted)
+        return str(wanted)
+    n = 2
+    while holds_run(candidate := wanted.with_name(f"{wanted.name}-{n}")):
+        n += 1
+    print(
+        f"specmon: {wanted} holds an earlier run, kept; writing to {candidate} "
+        f"(--overwrite replaces it)",
+        file=out,
+        flush=True,
+    )
+    return str(candidate)
+
+
+def empty_run(config: RunConfig, signum: int, out: TextIO) -> int:
+    """A stop before the load: an empty, complete run (was_cancelled) in the artifact dir."""
+    stops.stage("export")
+    print(f"specmon: stopped ({stops.name(signum)}) before the first request", file=out)
+    config.artifact_dir = choose_artifact_dir(config, out)
+    make_session(config).finish(was_cancelled=True)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    return 128 + signum
+
+
+def make_session(config: RunConfig) -> RunSession:
+    """One server's session: the exports at --export-level, and the Prometheus endpoint's
+    feed when --prometheus-port is set."""
+    from specmon.sinks import prometheus
+
+    input_config = config.model_dump(exclude={"api_key"})
+    engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
+    session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
+    prometheus.attach(session, config.prometheus_port, config.prometheus_host)
+    return session
+
+
+def make_runner(config: RunConfig, session: RunSession) -> LoadControl:
+    """One server's load: N worker processes with --workers N > 1, else one event loop."""
+    if config.workers > 1:
+        from specmon.sources.load.workers import WorkerPool
+
+        return WorkerPool(config, session)
+    from specmon.sources.load.runner import LoadRunner
+
+    return LoadRunner(config, session)
+
+
+def make_repeat(config: RunConfig) -> tuple[RunSession, LoadControl]:
+    """A session and its runner for one config (a sweep's repeat)."""
+    session = make_session(config)
+    return session, make_runner(config, session)

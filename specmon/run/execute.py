@@ -1,0 +1,130 @@
+"""Driving an assembled `specmon run` / `demo`: headless or under the monitor the command
+hands in, then the exports (never interrupted by a signal) and the exit status.
+
+The monitor is a callable, so this room imports no screen: `commands/run.py` loads the
+Textual one (`tui/app.py run_monitor`) and passes it, or None to run headless.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from specmon import stops
+from specmon.config import RunConfig
+from specmon.errors import ServerUnreachable, UserError
+from specmon.run.assemble import assemble, empty_run
+from specmon.run.headless import HeadlessProgress, describe_run, print_results, wait_printing
+from specmon.session import RunSession
+from specmon.sinks.prometheus import close_exporters
+from specmon.sources.load.multi import MultiRun
+
+# shows the run until the user quits (tui/app.py run_monitor); the load runs meanwhile
+Monitor = Callable[[RunConfig, MultiRun, RunSession], object]
+# called once the inputs passed: the monitor to run under, None to run headless
+OpenMonitor = Callable[[RunConfig, TextIO], Monitor | None]
+
+
+def execute(
+    config: RunConfig,
+    open_monitor: OpenMonitor,
+    out: TextIO,
+    save_config_path: str | None = None,
+) -> int:
+    """Check every input, preflight, then one session + runner per server, headless or under
+    the monitor; the exports and the exit status (README, "Exit status")."""
+    try:
+        multi = assemble(config, out, save_config_path)
+    except stops.Stopped as stop:
+        return empty_run(config, stop.signum, out)
+    try:
+        monitor = open_monitor(config, out)
+        if monitor is not None:
+            return run_with_monitor(monitor, config, multi, out)
+        return run_headless(config, multi, out)
+    finally:
+        close_exporters()
+
+
+def run_with_monitor(monitor: Monitor, config: RunConfig, multi: MultiRun, out: TextIO) -> int:
+    """The monitor gets the MultiRun as its runner (same interface; `.servers` for side by
+    side) and the first server's session. q, Ctrl-C (a key in the TUI), SIGTERM, SIGHUP and
+    SIGINT quit the screen (the app registers with specmon.stops); the load drains, then
+    the exports."""
+    stops.stage("load")
+    started = stops.requested() is None
+    if started:
+        multi.start()
+    try:
+        if started:
+            monitor(config, multi, multi.primary.session)
+    finally:
+        multi.stop()
+        if started:
+            _drain(multi, out)
+        _write_exports(multi, config, out)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    print_results(multi, out)  # the headless run's console tables, once the screen is gone
+    return stops.exit_status(_exit_status(multi, out))
+
+
+def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:
+    print(describe_run(config), file=out, flush=True)
+    printer = HeadlessProgress(multi)
+    stops.stage("load")
+    if stops.requested() is None:  # a signal while the sessions were built: nothing to run
+        multi.start()
+        wait_printing(multi, config.drain_timeout, out, printer)
+    print(printer.line(), file=out, flush=True)
+    _write_exports(multi, config, out)
+    print_results(multi, out)
+    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    if stops.failure() is not None:  # disk full: the files hold what was written
+        print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
+    return stops.exit_status(_exit_status(multi, out))
+
+
+def _drain(multi: MultiRun, out: TextIO) -> None:
+    """Wait for the load to end after a stop: in-flight requests get --drain-timeout."""
+    in_flight = multi.progress().in_flight
+    if in_flight and not multi.finished:
+        print(
+            f"specmon: waiting up to {multi.config.drain_timeout:g} s for {in_flight} "
+            f"in-flight request(s)",
+            file=out,
+            flush=True,
+        )
+    while not multi.join(0.2):
+        pass
+
+
+def _write_exports(multi: MultiRun, config: RunConfig, out: TextIO) -> None:
+    """The exports, never interrupted by a signal (specmon/stops.py, stage "export")."""
+    stops.stage("export")
+    print(f"specmon: writing exports to {config.artifact_dir}", file=out, flush=True)
+    multi.finish()
+
+
+def _exit_status(multi: MultiRun, out: TextIO) -> int:
+    error = multi.error
+    if error is not None and not isinstance(error, KeyboardInterrupt):
+        if isinstance(error, UserError):
+            raise error
+        if isinstance(error, ServerUnreachable):  # --max-outage: the exports are complete
+            print(f"specmon: {error}", file=sys.stderr, flush=True)
+            return 1
+        print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
+        return 1
+    return _all_failed_status(multi, out)
+
+
+def _all_failed_status(multi: MultiRun, out: TextIO) -> int:
+    """1 when requests were made and none succeeded (README, exit status), else 0."""
+    accs = [run.session.accumulator for run in multi.runs]
+    valid = sum(acc.request_count for acc in accs)
+    errors = sum(acc.error_count for acc in accs)
+    if valid == 0 and errors > 0:
+        print(f"specmon: error: every request failed ({errors} errors)", file=out)
+        return 1
+    return 0

@@ -1,0 +1,227 @@
+"""What a headless run prints: the run's description, a progress line every few seconds
+(reads well when piped), the saturation warning, then per server the console tables and
+the server's own view, the comparison and the segments table."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TextIO
+
+from specmon import stops
+from specmon.config import RunConfig
+from specmon.formatting import saturation_text, server_down_text
+from specmon.interfaces import LoadProgress, RunLifecycle, SessionView
+from specmon.session import RunSession
+from specmon.sinks.progress import AcceptanceTally
+from specmon.sources.load.loop_health import BUSY_WARN
+from specmon.sources.load.multi import MultiRun
+
+PROGRESS_EVERY_S = 2.0
+
+
+class HeadlessProgress:
+    """The progress line over a MultiRun: the load's progress, and each server's running
+    acceptance length from an AcceptanceTally sink registered on its session (before the
+    load starts)."""
+
+    def __init__(self, multi: MultiRun) -> None:
+        self.multi = multi
+        self.tallies: dict[str, AcceptanceTally] = {}
+        for run in multi.runs:
+            tally = self.tallies[run.label] = AcceptanceTally()
+            run.session.add_sink(tally)
+
+    def line(self) -> str:
+        """With several servers, each one's running acceptance length."""
+        progress = self.multi.progress()
+        rates = [_request_throughput(run.session) for run in self.multi.runs]
+        known = [r for r in rates if r is not None]
+        rate = sum(known) if known else None  # several servers: their throughputs add up
+        if len(self.tallies) == 1:
+            (tally,) = self.tallies.values()
+            return format_progress(progress, tally.mean(), rate)
+        line = format_progress(progress, None, rate)
+        per_server = []
+        for label, tally in self.tallies.items():
+            al = tally.mean()
+            per_server.append(f"{label}={al:.2f}" if al is not None else f"{label}=n/a")
+        return line.replace("accept-len n/a", "accept-len " + " ".join(per_server))
+
+
+def wait_printing(
+    runner: RunLifecycle, drain_timeout: float, out: TextIO, printer: HeadlessProgress
+) -> None:
+    """Join the runner, printing progress; a stop signal (specmon.stops flags it) stops
+    sending and lets the in-flight requests drain for up to `drain_timeout` seconds."""
+    lag_warned = stopping = False
+    next_print = time.monotonic() + PROGRESS_EVERY_S
+    while not runner.join(0.2):
+        why = _stop_reason()
+        if not stopping and why is not None:
+            stopping = True
+            print(
+                f"specmon: stopping ({why}): no new requests; in-flight ones "
+                f"may finish for up to {drain_timeout:g} s",
+                file=out,
+                flush=True,
+            )
+            runner.stop()
+        if time.monotonic() >= next_print:
+            next_print += PROGRESS_EVERY_S
+            print(printer.line(), file=out, flush=True)
+        lag_warned = _warn_lag(runner.progress(), lag_warned, out)
+    final = runner.progress()
+    if final.loop_busy >= BUSY_WARN:  # the last second (or a run shorter than the sustained
+        final = replace(final, lag_warning=True)  # window, all of it) never let the loop idle
+    _warn_lag(final, lag_warned, out)
+
+
+def _stop_reason() -> str | None:
+    """Why the run must stop now: a stop signal, or the first failed write (stops.fail)."""
+    signum = stops.requested()
+    if signum is not None:
+        return stops.name(signum)
+    return stops.failure()
+
+
+def describe_run(config: RunConfig) -> str:
+    """The run's first line: servers, model, endpoint, load and length."""
+    targets = ", ".join(base for _, base in config.targets())
+    if len(config.url) > 1:
+        mode = "split" if config.split else "mirrored" if config.mirror else "each the full load"
+        targets = f"{len(config.url)} servers ({mode}): " + ", ".join(
+            f"{label}={base}" for label, base in config.targets()
+        )
+    stream = "streaming" if config.streaming else "non-streaming"
+    warm = f", {config.warmup_request_count} warmup" if config.warmup_request_count else ""
+    if config.dataset:
+        warm += f", {config.dataset} prompts from {config.input_file}"
+    return (
+        f"specmon: {targets} model {config.model}, {config.endpoint_type} {stream}, "
+        f"{_load_text(config)}, {_bound_text(config)}{warm}"
+    )
+
+
+def _bound_text(config: RunConfig) -> str:
+    if config.segments:
+        each = (
+            f"{config.segment_requests} requests"
+            if config.segment_requests
+            else f"{config.segment_duration:g} s"
+        )
+        return f"segments {config.segments}, {each} each"
+    if config.request_count:
+        return f"{config.request_count} requests"
+    if config.benchmark_duration:
+        return f"{config.benchmark_duration:g} s"
+    return "until stopped (Ctrl-C)"
+
+
+def _load_text(config: RunConfig) -> str:
+    if config.request_rate is None:
+        return f"concurrency {config.effective_concurrency}"
+    load = f"request-rate {config.request_rate:g}/s {config.request_rate_mode}"
+    return load + (f", concurrency cap {config.concurrency}" if config.concurrency else "")
+
+
+def progress_line(progress: LoadProgress, session: SessionView) -> str:
+    """The progress line with the running acceptance length from a session's snapshot."""
+    return format_progress(
+        progress, _running_acceptance_length(session), _request_throughput(session)
+    )
+
+
+def format_progress(progress: LoadProgress, al: float | None, rate: float | None) -> str:
+    """One line: elapsed, done/total, errors, req/s (AIPerf's request_throughput, the figure
+    the TUI shows), running acceptance length, lag."""
+    total = f"/{progress.total}" if progress.total else ""
+    rate_text = "n/a" if rate is None else f"{rate:.2f}"
+    al_text = f"{al:.2f}" if al is not None else "n/a"
+    phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
+    down = server_down_text(progress.down_since)
+    return (
+        f"[{progress.elapsed_s:7.1f}s]{phase} done {progress.completed}{total}  "
+        f"errors {progress.errors}  {rate_text} req/s  in-flight {progress.in_flight}  "
+        f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms "
+        f"busy {progress.loop_busy * 100:.0f}%" + (f"  {down}" if down else "")
+    )
+
+
+def _request_throughput(session: SessionView) -> float | None:
+    return _snapshot_avg(session, "std", "request_throughput")
+
+
+def _running_acceptance_length(session: SessionView) -> float | None:
+    return _snapshot_avg(session, "spec", "spec_decode_acceptance_length")
+
+
+def _snapshot_avg(session: SessionView, table: str, tag: str) -> float | None:
+    """A metric's running avg from the session's snapshot; None when there is none (yet)."""
+    try:
+        snapshot = session.accumulator.snapshot()
+    except Exception:  # a progress line never ends the run
+        return None
+    stats = snapshot.std_stats if table == "std" else snapshot.spec_stats
+    value = (stats.get(tag) or {}).get("avg")
+    return float(value) if value is not None else None
+
+
+def _warn_lag(progress: LoadProgress, already: bool, out: TextIO) -> bool:
+    if progress.lag_warning and not already:
+        print(
+            f"specmon: warning: {saturation_text(progress)}: latencies include the "
+            f"client's own delay (try --workers 2)",
+            file=out,
+            flush=True,
+        )
+        return True
+    return already
+
+
+def print_results(multi: MultiRun, out: TextIO) -> None:
+    """Per server: console tables and the server's own view; then the comparison and segments."""
+    from specmon.analysis.segments import advice_lines, render_segment_table
+    from specmon.server.server_view import server_metrics_lines
+    from specmon.sinks.server_counters import NOT_POLLED
+
+    several = len(multi.runs) > 1
+    for run in multi.runs:
+        if several:
+            print(f"\n=== server {run.label} ({run.url}) ===", file=out)
+        _print_tables(run.session, out)
+        if run.server_metrics is not None and run.counter_view is not None:
+            for line in server_metrics_lines(run.counter_view, run.server_metrics):
+                print(line, file=out)
+        elif run.metrics_unavailable not in (None, NOT_POLLED):
+            print(f"server metrics unavailable: {run.metrics_unavailable}", file=out)
+    if several:
+        from specmon.analysis.compare import render_server_comparison
+
+        summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
+        ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}
+        print("\nServers side by side", file=out)
+        print(render_server_comparison(summaries, ks), file=out)
+    rows = multi.segment_rows_final
+    if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
+        print("\n" + render_segment_table(rows), file=out)
+    # the answer of specmon.decision, as the monitor shows it, per segment with its basis
+    print("", file=out)
+    for line in advice_lines(rows):
+        print(line, file=out)
+    out.flush()
+
+
+def _print_tables(session: RunSession, out: TextIO) -> None:
+    from specmon.export.console import print_console
+    from specmon.specdecode.fidelity import fidelity_line
+
+    acc = session.accumulator
+    hist = acc.pooled_histogram_sorted() if acc.spec_request_count else None
+    print_console(
+        acc.summary(),
+        hist,
+        error_summary=acc.snapshot().error_summary,
+        file=out,
+        fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
+    )

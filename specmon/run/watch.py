@@ -1,0 +1,123 @@
+"""Assembling and driving `specmon watch`: a WatchRun over the servers' /metrics (no load),
+headless (one line per scrape and server) or under the monitor the command hands in; the
+time series goes to the artifact dir (sources/watch.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from specmon.config import RunConfig
+from specmon.interfaces import MonitorConfig
+from specmon.server.scrape import metrics_url
+from specmon.sinks.prometheus import close_exporters, exporter_for
+from specmon.sources.watch import NO_LOAD_LABEL, WatchRow, WatchRun, headless_line
+
+# shows the watch until the user quits (tui/app.py run_watch_monitor)
+WatchMonitor = Callable[[MonitorConfig, WatchRun], object]
+
+
+def default_dir() -> str:
+    return str(Path("artifacts") / time.strftime("watch-%Y%m%d-%H%M%S"))
+
+
+def execute_watch(
+    config: RunConfig,
+    interval_s: float,
+    duration_s: float | None,
+    monitor: WatchMonitor | None,
+    out: TextIO | None = None,
+) -> int:
+    """Watch until q, a stop signal or `duration_s`; the files are complete either way."""
+    out = out or sys.stdout
+    targets = {label: base for label, base in config.targets()}
+    for base in targets.values():
+        metrics_url(base)  # a bad URL fails here, before anything starts
+    artifact_dir = config.artifact_dir or default_dir()
+
+    def on_row(row: WatchRow) -> None:
+        print(headless_line(row), file=out, flush=True)
+
+    watch = WatchRun(
+        targets, artifact_dir, interval_s, duration_s, on_row=on_row if monitor is None else None
+    )
+    exporter_for(config.prometheus_port, config.prometheus_host)
+    signals: list[int] = []  # the stop signals received, first first
+    try:
+        if monitor is None:
+            _run_headless(watch, config, out, signals)
+        else:
+            _run_monitor(monitor, watch, config, artifact_dir, signals)
+    finally:
+        watch.stop()
+        watch.join(15)
+        close_exporters()
+    rows = watch.writer.rows if watch.writer is not None else 0
+    print(f"time series ({rows} rows) written to {artifact_dir}", file=out, flush=True)
+    return _exit_status(watch, signals)
+
+
+def _exit_status(watch: WatchRun, signals: list[int]) -> int:
+    """README, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
+    was ever reached, 1 when scrapes failed after a start, 0; why on stderr."""
+    status, lines = watch.outcome()
+    for line in lines:
+        print(f"specmon watch: {line}", file=sys.stderr, flush=True)
+    if watch.error is not None:
+        print(f"specmon watch: error: {type(watch.error).__name__}: {watch.error}", file=sys.stderr)
+        status = 1
+    return 128 + signals[0] if signals else status
+
+
+def _run_headless(watch: WatchRun, config: RunConfig, out: TextIO, signals: list[int]) -> None:
+    print(
+        "specmon watch: " + ", ".join(f"{k}={v}" for k, v in config.targets()) + " (no load)",
+        file=out,
+        flush=True,
+    )
+    with _stopping_on(watch, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals):
+        watch.start()
+        while not watch.join(0.2):
+            pass
+
+
+def _run_monitor(
+    monitor: WatchMonitor,
+    watch: WatchRun,
+    config: RunConfig,
+    artifact_dir: str,
+    signals: list[int],
+) -> None:
+    shown = MonitorConfig.of_run(config)
+    shown.load_label = NO_LOAD_LABEL
+    shown.artifact_dir = artifact_dir
+    with _stopping_on(watch, (signal.SIGTERM, signal.SIGHUP), signals):
+        watch.start()
+        try:
+            monitor(shown, watch)
+        except KeyboardInterrupt:
+            signals.append(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _stopping_on(
+    watch: WatchRun, stops: tuple[signal.Signals, ...], signals: list[int]
+) -> Iterator[None]:
+    """Within the block, each of `stops` stops the watch and is noted in `signals` (first
+    first); the old handlers come back."""
+
+    def stop(signum: int, _frame: object) -> None:
+        signals.append(signum)
+        watch.stop()
+
+    previous = {sig: signal.signal(sig, stop) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,186 @@
+"""A server run as a child process: the one manager for `specmon sim` (sim/process.py
+start_sim, for `specmon demo` and the tests) and a sweep's server for one k
+(sources/sweep.py).
+
+The child gets its own process group, so the signals a terminal sends its foreground
+group (Ctrl-C, the SIGHUP of a closed pane or an ssh drop) reach only the client, which
+drains its requests and then stops the server, as a real server outlives the client's
+terminal. `stop()` sends SIGTERM to the whole group, waits, then SIGKILL to the group (a
+server's children may outlive its leader: `bash -c 'a; b'`, vLLM's engine processes);
+`kill_now()` is one SIGKILL for a parent about to `os._exit` (specmon/stops.py on_abandon).
+Ready means /v1/models lists the model (server/models.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from specmon.server.models import list_models
+
+
+class ServerProcess:
+    """One server child. With `log_path` its output (stdout and stderr) goes to that file,
+    after a first line `$ COMMAND`; without, stdout is a text pipe (read it with
+    `read_line`) and stderr is inherited, so the child's own error line reaches the
+    terminal.
+
+    `parent_pipe_env`: the child also gets the read end of a pipe whose write end only this
+    process holds (closed by `stop()`), its number in that environment variable: EOF there
+    means the parent is gone, however it ended, SIGKILL included (the simulator's
+    `exit_with_parent` watches it, so it dies with its client)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        url: str = "",
+        log_path: Path | None = None,
+        parent_pipe_env: str | None = None,
+    ) -> None:
+        self.url = url  # base URL, no trailing slash ("" until known)
+        self.model: str | None = None  # the model it serves, once ready
+        self.log_path = log_path
+        self._stopped = False
+        self._parent_fd: int | None = None  # the pipe's write end: held for the child's life
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        read_fd = None
+        if parent_pipe_env is not None:
+            read_fd, self._parent_fd = os.pipe()
+            env[parent_pipe_env] = str(read_fd)
+        try:
+            self.proc: subprocess.Popen[str] = self._spawn(argv, env, read_fd)
+        except BaseException:
+            self._close_parent_fd()
+            raise
+        finally:
+            if read_fd is not None:
+                os.close(read_fd)
+
+    def _spawn(self, argv: list[str], env: dict[str, str], fd: int | None) -> subprocess.Popen[str]:
+        fds = () if fd is None else (fd,)
+        if self.log_path is None:
+            return subprocess.Popen(
+                argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0, pass_fds=fds
+            )
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {shell_command(argv)}\n".encode())
+            log.flush()
+            return subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                process_group=0,
+                pass_fds=fds,
+                text=True,  # no pipe to read: the same type as the piped one
+            )
+
+    def _close_parent_fd(self) -> None:
+        if self._parent_fd is not None:
+            os.close(self._parent_fd)
+            self._parent_fd = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def read_line(self, prefix: str, timeout: float) -> str | None:
+        """The rest of the first stdout line starting with `prefix`, or None when none came
+        within `timeout` seconds (read on a thread, so the wait is bounded)."""
+        found: list[str] = []
+        stdout = self.proc.stdout
+
+        def reader() -> None:
+            for line in stdout or ():
+                if line.startswith(prefix):
+                    found.append(line[len(prefix) :].strip())
+                    return
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        thread.join(timeout)
+        return found[0] if found else None
+
+    def wait_ready(
+        self,
+        model: str | None,
+        timeout: float,
+        api_key: str | None = None,
+        stopping: threading.Event | None = None,
+        poll_s: float = 0.05,
+    ) -> str | None:
+        """Poll /v1/models until it lists `model` (any model when None) and return that
+        model; None when the child exited, `stopping` was set or `timeout` passed."""
+        deadline = time.monotonic() + timeout
+        stop = stopping or threading.Event()
+        while self.url and time.monotonic() < deadline and not stop.is_set() and self.alive:
+            ids = list_models(self.url, api_key)
+            if ids and (model is None or model in ids):
+                self.model = model or ids[0]
+                return self.model
+            stop.wait(poll_s)
+        return None
+
+    def log_tail(self, lines: int) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """SIGTERM the group, SIGKILL it after `grace_s`; waits for the leader. Idempotent;
+        returns the leader's exit status."""
+        if not self._stopped:  # also when the leader has exited: its children may not have
+            self._stopped = True
+            _signal_group(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+            # children may outlive the leader: the group gets SIGKILL either way
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(grace_s)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._close_parent_fd()
+        return self.proc.returncode
+
+    def kill_now(self) -> None:
+        """SIGKILL to the group, nothing else: safe in a signal handler (one syscall)."""
+        _signal_group(self.proc.pid, signal.SIGKILL)
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def shell(command: str) -> list[str]:
+    """The argv that runs a shell command line (a sweep's --serve template, filled in)."""
+    return ["bash", "-c", command]
+
+
+def shell_command(argv: list[str]) -> str:
+    """The command line as the user wrote it: the shell line itself for `shell(...)`."""
+    return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else shlex.join(argv)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,223 @@
+"""Imports only point down (issue 16 item 6; docs/architecture.md, "Layers").
+
+The graph is built with ast from every `import` in specmon/: at module level, inside
+functions (lazy imports) and under `if TYPE_CHECKING:` alike, since each one is a module
+knowing another. The checks: no import cycle, the named forbidden edges absent, and no
+import from a lower layer up to a higher one except the allow-list (at most 3 entries,
+each one present in the code and named in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "specmon"
+DOC = ROOT / "docs" / "architecture.md"
+
+# Top (0) to bottom; a module is in the layer of its longest matching prefix. The same
+# table is the diagram's in docs/architecture.md.
+LAYERS: dict[str, int] = {
+    "specmon.__main__": 0,  # entry points
+    "specmon.cli": 0,
+    "specmon.commands": 0,
+    "specmon.tui": 1,  # the screen
+    "specmon.run": 2,  # the run assembly
+    "specmon.sources": 3,  # sources, sinks, analysis, exports, server counters, simulator
+    "specmon.sinks": 3,
+    "specmon.analysis": 3,
+    "specmon.server": 3,
+    "specmon.export": 3,
+    "specmon.interop": 3,
+    "specmon.session": 3,
+    "specmon.sim": 3,
+    "specmon.pipeline": 4,  # pipeline, adapters, statistics, the declared interfaces
+    "specmon.capture": 4,
+    "specmon.checks": 4,
+    "specmon.specdecode": 4,
+    "specmon.accumulator": 4,
+    "specmon.results_window": 4,
+    "specmon.stats": 4,
+    "specmon.formatting": 4,
+    "specmon.interfaces": 4,
+    # the JSONL record is the pipeline's own format: the results window reads it back
+    "specmon.export.jsonl_export": 4,
+    "specmon": 5,  # plain foundations: options, errors, constants, stops, small helpers
+    "specmon.config": 5,
+    "specmon.export.safe_json": 5,
+    # the engine registry is plain declarations (names, signatures) the options read
+    "specmon.specdecode.engines": 5,
+    "specmon.specdecode.fidelity": 5,
+}
+
+# (importer prefix, imported prefix): edges that must never exist
+FORBIDDEN = [
+    ("specmon.sources", "specmon.commands"),
+    ("specmon.sources", "specmon.run"),
+    ("specmon.server", "specmon.sources.load"),
+    ("specmon.config", "specmon.sources"),
+    ("specmon.config", "specmon.analysis"),
+    ("specmon.run", "specmon.tui"),  # the screen is handed to the run, never imported
+]
+
+# (importer, imported): the upward imports allowed, each justified in docs/architecture.md
+ALLOWED_UPWARD = [
+    ("specmon.interfaces", "specmon.server.scrape"),
+]
+MOST_UPWARD = 3
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_names(tree: ast.Module, name: str, is_package: bool) -> set[str]:
+    """Every specmon name this module imports (`from a import b` gives a.b, or a when b is
+    not a module: the resolver below keeps the longest module prefix)."""
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {n for n in found if n == "specmon" or n.startswith("specmon.")}
+
+
+def build_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    files = {module_name(p, package.parent): p for p in package.rglob("*.py")}
+
+    def resolve(target: str) -> str:
+        while target not in files:
+            target = target.rpartition(".")[0]
+        return target
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        targets = imported_names(tree, name, path.name == "__init__.py")
+        graph[name] = {resolve(t) for t in targets} - {name}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[best]
+
+
+def matches(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path a -> ... -> a, or None (depth-first, three colours)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)) is not None:
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)) is not None:
+            return cycle
+    return None
+
+
+def upward_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Edges from a lower layer (higher number) to a higher one."""
+    return {(a, b) for a, targets in graph.items() for b in targets if layer_of(b) < layer_of(a)}
+
+
+# --- the checker on graphs made by hand ------------------------------------------------
+
+
+def test_the_checks_see_a_cycle_and_an_upward_edge_in_a_graph_made_by_hand():
+    graph = {
+        "specmon.config": {"specmon.analysis.segments"},
+        "specmon.analysis.segments": {"specmon.formatting"},
+        "specmon.formatting": {"specmon.config"},
+        "specmon.tui.app": {"specmon.config"},
+    }
+    cycle = find_cycle(graph)
+    assert cycle is not None and cycle[0] == cycle[-1] and len(cycle) == 4
+    # config (5) -> analysis (3) and formatting (4) -> config (5): only the first points up
+    assert upward_edges(graph) == {("specmon.config", "specmon.analysis.segments")}
+    assert find_cycle({"specmon.a": {"specmon.b"}, "specmon.b": set()}) is None
+
+
+def test_imports_are_read_at_every_depth(tmp_path):
+    pkg = tmp_path / "specmon"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from . import b\n"
+        "if TYPE_CHECKING:\n    from specmon.sub.c import Thing\n"
+        "def f():\n    import specmon.d\n"
+    )
+    for name in ("b", "c"):
+        (pkg / "sub" / f"{name}.py").write_text("")
+    (pkg / "d.py").write_text("")
+    graph = build_graph(pkg)
+    assert graph["specmon.sub.a"] == {"specmon.sub.b", "specmon.sub.c", "specmon.d"}
+
+
+# --- specmon itself ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return build_graph()
+
+
+def test_every_module_has_a_layer(graph):
+    for module in graph:
+        layer_of(module)  # max() of nothing raises: a new top-level name needs a layer
+
+
+def test_no_import_cycle(graph):
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_the_forbidden_edges_are_absent(graph):
+    found = [
+        (a, b)
+        for a, targets in graph.items()
+        for b in targets
+        for src, dst in FORBIDDEN
+        if matches(a, src) and matches(b, dst)
+    ]
+    assert found == []
+
+
+def test_upward_imports_are_the_allowed_few(graph):
+    assert len(ALLOWED_UPWARD) <= MOST_UPWARD
+    assert upward_edges(graph) <= set(ALLOWED_UPWARD), sorted(
+        upward_edges(graph) - set(ALLOWED_UPWARD)
+    )
+    # the list stays true: each entry exists in the code and is named in the doc
+    doc = DOC.read_text(encoding="utf-8")
+    for importer, imported in ALLOWED_UPWARD:
+        assert imported in graph[importer]
+        short = f"{importer.removeprefix('specmon.')} -> {imported.removeprefix('specmon.')}"
+        assert short in doc, short

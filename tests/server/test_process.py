@@ -1,0 +1,81 @@
+"""server/process.py, the one manager of a server child (start_sim and the sweep): its own
+process group, a stop that reaches every process of the group (also after the leader has
+exited), idempotent, the log file's first line, and the parent-death pipe."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specmon.server.process import ServerProcess, shell, shell_command
+
+pytestmark = pytest.mark.e2e  # starts processes
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_the_shell_line_is_kept_as_written():
+    assert shell("a {k}; b") == ["bash", "-c", "a {k}; b"]
+    assert shell_command(shell("a; b")) == "a; b"
+    assert shell_command(["python", "-m", "x y"]) == "python -m 'x y'"
+
+
+def test_stop_reaches_the_whole_group_even_a_child_that_outlives_the_leader(tmp_path: Path):
+    log = tmp_path / "server.log"
+    # the leader exits at once; its background sleep stays, in the leader's group
+    server = ServerProcess(shell("sleep 300 & echo started"), log_path=log)
+    assert os.getpgid(server.pid) == server.pid  # it leads its own group
+    assert server.proc.wait(20) == 0 and "started" in log.read_text()
+    assert log.read_text().splitlines()[0] == "$ sleep 300 & echo started"
+    assert group_alive(server.pid)  # the sleep outlived the leader
+    assert server.stop(grace_s=5) == 0
+    assert wait_for(lambda: not group_alive(server.pid))  # the sleep went too
+    assert server.stop() == 0  # idempotent
+
+
+def test_kill_now_is_one_sigkill_to_the_group(tmp_path: Path):
+    server = ServerProcess(shell("sleep 300 & sleep 300"), log_path=tmp_path / "log")
+    server.kill_now()
+    assert server.proc.wait(10) == -signal.SIGKILL  # reaped: no zombie keeps the group
+    assert wait_for(lambda: not group_alive(server.pid))
+
+
+def test_a_piped_child_line_and_the_parent_pipe(tmp_path: Path):
+    # the child prints the fd it was given, then waits for EOF on it: the pipe's write end
+    # is only the parent's, so stop() (closing it) or the parent's death ends the wait
+    code = (
+        "import os, sys; fd = int(os.environ['PARENT']); print('fd', fd, flush=True);"
+        " sys.exit(0 if os.read(fd, 1) == b'' else 1)"
+    )
+    server = ServerProcess([sys.executable, "-c", code], parent_pipe_env="PARENT")
+    assert (server.read_line("fd ", 20) or "").isdigit()
+    assert server.alive  # still waiting: the write end is open here
+    server._close_parent_fd()  # what stop() does, without a signal: EOF in the child
+    assert server.proc.wait(20) == 0
+    assert server.stop() == 0
+
+
+def test_wait_ready_gives_up_when_the_child_exits():
+    server = ServerProcess([sys.executable, "-c", "print('bye')"], url="http://127.0.0.1:9")
+    assert server.wait_ready("m", timeout=20) is None and server.model is None
+    assert server.stop() == 0
