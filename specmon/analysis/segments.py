@@ -18,7 +18,7 @@ from typing import Any
 
 from specmon import decision
 from specmon.constants import NS_PER_S
-from specmon.formatting import fmt_number
+from specmon.formatting import fmt_number, stacked_rows
 from specmon.segment_plan import SETTING_KEYS
 
 RUN = "run"  # SegmentTable.rows(draft_cost=RUN): the table's own --draft-cost
@@ -283,8 +283,9 @@ def advice_lines(rows: Sequence[Mapping]) -> list[str]:
     ]
 
 
-def render_segment_table(rows: Sequence[Mapping]) -> str:
-    """The end-of-run table: one line per segment (and server)."""
+def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> str:
+    """The end-of-run table: one line per segment (and server); stacked rows when wider
+    than `width` (formatting.stacked_rows: no number is cut)."""
     if not rows:
         return "no segments"
     multi = any(r["server"] is not None for r in rows) and len({r["server"] for r in rows}) > 1
@@ -319,8 +320,11 @@ def render_segment_table(rows: Sequence[Mapping]) -> str:
             ]
         )
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        lines = stacked_rows(headers, [[f"seg {row[0]}", *row[1:]] for row in body], width)
+    else:
+        lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
     bases = dict.fromkeys(r.get("basis") for r in rows if r.get("basis"))
     lines += [f"best k: {b}" for b in bases]
     hints = dict.fromkeys(r["hint"] for r in rows if r.get("hint"))

@@ -204,8 +204,10 @@ def execute(
 ) -> int:
     """The sweep (specmon/run/sweep.py), under the live view on a terminal without
     --headless, else headless."""
+    from specmon.commands.run import check_theme_early
     from specmon.run.sweep import execute_sweep
 
+    check_theme_early(config)  # an unknown --theme is an error headless too
     out = out or sys.stdout
     live = not config.headless and out is sys.stdout and sys.stdout.isatty()
     screen = TextualSweepScreen() if live else None
