@@ -41,6 +41,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from specmon.bounded_read import read_bounded  # a FIFO or device: refused
+from specmon.constants import PERCENTILES
 from specmon.errors import UserError
 from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import EngineChoice
@@ -460,6 +461,12 @@ class RunConfig(BaseModel):
     headless: bool = option(False, "no TUI: progress lines, then the console tables")
     refresh_hz: float = option(4.0, "TUI refresh rate", gt=0, le=60)
     theme: str | None = option(None, "TUI theme name")
+    metric_percentiles: str = option(
+        "99,90,50",
+        "percentiles the console tables show, comma-separated "
+        f"(as vllm bench serve's; any of {','.join(map(str, PERCENTILES))})",
+        metavar="P,P,...",
+    )
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
     engine: EngineChoice = option(
         "auto",
@@ -515,6 +522,11 @@ class RunConfig(BaseModel):
             if not re.match(r"^https?://[^/\s]+", target):
                 raise ValueError(f"'{entry}' is not an http(s) URL (e.g. http://127.0.0.1:8000)")
         return urls
+
+    @field_validator("metric_percentiles")
+    @classmethod
+    def _percentiles(cls, value: str) -> str:
+        return ",".join(map(str, parse_percentiles(value)))
 
     @field_validator("extra_inputs", mode="before")
     @classmethod
@@ -662,3 +674,15 @@ def build_config(
 def save_config(config: RunConfig, path: str) -> None:
     """Write the effective configuration as TOML (the API key is never written)."""
     RUN_OPTIONS.save(config, path)
+
+
+def parse_percentiles(text: str) -> tuple[int, ...]:
+    """ "99,90,50" (or "p99,p50") -> (99, 90, 50); each one of the computed PERCENTILES."""
+    out = []
+    for part in text.split(","):
+        part = part.strip().removeprefix("p")
+        if not part.isdigit() or int(part) not in PERCENTILES:
+            choices = ",".join(map(str, PERCENTILES))
+            raise ValueError(f"percentile '{part}' is not one of {choices}")
+        out.append(int(part))
+    return tuple(out)

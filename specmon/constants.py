@@ -14,6 +14,10 @@ S_PER_NS: Final = 1 / NS_PER_S  # 1e-09
 # ">=8" entry, as AIPerf's console does (docs/metrics.md §8.4). Exports stay uncapped.
 HIST_FOLD_CAP: Final = 8
 
+# The percentiles specmon computes for every record metric (AIPerf's set); the console
+# tables show the ones --metric-percentiles names.
+PERCENTILES: Final[tuple[int, ...]] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+
 # Draft cost c = draft step time / target step time assumed when neither --draft-cost nor
 # runs at several k give one: a typical small-drafter ratio, always labelled "assumed"
 # (docs/tuning.md §5).

@@ -51,12 +51,19 @@ def fmt_signed(value: object, suffix: str = "", digits: int = 2) -> str:
 
 
 def format_table(
-    headers: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] | None = None
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    right: Sequence[bool] | None = None,
+    width: int | None = None,
 ) -> str:
-    """A plain-text table (no colour, no box characters): safe in any terminal or log."""
+    """A plain-text table (no colour, no box characters): safe in any terminal or log.
+
+    Wider than `width`, it becomes stacked rows (`stacked_rows`): no cell is ever cut."""
     cells = [list(map(str, r)) for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     align = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        return "\n".join(stacked_rows(headers, cells, width))
 
     def line(row: Sequence[str]) -> str:
         return "  ".join(
@@ -64,6 +71,33 @@ def format_table(
         ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+def stacked_rows(headers: Sequence[str], rows: Iterable[Sequence[str]], width: int) -> list[str]:
+    """Each row as its first cell on a line, then `header value` pairs packed into lines of
+    at most `width` (a pair longer than that gets a line of its own, whole)."""
+    lines: list[str] = []
+    for row in rows:
+        pairs = [f"{h} {c}" for h, c in zip(headers[1:], row[1:]) if c.strip()]
+        lines.append(str(row[0]))
+        lines += pack(pairs, width)
+    return lines
+
+
+def pack(items: Sequence[str], width: int, indent: int = 2, sep: str = "  ") -> list[str]:
+    """`items` joined by `sep` into lines of at most `width`, each line indented; an item
+    longer than a line gets a line of its own, whole: nothing is cut."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        candidate = f"{line}{sep}{item}" if line else " " * indent + item
+        if line and len(candidate) > width:
+            lines.append(line)
+            candidate = " " * indent + item
+        line = candidate
+    if line:
+        lines.append(line)
+    return lines
 
 
 def server_down_text(down_since: float | None) -> str:

@@ -30,6 +30,7 @@ RUN_SAMPLES: dict[str, str] = {
     "extra_inputs": "temperature:0.5",
     "input_file": "prompts.jsonl",  # a path is only opened when the run starts
     "segments": "concurrency=1,4",
+    "metric_percentiles": "25,75",
     "dataset_shard": "1/4",
 }
 SIM_SAMPLES: dict[str, str] = {

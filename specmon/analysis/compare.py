@@ -43,7 +43,7 @@ LATENCY_ROWS = [
     ("latency", tag, stat, f"{label} {stat}")
     for tag, label in (
         ("time_to_first_token", "TTFT"),
-        ("inter_token_latency", "ITL"),
+        ("inter_token_latency", "TPOT"),
         ("request_latency", "Request Latency"),
     )
     for stat in ("p50", "p90", "p99")
@@ -327,7 +327,7 @@ def _digits(row: Row) -> int:
     return 0 if whole and row.unit in COUNT_UNITS and not row.percent_points else 2
 
 
-def render_rows(labels: Sequence[str], rows: Sequence[Row]) -> str:
+def render_rows(labels: Sequence[str], rows: Sequence[Row], width: int | None = None) -> str:
     headers = ["metric", "unit", labels[0]]
     for label in labels[1:]:
         headers += [label, "Δ", "Δ%"]
@@ -348,11 +348,13 @@ def render_rows(labels: Sequence[str], rows: Sequence[Row]) -> str:
                 "" if row.percent_points else fmt_signed(row.delta_pct[i], "%"),
             ]
         body.append(cells)
-    return format_table(headers, body, [False, False] + [True] * (len(headers) - 2))
+    return format_table(headers, body, [False, False] + [True] * (len(headers) - 2), width)
 
 
 def render_server_comparison(
-    summaries: Mapping[str, Mapping], ks: Mapping[str, int | None] | None = None
+    summaries: Mapping[str, Mapping],
+    ks: Mapping[str, int | None] | None = None,
+    width: int | None = None,
 ) -> str:
     """The end-of-run table of a multi-server run: one column per server label."""
     if not summaries:
@@ -360,7 +362,7 @@ def render_server_comparison(
     labels = list(summaries)
     ks = ks or {}
     rows = build_rows([summaries[label] for label in labels], [ks.get(label) for label in labels])
-    return render_rows(labels, rows)
+    return render_rows(labels, rows, width)
 
 
 def rows_to_json(labels: Sequence[str], runs: Sequence[RunArtifacts], rows: Sequence[Row]) -> dict:

@@ -34,8 +34,9 @@ def execute(
 
 
 def check_theme_early(config: RunConfig) -> None:
-    """A misspelt --theme fails before any server is contacted, not after the load started."""
-    if config.headless or not config.theme:
+    """A misspelt --theme fails before any server is contacted, not after the load started;
+    in every mode (a headless run draws no theme, but a typo in a script must not pass)."""
+    if not config.theme:
         return
     try:
         from specmon.tui.themes import check_theme

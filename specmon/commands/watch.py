@@ -65,8 +65,10 @@ def execute(
     config: RunConfig, interval_s: float, duration_s: float | None, out: TextIO | None = None
 ) -> int:
     """The watch (specmon/run/watch.py), under the monitor on a terminal without --headless."""
+    from specmon.commands.run import check_theme_early
     from specmon.run.watch import execute_watch
 
+    check_theme_early(config)  # an unknown --theme is an error headless too
     headless = config.headless or not sys.stdout.isatty()
     return execute_watch(config, interval_s, duration_s, None if headless else _monitor(), out)
 

@@ -38,10 +38,11 @@ class HeadlessProgress:
         rates = [_request_throughput(run.session) for run in self.multi.runs]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None  # several servers: their throughputs add up
+        duration = self.multi.config.benchmark_duration
         if len(self.tallies) == 1:
             (tally,) = self.tallies.values()
-            return format_progress(progress, tally.mean(), rate)
-        line = format_progress(progress, None, rate)
+            return format_progress(progress, tally.mean(), rate, duration)
+        line = format_progress(progress, None, rate, duration)
         per_server = []
         for label, tally in self.tallies.items():
             al = tally.mean()
@@ -132,10 +133,14 @@ def progress_line(progress: LoadProgress, session: SessionView) -> str:
     )
 
 
-def format_progress(progress: LoadProgress, al: float | None, rate: float | None) -> str:
-    """One line: elapsed, done/total, errors, req/s (AIPerf's request_throughput, the figure
-    the TUI shows), running acceptance length, lag."""
+def format_progress(
+    progress: LoadProgress, al: float | None, rate: float | None, duration_s: float | None = None
+) -> str:
+    """One line: elapsed, done/total with percent and ETA when the run is bounded (by
+    --request-count, or --benchmark-duration given as `duration_s`), errors, req/s (AIPerf's
+    request_throughput, the figure the TUI shows), running acceptance length, lag."""
     total = f"/{progress.total}" if progress.total else ""
+    total += _eta_text(progress, duration_s)
     rate_text = "n/a" if rate is None else f"{rate:.2f}"
     al_text = f"{al:.2f}" if al is not None else "n/a"
     phase = "" if progress.phase in ("profiling", "done", "stopping") else f" [{progress.phase}]"
@@ -146,6 +151,18 @@ def format_progress(progress: LoadProgress, al: float | None, rate: float | None
         f"accept-len {al_text}  loop-lag {progress.loop_lag_ms:.1f} ms "
         f"busy {progress.loop_busy * 100:.0f}%" + (f"  {down}" if down else "")
     )
+
+
+def _eta_text(progress: LoadProgress, duration_s: float | None) -> str:
+    """ " (42%, ETA 00:17)" for a bounded run, the TUI header's arithmetic (run_progress)."""
+    from specmon.tui.view import fmt_duration, run_progress
+
+    if progress.phase in ("warmup", "done") or not (progress.total or duration_s):
+        return ""
+    prog = run_progress(progress.completed, progress.elapsed_s, progress.total, duration_s)
+    if prog.fraction is None:
+        return ""
+    return f" ({prog.fraction * 100:.0f}%, ETA {fmt_duration(prog.eta_s)})"
 
 
 def _request_throughput(session: SessionView) -> float | None:
@@ -181,7 +198,8 @@ def _warn_lag(progress: LoadProgress, already: bool, out: TextIO) -> bool:
 
 def print_results(multi: MultiRun, out: TextIO) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
-    from specmon.analysis.segments import render_segment_table
+    from specmon.analysis.segments import advice_lines, render_segment_table
+    from specmon.export.console import output_width
     from specmon.server.server_view import server_metrics_lines
     from specmon.sinks.server_counters import NOT_POLLED
 
@@ -189,7 +207,7 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     for run in multi.runs:
         if several:
             print(f"\n=== server {run.label} ({run.url}) ===", file=out)
-        _print_tables(run.session, out)
+        _print_tables(run.session, out, multi.config.metric_percentiles)
         if run.server_metrics is not None and run.counter_view is not None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
@@ -201,14 +219,19 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
         summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
         ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}
         print("\nServers side by side", file=out)
-        print(render_server_comparison(summaries, ks), file=out)
+        print(render_server_comparison(summaries, ks, width=output_width(out)), file=out)
     rows = multi.segment_rows_final
     if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
-        print("\n" + render_segment_table(rows), file=out)
+        print("\n" + render_segment_table(rows, width=output_width(out)), file=out)
+    # the answer of specmon.decision, as the monitor shows it, per segment with its basis
+    print("", file=out)
+    for line in advice_lines(rows):
+        print(line, file=out)
     out.flush()
 
 
-def _print_tables(session: RunSession, out: TextIO) -> None:
+def _print_tables(session: RunSession, out: TextIO, percentiles: str) -> None:
+    from specmon.config import parse_percentiles
     from specmon.export.console import print_console
     from specmon.specdecode.fidelity import fidelity_line
 
@@ -219,5 +242,6 @@ def _print_tables(session: RunSession, out: TextIO) -> None:
         hist,
         error_summary=acc.snapshot().error_summary,
         file=out,
+        percentiles=parse_percentiles(percentiles),
         fidelity=fidelity_line(acc.fidelity_counts, acc.engine, tuple(acc.verification_notes)),
     )

@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from specmon.sim import payloads
+from specmon.sim import llamacpp, payloads
 from specmon.sim.config import SimConfig
 from specmon.sim.counters import SpecCounters
 from specmon.sim.engine import ON_TIME_S, EngineLoop, sleep_until
@@ -559,9 +559,10 @@ class SimRequest:
 
     async def _prefill(self) -> None:
         """ttft_ms of prefill (or of recomputing after a preemption), then run on the engine."""
+        ready_at = time.perf_counter() + self.ttft / 1000.0
         if self.ttft > 0:
-            await sleep_until(time.perf_counter() + self.ttft / 1000.0)
-        self.state.engines[self.engine].join(self)
+            await sleep_until(ready_at)
+        self.state.engines[self.engine].join(self, ready_at)
 
     async def _recompute(self) -> None:
         """Preempted (KV cache full): wait to be readmitted, then recompute and rejoin."""
@@ -929,6 +930,8 @@ def build_app(cfg: SimConfig) -> Starlette:
     ]
     if cfg.shape == "sglang":
         routes += [Route("/server_info", server_info), Route("/get_server_info", server_info)]
+    if cfg.shape == "llamacpp":  # its native /completion (specmon/sim/llamacpp.py)
+        routes += llamacpp.routes(_completion)
     app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
     app.state.sim = SimState(cfg)
     return app

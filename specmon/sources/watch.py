@@ -44,6 +44,7 @@ from specmon.server.scrape import (
     counter_delta,
 )
 from specmon.sources.lifecycle import BackgroundRun
+from specmon.specdecode.fidelity import SERVER_WIDE
 
 CSV_NAME = "watch_timeseries.csv"
 JSONL_NAME = "watch_timeseries.jsonl"
@@ -121,6 +122,11 @@ class WatchRow:
     total: SpecFigures | None = None  # since the watch started (across resets)
     health: HealthFiguresRow = field(default_factory=HealthFiguresRow)
     per_labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # several label sets
+    # what the figures rest on (docs/metrics.md §10.2): /metrics only, whose counters, and
+    # the engine's gauges as read (a last value, never a window)
+    fidelity: str = SERVER_WIDE
+    counters_engine: str | None = None
+    gauges_last_value: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +151,8 @@ class WatchRow:
                 out[prefix + name] = _num(value)
         for name in CSV_HEALTH:
             out[name] = _num(getattr(self.health, name))
+        out["fidelity"] = self.fidelity
+        out["counters_engine"] = self.counters_engine or ""
         return out
 
 
@@ -163,6 +171,8 @@ CSV_COLUMNS = [
     *CSV_SPEC,
     *(f"total_{name}" for name in CSV_SPEC),
     *CSV_HEALTH,
+    "fidelity",
+    "counters_engine",
 ]
 
 
@@ -262,6 +272,8 @@ class ServerTrack:
             total=SpecFigures.of(total) if delta.present else None,
             health=HealthFiguresRow.of(health),
             per_labels=_per_labels(prev, cur, health),
+            counters_engine=delta.engine,
+            gauges_last_value=dict(delta.gauges),
         )
 
 

@@ -164,7 +164,8 @@ def load_themes(dirs: tuple[Path, ...] = (THEME_DIR, USER_THEME_DIR)) -> list[Th
 
 
 def resolve_theme(requested: str | None, available: list[str], no_color: bool) -> str:
-    """--theme NAME (with or without the 'specmon-' prefix); NO_COLOR forces monochrome."""
+    """--theme NAME (with or without the 'specmon-' prefix); NO_COLOR forces monochrome.
+    The error lists the short names (dark, light, monochrome), as the README does."""
     if no_color and MONOCHROME_THEME in available:
         return MONOCHROME_THEME
     if not requested:
@@ -172,7 +173,8 @@ def resolve_theme(requested: str | None, available: list[str], no_color: bool) -
     for candidate in (requested, f"specmon-{requested}"):
         if candidate in available:
             return candidate
-    raise UserError(f"unknown theme '{requested}' (available: {', '.join(sorted(available))})")
+    names = sorted(name.removeprefix("specmon-") for name in available)
+    raise UserError(f"unknown theme '{requested}' (available: {', '.join(names)})")
 
 
 def check_theme(requested: str | None) -> str | None:

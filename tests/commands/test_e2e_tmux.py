@@ -190,7 +190,7 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
 
 HEADLINE = re.compile(
     r"AL ([\d.]+)  tok-wtd AL ([\d.]+)  draft acc ([\d.]+)%.*?\n"
-    r"\s*out tok/s ([\d,.]+)  TTFT p50 ([\d,.]+)  p99 ([\d,.]+) ms  ITL p50 ([\d,.]+) ms"
+    r"\s*out tok/s ([\d,.]+)  TTFT p50 ([\d,.]+)  p99 ([\d,.]+) ms  TPOT p50 ([\d,.]+) ms"
 )
 
 

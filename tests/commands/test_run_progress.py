@@ -7,7 +7,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from specmon.config import RunConfig
-from specmon.run.headless import describe_run, progress_line
+from specmon.run.headless import describe_run, format_progress, progress_line
 from specmon.sources.load.generator import LoadProgress
 
 
@@ -34,12 +34,20 @@ def test_progress_line_reads_well_when_piped():
     )
     line = progress_line(progress, session)
     # req/s is AIPerf's request_throughput (the TUI's and the exports' figure): 48 / 9.6 = 5.00,
-    # not completed / elapsed
+    # not completed / elapsed. 50 of 200 in 10 s: 25%, 150 left at 5/s -> ETA 30 s
     assert line == (
-        "[   10.0s] done 50/200  errors 2  5.00 req/s  in-flight 10  "
+        "[   10.0s] done 50/200 (25%, ETA 00:30)  errors 2  5.00 req/s  in-flight 10  "
         "accept-len 2.46  loop-lag 1.2 ms busy 43%"
     )
     assert "\r" not in line and "\x1b" not in line
+
+
+def test_progress_line_of_a_duration_run_has_percent_and_eta():
+    """--benchmark-duration 30, 12 s in: 40% done, 18 s to go (issue 20 item 4)."""
+    progress = LoadProgress(30, 25, None, 5, 0, 0.5, elapsed_s=12.0)
+    line = format_progress(progress, None, None, duration_s=30.0)
+    assert line.startswith("[   12.0s] done 25 (40%, ETA 00:18)  errors 0")
+    assert "ETA" not in format_progress(progress, None, None)  # unbounded: no ETA
 
 
 def test_progress_line_without_total_or_spec_and_in_warmup():

@@ -333,3 +333,24 @@ def test_unwritable_artifact_dir_is_a_user_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="artifact dir"):
         RunSession(blocker / "sub", "records", {})
+
+
+def test_exports_take_the_umask_mode_like_screenshots(tmp_path):
+    """Issue 20: exports were 0600 (mkstemp) while screenshots were 0644. Under umask 022 a
+    new export is 0666 & ~022 = 0644; under 027 it is 0640."""
+    import os
+    import stat
+
+    from specmon.export.common import atomic_write, open_new_stream
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write(tmp_path / "a.json", b"{}")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        with open_new_stream(tmp_path / "b.jsonl") as fh:
+            fh.write(b"{}\n")
+        assert stat.S_IMODE((tmp_path / "b.jsonl").stat().st_mode) == 0o644
+        os.umask(0o027)
+        assert stat.S_IMODE(atomic_write(tmp_path / "c.csv", b"x").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

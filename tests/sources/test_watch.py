@@ -133,6 +133,11 @@ def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     assert f"watch AL {expected['acceptance_length']:.2f}" in lines[-2]
     csv_lines = (tmp_path / "w" / "watch_timeseries.csv").read_text().splitlines()
     assert len(csv_lines) == len(rows) + 1
+    # /metrics only: every figure is server-wide, from vLLM's counters (docs/metrics.md §10.2)
+    assert {r["fidelity"] for r in rows} == {"server-wide"}
+    assert rows[-1]["counters_engine"] == "vllm" and rows[-1]["gauges_last_value"] == {}
+    assert csv_lines[0].endswith(",fidelity,counters_engine")
+    assert csv_lines[-1].endswith(",server-wide,vllm")
 
 
 @pytest.mark.e2e

@@ -173,3 +173,49 @@ def test_engine_flag_restricts_detection_end_to_end(tmp_path):
     assert "total_draft_tokens" not in doc and "acceptance_fidelity" not in doc
     for rec in _jsonl(out / "profile_export.jsonl"):
         assert rec["metadata"]["spec_decode_reason"] == "other_engine:llamacpp"
+
+
+def test_llamacpp_native_completion_round_trips_through_the_adapter(tmp_path):
+    """llama.cpp's own /completion (not the OpenAI endpoint) from `specmon sim --shape
+    llamacpp`, over real HTTP; the raw capture is read by `specmon report`."""
+    import time
+    import urllib.request
+
+    log, raw_path = tmp_path / "sim.jsonl", tmp_path / "raw.jsonl"
+    sim_args = ["--shape", "llamacpp", "--num-spec-tokens", "3", "--seed", "5"]
+    lines = []
+    with start_sim([*sim_args, "--log", str(log)]) as sim:
+        for i in range(3):
+            request = {"prompt": f"hi {i}", "n_predict": 20, "ignore_eos": True}
+            start = time.perf_counter_ns()
+            http = urllib.request.Request(
+                sim.url + "/completion",
+                json.dumps(request).encode(),
+                {"Content-Type": "application/json", "X-Request-Id": f"native-{i}"},
+            )
+            body = json.loads(urllib.request.urlopen(http, timeout=30).read())
+            end = time.perf_counter_ns()
+            assert body["stop"] is True and body["tokens_predicted"] == 20
+            capture = {"endpoint": "completions", "streaming": False, "request": request}
+            capture |= {"status": 200, "responses": [body], "start_ns": start}
+            capture |= {"response_ns": [end], "end_ns": end, "x_request_id": f"native-{i}"}
+            lines.append(json.dumps(capture))
+    raw_path.write_text("\n".join(lines) + "\n")
+    truth = {e["x_request_id"]: e["stats"][0] for e in _jsonl(log)}
+    out = tmp_path / "report"
+    report = subprocess.run(
+        [sys.executable, "-m", "specmon", "report", "--input", str(raw_path)]
+        + ["--artifact-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "Acceptance fidelity (llamacpp): counts only" in report.stdout
+    for rec in _jsonl(out / "profile_export.jsonl"):
+        spec, sent = rec["spec_decode_acceptance"], truth[rec["metadata"]["x_request_id"]]
+        assert (spec["num_accepted_draft_tokens"], spec["num_draft_tokens"]) == (
+            sent["accepted"],
+            sent["drafted"],
+        )
+        assert spec["completion_tokens"] == 20 and "num_spec_steps" not in spec

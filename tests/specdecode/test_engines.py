@@ -331,3 +331,14 @@ def test_a_server_without_server_info_gives_no_note():
         assert verification_note(url, None) is None  # answers, names no mode
     finally:
         server.shutdown()
+
+
+def test_sglang_generate_with_the_newer_field_names():
+    # verify_ct 6, correct 10, proposed 18 = 6 x (4 - 1), histogram [1, 2, 1, 2]:
+    # 1+2+1+2 = 6 steps and 0*1 + 1*2 + 2*1 + 3*2 = 10 accepted; AL = 1 + 10/6
+    record = detect(*responses_of("sglang_generate_v2_names")).record
+    assert record.engine == "sglang" and record.fidelity == HISTOGRAM
+    assert (record.num_spec_steps, record.num_accepted_draft_tokens) == (6, 10)
+    assert record.num_draft_tokens == 18
+    assert record.acceptance_histogram == {0: 1, 1: 2, 2: 1, 3: 2}
+    assert record.mean_acceptance_length == pytest.approx(1 + 10 / 6)

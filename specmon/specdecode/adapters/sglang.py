@@ -4,7 +4,10 @@ Two surfaces carry the same counts:
 * OpenAI endpoints with `"return_spec_tokens_details": true` in the request: response-root
   `sglext.spec_tokens_details`, an object for n = 1 and a list (one per choice) for n > 1.
 * native `/generate`: `meta_info` with spec_verify_ct, spec_accept_token_num,
-  spec_draft_token_num, spec_accept_histogram (and spec_accept_rate).
+  spec_draft_token_num, spec_accept_histogram (and spec_accept_rate); newer SGLang writes
+  the sglext names there too (spec_num_correct_drafts, spec_num_proposed_drafts =
+  verify_ct x (draft tokens - 1), spec_correct_drafts_histogram, with the old
+  spec_accept_histogram as an alias), read as the surface `meta_info_v2`.
 The mean acceptance length is derived from the counts (1 + accepted / steps), never from
 spec_accept_length, which divides completion_tokens and so counts the prefill token.
 """
@@ -27,6 +30,7 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 SGLEXT = "sglext"
 META = "meta_info"
+META_V2 = "meta_info_v2"  # meta_info under the sglext field names
 
 # surface -> (signature keys, field mapping onto the record's counts)
 FIELDS = {
@@ -44,10 +48,18 @@ FIELDS = {
         "histogram": "spec_accept_histogram",
         "rate": "spec_accept_rate",
     },
+    META_V2: {
+        "steps": "spec_verify_ct",
+        "accepted": "spec_num_correct_drafts",
+        "drafted": "spec_num_proposed_drafts",
+        "histogram": "spec_correct_drafts_histogram",
+        "rate": "spec_accept_rate",
+    },
 }
 SIGNATURE = {
     SGLEXT: ("spec_verify_ct", "spec_num_correct_drafts"),
     META: ("spec_verify_ct", "spec_accept_token_num", "spec_draft_token_num"),
+    META_V2: ("spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts"),
 }
 
 
@@ -82,6 +94,8 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
             meta = data.get(META)
             if _signed(META, meta):
                 found.append((META, meta))
+            elif _signed(META_V2, meta):
+                found.append((META_V2, meta))
         return found
 
     @classmethod

@@ -22,7 +22,7 @@ from specmon.tui.widgets.histogram import HistogramView
 
 TIMING_TAGS = (
     ("TTFT", "time_to_first_token", "ms"),
-    ("ITL", "inter_token_latency", "ms"),
+    ("TPOT", "inter_token_latency", "ms"),
     ("request latency", "request_latency", "ms"),
     ("output tokens", "output_sequence_length", ""),
     ("input tokens", "input_sequence_length", ""),

@@ -70,12 +70,13 @@ EXPLANATIONS: tuple[tuple[str, str, str], ...] = (
     ),
     ("TTFT", "time to first token: first content response minus request start", "ms"),
     (
-        "ITL",
-        "inter-token latency; token-normalised, so it drops when more drafts are accepted",
+        "TPOT",
+        "time per output token (AIPerf: inter token latency); token-normalised, so it drops"
+        " when more drafts are accepted",
         "(latency - TTFT) / (output tokens - 1)",
     ),
     ("Request Latency", "last content response minus request start", "ms"),
-    ("Output tok/s/user", "decode speed seen by one user", "1 / ITL (s)"),
+    ("Output tok/s/user", "decode speed seen by one user", "1 / TPOT (s)"),
     ("Output tok/s", "run throughput", "Σ output tokens / benchmark duration"),
     (
         "Requests/s (req/s)",

@@ -88,7 +88,8 @@ def test_progress_line_shows_the_outage():
     # req/s is AIPerf's request_throughput from the session (valid requests only, so retried
     # attempts never count: test_server_killed_and_restarted checks it on a real run)
     line = format_progress(progress, None, 2.5)
-    assert "done 30/100  errors 25  2.50 req/s" in line
+    # 30 of 100 in 10 s: 30%, 70 left at 3/s -> 23.3 s
+    assert "done 30/100 (30%, ETA 00:23)  errors 25  2.50 req/s" in line
     assert line.endswith("  server down since 13:04:05, retrying")
     assert "server down" not in format_progress(replace(progress, down_since=None), None, None)
 
