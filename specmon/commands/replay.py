@@ -41,8 +41,8 @@ __all__ = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
-        metavar="FILE",
-        help="profile_export.jsonl (specmon or AIPerf) or a specmon raw capture",
+        metavar="FILE|DIR",
+        help="profile_export.jsonl (specmon or AIPerf), a specmon raw capture, or an artifact dir",
     )
     parser.add_argument(
         "--speed",

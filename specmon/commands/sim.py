@@ -19,10 +19,12 @@ LATENCY_HELP = """latency models (ms; B = requests running on all engines incl. 
   roofline:
     step_time = max(step_floor_ms, compute_ms_per_token * B * (k + 1))
                 + draft_ms_per_token * k
-  The first token arrives after ttft_ms; then one verify step per step_time, each emitting
-  the accepted drafts plus one token (k = 0: one token per step, no speculation). Steps run
-  against absolute monotonic deadlines, so the mean step equals the formula. With every
-  latency at 0 the server answers at once. batch_slope (linear) or the compute term
+  One loop per engine steps every running request together: each step lasts step_time for
+  the batch that ran and emits each request's accepted drafts plus one token (k = 0: one
+  token per step, no speculation); a request's first token leaves at the first step
+  boundary after its ttft_ms prefill. Steps end on absolute monotonic deadlines, so the mean
+  step equals the formula; /metrics carries the loop's own lag (specmon_sim_step_*). With
+  every latency at 0 the server answers at once. --spec-schedule picks k per step from B. batch_slope (linear) or the compute term
   (roofline) makes verifying k+1 tokens for many requests costly, so the best k falls as
   concurrency grows.
 capacity: at most --max-num-seqs requests run per engine, the rest wait (FIFO); KV usage =

@@ -157,6 +157,11 @@ class SpecCounters:
                 if late:
                     late_steps.inc()
 
+    def add_lag(self, engine: int, lag_s: float) -> None:
+        """Lag counted at the end of a busy period (engine.py), outside any step."""
+        if lag_s > 0:
+            self._step_children[engine][3].inc(lag_s)
+
     def add_tokens(self, engine: int, prompt_tokens: int, generation_tokens: int) -> None:
         labels = self.labels[engine]
         self.prompt_tokens.labels(*labels).inc(prompt_tokens)

@@ -15,11 +15,18 @@ A request joins when its prefill (ttft_ms after admission) is done: its first to
 at the next step boundary (at once when the engine is idle), as vLLM streams a step's
 outputs at the step's end; a preempted request rejoins after recomputing.
 
-Fidelity (specmon_sim_* on /metrics, counters.py): the loop keeps, per busy period, the
-largest lateness of a wake-up behind its deadline. A step's lag is how much further behind
-that it fell (max(0, lateness - previous largest)), so the timer's jitter, which the next
-absolute deadline absorbs, is counted once, and a loop that cannot keep up (its lateness
-keeps growing) is counted in full. A step is late when its lag exceeds 2% of its formula
+Fidelity (specmon_sim_* on /metrics, counters.py). Each wake-up's lateness behind its
+deadline is not all lag: the timer wakes up to a millisecond late, a busy machine can stall
+the process for tens of ms, and the next absolute deadlines absorb both (the loop catches
+up, the mean step holds). What the clients lose is lateness that persists. So the loop
+keeps, per busy period (from a join on an idle engine until it idles again: a sweep's
+repeat, for one), the smallest lateness of the last LAG_WINDOW_S seconds of wake-ups, and a
+step's lag is how far that persistent lateness rose above its highest value so far. A loop
+that cannot keep up (lateness growing step after step) is counted in full, a window late; a
+stall it recovers from within the window, and jitter, are not counted; nothing is counted
+in a period's first window. When the period ends (the engine idles), the lateness of its
+last step counts too, beyond what was already counted: the requests that ended then did
+end that late, and there is no later step to catch up with. A step is late when its lag exceeds 2% of its formula
 duration; "actual duration" = formula + lag. A zero-time step (every latency 0) has no
 schedule to fall behind and is counted as a step only.
 """
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
     from specmon.sim.scheduler import Scheduler, Seq
 
 LATE_FACTOR = 1.02  # a step more than 2% over its formula is late (the README's bar)
+LAG_WINDOW_S = 0.1  # lateness must persist this long to count as lag (module docstring)
 
 # A wake-up this close to its deadline counts as on time: uvloop's timers are whole
 # milliseconds on a cached clock, so sleeping the last fraction again would only spin.
@@ -67,6 +75,42 @@ class Member(Protocol):
 
     def drop(self) -> None:
         """Its client has gone: wake it to stop (it counts what it sent)."""
+
+
+class LagMeter:
+    """One busy period's lag (module docstring): the rise of its persistent lateness, the
+    smallest lateness of the last LAG_WINDOW_S seconds (a monotonic deque: O(1) a step)."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.window: deque[tuple[float, float]] = deque()  # (wake time, lateness), rising
+        self.counted = 0.0
+        self.last = 0.0  # the lateness of the latest wake-up
+
+    def finish(self) -> float:
+        """The period ended: its last step's lateness not yet counted."""
+        rise = max(0.0, self.last - self.counted)
+        self.counted += rise
+        return rise
+
+    def step(self, now: float, lateness: float) -> float:
+        """This step's lag: how far the persistent lateness rose above its highest so far."""
+        self.last = lateness
+        window = self.window
+        while window and window[-1][1] >= lateness:
+            window.pop()
+        window.append((now, lateness))
+        # keep the last wake-up at or before the window's start: after a stall (no wake-up
+        # for longer than the window) the lateness from before it is still the baseline
+        while len(window) > 1 and window[1][0] <= now - LAG_WINDOW_S:
+            window.popleft()
+        if now - self.start < LAG_WINDOW_S:
+            return 0.0
+        persistent = window[0][1]
+        if persistent <= self.counted:
+            return 0.0
+        rise, self.counted = persistent - self.counted, persistent
+        return rise
 
 
 class _Slot:
@@ -103,13 +147,15 @@ class EngineLoop:
         self.joining: deque[_Slot] = deque()
         self.slots: dict[int, _Slot] = {}  # id(member) -> slot, for rejoining after preemption
         self._task: asyncio.Task[None] | None = None
+        self._k = k_for(1)  # drafts per step of the step in progress
 
-    def join(self, member: Member) -> None:
-        """Prefill (or recompute) done: run from the next step boundary."""
+    def join(self, member: Member, ready_at: float) -> None:
+        """Prefill (or recompute) done at perf_counter() time `ready_at` (its deadline, not
+        the wake-up, which may come a little early): run from the next step boundary."""
         slot = self.slots.get(id(member))
         if slot is None:
             slot = self.slots[id(member)] = _Slot(member)
-        slot.joined_at = time.perf_counter()
+        slot.joined_at = ready_at
         self.joining.append(slot)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -121,25 +167,28 @@ class EngineLoop:
     # ----- the loop ---------------------------------------------------------------------
     async def _run(self) -> None:
         deadline = time.perf_counter()  # a busy period starts now
-        behind = 0.0  # the largest lateness of this busy period
+        lag = LagMeter(deadline)
         while True:
             self._boundary(deadline)
             await asyncio.sleep(0)  # the woken requests write (and finished ones release)
             if not self._claim() and not self.joining:
+                self.counters.add_lag(self.engine, lag.finish())
                 return  # idle: the next join starts a new busy period
-            if not self.batch:  # only joiners (arrived during the yield): a boundary now
-                deadline, behind = time.perf_counter(), 0.0
+            if not self.batch:  # only joiners: a new busy period from the first one's prefill
+                self.counters.add_lag(self.engine, lag.finish())
+                first = min(slot.joined_at for slot in self.joining)
+                deadline = max(time.perf_counter(), first)
+                await sleep_until(deadline)
+                lag = LagMeter(deadline)
                 continue
             batch_size = self.scheduler.running_total
             step_s = self.latency.step_ms_at(self._k, batch_size) / 1000.0
             deadline += step_s
             await sleep_until(deadline)
-            lateness = time.perf_counter() - deadline
-            lag = max(0.0, lateness - behind)
-            behind = max(behind, lateness)
-            lag = lag if step_s > 0 else 0.0
-            late = step_s > 0 and lag > (LATE_FACTOR - 1.0) * step_s
-            self.counters.add_step(self.engine, step_s, lag, late)
+            now = time.perf_counter()
+            step_lag = lag.step(now, now - deadline) if step_s > 0 else 0.0
+            late = step_s > 0 and step_lag > (LATE_FACTOR - 1.0) * step_s
+            self.counters.add_step(self.engine, step_s, step_lag, late)
             self._finish_step(step_s * 1000.0)
 
     def _boundary(self, deadline: float) -> None:
@@ -151,7 +200,7 @@ class EngineLoop:
         while self.joining:
             slot = self.joining.popleft()
             member = slot.member
-            if slot.joined_at > deadline + ON_TIME_S:
+            if slot.joined_at > deadline:
                 later.append(slot)
                 continue
             if id(member) not in self.slots:
@@ -220,5 +269,3 @@ class EngineLoop:
         self.scheduler.release(slot.member.seq)
         self.leave(slot.member)
         slot.member.drop()
-
-    _k = 0

@@ -559,9 +559,10 @@ class SimRequest:
 
     async def _prefill(self) -> None:
         """ttft_ms of prefill (or of recomputing after a preemption), then run on the engine."""
+        ready_at = time.perf_counter() + self.ttft / 1000.0
         if self.ttft > 0:
-            await sleep_until(time.perf_counter() + self.ttft / 1000.0)
-        self.state.engines[self.engine].join(self)
+            await sleep_until(ready_at)
+        self.state.engines[self.engine].join(self, ready_at)
 
     async def _recompute(self) -> None:
         """Preempted (KV cache full): wait to be readmitted, then recompute and rejoin."""

@@ -39,6 +39,19 @@ class ReplaySource:
     model: str | None = None
 
 
+def replay_file(path: Path) -> Path:
+    """An artifact dir means its records (profile_export.jsonl), else its raw capture, as
+    `specmon tune` and `compare` take dirs; a file is itself."""
+    from specmon.export.common import JSONL_NAME, RAW_NAME
+
+    if not path.is_dir():
+        return path
+    for name in (JSONL_NAME, RAW_NAME):
+        if (path / name).is_file():
+            return path / name
+    raise UserError(f"replay: {path} is a folder without {JSONL_NAME} or {RAW_NAME}")
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
     if not path.is_file():
         raise UserError(f"replay file not found: {path}")
@@ -86,7 +99,7 @@ def load_source(path: str | Path) -> ReplaySource:
     from specmon.capture import CaptureError, RawCapture
     from specmon.export.jsonl_export import result_from_record
 
-    path = Path(path)
+    path = replay_file(Path(path))
     source: ReplaySource | None = None
     for line_no, line in _lines(path):
         try:

@@ -53,6 +53,7 @@ class SweepApp(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_sweep", "Stop and quit"),
+        Binding("s", "screenshot", "Save"),
         Binding("ctrl+c", "quit_sweep", "Quit", show=False, priority=True),
     ]
 
@@ -145,10 +146,17 @@ class SweepApp(App[int]):
         acc = self._session.accumulator
         snap = acc.snapshot()
         hist = dict(snap.pooled_histogram or {})
-        self.query_one("#cell-spec", StatsTable).show(snap.spec_stats)
+        self.query_one("#cell-spec", StatsTable).show(snap.spec_rows)
         self.query_one(HistogramView).show(hist)
         self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
         self.query_one("#panel-cellhist").border_title = "Accepted drafts per step"
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """An SVG of the screen into the sweep's folder, as the monitor's `s` does."""
+        folder = self.control.runner.dir
+        folder.mkdir(parents=True, exist_ok=True)
+        saved = self.save_screenshot(path=str(folder))
+        self.notify(f"saved {saved}", timeout=4)
 
     def action_quit_sweep(self) -> None:
         self.control.stop()  # the repeat in flight is cancelled and not kept

@@ -13,9 +13,20 @@ Truncation: with max_tokens L (sent with ignore_eos, so every request is exactly
 step near the end drafts min(k, remaining - 1), so a request takes N(L, k) steps, computed
 below exactly, a little more than (L - 1) / E(k). Under closed-loop concurrency B the
 server's output throughput is B L / (ttft + N(L, k) T(k, B)); for large L this is
-proportional to B E(k) / T(k, B). The parameters are chosen so both forms agree on the best
-k (asserted), that it falls with load, and that the runner-up is more than 2% behind, so a
-wrong pick is visible.
+proportional to B E(k) / T(k, B). The simulator steps its running batch together, so a
+request's first token leaves at the first step boundary after its prefill: under closed-loop
+load (B > 1, ttft < T) the next request's first token comes one step after the previous
+request's last, (N + 1) T per request. The parameters are chosen so all three forms agree on
+the best k (asserted), that it falls with load, and that the runner-up is more than 2%
+behind, so a wrong pick is visible.
+
+Margin: the comparison assumes the simulator holds its formula within 2% (README). When it
+reports on /metrics that it ran behind its own step model (sweep.json `server_behind`, the
+per-repeat `server_lag_share`) in the selected or the analytic-best cell, a miss at that
+load is not counted as the decision's: it is named in the output instead, and the test fails
+if that happened at every load. The client's own delay is not covered: on a machine loaded
+far beyond its cores (load average 13 on 2 cores measured here) a closed-loop client sends
+late and every k loses throughput unevenly, which no server counter can see.
 
 Each sweep: k in {0, 1, 2, 4, 6} (0 = `--num-spec-tokens 0` baseline), concurrency 1, 4, 16,
 three repeats of SEGMENT_S seconds per cell.
@@ -85,6 +96,12 @@ def request_throughput(model: str, k: int, batch: int, p: dict[str, float]) -> f
     return batch * OUTPUT_TOKENS * 1000.0 / per_request_ms
 
 
+def stepped_throughput(model: str, k: int, batch: int, p: dict[str, float]) -> float:
+    """B closed-loop clients on a batched engine: (N + 1) steps per request (see above)."""
+    steps = expected_steps(OUTPUT_TOKENS, k, ACCEPTANCE) + 1
+    return batch * OUTPUT_TOKENS * 1000.0 / (steps * step_ms(model, k, batch, p))
+
+
 def steady_throughput(model: str, k: int, batch: int, p: dict[str, float]) -> float:
     return batch * expected_tokens_per_step(ACCEPTANCE, k) * 1000.0 / step_ms(model, k, batch, p)
 
@@ -124,6 +141,7 @@ def test_parameters_make_a_visible_choice(model: str, params: dict, expected: di
         best = argmax(rates)
         assert best == expected[c]
         assert best == argmax({k: steady_throughput(model, k, c, params) for k in rates})
+        assert best == argmax({k: stepped_throughput(model, k, c, params) for k in rates})
         runner_up = max(v for k, v in rates.items() if k != best)
         assert runner_up < (1 - TOLERANCE) * rates[best]
 
@@ -192,7 +210,12 @@ def test_sweep_selects_the_analytic_best_k(tmp_path: Path, model: str, params: d
     }
     table = analytic(model, params)
     decisions = {d["concurrency"]: d for d in doc["decisions"]}
-    misses = []
+    behind = {
+        (cell["k"], cell["concurrency"]): cell["server_behind"]
+        for cell in doc["cells"]
+        if cell.get("server_behind")
+    }
+    misses, not_compared = [], []
     for c, rates in table.items():
         best = argmax(rates)
         selected = decisions[c]["selected_k"]
@@ -203,12 +226,22 @@ def test_sweep_selects_the_analytic_best_k(tmp_path: Path, model: str, params: d
         print(
             f"{model} c={c}: selected {selected}, analytic best {best}, measured/analytic {ratio}"
         )
-        if selected is None or rates[selected] < (1 - TOLERANCE) * rates[best]:
+        # the two cells the comparison rests on: the one picked and the analytic best
+        flagged = {k: behind[(k, c)] for k in {selected, best} if (k, c) in behind}
+        missed = selected is None or rates[selected] < (1 - TOLERANCE) * rates[best]
+        if missed and flagged:  # the oracle was off its own formula: not the decision's miss
+            not_compared.append(f"concurrency {c} (selected k={selected}): {flagged}")
+        elif missed:
             misses.append(
                 f"concurrency {c}: selected k={selected}, analytic best k={best}; analytic "
                 f"{ {k: round(v) for k, v in rates.items()} } measured {measured}"
             )
-    assert not misses, "\n".join(misses) + "\n" + out
+    if not_compared:
+        print("not compared, the simulator ran behind its model:", *not_compared, sep="\n  ")
+    assert len(not_compared) < len(table), (
+        "the simulator ran behind its own step model at every load:\n" + "\n".join(not_compared)
+    )
+    assert not misses, "\n".join(misses + not_compared) + "\n" + out
 
     # the model's leave-one-out error: printed, and in sweep.json per cell and overall
     assert "leave-one-out error" in proc.stdout

@@ -24,6 +24,7 @@ sys.path.insert(0, str(BENCH))
 
 import _harness  # noqa: E402
 import bench_load  # noqa: E402
+import bench_sim  # noqa: E402
 import bench_tui  # noqa: E402
 
 NGINX_MISSING = "nginx not installed (apt-get install -y nginx-light)"
@@ -281,3 +282,33 @@ def test_bench_tui_prints_headless_and_tui_rows():
     # (100x30 is the compact layout, without the Spec Decode table)
     screen = out.split("last TUI screen:")[1]
     assert "tok-wtd AL" in screen and "Accepted drafts per step" in screen
+
+
+def test_bench_sim_rows_name_the_last_rung_that_held():
+    held = bench_sim.Rung(4.0, 8459.4, 0.007, 13.44, 0.987)
+    behind = bench_sim.Rung(1.0, 20175.0, 0.622, 13.4, 1.0)
+    assert bench_sim.row(16, 3, held, behind) == [
+        16, 3, "4", "8,459", "0.7%", "13.4", "0.99", "1 ms", "62.2%"
+    ]  # fmt: skip
+    assert bench_sim.row(1, 0, None, behind)[2:] == [
+        "none held", "-", "-", "-", "-", "1 ms", "62.2%"
+    ]  # fmt: skip
+    assert bench_sim.expected_tokens(3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
+
+
+def test_bench_sim_prints_its_table():
+    # one cell, one coarse rung (20 ms steps hold on any machine: the lag column is printed,
+    # not asserted), a second of load: a real sim serves a real client
+    out = run_script(
+        "bench_sim.py", "--concurrency", "4", "--k", "3", "--step-ms", "20",
+        "--duration", "1", "--warmup", "0.3", "--max-tokens", "32",
+    )  # fmt: skip
+    (row,) = parse_table(out)
+    assert (row["C"], row["k"]) == ("4", "3")
+    assert "load average before:" in out
+    if row["at formula: step ms"] != "none held":
+        assert row["at formula: step ms"] == "20" and num(row["tok/s"]) > 0
+        # 4 clients of 32-token streams at 20 ms steps: 4 * E(3) tokens per step on average,
+        # + ~3% prefill tokens (one per request of ~13 steps) + the draws' spread in a second
+        assert num(row["tok/s"]) <= 4 * bench_sim.expected_tokens(3) / 0.020 * 1.2
+        assert 0 < num(row["busy"]) <= 1.05  # formula seconds per wall second, one engine

@@ -130,9 +130,11 @@ def test_kv_cache_usage_follows_tokens_held(tmp_path):
 @pytest.mark.e2e
 def test_preemption_when_kv_cache_is_small(tmp_path):
     # 4 requests of 2 prompt + 100 generated tokens against 150 tokens of KV cache: at most one
-    # can finish alongside a short other, so some must be preempted and resumed.
+    # can finish alongside a short other, so some must be preempted and resumed. 20 ms steps
+    # (about 0.7 s a request): the four overlap even when a busy machine starts their
+    # threads a few hundred ms apart (at 2 ms steps they sometimes ran one after another).
     log = tmp_path / "sim.jsonl"
-    args = ["--kv-cache-tokens", "150", "--step-ms", "2", "--num-spec-tokens", "2"]
+    args = ["--kv-cache-tokens", "150", "--step-ms", "20", "--num-spec-tokens", "2"]
     args += ["--log", str(log)]
     with start_sim(args) as sim, concurrent.futures.ThreadPoolExecutor(1) as bg:
         pending = bg.submit(post_all, sim.url, [chat(f"p{i}", 100) for i in range(4)])

@@ -58,7 +58,7 @@ def test_a_sim_behind_its_model_is_flagged_in_sweep_json(tmp_path: Path):
     )
     args = ["--serve", serve, "--num-spec-tokens", "2", "--concurrency", "16"]
     args += ["--repeats", "1", "--warmup-request-count", "0", "--artifact-dir", str(tmp_path)]
-    args += ["--segment-requests", "64", "--output-tokens-mean", "64"]
+    args += ["--segment-requests", "64", "--output-tokens-mean", "512"]
     args += ["--prompt-source", "synthetic", "--synthetic-input-tokens-mean", "16"]
     import subprocess
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from tui_fixtures import (
 )
 from tui_screen import screen_text, until
 
+from specmon import stops
 from specmon.capture import RawCapture
 from specmon.commands.replay import build
 from specmon.interfaces import LoadProgress
@@ -367,11 +369,26 @@ async def test_q_stops_the_replay_feeder(tmp_path):
     assert feeder.fed < len(feeder.source.items)  # paced at 1/1000 speed, it was still feeding
 
 
-async def test_ctrl_c_quits_like_q():
+async def test_ctrl_c_quits_like_sigint():
+    """Ctrl-C is a key in the TUI (raw mode): it quits, and the run ends as a SIGINT does
+    headless, so the process exits 130 (issue 19)."""
+    stops.reset()
+    app = small_app()
+    try:
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.press("ctrl+c")
+        assert app.return_value == 130
+        assert stops.requested() == signal.SIGINT and stops.exit_status(0) == 130
+    finally:
+        stops.reset()
+
+
+async def test_q_quits_without_a_stop_signal():
+    stops.reset()
     app = small_app()
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("ctrl+c")
-    assert app.return_code == 0
+        await pilot.press("q")
+    assert app.return_value == 0 and stops.requested() is None
 
 
 async def test_full_speed_replay_shows_every_record(tmp_path):
@@ -429,6 +446,27 @@ def test_profile_export_replay_matches_the_run(tmp_path):
     assert again.request_count == original.request_count
     assert again.error_count == original.error_count
     assert Path(tmp_path / "run" / "profile_export_aiperf.json").is_file()
+
+
+def test_replay_accepts_an_artifact_dir(tmp_path):
+    """`specmon replay DIR` (issue 20 item 5: "replay file not found" for a dir that tune and
+    compare accept): the records of the dir, else its raw capture; an empty dir says why."""
+    from specmon.errors import UserError
+
+    captures = run_captures(30)
+    session = RunSession(tmp_path / "run", "raw", {})
+    for c in captures:
+        session.add(RawCapture.from_dict(c))
+    session.finish()
+    profiling = [c for c in captures if c.get("benchmark_phase") != "warmup"]
+    src = load_source(tmp_path / "run")
+    assert src.path.name == "profile_export.jsonl" and len(src.items) == len(profiling)
+    (tmp_path / "run" / "profile_export.jsonl").unlink()
+    src = load_source(tmp_path / "run")  # the raw capture keeps the warmup requests too
+    assert src.path.name == "profile_export_raw.jsonl" and len(src.items) == len(captures)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="is a folder without profile_export.jsonl"):
+        load_source(tmp_path / "empty")
 
 
 async def test_replay_of_a_real_aiperf_export(tmp_path):

@@ -38,6 +38,26 @@ def test_lines_sum_engines_and_leave_absent_series_out():
     assert lines[4].split() == ['engine="1"', "4", "0", "25.0", "100"]
 
 
+SIM_PAGE = """\
+vllm:num_requests_running{{engine="0"}} 16
+specmon_sim_step_lag_seconds_total{{engine="0"}} {lag}
+specmon_sim_step_formula_seconds_total{{engine="0"}} {formula}
+"""
+
+
+def test_the_simulators_lag_behind_its_step_model_is_a_column():
+    # Δlag / Δformula = (0.43 - 0.4) / (12.0 - 10.0) = 1.5%
+    a = parse_health(SIM_PAGE.format(lag=0.4, formula=10.0), taken_s=1.0)
+    b = parse_health(SIM_PAGE.format(lag=0.43, formula=12.0), taken_s=2.0)
+    lines = health_lines(HealthDelta.between(a, b))
+    assert lines[1].split() == ["run", "lag%"]
+    assert lines[2].split() == ["16", "1.5"]
+    # an idle simulator (no step in the interval): no share, so no column (as any series
+    # without a figure)
+    idle = health_lines(HealthDelta.between(b, b))
+    assert idle[1:] == ["run", "16"]
+
+
 def test_no_health_series_says_so():
     empty = parse_health("vllm:other_metric 1\n", taken_s=1.0)
     assert health_lines(HealthDelta.between(empty, empty)) == [NO_HEALTH]

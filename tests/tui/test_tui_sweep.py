@@ -128,3 +128,26 @@ async def test_a_repeat_shorter_than_a_refresh_still_shows_its_session(tmp_path)
         text = screen_text(app)
         assert "Spec decode · k=2 concurrency=4 repeat 3" in text
     assert runner.last_measured is last
+
+
+async def test_s_saves_a_screenshot_of_the_sweep_view(tmp_path):
+    """Every screen saves with `s` (issue 20 item 5): an SVG in the sweep's folder, mode
+    0666 & ~umask like every export."""
+    import os
+    import stat
+
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    old = os.umask(0o022)
+    try:
+        app = SweepApp(control)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("s")
+            await pilot.pause()
+            await pilot.press("q")
+    finally:
+        os.umask(old)
+    (svg,) = (tmp_path / "sweep").glob("*.svg")
+    assert "k=0" in svg.read_text(encoding="utf-8")
+    assert stat.S_IMODE(svg.stat().st_mode) == 0o644
