@@ -27,9 +27,10 @@ from specmon.stats import (
     JSON_STAT_KEYS,
     METRICS,
     RECORD,
+    MetricRow,
     compute_stats,
     is_spec_tag,
-    metric_block,
+    metric_row,
 )
 
 Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
@@ -238,6 +239,10 @@ class RunSnapshot:
     # The run's fidelity level (its weakest record's, specmon/specdecode/fidelity.py);
     # None before any record. The screen shows it beside the acceptance figures.
     fidelity: str | None = None
+    # The same statistics typed, one MetricRow per tag (what the live view reads; the
+    # blocks above are written from these rows, as the export's are).
+    spec_rows: dict[str, MetricRow] = field(default_factory=dict)
+    std_rows: dict[str, MetricRow] = field(default_factory=dict)
 
 
 def _floats() -> array[float]:
@@ -472,26 +477,26 @@ class RunAccumulator:
         return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
 
     @staticmethod
-    def _blocks(
+    def _rows(
         frozen: dict[str, tuple[MetricColumn, tuple[int, float, float]]],
         derived: dict[str, float | int],
         exact: bool,
-    ) -> dict[str, Block]:
-        blocks: dict[str, Block] = {}
+    ) -> dict[str, MetricRow]:
+        rows: dict[str, MetricRow] = {}
         for tag, mdef in METRICS.items():
             if mdef.kind == RECORD and tag in frozen:
                 column, state = frozen[tag]
-                blocks[tag] = metric_block(tag, column.stats(state, exact=exact))
+                rows[tag] = metric_row(tag, column.stats(state, exact=exact))
             elif mdef.kind == DERIVED and tag in derived:
-                blocks[tag] = metric_block(tag, value=derived[tag])
-        return blocks
+                rows[tag] = metric_row(tag, value=derived[tag])
+        return rows
 
     def metric_blocks(self, exact: bool = True) -> dict[str, Block]:
         """{tag: export block} for every metric with a value, in METRICS order."""
         with self._stats_lock:
             with self._lock:
                 frozen, derived = self._frozen_columns(), self.derived_values()
-            return self._blocks(frozen, derived, exact)
+            return {tag: row.block() for tag, row in self._rows(frozen, derived, exact).items()}
 
     def pooled_histogram_sorted(self) -> dict[int, int]:
         with self._lock:
@@ -528,8 +533,10 @@ class RunAccumulator:
                     fidelity=weakest(self.fidelity_counts),
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
-            for tag, block in self._blocks(frozen, derived, exact=False).items():
-                (snap.spec_stats if is_spec_tag(tag) else snap.std_stats)[tag] = block
+            for tag, row in self._rows(frozen, derived, exact=False).items():
+                spec = is_spec_tag(tag)
+                (snap.spec_rows if spec else snap.std_rows)[tag] = row
+                (snap.spec_stats if spec else snap.std_stats)[tag] = row.block()
             self._snap = snap
             return snap
 

@@ -151,7 +151,7 @@ class SweepApp(App[int]):
         acc = self._session.accumulator
         snap = acc.snapshot()
         hist = dict(snap.pooled_histogram or {})
-        self.query_one("#cell-spec", StatsTable).show(snap.spec_stats)
+        self.query_one("#cell-spec", StatsTable).show(snap.spec_rows)
         self.query_one(HistogramView).show(hist)
         self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
         self.query_one("#panel-cellhist").border_title = "Accepted drafts per step"

@@ -145,6 +145,21 @@ def recommendation_text(w: WhatIf | None) -> str:
     return w.head
 
 
+@dataclass(frozen=True)
+class ServerCard:
+    """One server's column in panel 8 (servers side by side)."""
+
+    label: str
+    k: int | None
+    requests: int
+    acceptance_length: float | None
+    acceptance_rate: float | None  # %
+    histogram: tuple[tuple[int, int], ...]
+    recommendation: str
+    source: str  # "" or " (server-wide)"
+    survival: tuple[float, ...] = ()  # S_i per position (vLLM's per-position rate)
+
+
 # ---------------------------------------------------------------- the server's counters
 
 

@@ -1,4 +1,4 @@
-"""Pure view-model helpers for the monitor: snapshot dicts in, display rows out.
+"""Pure view-model helpers for the monitor: typed snapshot rows in, display rows out.
 
 No Textual here, so every number the screen shows is testable without a terminal.
 """
@@ -6,13 +6,13 @@ No Textual here, so every number the screen shows is testable without a terminal
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.constants import HIST_FOLD_CAP
 from specmon.formatting import fmt_number
 from specmon.specdecode.tuning import PositionEstimate, position_estimates
-from specmon.stats import DERIVED, METRICS, SPEC
+from specmon.stats import DERIVED, METRICS, SPEC, MetricRow
 
 NA = "N/A"
 
@@ -38,16 +38,18 @@ LATENCY_COLUMNS = ("avg", "p50", "p90", "p99")
 
 
 def stat_rows(
-    stats: dict[str, dict], rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str]
+    stats: Mapping[str, MetricRow],
+    rows: Sequence[tuple[str, str, str, bool]],
+    columns: Sequence[str],
 ) -> list[tuple[str, list[str]]]:
     """(label, cells) for each row whose tag has data; derived rows fill only `avg`."""
     out = []
     for tag, header, unit, derived in rows:
-        block = stats.get(tag)
-        if not block:
+        row = stats.get(tag)
+        if row is None:
             continue
         cells = [
-            fmt_number(block.get(col), na=NA) if (col == "avg" or not derived) else NA
+            fmt_number(row.get(col), na=NA) if (col == "avg" or not derived) else NA
             for col in columns
         ]
         out.append((f"{header} ({unit})", cells))

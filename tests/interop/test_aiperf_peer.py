@@ -5,13 +5,15 @@ per-request `spec_decode_acceptance` structs included.
 AIPerf's raw export (every response it received, with the request payload) is turned into a
 specmon raw capture by specmon.interop.aiperf and run through `specmon report`.
 - live: `aiperf profile` against a real `specmon sim` process (skips only when AIPerf cannot
-  be installed here, with the setup script's reason);
+  be installed here, with the setup script's reason), streaming and not; AIPerf's records are
+  also checked one by one against what the simulator logged sending;
 - recorded: the same comparison on AIPerf runs committed under tests/peer/fixtures/
   (tests/peer/capture_aiperf.py), so it runs on every machine.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,9 +52,35 @@ SIM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def sim():
-    with start_sim(SIM_ARGS) as process:
+def sim_log(tmp_path_factory) -> Path:
+    """What the simulator logs sending, one JSON line per request (its --log)."""
+    return tmp_path_factory.mktemp("sim") / "sim.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sim(sim_log):
+    with start_sim([*SIM_ARGS, "--log", str(sim_log)]) as process:
         yield process
+
+
+def assert_each_record_is_the_sims_payload(aiperf_dir: Path, sim_log: Path, requests: int) -> None:
+    """AIPerf keeps one record per request, equal to the payload the simulator logged sending;
+    it silently drops a request whose payload arrives twice, so this also proves the payload
+    is sent exactly once. Read from both files directly (independently of specmon.interop)."""
+    truth = {e["x_request_id"]: e for e in map(json.loads, sim_log.read_text().splitlines())}
+    export = next(aiperf_dir.rglob("profile_export.jsonl"))
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    assert len(records) == requests
+    for record in records:
+        sent = truth[record["metadata"]["x_request_id"]]["payload"]
+        seen = record["spec_decode_acceptance"]  # absent if AIPerf dropped the payload
+        assert seen["num_spec_steps"] == sent["num_spec_steps"]
+        assert seen["num_accepted_draft_tokens"] == sent["num_accepted_draft_tokens"]
+        assert seen["num_draft_tokens"] == sent["num_draft_tokens"]
+        assert seen["mean_acceptance_length"] == sent["mean_acceptance_length"]
+        dense = sent["acceptance_histogram"]
+        assert seen["acceptance_histogram"] == {str(j): h for j, h in enumerate(dense) if h}
+        assert seen["per_step_accepted"] == sent["per_step_accepted"]
 
 
 def assert_totals_match_payloads(aiperf_dir: Path, requests: int) -> None:
@@ -72,13 +100,14 @@ def assert_totals_match_payloads(aiperf_dir: Path, requests: int) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream", "nonstream"])
-def test_live_aiperf_and_specmon_agree(aiperf_ready, sim, tmp_path, streaming):
+def test_live_aiperf_and_specmon_agree(aiperf_ready, sim, sim_log, tmp_path, streaming):
     aiperf_dir = tmp_path / "aiperf"
     proc = run_aiperf(sim.url, MODEL, aiperf_dir, streaming=streaming, requests=10, osl=32)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     section = spec_section(proc.stdout)
     assert SPEC_SECTION_TITLE in section and HISTOGRAM_LINE in section, proc.stdout[-3000:]
     assert "Acceptance Length (ratio)" in section
+    assert_each_record_is_the_sims_payload(aiperf_dir, sim_log, 10)
     assert_totals_match_payloads(aiperf_dir, 10)
     assert_same_numbers(aiperf_dir, report_on(aiperf_dir, tmp_path))
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import events
 
+from specmon.stats import MetricRow
 from specmon.tui.view import NA, stat_rows
 from specmon.tui.widgets.shaped import ShapedStatic
 
@@ -70,14 +71,14 @@ class StatsTable(ShapedStatic):
         self._rows = rows
         self._columns = columns
         self._empty = empty
-        self._stats: dict[str, dict] = {}
+        self._stats: Mapping[str, MetricRow] = {}
 
     def set_empty(self, text: str) -> None:
         """What the table says while it has no rows (watch mode says why)."""
         self._empty = text
         self._repaint()
 
-    def show(self, stats: dict[str, dict]) -> None:
+    def show(self, stats: Mapping[str, MetricRow]) -> None:
         if stats == self._stats:
             return
         self._stats = stats
@@ -87,7 +88,7 @@ class StatsTable(ShapedStatic):
         self._repaint()
 
     def _repaint(self) -> None:
-        rows = sum(1 for tag, *_ in self._rows if self._stats.get(tag))
+        rows = sum(1 for tag, *_ in self._rows if tag in self._stats)
         short = bool(self.size.width) and self.size.width < WIDE_AT
         # header row, plus a rule under it when wide; one italic line when empty
         # the empty text's wrapped height; a widget not laid out yet (or hidden) reads as 80

@@ -7,7 +7,6 @@ count changes), like the other panels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -16,6 +15,7 @@ from rich.text import Text
 
 from specmon.tui.tuning_view import (
     SEGMENT_HEADERS,
+    ServerCard,
     WhatIf,
     position_cells,
     prediction_cells,
@@ -89,19 +89,6 @@ class WhatIfView(ShapedStatic):
         for label, length, band, speed, best in prediction_cells(w):
             table.add_row(label, length, band, Text(speed, style=style) if best else speed)
         return table
-
-
-@dataclass(frozen=True)
-class ServerCard:
-    label: str
-    k: int | None
-    requests: int
-    acceptance_length: float | None
-    acceptance_rate: float | None  # %
-    histogram: tuple[tuple[int, int], ...]
-    recommendation: str
-    source: str  # "" or " (server-wide)"
-    survival: tuple[float, ...] = ()  # S_i per position (vLLM's per-position rate)
 
 
 class ServersView(ShapedStatic):
