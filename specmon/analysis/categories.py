@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specmon.accumulator import RunAccumulator
+from specmon.decision.acceptance import Z95
 from specmon.pipeline import RequestResult
-from specmon.specdecode.tuning import Z95
 
 UNCATEGORIZED = "(none)"
 HISTOGRAM_KEY = "pooled_spec_decode_acceptance_histogram"

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.constants import HIST_FOLD_CAP
+from specmon.decision.acceptance import PositionEstimate, position_estimates
 from specmon.formatting import fmt_number
-from specmon.specdecode.tuning import PositionEstimate, position_estimates
 from specmon.stats import DERIVED, METRICS, SPEC, MetricRow
 
 NA = "N/A"

@@ -18,10 +18,10 @@ from specmon.analysis.categories import (
     sort_rows,
 )
 from specmon.analysis.compare import build_rows, category_rows
+from specmon.decision.acceptance import Z95
 from specmon.export.csv_export import build_csv
 from specmon.pipeline import process_capture
 from specmon.session import RunSession
-from specmon.specdecode.tuning import Z95
 from specmon.tui.app import SpecmonApp
 from specmon.tui.widgets.request_log import RequestLog
 

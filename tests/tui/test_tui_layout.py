@@ -128,11 +128,12 @@ async def test_80x24_and_100x30_show_every_headline_item():
             "TPOT p50 5.00 ms",
             "errors 6",
             "3.65 req/s",
-            # kchoice's pick: k=3 measured; k=5 is only the extrapolated hint (the
-            # what-if panel names the same k), the whole basis on screen, not cut at 80
+            # the decision's pick: k=3 measured; k=5 is only the extrapolated hint (the
+            # what-if panel names the same k), the whole answer on screen, not cut at 80
             "best k=3 (2.05x)",
             "draft cost assumed 0.10",
-            "extrapolated, measure it",  # the end of the k line (wrapped at 80 and 100)
+            "P(best)=",
+            "measure it",  # the end of the k line (wrapped at 80 and 100)
             "P(acc>=i)",  # per-position acceptance beside the histogram
             "req-0060",  # the log
             "TTFT p50 ms",  # the time series
