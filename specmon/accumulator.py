@@ -263,6 +263,8 @@ class _Timeline:
     drafted: array[int] = field(default_factory=_ints)
 
 
+ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
+
 # Only record metrics get a column: a column is kept for its statistics (docs/metrics.md).
 _RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RECORD)
 
@@ -278,7 +280,9 @@ class RunAccumulator:
         self.cancelled_count = 0
         self.warmup_count = 0
         self.error_summary: Counter[str] = Counter()
-        self.error_details: Counter[tuple[Any, str, str]] = Counter()
+        # (status code, type) -> [count, the first few distinct messages]: bounded by the
+        # kinds of failure, not by how many different messages a server can make up
+        self.error_details: dict[tuple[Any, str], list[Any]] = {}
         self.spec_reasons: Counter[str] = Counter()
         self.zero_step_requests = 0
         self.spec_request_count = 0
@@ -330,7 +334,11 @@ class RunAccumulator:
         err = result.error or {}
         kind = result.error_kind or "unknown"
         self.error_summary[kind] += 1
-        self.error_details[(err.get("code"), kind, str(err.get("message", ""))[:200])] += 1
+        group = self.error_details.setdefault((err.get("code"), kind), [0, []])
+        group[0] += 1
+        message = str(err.get("message", ""))[:200]
+        if len(group[1]) < ERROR_EXAMPLES and message not in group[1]:
+            group[1].append(message)
 
     def _add_valid(self, result: RequestResult) -> None:
         self.request_count += 1
@@ -545,17 +553,25 @@ class RunAccumulator:
         return self.metric_blocks(exact=True)
 
     def error_summary_list(self) -> list[dict[str, Any]]:
-        """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
+        """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}], one
+        entry per (type, status code), its first message, and up to ERROR_EXAMPLES distinct
+        ones under "examples" when they differ."""
         out = []
         with self._lock:
-            counted = self.error_details.most_common()
-        for (code, kind, message), count in counted:
+            counted = [
+                (key, n, list(examples)) for key, (n, examples) in self.error_details.items()
+            ]
+        counted.sort(key=lambda item: -item[1])  # most common first (stable: first seen)
+        for (code, kind), count, examples in counted:
             details: dict[str, Any] = {}
             if code is not None:
                 details["code"] = code
             details["type"] = kind
-            details["message"] = message
-            out.append({"error_details": details, "count": count})
+            details["message"] = examples[0]
+            entry: dict[str, Any] = {"error_details": details, "count": count}
+            if len(examples) > 1:  # specmon's extra: a few of the group's other messages
+                entry["examples"] = examples
+            out.append(entry)
         return out
 
     def timeline(self) -> tuple[Sequence[float], Sequence[int], Sequence[int]]:
