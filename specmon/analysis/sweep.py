@@ -239,29 +239,36 @@ def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float |
     return wins / DRAWS
 
 
-def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
-    stats = sorted(stats, key=lambda s: s.k)
-    missing = sorted(all_ks - {s.k for s in stats})
-    unstable = [s.k for s in stats if s.unstable]
-    few = any(s.few_repeats for s in stats)
+def _gate_notes(stats: list[CellStats], missing: list[int]) -> list[str]:
+    """What the decision says of its candidates: few repeats, missing k, gated cells."""
     notes = []
-    if few:
+    if any(s.few_repeats for s in stats):
         n = min(s.repeats for s in stats)
         notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
     if missing:
         notes.append(f"k={','.join(map(str, missing))} not measured here")
-    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
-    healthy = selectable(stats)
-    waived = [s.k for s in healthy if s.excluded]
+    waived = [s.k for s in selectable(stats) if s.excluded]
     notes += [
-        f"k={k} {'flagged' if k in waived else 'excluded'}: {'; '.join(why)}"
-        for k, why in excluded.items()
+        f"k={s.k} {'flagged' if s.k in waived else 'excluded'}: {'; '.join(s.excluded)}"
+        for s in stats
+        if s.excluded
     ]
     if waived:
         notes.append(
             "every cell here ran on a saturated client or a lagging server: decided among "
             "them anyway; remeasure on an idle machine before trusting it"
         )
+    return notes
+
+
+def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
+    stats = sorted(stats, key=lambda s: s.k)
+    missing = sorted(all_ks - {s.k for s in stats})
+    unstable = [s.k for s in stats if s.unstable]
+    few = any(s.few_repeats for s in stats)
+    notes = _gate_notes(stats, missing)
+    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
+    healthy = selectable(stats)
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
     stable = [s for s in healthy if not s.unstable]
     reason = None
@@ -456,30 +463,13 @@ def build_schedule(
         else None
     )
     notes = _schedule_notes(anchors, top, model, fragment) + zigzag_notes(anchors, model)
-    if partial:
-        notes.append(
-            "left out (not every k measured there): concurrency "
-            + ", ".join(map(str, sorted(partial)))
-        )
-    if not complete:
-        notes.append("the sweep was interrupted: this schedule is incomplete, measure the rest")
+    notes += _completeness_notes(partial, complete)
     return {
         "complete": complete and not partial,
         "num_speculative_tokens_per_batch_size": merged,
         "batch_size_proxy": BATCH_SIZE_PROXY,
         "max_batch_size": top,
-        "ranges": [
-            {
-                "start": r.start,
-                "end": r.end,
-                "k": r.k,
-                "source": r.source,
-                "measured": r.source == "measured",
-                "predicted": r.source == "predicted",
-                "measured_at": r.measured_at,
-            }
-            for r in ranges
-        ],
+        "ranges": [_range_dict(r) for r in ranges],
         "selected_vs_best_percent": {
             str(c): d.selected_vs_best_percent for c, d in sorted(by_conc.items())
         },
@@ -491,6 +481,28 @@ def build_schedule(
         "left_out_concurrencies": sorted(partial),
         "notes": notes,
     }
+
+
+def _range_dict(r: _Range) -> dict[str, Any]:
+    return {
+        "start": r.start,
+        "end": r.end,
+        "k": r.k,
+        "source": r.source,
+        "measured": r.source == "measured",
+        "predicted": r.source == "predicted",
+        "measured_at": r.measured_at,
+    }
+
+
+def _completeness_notes(partial: list[int], complete: bool) -> list[str]:
+    notes = []
+    if partial:
+        shown = ", ".join(map(str, sorted(partial)))
+        notes.append(f"left out (not every k measured there): concurrency {shown}")
+    if not complete:
+        notes.append("the sweep was interrupted: this schedule is incomplete, measure the rest")
+    return notes
 
 
 def _schedule_notes(

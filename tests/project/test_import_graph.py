@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "specmon.sources": 3,  # sources, sinks, analysis, exports, server counters, simulator
     "specmon.sinks": 3,
     "specmon.analysis": 3,
+    "specmon.decision": 3,  # the one k decision (reads analysis.sweep_types' cells)
     "specmon.server": 3,
     "specmon.export": 3,
     "specmon.interop": 3,
