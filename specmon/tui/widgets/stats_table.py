@@ -30,6 +30,30 @@ SHORT_LABELS = {
     "request_throughput": "Req/s",
 }
 WIDE_AT = 100  # below this width the table uses short labels
+# Narrower than its columns need, the table sheds them in this order (the console's:
+# export/console.py), never cutting a figure ("Accept Len 2.…" in the 80x24 sweep view).
+SHED_ORDER = ("std", "min", "max", "p90", "p99")
+MIN_SHOWN = 2  # avg and p50 stay
+
+
+def fitted_columns(
+    columns: Sequence[str], body: Sequence[tuple[str, list[str]]], width: int
+) -> list[int]:
+    """Indices of the columns kept so the label, the columns and one space between each
+    fit `width`; columns go in SHED_ORDER, at most down to MIN_SHOWN."""
+    keep = list(range(len(columns)))
+
+    def needed() -> int:
+        label = max(len(label) for label, _ in body)
+        cells = [max(len(columns[i]), *(len(row[i]) for _, row in body)) for i in keep]
+        return label + sum(cells) + 2 * len(cells)
+
+    for name in SHED_ORDER:
+        if not width or needed() <= width or len(keep) <= MIN_SHOWN:
+            break
+        if name in columns:
+            keep.remove(columns.index(name))
+    return keep
 
 
 class StatsTable(ShapedStatic):
@@ -92,11 +116,13 @@ class StatsTable(ShapedStatic):
             header_style="bold",
             show_edge=False,
         )
+        if short:
+            body = [(label.rsplit(" (", 1)[0], cells) for label, cells in body]
+        keep = fitted_columns(self._columns, body, self.size.width)
         table.add_column("metric", no_wrap=True, ratio=3 if not short else None)
-        for col in self._columns:
-            table.add_column(col, justify="right", no_wrap=True)
+        for i in keep:
+            table.add_column(self._columns[i], justify="right", no_wrap=True)
         for label, cells in body:
-            if short:
-                label = label.rsplit(" (", 1)[0]
-            table.add_row(label, *[Text(c, style="dim") if c == NA else c for c in cells])
+            shown = [cells[i] for i in keep]
+            table.add_row(label, *[Text(c, style="dim") if c == NA else c for c in shown])
         return table
