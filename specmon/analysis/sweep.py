@@ -239,20 +239,17 @@ def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float |
     return wins / DRAWS
 
 
-def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
-    stats = sorted(stats, key=lambda s: s.k)
-    missing = sorted(all_ks - {s.k for s in stats})
-    unstable = [s.k for s in stats if s.unstable]
-    few = any(s.few_repeats for s in stats)
+def _decision_notes(
+    stats: list[CellStats], missing: list[int], excluded: dict[int, list[str]], waived: list[int]
+) -> list[str]:
+    """What the row's decision should be read with: few repeats, unmeasured k, the cells
+    excluded (or only flagged, `waived`, when every cell failed a health gate)."""
     notes = []
-    if few:
+    if any(s.few_repeats for s in stats):
         n = min(s.repeats for s in stats)
         notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
     if missing:
         notes.append(f"k={','.join(map(str, missing))} not measured here")
-    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
-    healthy = selectable(stats)
-    waived = [s.k for s in healthy if s.excluded]
     notes += [
         f"k={k} {'flagged' if k in waived else 'excluded'}: {'; '.join(why)}"
         for k, why in excluded.items()
@@ -262,19 +259,37 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
             "every cell here ran on a saturated client or a lagging server: decided among "
             "them anyway; remeasure on an idle machine before trusting it"
         )
+    return notes
+
+
+def _no_decision_reason(
+    stats: list[CellStats], healthy: list[CellStats], stable: list[CellStats]
+) -> str | None:
+    """Why no k can be selected at this load, or None when one can."""
+    if not stats:
+        return "no measured cell"
+    if not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
+        return "no k meets the SLO"
+    if not healthy:
+        return "every cell excluded by the health gates or the SLO"
+    if not stable:
+        return f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
+    if max(s.score for s in stable) <= 0:
+        return "no stable cell has a positive score"
+    return None
+
+
+def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
+    stats = sorted(stats, key=lambda s: s.k)
+    missing = sorted(all_ks - {s.k for s in stats})
+    unstable = [s.k for s in stats if s.unstable]
+    few = any(s.few_repeats for s in stats)
+    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
+    healthy = selectable(stats)
+    notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
     stable = [s for s in healthy if not s.unstable]
-    reason = None
-    if not stats:
-        reason = "no measured cell"
-    elif not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
-        reason = "no k meets the SLO"
-    elif not healthy:
-        reason = "every cell excluded by the health gates or the SLO"
-    elif not stable:
-        reason = f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
-    elif max(s.score for s in stable) <= 0:
-        reason = "no stable cell has a positive score"
+    reason = _no_decision_reason(stats, healthy, stable)
     if reason is not None:
         return Decision(
             concurrency, None, None if best is None else best.k, None, None, None, None,
@@ -468,18 +483,7 @@ def build_schedule(
         "num_speculative_tokens_per_batch_size": merged,
         "batch_size_proxy": BATCH_SIZE_PROXY,
         "max_batch_size": top,
-        "ranges": [
-            {
-                "start": r.start,
-                "end": r.end,
-                "k": r.k,
-                "source": r.source,
-                "measured": r.source == "measured",
-                "predicted": r.source == "predicted",
-                "measured_at": r.measured_at,
-            }
-            for r in ranges
-        ],
+        "ranges": [_range_entry(r) for r in ranges],
         "selected_vs_best_percent": {
             str(c): d.selected_vs_best_percent for c, d in sorted(by_conc.items())
         },
@@ -490,6 +494,19 @@ def build_schedule(
         "model_basis": None if model is None else model.basis,
         "left_out_concurrencies": sorted(partial),
         "notes": notes,
+    }
+
+
+def _range_entry(r: _Range) -> dict[str, Any]:
+    """One range of the schedule document: where its k comes from, and measured where."""
+    return {
+        "start": r.start,
+        "end": r.end,
+        "k": r.k,
+        "source": r.source,
+        "measured": r.source == "measured",
+        "predicted": r.source == "predicted",
+        "measured_at": r.measured_at,
     }
 
 

@@ -155,7 +155,7 @@ def format_progress(
 
 def _eta_text(progress: LoadProgress, duration_s: float | None) -> str:
     """ " (42%, ETA 00:17)" for a bounded run, the TUI header's arithmetic (run_progress)."""
-    from specmon.tui.view import fmt_duration, run_progress
+    from specmon.formatting import fmt_duration, run_progress
 
     if progress.phase in ("warmup", "done") or not (progress.total or duration_s):
         return ""

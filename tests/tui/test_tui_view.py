@@ -6,7 +6,7 @@ import pytest
 from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
 from specmon.errors import UserError
-from specmon.formatting import fmt_number
+from specmon.formatting import fmt_number, run_progress
 from specmon.sources.replay import RAW, RECORDS, load_source
 from specmon.stats import MetricRow
 from specmon.tui.requests import log_row, raw_payload
@@ -23,7 +23,6 @@ from specmon.tui.view import (
     acceptance_series,
     fold_histogram,
     per_position,
-    run_progress,
     stat_rows,
 )
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.formatting import server_down_text
+from specmon.formatting import fmt_duration, run_progress, server_down_text
 from specmon.tui.model.header import HeaderInfo
-from specmon.tui.view import bar, fmt_duration, run_progress
+from specmon.tui.view import bar
 
 
 class RunHeader(Static):
