@@ -5,10 +5,10 @@ The evaluation of docs/tuning.md "Choosing k": three per-position acceptance pro
 model and a roofline one. One run at k=4 with one segment per concurrency: each segment's
 histogram is drawn with the simulator's own acceptance walk (specmon/sim/model.py), its step
 time is the formula's T(4, B) with +-2% measurement noise; the draft cost is 0, 5% or 10%
-of a step (the recommendation does not know it: it takes the least loss over c = 0-0.2). analysis/kchoice.choose() picks k
-per segment (the per-segment model, draft cost assumed); the truth throughput of the pick,
-B E(k) / T(k, B), is compared with the analytic best k' in 0..4 (the plain recommendation
-never goes beyond the measured k) and, for information, in 0..8.
+of a step (the recommendation does not know it: it takes the least loss over c = 0-0.2).
+specmon.decision picks k per segment (the per-segment model, draft cost assumed; a k above
+the measured 4 only when even its band's low end wins); the truth throughput of the pick,
+B E(k) / T(k, B), is compared with the analytic best k' in 0..4 and in 0..8.
 
     python benchmarks/bench_kchoice.py [--requests N] [--seeds S]
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specmon.analysis.kchoice import Measurement, choose
+from specmon.decision.choose import Measurement, choose
 from specmon.sim.model import expected_tokens_per_step, plan_sequence, step_time_ms
 
 MEASURED_K = 4

@@ -27,9 +27,10 @@ from specmon.stats import (
     JSON_STAT_KEYS,
     METRICS,
     RECORD,
+    MetricRow,
     compute_stats,
     is_spec_tag,
-    metric_block,
+    metric_row,
 )
 
 Block = dict[str, Any]  # one metric's export block: {"unit", "avg", ...}
@@ -238,6 +239,10 @@ class RunSnapshot:
     # The run's fidelity level (its weakest record's, specmon/specdecode/fidelity.py);
     # None before any record. The screen shows it beside the acceptance figures.
     fidelity: str | None = None
+    # The same statistics typed, one MetricRow per tag (what the live view reads; the
+    # blocks above are written from these rows, as the export's are).
+    spec_rows: dict[str, MetricRow] = field(default_factory=dict)
+    std_rows: dict[str, MetricRow] = field(default_factory=dict)
 
 
 def _floats() -> array[float]:
@@ -258,12 +263,16 @@ class _Timeline:
     drafted: array[int] = field(default_factory=_ints)
 
 
+ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
+
 # Only record metrics get a column: a column is kept for its statistics (docs/metrics.md).
 _RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RECORD)
 
 
 class RunAccumulator:
-    def __init__(self, live: bool = True, window: int | None = RESULTS_WINDOW) -> None:
+    def __init__(
+        self, live: bool = True, window: int | None = RESULTS_WINDOW, timeline: bool = True
+    ) -> None:
         # Profiling requests (ok + error), append-only in meaning: the newest `window` are
         # held, older ones are read back from the JSONL when a reader is attached
         # (specmon/results_window.py); window=None holds all.
@@ -273,7 +282,9 @@ class RunAccumulator:
         self.cancelled_count = 0
         self.warmup_count = 0
         self.error_summary: Counter[str] = Counter()
-        self.error_details: Counter[tuple[Any, str, str]] = Counter()
+        # (status code, type) -> [count, the first few distinct messages]: bounded by the
+        # kinds of failure, not by how many different messages a server can make up
+        self.error_details: dict[tuple[Any, str], list[Any]] = {}
         self.spec_reasons: Counter[str] = Counter()
         self.zero_step_requests = 0
         self.spec_request_count = 0
@@ -292,6 +303,7 @@ class RunAccumulator:
         self.min_start_ns: int | None = None
         self.max_end_ns: int | None = None
         self._timeline = _Timeline()
+        self._keeps_timeline = timeline  # False: a statistics-only accumulator (a category)
         self._version = 0
         self._live = live
         self._created_ns = time.perf_counter_ns()
@@ -325,7 +337,11 @@ class RunAccumulator:
         err = result.error or {}
         kind = result.error_kind or "unknown"
         self.error_summary[kind] += 1
-        self.error_details[(err.get("code"), kind, str(err.get("message", ""))[:200])] += 1
+        group = self.error_details.setdefault((err.get("code"), kind), [0, []])
+        group[0] += 1
+        message = str(err.get("message", ""))[:200]
+        if len(group[1]) < ERROR_EXAMPLES and message not in group[1]:
+            group[1].append(message)
 
     def _add_valid(self, result: RequestResult) -> None:
         self.request_count += 1
@@ -368,6 +384,8 @@ class RunAccumulator:
             pooled[j] = pooled.get(j, 0) + n
         self.total_steps += steps
         self.stepped_accepted += rec.num_accepted_draft_tokens
+        if not self._keeps_timeline:
+            return
         tl = self._timeline
         tl.end_s.append(self._rel_s(result.end_ns))
         tl.steps.append(steps)
@@ -472,26 +490,26 @@ class RunAccumulator:
         return {tag: (col, col.freeze()) for tag, col in self.columns.items() if len(col)}
 
     @staticmethod
-    def _blocks(
+    def _rows(
         frozen: dict[str, tuple[MetricColumn, tuple[int, float, float]]],
         derived: dict[str, float | int],
         exact: bool,
-    ) -> dict[str, Block]:
-        blocks: dict[str, Block] = {}
+    ) -> dict[str, MetricRow]:
+        rows: dict[str, MetricRow] = {}
         for tag, mdef in METRICS.items():
             if mdef.kind == RECORD and tag in frozen:
                 column, state = frozen[tag]
-                blocks[tag] = metric_block(tag, column.stats(state, exact=exact))
+                rows[tag] = metric_row(tag, column.stats(state, exact=exact))
             elif mdef.kind == DERIVED and tag in derived:
-                blocks[tag] = metric_block(tag, value=derived[tag])
-        return blocks
+                rows[tag] = metric_row(tag, value=derived[tag])
+        return rows
 
     def metric_blocks(self, exact: bool = True) -> dict[str, Block]:
         """{tag: export block} for every metric with a value, in METRICS order."""
         with self._stats_lock:
             with self._lock:
                 frozen, derived = self._frozen_columns(), self.derived_values()
-            return self._blocks(frozen, derived, exact)
+            return {tag: row.block() for tag, row in self._rows(frozen, derived, exact).items()}
 
     def pooled_histogram_sorted(self) -> dict[int, int]:
         with self._lock:
@@ -528,8 +546,10 @@ class RunAccumulator:
                     fidelity=weakest(self.fidelity_counts),
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
-            for tag, block in self._blocks(frozen, derived, exact=False).items():
-                (snap.spec_stats if is_spec_tag(tag) else snap.std_stats)[tag] = block
+            for tag, row in self._rows(frozen, derived, exact=False).items():
+                spec = is_spec_tag(tag)
+                (snap.spec_rows if spec else snap.std_rows)[tag] = row
+                (snap.spec_stats if spec else snap.std_stats)[tag] = row.block()
             self._snap = snap
             return snap
 
@@ -538,17 +558,25 @@ class RunAccumulator:
         return self.metric_blocks(exact=True)
 
     def error_summary_list(self) -> list[dict[str, Any]]:
-        """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}]."""
+        """AIPerf's error_summary: [{"error_details": {code, type, message}, "count"}], one
+        entry per (type, status code), its first message, and up to ERROR_EXAMPLES distinct
+        ones under "examples" when they differ."""
         out = []
         with self._lock:
-            counted = self.error_details.most_common()
-        for (code, kind, message), count in counted:
+            counted = [
+                (key, n, list(examples)) for key, (n, examples) in self.error_details.items()
+            ]
+        counted.sort(key=lambda item: -item[1])  # most common first (stable: first seen)
+        for (code, kind), count, examples in counted:
             details: dict[str, Any] = {}
             if code is not None:
                 details["code"] = code
             details["type"] = kind
-            details["message"] = message
-            out.append({"error_details": details, "count": count})
+            details["message"] = examples[0]
+            entry: dict[str, Any] = {"error_details": details, "count": count}
+            if len(examples) > 1:  # specmon's extra: a few of the group's other messages
+                entry["examples"] = examples
+            out.append(entry)
         return out
 
     def timeline(self) -> tuple[Sequence[float], Sequence[int], Sequence[int]]:

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, NoReturn, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -520,8 +521,29 @@ class RunConfig(BaseModel):
         for entry in urls:
             _, target = split_url_label(entry)
             if not re.match(r"^https?://[^/\s]+", target):
-                raise ValueError(f"'{entry}' is not an http(s) URL (e.g. http://127.0.0.1:8000)")
+                shown = redact_url(entry)
+                raise ValueError(f"'{shown}' is not an http(s) URL (e.g. http://127.0.0.1:8000)")
         return urls
+
+    @model_validator(mode="after")
+    def _no_userinfo(self) -> RunConfig:
+        """user:key@ in a --url is taken off every URL (so none printed or written carries
+        it); the key (or the user, without one) becomes --api-key when none is given."""
+        cleaned, secret = [], None
+        for entry in self.url:
+            label, target = split_url_label(entry)
+            parts = urlsplit(target)
+            if "@" in parts.netloc:
+                userinfo, _, host = parts.netloc.rpartition("@")
+                user, _, key = userinfo.partition(":")
+                secret = secret or unquote(key or user) or None
+                target = urlunsplit(parts._replace(netloc=host))
+            cleaned.append(f"{label}={target}" if label else target)
+        if secret is not None:  # straight into __dict__: assignment would validate again
+            self.__dict__["url"] = cleaned
+            if self.api_key is None:
+                self.__dict__["api_key"] = secret
+        return self
 
     @field_validator("metric_percentiles")
     @classmethod
@@ -605,6 +627,11 @@ class RunConfig(BaseModel):
         return str(
             Path("artifacts") / f"{safe_model}-openai-{self.endpoint_type}-{self.load_name()}"
         )
+
+
+def redact_url(url: str) -> str:
+    """`http://user:key@h:8000/v1` -> `http://***@h:8000/v1` (anything else unchanged)."""
+    return re.sub(r"(https?://)[^/@\s]*@", r"\1***@", url)
 
 
 def split_url_label(entry: str) -> tuple[str | None, str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -117,3 +118,39 @@ def saturation_text(progress: LoadProgress) -> str:
         f"client saturated (event loop busy {progress.loop_busy * 100:.0f}%, "
         f"lag {progress.loop_lag_ms:.0f} ms)"
     )
+
+
+# progress toward the run's end: the TUI header and the headless line share it
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "--:--"
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float | None  # None when the run is unbounded
+    eta_s: float | None
+    label: str
+
+
+def run_progress(
+    completed: int, elapsed_s: float, request_count: int | None, duration_s: float | None
+) -> Progress:
+    """Progress toward --request-count or --benchmark-duration; unbounded runs show totals."""
+    if request_count:
+        frac = min(completed / request_count, 1.0)
+        rate = completed / elapsed_s if elapsed_s > 0 else 0.0
+        eta = (request_count - completed) / rate if rate > 0 else None
+        return Progress(frac, eta, f"{completed}/{request_count}")
+    if duration_s:
+        frac = min(elapsed_s / duration_s, 1.0)
+        return Progress(
+            frac,
+            max(duration_s - elapsed_s, 0.0),
+            f"{fmt_duration(elapsed_s)}/{fmt_duration(duration_s)}",
+        )
+    return Progress(None, None, f"{completed} done")

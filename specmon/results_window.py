@@ -47,8 +47,9 @@ class ResultWindow(Sequence[RequestResult]):
         base, items = self._state
         items.append(result)
         window = self.window
-        if window is not None and len(items) >= 2 * window:  # amortised O(1): drop half
-            self._state = (base + len(items) - window, items[-window:])
+        if window is not None and len(items) >= max(2 * window, 1):  # amortised O(1)
+            keep = len(items) - window  # drop the oldest half (window 0: keep none)
+            self._state = (base + keep, items[keep:])
 
     def __len__(self) -> int:
         base, items = self._state

@@ -199,13 +199,63 @@ def is_spec_tag(tag: str) -> bool:
     )
 
 
+Number = float | int
+
+
+@dataclass(frozen=True, slots=True)
+class MetricRow:
+    """One metric's statistics, typed: what the live view reads and what the JSON export
+    block is written from (`block()`). A record metric (one value per request) has every
+    column; a derived one (one value per run) only `avg` (`derived`)."""
+
+    unit: str
+    avg: Number | None
+    derived: bool = False
+    p1: Number | None = None
+    p5: Number | None = None
+    p10: Number | None = None
+    p25: Number | None = None
+    p50: Number | None = None
+    p75: Number | None = None
+    p90: Number | None = None
+    p95: Number | None = None
+    p99: Number | None = None
+    min: Number | None = None
+    max: Number | None = None
+    std: Number | None = None
+    count: int | None = None
+    sum: Number | None = None
+
+    def get(self, column: str) -> Number | None:
+        """A column by its export name ("avg", "p50", "std", ...); None when it has none."""
+        if column not in JSON_STAT_KEYS:
+            raise KeyError(column)
+        value: Number | None = getattr(self, column)
+        return value
+
+    def block(self) -> dict[str, Any]:
+        """The JSON export block: {unit, avg, p1.., min, max, std, count, sum} or {unit, avg}."""
+        block: dict[str, Any] = {"unit": self.unit}
+        for key in ("avg",) if self.derived else JSON_STAT_KEYS:
+            block[key] = getattr(self, key)
+        return block
+
+
+def metric_row(
+    tag: str, stats: dict[str, Number] | None = None, *, value: Number | None = None
+) -> MetricRow:
+    """A metric's row from compute_stats' dict (a record metric) or its one value."""
+    unit = METRICS[tag].unit
+    if stats is None:
+        return MetricRow(unit, value, derived=True)
+    return MetricRow(
+        unit,
+        **{k: stats[k] for k in JSON_STAT_KEYS},  # type: ignore[arg-type]
+    )
+
+
 def metric_block(
-    tag: str, stats: dict[str, float | int] | None = None, *, value: float | int | None = None
+    tag: str, stats: dict[str, Number] | None = None, *, value: Number | None = None
 ) -> dict[str, Any]:
     """A JSON export block: {unit, avg, p1.., min, max, std, count, sum} or {unit, avg}."""
-    block: dict[str, Any] = {"unit": METRICS[tag].unit}
-    if stats is not None:
-        block.update((k, stats[k]) for k in JSON_STAT_KEYS)
-    else:
-        block["avg"] = value
-    return block
+    return metric_row(tag, stats, value=value).block()

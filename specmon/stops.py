@@ -135,6 +135,15 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
         callback(signum)
 
 
+def note_stop(signum: int) -> None:
+    """Count a stop the user asked for without a signal, as that signal: Ctrl-C is a key
+    in the TUI (the terminal is in raw mode), and must end the run as SIGINT does headless
+    (exit 130; a later real signal is the second one)."""
+    _state.count += 1
+    if _state.first is None:
+        _state.first = signum
+
+
 def stage(name: str, *, interruptible: bool = False) -> None:
     """Enter a stage: "setup" (interruptible: raise Stopped now), "load" or "export"."""
     _state.stage = name
@@ -181,7 +190,10 @@ def fail(message: str) -> None:
     _state.failure = message
     if _state.stage == "load" and _state.first is None:
         for callback in list(_state.callbacks):
-            callback(0)
+            try:  # called from the thread whose write failed: it must not raise there
+                callback(0)
+            except Exception:
+                pass
 
 
 def failure() -> str | None:

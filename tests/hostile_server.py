@@ -50,8 +50,13 @@ def _usage(prompt: object, completion: object) -> bytes:
 def _spec(
     steps: object, accepted: object, drafted: object, hist: str = "[1,1,0,0]", k: int = 3
 ) -> bytes:
+    # AL and rate follow the counts where they can (else the record is contested)
+    counts = all(type(v) is int for v in (steps, accepted, drafted))
+    al = 1 + accepted / steps if counts and steps else 2.0  # type: ignore[operator]
+    rate = accepted / drafted if counts and drafted else 0.5  # type: ignore[operator]
     return (
-        f'{{"mean_acceptance_length":2.0,"draft_acceptance_rate":0.5,"acceptance_histogram":{hist},'
+        f'{{"mean_acceptance_length":{al!r},"draft_acceptance_rate":{rate!r},'
+        f'"acceptance_histogram":{hist},'
         f'"num_spec_steps":{steps},"num_accepted_draft_tokens":{accepted},'
         f'"num_draft_tokens":{drafted},"num_spec_tokens":{k}}}'
     ).encode()

@@ -1,5 +1,6 @@
 """RunAccumulator: pooled histogram, run-level metrics, exclusions, snapshots."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -102,6 +103,29 @@ def test_warmup_is_counted_separately_and_excluded():
     # duration from profiling requests only: 0 .. 1 s + 50 ms
     assert acc.summary()["benchmark_duration"]["avg"] == 1.05
     assert acc.snapshot().warmup_count == 1
+
+
+def test_error_summary_groups_by_type_and_status_with_a_few_examples():
+    """A server that puts a request id in every error message makes 500 distinct messages:
+    one group (http_error, 500), its count, its first message and two more examples."""
+    captures = []
+    for i in range(500):
+        cap = error_capture("http_error", status=500)
+        captures.append(
+            dataclasses.replace(cap, error={"type": "http_error", "message": f"id {i}"})
+        )
+    acc = _acc(*captures, error_capture("timeout"))
+    listed = acc.error_summary_list()
+    assert len(listed) == 2 and len(acc.error_details) == 2
+    assert listed[0] == {
+        "error_details": {"code": 500, "type": "http_error", "message": "id 0"},
+        "count": 500,
+        "examples": ["id 0", "id 1", "id 2"],
+    }
+    assert listed[1] == {
+        "error_details": {"type": "timeout", "message": "timeout happened"},
+        "count": 1,
+    }
 
 
 def test_errors_are_summarised_by_kind():

@@ -10,6 +10,7 @@ from specmon.stats import (
     METRICS,
     compute_stats,
     metric_block,
+    metric_row,
     pairwise_sum,
     percentile,
 )
@@ -123,3 +124,17 @@ def test_units_match_aiperf():
     assert units["time_to_first_token"] == "ms"
     assert units["output_token_throughput_per_user"] == "tokens/sec/user"
     assert units["request_throughput"] == "requests/sec"
+
+
+def test_the_typed_row_is_what_the_export_block_is_written_from():
+    row = metric_row("spec_decode_steps", compute_stats([1, 2, 6]))
+    assert (row.avg, row.min, row.max, row.count, row.sum) == (3.0, 1.0, 6.0, 3, 9.0)
+    assert row.get("p50") == row.p50 == 2.0 and not row.derived
+    block = row.block()
+    assert list(block) == ["unit", *JSON_STAT_KEYS] and block["unit"] == "count"
+    assert block == metric_block("spec_decode_steps", compute_stats([1, 2, 6]))
+    derived = metric_row("total_draft_tokens", value=44.0)
+    assert derived.derived and derived.get("p50") is None
+    assert derived.block() == {"unit": "tokens", "avg": 44.0}
+    with pytest.raises(KeyError):
+        row.get("median")

@@ -23,6 +23,7 @@ from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement  # noqa: E402
 from specmon.config import RunConfig  # noqa: E402
+from specmon.run.assemble import make_repeat  # noqa: E402
 from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings  # noqa: E402
 from specmon.sources.sweep_control import SweepControl  # noqa: E402
 from specmon.tui.app import SpecmonApp  # noqa: E402
@@ -55,7 +56,9 @@ def sweep(theme: str) -> SweepApp:
         segment_requests=8,
     )
     out = Path(tempfile.mkdtemp())
-    runner = SweepRunner(settings, RunConfig(), out / "sweep", out=io.StringIO())
+    runner = SweepRunner(
+        settings, RunConfig(), out / "sweep", make_repeat=make_repeat, out=io.StringIO()
+    )
     control = SweepControl(runner)
     assert runner.on_cell is not None
     for k, c, tputs in ((0, 1, (100, 110, 90)), (2, 1, (150, 152, 148)), (4, 1, (160, 171, 158))):

@@ -10,6 +10,11 @@
   and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
   (the k0 figure is omitted without a baseline cell at that concurrency).
 
+Health gates (specmon/decision/gates.py) come first: a cell whose repeats failed more than
+1% of their requests, ran with a saturated client, on a server behind its own step model,
+or counted too few requests is excluded from selection (as vLLM's tuner rejects a run with
+any failed request) and listed in `excluded` with why; it still shows in the grid, marked.
+
 Where specmon differs (vLLM refuses these inputs): fewer than 3 repeats still decide, marked
 "few repeats" (1 repeat: MAD 0, score = median); a concurrency whose cells are all unstable
 selects nothing and says why; k values measured elsewhere but absent here are listed as
@@ -23,21 +28,25 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.kmodel import KModel
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.gates import Health, machine_wide
+from specmon.decision.slo import Slo
+from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
 
 MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
 TIE_TOLERANCE = 0.01
 MIN_REPEATS = 3
+DRAWS = 200  # bootstrap draws for P(selected)
 SCHEDULE_NAME = "speculative_k_schedule.json"
 BATCH_SIZE_PROXY = "client concurrency"
 
@@ -75,6 +84,9 @@ class CellStats:
     unstable: bool
     few_repeats: bool
     medians: dict[str, float | None] = field(default_factory=dict)  # OTHER_FIGURES
+    excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
+    requests: int = 0
+    errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +100,9 @@ class CellStats:
             "unstable": self.unstable,
             "few_repeats": self.few_repeats,
             "medians": dict(self.medians),
+            "requests": self.requests,
+            "errors": self.errors,
+            "excluded": list(self.excluded),
         }
 
 
@@ -97,8 +112,25 @@ def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | N
     return float(statistics.median(present)) if present else None
 
 
-def summarize(cell: Cell) -> CellStats | None:
-    """The cell's statistics; None when it has no repeat (not measured)."""
+def _slo_figure(repeats: Sequence[RepeatMeasurement], name: str, p: str) -> float | None:
+    vals = [r.latency_percentiles.get(name, {}).get(p) for r in repeats]
+    present = [float(v) for v in vals if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def slo_misses(cell: Cell, slo: Slo | None) -> list[str]:
+    """Why the cell misses the SLO (the median over repeats of each repeat's percentile)."""
+    if slo is None:
+        return []
+    p = slo.percentile
+    return slo.misses(
+        _slo_figure(cell.repeats, "ttft_ms", p), _slo_figure(cell.repeats, "tpot_ms", p)
+    )
+
+
+def summarize(cell: Cell, slo: Slo | None = None) -> CellStats | None:
+    """The cell's statistics; None when it has no repeat (not measured). A cell that fails
+    a health gate or misses the SLO carries why in `excluded`."""
     if not cell.repeats:
         return None
     med, mad, rel = median_and_mad([r.output_token_throughput for r in cell.repeats])
@@ -113,6 +145,20 @@ def summarize(cell: Cell) -> CellStats | None:
         unstable=rel > MAX_RELATIVE_MAD,
         few_repeats=len(cell.repeats) < MIN_REPEATS,
         medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
+        excluded=tuple(cell_health(cell).reasons() + slo_misses(cell, slo)),
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+    )
+
+
+def cell_health(cell: Cell) -> Health:
+    """The cell's health over its repeats: counts summed, the worst lag share, saturated if
+    any repeat was."""
+    return Health(
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+        saturated=any(r.client_saturated for r in cell.repeats),
+        server_lag_share=cell.server_lag_share,
     )
 
 
@@ -131,6 +177,8 @@ class Decision:
     few_repeats: bool  # some candidate has fewer than MIN_REPEATS repeats
     reason: str | None = None  # why selected_k is None
     notes: list[str] = field(default_factory=list)
+    excluded: dict[int, list[str]] = field(default_factory=dict)  # k -> health gate reasons
+    p_selected: float | None = None  # bootstrap over repeats (`p_selected`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,6 +195,8 @@ class Decision:
             "few_repeats": self.few_repeats,
             "reason": self.reason,
             "notes": list(self.notes),
+            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
+            "p_selected": self.p_selected,
         }
 
 
@@ -154,34 +204,100 @@ def _percent(num: float, den: float) -> float | None:
     return None if den <= 0 else 100.0 * (num / den - 1.0)
 
 
+def selectable(stats: Sequence[CellStats]) -> list[CellStats]:
+    """The cells a decision may pick: the healthy ones; when there are none and every
+    excluded cell is so only for machine-wide reasons (gates.MACHINE_WIDE), those."""
+    healthy = [s for s in stats if not s.excluded]
+    if healthy:
+        return healthy
+    return [s for s in stats if machine_wide(s.excluded)]
+
+
+def _select(stable: Sequence[CellStats]) -> CellStats:
+    """The smallest k whose score is within the tie tolerance of the top score."""
+    top = max(s.score for s in stable)
+    return min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
+
+
+def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float | None:
+    """How sure the selection is: the share of DRAWS bootstrap draws (each cell's repeats
+    resampled with replacement, seeded by the figures, so the same cells give the same
+    share) in which k is still selected; None when a cell has fewer than MIN_REPEATS."""
+    measured = [c for c in cells if c.repeats]
+    if not measured or min(len(c.repeats) for c in measured) < MIN_REPEATS:
+        return None
+    rng = random.Random(repr([(c.k, [r.output_token_throughput for r in c.repeats])
+                              for c in measured]))  # fmt: skip
+    wins = 0
+    for _ in range(DRAWS):
+        drawn = [
+            summarize(Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats]), slo)
+            for c in measured
+        ]
+        stats = [s for s in selectable([d for d in drawn if d]) if not s.unstable and s.score > 0]
+        wins += bool(stats) and _select(stats).k == k
+    return wins / DRAWS
+
+
+def _decision_notes(
+    stats: list[CellStats], missing: list[int], excluded: dict[int, list[str]], waived: list[int]
+) -> list[str]:
+    """What the row's decision should be read with: few repeats, unmeasured k, the cells
+    excluded (or only flagged, `waived`, when every cell failed a health gate)."""
+    notes = []
+    if any(s.few_repeats for s in stats):
+        n = min(s.repeats for s in stats)
+        notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
+    if missing:
+        notes.append(f"k={','.join(map(str, missing))} not measured here")
+    notes += [
+        f"k={k} {'flagged' if k in waived else 'excluded'}: {'; '.join(why)}"
+        for k, why in excluded.items()
+    ]
+    if waived:
+        notes.append(
+            "every cell here ran on a saturated client or a lagging server: decided among "
+            "them anyway; remeasure on an idle machine before trusting it"
+        )
+    return notes
+
+
+def _no_decision_reason(
+    stats: list[CellStats], healthy: list[CellStats], stable: list[CellStats]
+) -> str | None:
+    """Why no k can be selected at this load, or None when one can."""
+    if not stats:
+        return "no measured cell"
+    if not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
+        return "no k meets the SLO"
+    if not healthy:
+        return "every cell excluded by the health gates or the SLO"
+    if not stable:
+        return f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
+    if max(s.score for s in stable) <= 0:
+        return "no stable cell has a positive score"
+    return None
+
+
 def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
     stats = sorted(stats, key=lambda s: s.k)
     missing = sorted(all_ks - {s.k for s in stats})
     unstable = [s.k for s in stats if s.unstable]
     few = any(s.few_repeats for s in stats)
-    notes = []
-    if few:
-        n = min(s.repeats for s in stats)
-        notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
-    if missing:
-        notes.append(f"k={','.join(map(str, missing))} not measured here")
-    best = max(stats, key=lambda s: (s.median, -s.k)) if stats else None
-    stable = [s for s in stats if not s.unstable]
-    reason = None
-    if not stats:
-        reason = "no measured cell"
-    elif not stable:
-        reason = f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
-    elif max(s.score for s in stable) <= 0:
-        reason = "no stable cell has a positive score"
+    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
+    healthy = selectable(stats)
+    notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
+    best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+    stable = [s for s in healthy if not s.unstable]
+    reason = _no_decision_reason(stats, healthy, stable)
     if reason is not None:
         return Decision(
             concurrency, None, None if best is None else best.k, None, None, None, None,
-            stats, unstable, missing, few, reason, notes,
+            stats, unstable, missing, few, reason, notes, excluded,
         )  # fmt: skip
     top = max(s.score for s in stable)
-    sel = min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
-    k0 = next((s for s in stats if s.k == 0), None)
+    sel = _select(stable)
+    k0 = next((s for s in healthy if s.k == 0), None)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")
     return Decision(
@@ -197,20 +313,30 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
         missing_ks=missing,
         few_repeats=few,
         notes=notes,
+        excluded=excluded,
     )
 
 
-def decide(cells: Sequence[Cell]) -> list[Decision]:
-    """One decision per concurrency that appears in cells, sorted by concurrency."""
+def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True) -> list[Decision]:
+    """One decision per concurrency that appears in cells, sorted by concurrency; with an
+    SLO, among the cells that meet it. `bootstrap` False leaves P(selected) out (the live
+    grid redraws too often for 200 draws per load)."""
     by_conc: dict[int, list[CellStats]] = {}
     all_ks: set[int] = set()
     for cell in cells:
         by_conc.setdefault(cell.concurrency, [])
-        st = summarize(cell)
+        st = summarize(cell, slo)
         if st is not None:
             by_conc[cell.concurrency].append(st)
             all_ks.add(cell.k)
-    return [_decide_one(c, by_conc[c], all_ks) for c in sorted(by_conc)]
+    out = []
+    for c in sorted(by_conc):
+        d = _decide_one(c, by_conc[c], all_ks)
+        if bootstrap and d.selected_k is not None:
+            here = [cell for cell in cells if cell.concurrency == c]
+            d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
+        out.append(d)
+    return out
 
 
 # --- schedule -------------------------------------------------------------------------
@@ -228,7 +354,11 @@ class _Range:
 def _point_sources(
     anchors: dict[int, int], top: int, model: KModel | None
 ) -> list[tuple[int, int, str]]:
-    """(batch size, K, source) for 1..top: anchors measured, gaps from the model or carried."""
+    """(batch size, K, source) for 1..top: anchors measured, gaps from the model or carried.
+
+    A gap's model K is clamped between the anchors around it and kept monotone from one to
+    the next (below the first anchor: no smaller than its K, non-increasing towards it), so
+    model-filled neighbours never zig-zag against the measured anchors."""
     ordered = sorted(anchors)
     out = []
     current = anchors[ordered[0]]
@@ -237,11 +367,46 @@ def _point_sources(
             current = anchors[b]
             out.append((b, current, "measured"))
         elif model is not None:
-            out.append((b, model.best_k(b), "predicted"))
+            out.append((b, _gap_k(b, anchors, ordered, model, out), "predicted"))
         else:
             # below the first anchor the first K is extended down; after, the previous K carries
             out.append((b, current, "carried"))
     return out
+
+
+def _gap_k(
+    b: int,
+    anchors: dict[int, int],
+    ordered: list[int],
+    model: KModel,
+    so_far: list[tuple[int, int, str]],
+) -> int:
+    nxt = min(c for c in ordered if c > b)
+    prev_k = so_far[-1][1] if so_far else None
+    want = model.best_k(b)
+    if prev_k is None:  # batch 1 below the first anchor: at least its K
+        return max(want, anchors[nxt])
+    lo, hi = sorted((prev_k, anchors[nxt]))
+    return min(max(want, lo), hi)
+
+
+def zigzag_notes(anchors: dict[int, int], model: KModel | None) -> list[str]:
+    """A measured K that rises and falls against both neighbours is kept (it was measured)
+    and said so: 'measured k=3 at batch 16 beats the model's k=2 here'."""
+    ordered = sorted(anchors)
+    notes = []
+    for prev, here, nxt in zip(ordered, ordered[1:], ordered[2:]):
+        a, k, c = anchors[prev], anchors[here], anchors[nxt]
+        if (k - a) * (k - c) > 0:  # a peak or a dip
+            theirs = None if model is None else model.best_k(here)
+            if theirs is not None and theirs != k:
+                notes.append(f"measured k={k} at batch {here} beats the model's k={theirs} here")
+            else:
+                notes.append(
+                    f"measured k={k} at batch {here} breaks the trend of its neighbours "
+                    f"(k={a} at {prev}, k={c} at {nxt}); remeasure before deploying"
+                )
+    return notes
 
 
 def _continues(previous: str, source: str) -> bool:
@@ -273,18 +438,28 @@ def _merged(ranges: list[_Range]) -> list[list[int]]:
     return out
 
 
-def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -> dict[str, Any]:
+def build_schedule(
+    decisions: Sequence[Decision], model: KModel | None = None, complete: bool = True
+) -> dict[str, Any]:
     """The `speculative_k_schedule.json` document from the decisions.
 
-    Concurrencies between (and below) the measured ones take the model's best k (marked
-    predicted) when a model is given, otherwise the previous measured K carries (below the
-    first, the first K extends down to 1). The last range ends at the largest measured
-    concurrency; vLLM carries that K to any larger batch. Decisions without a selection are
-    gaps. Raises ValueError when no concurrency selected a k.
+    Only concurrencies where every k was measured anchor the schedule (an interrupted sweep
+    leaves the rest out, and says so; `complete` False is written into the file).
+    Concurrencies between (and below) the anchors take the model's best k (marked
+    predicted, kept monotone between anchors) when a model is given, otherwise the previous
+    measured K carries (below the first, the first K extends down to 1). The last range ends
+    at the largest anchor; vLLM carries that K to any larger batch. Decisions without a
+    selection are gaps. Raises ValueError (why) when no concurrency can anchor it.
     """
-    anchors = {d.concurrency: d.selected_k for d in decisions if d.selected_k is not None}
+    partial = [d.concurrency for d in decisions if d.selected_k is not None and d.missing_ks]
+    anchors = {
+        d.concurrency: d.selected_k
+        for d in decisions
+        if d.selected_k is not None and not d.missing_ks
+    }
     if not anchors:
-        raise ValueError("no concurrency selected a k: nothing to schedule")
+        why = "no concurrency has every k measured" if partial else "no concurrency selected a k"
+        raise ValueError(f"{why}: nothing to schedule")
     top = max(anchors)
     ranges = _ranges(_point_sources(anchors, top, model))
     merged = _merged(ranges)
@@ -295,22 +470,20 @@ def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -
         if max_k > 0
         else None
     )
+    notes = _schedule_notes(anchors, top, model, fragment) + zigzag_notes(anchors, model)
+    if partial:
+        notes.append(
+            "left out (not every k measured there): concurrency "
+            + ", ".join(map(str, sorted(partial)))
+        )
+    if not complete:
+        notes.append("the sweep was interrupted: this schedule is incomplete, measure the rest")
     return {
+        "complete": complete and not partial,
         "num_speculative_tokens_per_batch_size": merged,
         "batch_size_proxy": BATCH_SIZE_PROXY,
         "max_batch_size": top,
-        "ranges": [
-            {
-                "start": r.start,
-                "end": r.end,
-                "k": r.k,
-                "source": r.source,
-                "measured": r.source == "measured",
-                "predicted": r.source == "predicted",
-                "measured_at": r.measured_at,
-            }
-            for r in ranges
-        ],
+        "ranges": [_range_entry(r) for r in ranges],
         "selected_vs_best_percent": {
             str(c): d.selected_vs_best_percent for c, d in sorted(by_conc.items())
         },
@@ -319,7 +492,21 @@ def build_schedule(decisions: Sequence[Decision], model: KModel | None = None) -
         },
         "speculative_config_fragment": fragment,
         "model_basis": None if model is None else model.basis,
-        "notes": _schedule_notes(anchors, top, model, fragment),
+        "left_out_concurrencies": sorted(partial),
+        "notes": notes,
+    }
+
+
+def _range_entry(r: _Range) -> dict[str, Any]:
+    """One range of the schedule document: where its k comes from, and measured where."""
+    return {
+        "start": r.start,
+        "end": r.end,
+        "k": r.k,
+        "source": r.source,
+        "measured": r.source == "measured",
+        "predicted": r.source == "predicted",
+        "measured_at": r.measured_at,
     }
 
 
@@ -376,7 +563,10 @@ def _cell_text(st: CellStats | None, selected: bool) -> str:
     if st is None:
         return "-"
     mark = (
-        ("*" if selected else "") + ("!" if st.unstable else "") + ("?" if st.few_repeats else "")
+        ("*" if selected else "")
+        + ("x" if st.excluded else "")
+        + ("!" if st.unstable else "")
+        + ("?" if st.few_repeats else "")
     )
     return f"{_num(st.median)}±{_num(st.mad)}{mark}"
 
@@ -387,6 +577,10 @@ def _row(label: str, values: Sequence[str]) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
@@ -403,6 +597,7 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
         _row("selected", ["-" if d.selected_k is None else str(d.selected_k) for d in decisions])
     )
     lines.append(_row("best med.", ["-" if d.best_k is None else str(d.best_k) for d in decisions]))
+    lines.append(_row("P(sel.)", [_share(d.p_selected) for d in decisions]))
     lines.append(_row("vs k=0", [_pct(d.selected_vs_k0_percent) for d in decisions]))
     lines.append(_row("vs best", [_pct(d.selected_vs_best_percent) for d in decisions]))
     lines.append(
@@ -413,22 +608,30 @@ def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
         f"! unstable (MAD > {MAX_RELATIVE_MAD:.0%} of median, never selected)  "
         f"? fewer than {MIN_REPEATS} repeats"
     )
+    lines.append(f"P(sel.): share of {DRAWS} bootstrap draws over the repeats selecting the same k")
+    lines.append("x excluded by a health gate (errors > 1%, saturated client, lagging server, ...)")
     lines.append("vs k=0 / vs best: score of the selected k against the baseline / top score")
     for d in decisions:
         if d.reason:
             lines.append(f"concurrency {d.concurrency}: nothing selected, {d.reason}")
+        lines += [f"concurrency {d.concurrency}: {n}" for n in d.notes if n.startswith("k=")]
+        lines += [f"concurrency {d.concurrency}: {n}" for n in d.notes if n.startswith("every")]
     return lines
 
 
 def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
     if schedule is None:
-        return ["schedule: none (no concurrency selected a k)"]
+        return ["schedule: none (no concurrency with every k measured selected a k)"]
     entries = json.dumps(schedule["num_speculative_tokens_per_batch_size"])
     lines = ["schedule (num_speculative_tokens_per_batch_size, batch size = client concurrency):"]
     lines += textwrap.wrap(entries, 98, initial_indent="  ", subsequent_indent="  ")
     for r in schedule["ranges"]:
         at = f" (measured at {', '.join(map(str, r['measured_at']))})" if r["measured_at"] else ""
         lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
+    if not schedule.get("complete", True):
+        lines.append('  INCOMPLETE ("complete": false in the schedule file)')
+    said = ("measured k=", "left out", "the sweep was interrupted")
+    lines += [f"  note: {n}" for n in schedule["notes"] if n.startswith(said)]
     return lines
 
 

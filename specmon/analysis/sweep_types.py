@@ -31,6 +31,11 @@ class RepeatMeasurement:
     histogram: dict[int, int] = field(default_factory=dict)
     error_count: int = 0
     artifact_dir: str | None = None  # the repeat's AIPerf-compatible exports
+    # {"ttft_ms": {"p50": .., "p90": .., "p95": .., "p99": ..}, "tpot_ms": {...}}: what an
+    # --slo percentile reads (specmon/decision/slo.py)
+    latency_percentiles: dict[str, dict[str, float]] = field(default_factory=dict)
+    # health (specmon/decision/gates.py): the client's loop-health warning during the repeat
+    client_saturated: bool = False
     # specmon sim only: Δ specmon_sim_step_lag_seconds / Δ ..._formula_seconds over the
     # repeat, how far the server ran behind its own step model (None: not published)
     server_lag_share: float | None = None
@@ -44,7 +49,8 @@ class RepeatMeasurement:
     def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
         data = dict(data)
         data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
-        return cls(**data)
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass

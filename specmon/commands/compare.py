@@ -1,6 +1,8 @@
 """`specmon compare DIR DIR ...`: two or more runs side by side, with deltas against the first.
 
-The loaders, rows and rendering live in specmon/analysis/compare.py; this is the CLI.
+The loaders, rows and rendering live in specmon/analysis/compare.py; this is the CLI. The
+last lines are specmon.decision's advice per load over the compared runs, read as `specmon
+tune` reads them (the same data, the same k, basis and numbers).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from specmon import decision
 from specmon.analysis.compare import (
     build_rows,
     find_run_dirs,
@@ -17,6 +20,7 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
+from specmon.commands.tune import combined_lines, load_input
 from specmon.errors import UserError
 
 
@@ -37,9 +41,27 @@ def main(args: argparse.Namespace) -> int:
     labels = unique_labels(paths)
     runs = [load_run(p, label) for p, label in zip(paths, labels)]
     rows = build_rows([r.summary for r in runs], [r.num_spec_tokens for r in runs])
+    per_load = advice(paths, labels)
     if args.json:
-        print(json.dumps(rows_to_json(labels, runs, rows), indent=2))
+        doc = rows_to_json(labels, runs, rows)
+        doc["recommendations"] = [c.to_dict() for c in per_load.values()]
+        print(json.dumps(doc, indent=2))
     else:
         print(f"baseline: {labels[0]} ({runs[0].path}); Δ = run − baseline")
         print(render_rows(labels, rows))
+        if per_load:
+            print()
+            print("\n".join(combined_lines(per_load, len(paths))))
     return 0
+
+
+def advice(paths: list[Path], labels: list[str]) -> dict[int | None, decision.KChoice]:
+    """The decision per load over every run with spec-decode records (others are left out:
+    a k=0 baseline has no histogram to predict from)."""
+    measured = []
+    for path, label in zip(paths, labels):
+        try:
+            measured += load_input(path, None, label).measurements()
+        except UserError:
+            continue
+    return decision.advise_per_load(measured) if measured else {}

@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[3],
         metavar="K[,K...]",
         help="drafts per verify step of the simulated server (default 3); "
-        "several (2,4,6) start one simulator each, side by side",
+        "several (0,2,4) start one simulator each, side by side; 0 is the "
+        "no-speculation baseline the others' speedups are read against",
     )
     parser.add_argument(
         "--sweep",
@@ -70,8 +71,8 @@ def parse_ks(text: str) -> list[int]:
         ks = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not K or K,K,... (whole numbers)") from None
-    if not ks or min(ks) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': every k must be at least 1")
+    if not ks or min(ks) < 0:  # 0: a simulator without speculation, the baseline
+        raise argparse.ArgumentTypeError(f"'{text}': every k must be at least 0")
     if len(set(ks)) != len(ks):
         raise argparse.ArgumentTypeError(f"'{text}' repeats a k")
     return ks
@@ -80,8 +81,8 @@ def parse_ks(text: str) -> list[int]:
 def first_k_acceptance(raw: Any, ks: list[int], k: int) -> str | None:
     """--acceptance with one value per position of the largest k: simulator k takes the
     first k values (None: leave the flag to the simulator's own parsing)."""
-    if raw is None or len(ks) < 2 or isinstance(raw, (int, float)):
-        return None
+    if raw is None or len(ks) < 2 or k == 0 or isinstance(raw, (int, float)):
+        return None  # k = 0 drafts nothing: no acceptance to give it
     parts = [p.strip() for p in str(raw).strip("[]").split(",") if p.strip()]
     if len(parts) <= 1:
         return None

@@ -113,6 +113,13 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
         "--stop-on-error", action="store_true", help="stop the sweep at the first failed server"
     )
     group.add_argument(
+        "--slo",
+        default=None,
+        metavar="ttft=S,tpot=MS[,p=90]",
+        help="choose per load the best k that meets this latency objective (TTFT seconds, "
+        "TPOT ms, at percentile p, default 90); says so when none does",
+    )
+    group.add_argument(
         "--resume",
         default=None,
         metavar="DIR",
@@ -170,6 +177,7 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunCon
         ready_timeout=args.ready_timeout,
         stop_on_error=args.stop_on_error,
         load=load_settings_of(config),
+        slo=args.slo,
     )
     return settings, config
 

@@ -5,6 +5,12 @@ or AIPerf's), or a server URL (its /metrics counters since start, server-wide). 
 from the records' num_spec_tokens, else --num-spec-tokens, else the histogram's largest
 key (said so). Several runs at different k (several PATHs, or a dir of
 per-server subfolders) also give the draft cost c from their step times (ITL x AL).
+
+The recommendation is specmon.decision's, the same the monitor gives on the same data: per
+load (the run's client concurrency, from specmon's `input_config.concurrency` or AIPerf's
+`input_config.loadgen.concurrency`), over the run's load segments when its summary has them
+(one measurement per segment, with its request and error counts as its health), each line
+naming the load it answers.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specmon.analysis import kchoice
+from specmon import decision
 from specmon.analysis.compare import (
     HISTOGRAM_KEY,
     PER_CATEGORY_KEY,
@@ -28,11 +34,12 @@ from specmon.analysis.compare import (
     single_k,
     unique_labels,
 )
+from specmon.analysis.segments import measurement_of_row
 from specmon.constants import DEFAULT_DRAFT_COST
+from specmon.decision import acceptance as tuning
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, format_table
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
-from specmon.specdecode import tuning
 
 
 @dataclass
@@ -44,11 +51,20 @@ class TuneInput:
     step_time_ms: float | None  # ITL avg x token-weighted AL, when the summary has both
     notes: list[str] = field(default_factory=list)
     concurrency: int | None = None  # the run's client concurrency, when its config says
+    segments: list[decision.Measurement] = field(default_factory=list)  # the summary's rows
+    requests: int | None = None
+    errors: int = 0
 
-    def measurement(self) -> kchoice.Measurement:
-        return kchoice.Measurement(
-            self.k, self.concurrency, self.histogram, self.step_time_ms, label=self.label
-        )
+    def measurements(self) -> list[decision.Measurement]:
+        """One per load segment when the run has them, else the whole run."""
+        if self.segments:
+            return list(self.segments)
+        return [
+            decision.Measurement(
+                self.k, self.concurrency, self.histogram, self.step_time_ms,
+                label=self.label, requests=self.requests, errors=self.errors,
+            )
+        ]  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,10 +113,12 @@ def main(args: argparse.Namespace) -> int:
         inputs = [part for inp in inputs for part in split_by_category(inp)]
     cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
     estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
-    # one combined answer over every run (analysis/kchoice.py), the same the TUI gives
-    choice = kchoice.choose([i.measurement() for i in inputs], None, args.draft_cost)
+    # the decision over every run's measurements, per load (specmon.decision, as the TUI)
+    measured = [m for i in inputs for m in i.measurements()]
+    per_load = decision.advise_per_load(measured, args.draft_cost)
+    choice = decision.advise(measured, None, args.draft_cost)  # the most measured load
     if args.json:
-        reports = [_report(e, choice) for e in estimates]
+        reports = [_report(e, choice, per_load) for e in estimates]
         if args.by_category:  # which category each estimate is of
             reports = [{"label": i.label, **r} for i, r in zip(inputs, reports)]
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
@@ -111,22 +129,38 @@ def main(args: argparse.Namespace) -> int:
     blocks = [render_estimate(inp, est) for inp, est in zip(inputs, estimates)]
     print(("\n\n").join(blocks))
     print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
-    print(f"\n{combined_line(choice, len(inputs))}")
+    print()
+    for line in combined_lines(per_load, len(inputs)):
+        print(line)
     return 0
 
 
-def combined_line(choice: kchoice.KChoice, runs: int) -> str:
+def load_name(concurrency: int | None) -> str:
+    return "load unknown" if concurrency is None else f"concurrency {concurrency}"
+
+
+def combined_lines(per_load: dict[int | None, decision.KChoice], runs: int) -> list[str]:
+    """One line per load: 'recommendation for this run at concurrency 4: best k=3 ...'."""
     over = f"over {runs} runs" if runs > 1 else "for this run"
-    return f"recommendation {over}: {choice.text()}"
+    return [
+        f"recommendation {over} at {load_name(c)}: {choice.text()}"
+        for c, choice in per_load.items()
+    ]
 
 
-def _report(est: tuning.TuningEstimate, choice: kchoice.KChoice) -> dict:
-    """The run's estimate, its plain recommended_k replaced by the combined answer (the
-    histogram's own pick, maybe extrapolated, stays as histogram_best_k)."""
+def _report(
+    est: tuning.TuningEstimate,
+    choice: decision.KChoice,
+    per_load: dict[int | None, decision.KChoice],
+) -> dict:
+    """The run's estimate, its plain recommended_k replaced by the decision at the most
+    measured load (the histogram's own pick stays as histogram_best_k), and the decision
+    at every load under `recommendations`."""
     out = tuning.estimate_to_dict(est)
     out["histogram_best_k"] = out["recommended_k"]
     out["recommended_k"] = choice.k
     out["recommendation"] = choice.to_dict()
+    out["recommendations"] = [c.to_dict() for c in per_load.values()]
     return out
 
 
@@ -238,22 +272,52 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         histogram, source = _histogram_from_summary(summary, summary_path), summary_path
     rec_k = single_k(scan, records_path) if scan is not None else None
     k = _choose_k(histogram, rec_k, flag_k, notes, source)
+    name = label or str(path)
     return TuneInput(
-        label or str(path),
+        name,
         str(source),
         histogram,
         k,
         step_time_ms(summary),
         notes,
         _concurrency(summary),
+        _segment_measurements(summary, name),
+        _count(summary, "request_count"),
+        _count(summary, "error_request_count") or 0,
     )
 
 
 def _concurrency(summary: dict) -> int | None:
-    """The client concurrency from the export's input config (AIPerf's loadgen section)."""
-    loadgen = (summary.get("input_config") or {}).get("loadgen") or {}
-    value = loadgen.get("concurrency") if isinstance(loadgen, dict) else None
-    return value if isinstance(value, int) and value > 0 else None
+    """The client concurrency from the export's input config: specmon writes it at
+    `input_config.concurrency`, AIPerf under `input_config.loadgen.concurrency`."""
+    config = summary.get("input_config") or {}
+    loadgen = config.get("loadgen") if isinstance(config, dict) else None
+    for value in (
+        config.get("concurrency") if isinstance(config, dict) else None,
+        loadgen.get("concurrency") if isinstance(loadgen, dict) else None,
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _count(summary: dict, tag: str) -> int | None:
+    value = (summary.get(tag) or {}).get("avg") if isinstance(summary.get(tag), dict) else None
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def _segment_measurements(summary: dict, label: str) -> list[decision.Measurement]:
+    """The summary's load segments (SegmentSink rows) as measurements, when there are two
+    or more with verify steps; else none (the whole run is the one measurement)."""
+    rows = summary.get("segments")
+    if not isinstance(rows, list):
+        return []
+    out = []
+    for row in rows:
+        m = measurement_of_row(row, label) if isinstance(row, dict) else None
+        if m is not None:
+            out.append(m)
+    return out if len(out) >= 2 else []
 
 
 def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:

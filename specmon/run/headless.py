@@ -155,7 +155,7 @@ def format_progress(
 
 def _eta_text(progress: LoadProgress, duration_s: float | None) -> str:
     """ " (42%, ETA 00:17)" for a bounded run, the TUI header's arithmetic (run_progress)."""
-    from specmon.tui.view import fmt_duration, run_progress
+    from specmon.formatting import fmt_duration, run_progress
 
     if progress.phase in ("warmup", "done") or not (progress.total or duration_s):
         return ""
@@ -198,7 +198,7 @@ def _warn_lag(progress: LoadProgress, already: bool, out: TextIO) -> bool:
 
 def print_results(multi: MultiRun, out: TextIO) -> None:
     """Per server: console tables and the server's own view; then the comparison and segments."""
-    from specmon.analysis.segments import render_segment_table
+    from specmon.analysis.segments import advice_lines, render_segment_table
     from specmon.export.console import output_width
     from specmon.server.server_view import server_metrics_lines
     from specmon.sinks.server_counters import NOT_POLLED
@@ -223,6 +223,10 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     rows = multi.segment_rows_final
     if len({r["segment"] for r in rows}) > 1 or multi.config.segments:
         print("\n" + render_segment_table(rows, width=output_width(out)), file=out)
+    # the answer of specmon.decision, as the monitor shows it, per segment with its basis
+    print("", file=out)
+    for line in advice_lines(rows):
+        print(line, file=out)
     out.flush()
 
 

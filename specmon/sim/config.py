@@ -201,6 +201,8 @@ def _probability(text: str, what: str) -> float:
 def parse_acceptance(text: str, k: int, what: str = "--acceptance", sep: str = ",") -> list[float]:
     """'0.8' -> [0.8]*k; '0.8,0.7,0.6' -> one conditional probability per position (k of them)."""
     parts = [p.strip() for p in text.split(sep) if p.strip()]
+    if not parts and k == 0:  # no draft positions: the k = 0 baseline's own (empty) list
+        return []
     if not parts:
         raise UserError(f"{what}: empty value; give one probability or {k} of them")
     values = [_probability(p, what) for p in parts]

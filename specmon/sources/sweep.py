@@ -12,7 +12,6 @@ schedule and the model live in specmon/analysis (see docs/architecture.md, "k sw
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shlex
@@ -21,12 +20,13 @@ import statistics
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.decision.slo import PERCENTILES, Slo, parse_slo
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -75,6 +75,7 @@ class SweepSettings:
     ready_timeout: float = 600.0
     stop_on_error: bool = False
     load: dict[str, Any] = field(default_factory=dict)  # the run flags, less _PER_CELL_FIELDS
+    slo: str | None = None  # --slo ttft=S,tpot=MS[,p=90]: what the decisions must meet
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -94,6 +95,14 @@ class SweepSettings:
             raise UserError("give exactly one of --segment-requests N or --segment-duration S")
         if self.repeats < 1:
             raise UserError("--repeats must be at least 1")
+        if self.slo is not None:
+            try:
+                parse_slo(self.slo)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
+
+    def objective(self) -> Slo | None:
+        return None if self.slo is None else parse_slo(self.slo)
 
     @property
     def grid_ks(self) -> list[int]:
@@ -107,7 +116,8 @@ class SweepSettings:
         (ks, concurrencies) and how failures are handled are left out: a resumed sweep may
         add k or concurrency values."""
         data = asdict(self)
-        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls"):
+        # the SLO changes the decision, not what a cell measures
+        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo"):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
         blob = json.dumps(data, sort_keys=True, default=str).encode()
@@ -147,13 +157,13 @@ def parse_url_labels(entries: list[str]) -> dict[int, str]:
 
 
 # --------------------------------------------------------------------------------------
-# The decision code (B2's specmon.analysis.sweep / kmodel) behind one seam.
+# The decision code (specmon.analysis.sweep, specmon.decision) behind one seam.
 
 
 def _analysis() -> tuple[Any, Any]:
-    """(specmon.analysis.sweep, specmon.analysis.kmodel), imported when first needed."""
-    from specmon.analysis import kmodel
+    """(specmon.analysis.sweep, specmon.decision.stepcost), imported when first needed."""
     from specmon.analysis import sweep as decisions
+    from specmon.decision import stepcost as kmodel
 
     return decisions, kmodel
 
@@ -238,6 +248,17 @@ def _avg(summary: dict[str, dict], tag: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _percentiles(summary: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """TTFT and TPOT (AIPerf's ITL) percentiles, ms, for an --slo."""
+    out = {}
+    for name, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency")):
+        stats = summary.get(tag) or {}
+        got = {p: float(stats[p]) for p in PERCENTILES if stats.get(p) is not None}
+        if got:
+            out[name] = got
+    return out
+
+
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
@@ -255,6 +276,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
         error_count=int(_avg(summary, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
+        latency_percentiles=_percentiles(summary),
     )
 
 
@@ -526,10 +548,12 @@ class SweepRunner:
         self.now = SweepNow("measuring", k, c, rep + 1, self.settings.repeats, session=session)
         if self.on_repeat is not None:
             self.on_repeat(self.now)
+        saturated = False  # the loop-health warning at any poll: a health gate of the cell
         lag_before = lag_sample(url)
         try:
             runner.start()
             while not runner.join(0.2):
+                saturated = saturated or bool(getattr(runner.progress(), "lag_warning", False))
                 server = self._process  # None with --url: no server of its own
                 if server is not None and not server.alive:
                     # the load loop retries a dead server until it returns: this one will
@@ -547,10 +571,10 @@ class SweepRunner:
         if self.stopping.is_set():
             return None, None, 0
         acc = session.accumulator
-        measured = measurement_of(session, repeat_dir)
+        measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
         share = server_lag_share(lag_before, lag_sample(url))
         if share is not None:
-            measured = dataclasses.replace(measured, server_lag_share=share)
+            measured = replace(measured, server_lag_share=share)
         return measured, acc.num_spec_tokens, acc.spec_request_count
 
     def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
@@ -608,7 +632,7 @@ class SweepRunner:
         extra: dict[str, Any] = {"complete": not result.stopped}
         try:
             decisions_mod, kmodel = _analysis()
-            result.decisions = decisions_mod.decide(measured)
+            result.decisions = decisions_mod.decide(measured, self.settings.objective())
             extra["decisions"] = [_as_dict(d) for d in result.decisions]
             try:
                 result.model = kmodel.fit(measured)
@@ -617,8 +641,15 @@ class SweepRunner:
                 extra["model"] = None
                 extra["model_error"] = str(exc)
                 self._say(f"specmon sweep: model not fitted: {exc}")
-            result.schedule = decisions_mod.build_schedule(result.decisions, result.model)
-            decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+            try:
+                result.schedule = decisions_mod.build_schedule(
+                    result.decisions, result.model, complete=not result.stopped
+                )
+            except ValueError as exc:  # nothing can anchor a schedule: none, and why
+                extra["schedule_error"] = str(exc)
+                self._say(f"specmon sweep: no schedule written: {exc}")
+            else:
+                decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
         except Exception as exc:
             extra["analysis_error"] = f"{type(exc).__name__}: {exc}"
             self._say(f"specmon sweep: warning: no decisions ({type(exc).__name__}: {exc})")

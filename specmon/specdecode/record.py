@@ -2,7 +2,9 @@
 
 One record per request. It is a histogram, not per-position arrays, so it survives
 variable-length and tree drafting. The invariants are exact integer identities
-(docs/metrics.md §10); floats are taken verbatim and never cross-checked.
+(docs/metrics.md §10); counts past 2^63-1 are malformed. The reported floats are kept
+verbatim; one that contradicts the record's own counts by more than rounding makes the
+record `contested` (self_contradiction, checked by the adapter registry).
 
 An engine that reports counts only (accepted and proposed drafts, no verify steps: the
 OpenAI-standard usage counts, llama.cpp's timings) gives a record whose num_spec_steps,
@@ -184,13 +186,43 @@ class SpecDecodeAcceptanceRecord(BaseModel):
         return d
 
 
+I64_MAX = 2**63 - 1  # a count past int64 is absurd, and overflows every typed total
+
+
 def _strict_count(v: Any) -> int:
-    """A non-negative int. Rejects bools, floats (even 3.0), strings and None."""
+    """A non-negative int up to 2^63-1. Rejects bools, floats (even 3.0), strings, None."""
     if not is_int(v):
-        raise ValueError(f"expected a non-negative integer, got {v!r}")
+        raise ValueError(f"expected a non-negative integer, got {str(v)[:40]}")
     if not is_count(v):
         raise ValueError(f"negative count {v}")
+    if v > I64_MAX:
+        raise ValueError("count past 2^63-1")
     return v
+
+
+# How far a server-reported float may sit from what the record's own counts give: rounding
+# to a few decimals (a server printing 2.33 for 7/3 + 1), nothing more.
+ROUNDING = {"rel_tol": 1e-3, "abs_tol": 5e-3}
+
+
+def self_contradiction(record: SpecDecodeAcceptanceRecord) -> str | None:
+    """Why the record's reported mean_acceptance_length or draft_acceptance_rate cannot be
+    its own counts' (1 + accepted / steps, accepted / drafted) by more than rounding; None
+    when they agree. Such a record is `contested`: which side is wrong is unknown."""
+    accepted, drafted, steps = (
+        record.num_accepted_draft_tokens,
+        record.num_draft_tokens,
+        record.num_spec_steps,
+    )
+    al = record.mean_acceptance_length
+    if al is not None and steps and not math.isclose(al, 1 + accepted / steps, **ROUNDING):
+        return (
+            f"mean_acceptance_length {al:.6g}, but 1 + accepted/steps = {1 + accepted / steps:.6g}"
+        )
+    rate = record.draft_acceptance_rate
+    if drafted and not math.isclose(rate, accepted / drafted, **ROUNDING):
+        return f"draft_acceptance_rate {rate:.6g}, but accepted/drafted = {accepted / drafted:.6g}"
+    return None
 
 
 _FIELD_ORDER = tuple(SpecDecodeAcceptanceRecord.model_fields)
@@ -218,7 +250,7 @@ def _shared_fields_set(fields: dict[str, Any]) -> set[str]:
 def _is_count(v: Any) -> bool:
     # The fast path's guard, stricter than checks.is_count on purpose: only an exact int
     # may skip validation; bool and other int subclasses take the validating path.
-    return type(v) is int and v >= 0
+    return type(v) is int and 0 <= v <= I64_MAX
 
 
 def _is_real_upto(v: Any, upper: float) -> bool:

@@ -14,6 +14,7 @@ import os
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -29,6 +30,7 @@ from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.sweep import SweepGrid
 
 REFRESH_HZ = 4.0
+NARROW_BELOW = 100  # columns: the acceptance panel keeps its bars, not the positions
 
 
 class SweepApp(App[int]):
@@ -50,6 +52,8 @@ class SweepApp(App[int]):
     #panel-cellhist { width: 2fr; }
     #cell-hist { width: 1fr; }
     #cell-positions { width: auto; }
+    /* under 100 columns the histogram's bars keep the panel; the positions give way */
+    Screen.narrow #cell-positions { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_sweep", "Stop and quit"),
@@ -89,6 +93,7 @@ class SweepApp(App[int]):
         self.theme = resolve_theme(self._theme_name, names or list(self.available_themes), no_color)
 
     def on_mount(self) -> None:
+        self.screen.set_class(self.size.width < NARROW_BELOW, "narrow")
         self.query_one(
             "#panel-grid"
         ).border_title = "Sweep · output tok/s, median ± MAD over repeats · * selected k"
@@ -146,10 +151,13 @@ class SweepApp(App[int]):
         acc = self._session.accumulator
         snap = acc.snapshot()
         hist = dict(snap.pooled_histogram or {})
-        self.query_one("#cell-spec", StatsTable).show(snap.spec_stats)
+        self.query_one("#cell-spec", StatsTable).show(snap.spec_rows)
         self.query_one(HistogramView).show(hist)
         self.query_one(PositionsView).show(hist, snap.num_spec_tokens)
         self.query_one("#panel-cellhist").border_title = "Accepted drafts per step"
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.screen.set_class(event.size.width < NARROW_BELOW, "narrow")
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """An SVG of the screen into the sweep's folder, as the monitor's `s` does."""

@@ -53,7 +53,9 @@ def grid_view(
         texts = [_slot_text(by_key.get((k, c)), k, c, now) for c in concurrencies]
         rows.append((f"k={k}", *texts))
     measured = [c for c in cells if c.error is None and c.repeats]
-    made = {d.concurrency: d for d in decisions.decide(measured)} if measured else {}
+    made = (
+        {d.concurrency: d for d in decisions.decide(measured, bootstrap=False)} if measured else {}
+    )
     picks, selected, speed = [], [], []
     for c in concurrencies:
         d = made.get(c)

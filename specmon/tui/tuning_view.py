@@ -1,10 +1,10 @@
 """View-model for "tune k while you watch": the what-if panel, one card per server,
 the segments table and the server's own counters. No Textual here: plain data and strings,
 so every number is testable without a terminal. Per-position acceptance and E(k') come from
-specmon.specdecode.tuning (docs/tuning.md §2-§5); the recommended k from
-specmon.analysis.kchoice, through the segments table's rows when the run has them (the
-same measurements, the same live draft cost), so the what-if panel, the cards, the segments
-table and `specmon tune` give one k and name its basis (docs/tuning.md §6).
+specmon.decision.acceptance (docs/tuning.md §2-§5); the recommended k, its basis, P(best),
+band and caveat from specmon.decision, through the segments table's rows when the run has
+them (the same measurements, the same live draft cost), so the what-if panel, the cards,
+the segments table and `specmon tune` give one k and name its basis (docs/tuning.md §6).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specmon.analysis import kchoice
+from specmon import decision
 from specmon.analysis.segments import _settings_text
 from specmon.constants import DEFAULT_DRAFT_COST
+from specmon.decision.acceptance import TuningEstimate, analyze
 from specmon.server.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
 from specmon.server.server_view import live_verdict
-from specmon.specdecode.tuning import TuningEstimate, analyze
 
 COST_STEP = 0.01
 COST_MAX = 2.0
@@ -64,12 +64,13 @@ def measured_k(hist: Mapping[int, int], k: int | None) -> int | None:
 @dataclass(frozen=True)
 class WhatIf:
     """One server's what-if: the estimate (a_i, E(k'), bands) and the recommended k with its
-    basis, predicted gains vs k'=0 and text, as kchoice gave it (KChoice.text format)."""
+    basis, predicted gains vs k'=0, text and caveat, as specmon.decision gave it (KChoice)."""
 
     estimate: TuningEstimate
     k: int | None
     gain: Mapping[int, float]
     text: str
+    caveat: str = ""
 
     @property
     def head(self) -> str:
@@ -103,14 +104,16 @@ def what_if(
     row = current_row(rows, label)
     if row is not None:
         gains = {int(j): float(g) for j, g in (row.get("predicted_gain_vs_k0") or {}).items()}
-        return WhatIf(est, row["recommended_k"], gains, str(row["recommendation"]))
-    choice = kchoice.choose([kchoice.Measurement(kk, None, dense)], None, cost)
-    return WhatIf(est, choice.k, choice.gain, choice.text())
+        text = str(row["recommendation"])
+        return WhatIf(est, row["recommended_k"], gains, text, str(row.get("caveat") or ""))
+    choice = decision.advise([decision.Measurement(kk, None, dense)], None, cost)
+    return WhatIf(est, choice.k, choice.gain, choice.text(), choice.caveat())
 
 
-def short_caveat(est: TuningEstimate) -> str:
-    """The first clause of the caveat (the batch-size clause is always shown beside it)."""
-    return est.caveat.split(";", 1)[0]
+def short_caveat(w: WhatIf) -> str:
+    """The decision's caveat (over every server's measured k, so a k=4 server beside this
+    one is never called 'beyond the measured k'); the batch-size clause is shown beside it."""
+    return w.caveat or w.estimate.caveat.split(";", 1)[0]
 
 
 def _f(value: float | None, fmt: str = ".3f") -> str:
@@ -143,6 +146,21 @@ def recommendation_text(w: WhatIf | None) -> str:
     if w is None:
         return "what-if appears with the first verify steps"
     return w.head
+
+
+@dataclass(frozen=True)
+class ServerCard:
+    """One server's column in panel 8 (servers side by side)."""
+
+    label: str
+    k: int | None
+    requests: int
+    acceptance_length: float | None
+    acceptance_rate: float | None  # %
+    histogram: tuple[tuple[int, int], ...]
+    recommendation: str
+    source: str  # "" or " (server-wide)"
+    survival: tuple[float, ...] = ()  # S_i per position (vLLM's per-position rate)
 
 
 # ---------------------------------------------------------------- the server's counters

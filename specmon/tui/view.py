@@ -1,18 +1,17 @@
-"""Pure view-model helpers for the monitor: snapshot dicts in, display rows out.
+"""Pure view-model helpers for the monitor: typed snapshot rows in, display rows out.
 
 No Textual here, so every number the screen shows is testable without a terminal.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.constants import HIST_FOLD_CAP
+from specmon.decision.acceptance import PositionEstimate, position_estimates
 from specmon.formatting import fmt_number
-from specmon.specdecode.tuning import PositionEstimate, position_estimates
-from specmon.stats import DERIVED, METRICS, SPEC
+from specmon.stats import DERIVED, METRICS, SPEC, MetricRow
 
 NA = "N/A"
 
@@ -38,16 +37,18 @@ LATENCY_COLUMNS = ("avg", "p50", "p90", "p99")
 
 
 def stat_rows(
-    stats: dict[str, dict], rows: Sequence[tuple[str, str, str, bool]], columns: Sequence[str]
+    stats: Mapping[str, MetricRow],
+    rows: Sequence[tuple[str, str, str, bool]],
+    columns: Sequence[str],
 ) -> list[tuple[str, list[str]]]:
     """(label, cells) for each row whose tag has data; derived rows fill only `avg`."""
     out = []
     for tag, header, unit, derived in rows:
-        block = stats.get(tag)
-        if not block:
+        row = stats.get(tag)
+        if row is None:
             continue
         cells = [
-            fmt_number(block.get(col), na=NA) if (col == "avg" or not derived) else NA
+            fmt_number(row.get(col), na=NA) if (col == "avg" or not derived) else NA
             for col in columns
         ]
         out.append((f"{header} ({unit})", cells))
@@ -152,41 +153,6 @@ class TimeBins:
             [self._bins[k][0] for k in keys],
             [self._bins[k][1] for k in keys],
         )
-
-
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "--:--"
-    seconds = max(0, int(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-
-@dataclass(frozen=True)
-class Progress:
-    fraction: float | None  # None when the run is unbounded
-    eta_s: float | None
-    label: str
-
-
-def run_progress(
-    completed: int, elapsed_s: float, request_count: int | None, duration_s: float | None
-) -> Progress:
-    """Progress toward --request-count or --benchmark-duration; unbounded runs show totals."""
-    if request_count:
-        frac = min(completed / request_count, 1.0)
-        rate = completed / elapsed_s if elapsed_s > 0 else 0.0
-        eta = (request_count - completed) / rate if rate > 0 else None
-        return Progress(frac, eta, f"{completed}/{request_count}")
-    if duration_s:
-        frac = min(elapsed_s / duration_s, 1.0)
-        return Progress(
-            frac,
-            max(duration_s - elapsed_s, 0.0),
-            f"{fmt_duration(elapsed_s)}/{fmt_duration(duration_s)}",
-        )
-    return Progress(None, None, f"{completed} done")
 
 
 def join_nonempty(parts: Iterable[str], sep: str = "  ") -> str:

@@ -1,6 +1,8 @@
-"""One k for the same data on every surface (issue 11 item 4): the TUI's what-if panel (its
-view function), the live segments table and `specmon tune --json` over the exported run all
-answer through analysis/kchoice.py and name the same basis.
+"""One k for the same data on every surface (issue 11 item 4, issue 17 item 1): the TUI's
+what-if panel (its view function), the live segments table, the advice printed at the end
+of the headless run, `specmon tune` (text and --json) and `specmon compare` over the
+exported run all answer through specmon.decision: the same k, basis words and numbers
+(the whole answer text, P(best) and gains included).
 
 The data is a real run: `specmon demo` with two simulators (k=2 and k=4) under the same load,
 whose step time grows with k (--draft-ms-per-token), so the answer rests on the across-k
@@ -25,7 +27,7 @@ from specmon.tui.tuning_view import what_if
 LABELS = ("k2", "k4")
 
 
-def _run_demo(out: Path, ks: str = "2,4") -> None:
+def _run_demo(out: Path, ks: str = "2,4") -> str:
     cmd = [
         sys.executable, "-m", "specmon", "demo", "--num-spec-tokens", ks, "--headless",
         "--request-count", "16", "--concurrency", "2", "--streaming", "--step-ms", "5",
@@ -34,6 +36,7 @@ def _run_demo(out: Path, ks: str = "2,4") -> None:
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 def _results(run_dir: Path) -> list:
@@ -53,7 +56,7 @@ def _pooled(results: list) -> dict[int, int]:
 @pytest.mark.e2e
 def test_whatif_segments_and_tune_give_one_k(tmp_path):
     out = tmp_path / "run"
-    _run_demo(out)
+    printed = _run_demo(out)
     by_label = {label: _results(out / label) for label in LABELS}
     # the segment settings as the run recorded them (one segment: concurrency 2 per server)
     settings = {}
@@ -96,6 +99,26 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
         assert w is not None, label
         assert w.k == seg_k, label
         assert seg_basis in w.text, label
+
+    # the whole answer, word for word and number for number, on every surface
+    answer = rows[0]["recommendation"]
+    assert rows[1]["recommendation"] == answer and "P(best)=" in answer
+    assert all(w is not None and w.text == answer for w in whatifs.values())
+    # the end of the headless run (settings text: conc=2 osl=48)
+    assert "advice (segment 0, conc=2" in printed and f"): {answer}\n" in printed
+    assert {r["recommendation"]["text"] for r in reports} == {answer}
+    assert {r["recommendation"]["concurrency"] for r in reports} == {2}
+    said = f"over 2 runs at concurrency 2: {answer}"
+    text = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert text.returncode == 0 and said in text.stdout, text.stdout[-1500:]
+    compared = subprocess.run(
+        [sys.executable, "-m", "specmon", "compare", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert compared.returncode == 0 and said in compared.stdout, compared.stdout[-1500:]
 
 
 @pytest.mark.e2e

@@ -148,12 +148,26 @@ def test_segment_row_figures_by_hand():
     assert (seg1["request_count"], seg1["error_count"]) == (2, 1)
     assert seg1["histogram"] == {"0": 2, "1": 4, "2": 2}
     assert seg1["settings"] == {"concurrency": 8}
-    # no draft cost, one k, no load known: the histogram with the assumed c = 0.10, said so
-    # (issue 11: never a silent default). S_1 = 6/8, S_2 = 2/8 -> E = 1.75, 2.0;
-    # 1.75/1.1 = 1.591 < 2.0/1.2 = 1.667 -> k = 2
-    assert seg1["recommended_k"] == 2
-    assert seg1["basis"] == "histogram only, draft cost assumed 0.10"
-    assert "Segments" in render_segment_table(rows) and "conc=8" in render_segment_table(rows)
+    # health gates (issue 17): segment 1 failed 1 of 3 requests (33% > 1%): excluded and
+    # named; the answer rests on segment 0 alone (S_1 = 3/4, S_2 = 2/4 -> E = 1.75, 2.25;
+    # 1.75/1.1 = 1.591 < 2.25/1.2 = 1.875 -> k = 2)
+    assert seg1["flags"] == ["(k=2 at concurrency 8) excluded: error rate 33% > 1% "
+                             "(1 of 3 requests failed)"]  # fmt: skip
+    assert seg1["recommended_k"] == seg0["recommended_k"] == 2
+    assert seg1["predicted_gain_vs_k0"]["2"] == pytest.approx(2.25 / 1.2)
+    table = render_segment_table(rows)
+    assert "Segments" in table and "conc=8" in table
+    assert "health: (k=2 at concurrency 8) excluded: error rate 33% > 1%" in table
+    # without the error: no draft cost, one k, no load known: the histogram with the
+    # assumed c = 0.10, said so (issue 11: never a silent default). Pooled over both
+    # segments: h = 2/4/2 + seg 0's 1/1/2 = 3/5/4 -> S_1 = 9/12, S_2 = 4/12 -> E = 1.75,
+    # 2.083; 1.75/1.1 = 1.591 < 2.083/1.2 = 1.736 -> k = 2
+    healthy = segment_table(
+        [r for r in results if r.error is None], settings={1: {"concurrency": 8}}
+    )
+    assert healthy[1]["recommended_k"] == 2 and not healthy[1]["flags"]
+    assert healthy[1]["predicted_gain_vs_k0"]["2"] == pytest.approx((1 + 9 / 12 + 4 / 12) / 1.2)
+    assert healthy[1]["basis"] == "histogram only, draft cost assumed 0.10"
 
 
 def test_recommended_k_from_a_given_draft_cost():

@@ -156,3 +156,113 @@ def test_tables_fit_100_columns_and_mark_selection():
     # vs k=0 at concurrency 1: scores (1600 - 7.413) / (1000 - 7.413) = 1.6045 -> +60.4%
     assert next(line for line in lines if line.startswith("vs k=0")).split()[2] == "+60.4%"
     assert "  [[1, 64, 6]]" in lines
+
+
+def failing(k: int, conc: int, tput: float, errors: int, requests: int = 10) -> Cell:
+    return Cell(k, conc, [RepeatMeasurement(tput, 1.0, requests, error_count=errors)] * 3)
+
+
+def test_a_k_failing_half_its_requests_is_never_selected():
+    # k=4 is fastest on paper (300 tokens/s) but its server failed 10 of 20 requests
+    cells = [cell(0, 4, 100, 100, 100), cell(2, 4, 200, 200, 200), failing(4, 4, 300, 10)]
+    (d,) = decide(cells)
+    assert d.selected_k == 2 and d.best_k == 2
+    assert "error rate 50% > 1%" in d.excluded[4][0]
+    assert any(n.startswith("k=4 excluded: error rate 50%") for n in d.notes)
+    assert d.to_dict()["excluded"] == {"4": d.excluded[4]}
+    # the grid marks it and the table says why; the decision survives the JSON round trip
+    text = render_sweep_tables(cells, [d], build_schedule([d]), None)
+    assert "300±0.0x" in text and "k=4 excluded: error rate 50%" in text
+    # 1 error in 100 requests is within the 1% gate: still selectable
+    (ok,) = decide([cell(0, 4, 100, 100, 100), failing(4, 4, 300, 1, requests=99)])
+    assert ok.selected_k == 4 and not ok.excluded
+
+
+def test_a_lagging_server_or_too_few_requests_excludes_the_cell():
+    lag = Cell(4, 1, [RepeatMeasurement(300.0, 1.0, 10, server_lag_share=0.05)] * 3)
+    few = Cell(2, 1, [RepeatMeasurement(250.0, 1.0, 1)] * 3)  # 3 requests over 3 repeats
+    (d,) = decide([cell(0, 1, 100, 100, 100), lag, few])
+    assert d.selected_k == 0
+    assert "server behind its step model (5% of steps late > 2%)" in d.excluded[4]
+    assert "too few requests (3 < 5)" in d.excluded[2]
+    # and a cell of sweep.json written before these fields existed still reads
+    old = RepeatMeasurement(1.0, 1.0, 10).to_dict()
+    del old["server_lag_share"], old["client_saturated"]
+    assert RepeatMeasurement.from_dict(old).server_lag_share is None
+
+
+def test_an_interrupted_sweep_leaves_out_loads_without_every_k_and_says_incomplete(tmp_path):
+    # stopped by SIGTERM: concurrency 1 has every k, concurrency 4 only the k=0 baseline
+    cells = [cell(0, 1, 100, 100, 100), cell(1, 1, 150, 150, 150), cell(3, 1, 120, 120, 120)]
+    cells.append(cell(0, 4, 300, 300, 300))
+    sched = build_schedule(decide(cells), complete=False)
+    assert sched["complete"] is False
+    # K=0 at batch 4 was only the one k measured there: not in the schedule
+    assert sched["num_speculative_tokens_per_batch_size"] == [[1, 1, 1]]
+    assert sched["left_out_concurrencies"] == [4]
+    path = write_schedule(tmp_path / "s.json", sched)
+    assert json.loads(path.read_text())["complete"] is False
+    # nothing with every k measured: no schedule, and why
+    with pytest.raises(ValueError, match="no concurrency has every k measured"):
+        build_schedule(decide([cell(0, 4, 3, 3, 3), cell(2, 1, 5, 5, 5)]), complete=False)
+    full = build_schedule(decide(grid({1: 4, 16: 2})))
+    assert full["complete"] is True and full["left_out_concurrencies"] == []
+
+
+class FallingModel:
+    """The model's best k: 4 at batch 1, falling by one every 4 batch sizes, floor 0."""
+
+    basis = "stub"
+
+    def best_k(self, concurrency: int) -> int:
+        return max(0, 4 - concurrency // 4)
+
+
+def test_model_filled_gaps_stay_monotone_between_anchors():
+    # anchors k=2 at 1 and k=2 at 8: the model's 4,3,... in between may not zig-zag
+    sched = build_schedule(decide(grid({1: 2, 8: 2})), model=FallingModel())  # type: ignore[arg-type]
+    assert sched["num_speculative_tokens_per_batch_size"] == [[1, 8, 2]]
+
+
+def test_a_measured_zigzag_is_kept_and_noted():
+    # measured 4, 2, 4, 0 at 1, 4, 16, 64: the k=2 dip at 4 and the peak at 16 are measured
+    sched = build_schedule(decide(grid({1: 4, 4: 2, 16: 4, 64: 0})), model=FallingModel())  # type: ignore[arg-type]
+    assert "measured k=2 at batch 4 beats the model's k=3 here" in sched["notes"]
+    assert "measured k=4 at batch 16 beats the model's k=0 here" in sched["notes"]
+    ks = [e[2] for e in sched["num_speculative_tokens_per_batch_size"]]
+    # 1..3: the model's 4 clamped to [2, 4] -> 4; 5..15: its 3, 3, 2, ... held within
+    # [previous, 4] on the way up from 2 -> 3; 17..63: its 0 within [0, 4] -> 0
+    assert ks == [4, 2, 3, 4, 0]
+
+
+def test_p_selected_is_a_seeded_bootstrap_over_repeats():
+    # k=2 beats k=0 in every repeat: every draw selects it
+    sure = decide([cell(0, 1, 100, 101, 99), cell(2, 1, 150, 151, 149)])[0]
+    assert sure.selected_k == 2 and sure.p_selected == 1.0
+    # k=2 and k=3 overlap repeat by repeat: draws split, the same split every time
+    close = [cell(2, 1, 150, 140, 160), cell(3, 1, 152, 138, 158)]
+    d = decide(close)[0]
+    assert d.p_selected is not None and 0.0 < d.p_selected < 1.0
+    assert decide(close)[0].p_selected == d.p_selected
+    # one repeat per cell: no bootstrap to speak of
+    assert decide([cell(0, 1, 100), cell(2, 1, 150)])[0].p_selected is None
+    assert "P(sel.)" in render_sweep_tables(close, [d], None, None)
+
+
+def lagging(k: int, conc: int, tput: float, share: float) -> Cell:
+    return Cell(k, conc, [RepeatMeasurement(tput, 1.0, 10, server_lag_share=share)] * 3)
+
+
+def test_a_lag_every_cell_shares_is_decided_anyway_and_said():
+    # a busy machine: every server ran behind its step model; the decision still picks,
+    # and says why it should not be trusted yet
+    (d,) = decide([lagging(0, 1, 100, 0.3), lagging(2, 1, 150, 0.4)])
+    assert d.selected_k == 2 and set(d.excluded) == {0, 2}
+    assert any(n.startswith("every cell here ran on a saturated client") for n in d.notes)
+    assert any(n.startswith("k=2 flagged: server behind") for n in d.notes)
+    # but one healthy cell beside them: only it can be selected
+    (h,) = decide([cell(0, 1, 100, 100, 100), lagging(2, 1, 150, 0.4)])
+    assert h.selected_k == 0 and any(n.startswith("k=2 excluded") for n in h.notes)
+    # errors are never waived, even when every cell has them
+    (e,) = decide([failing(0, 1, 100, 5), failing(2, 1, 150, 5)])
+    assert e.selected_k is None

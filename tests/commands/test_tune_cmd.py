@@ -95,8 +95,13 @@ def test_dir_json_matches_hand_computation(tmp_path, capsys):
     # beyond the measured 5: the plain answer stays within it (issue 11 item 6): E(5)/1.5 =
     # 3.08 beats 4.01/1.4 = 2.86 -> 5, and 9 is the "extrapolated, measure it" hint
     assert rep["histogram_best_k"] == 9
-    assert rep["recommended_k"] == 5
     assert rep["recommendation"]["extrapolated_k"] == 9
+    assert rep["recommendation"]["extrapolated_percent_vs_base"] == pytest.approx(
+        100 * (preds[9]["speedup"] / preds[5]["speedup"] - 1)
+    )
+    # k=9 becomes the answer only when its band's low end, E_low(9) / 1.9, beats E(5) / 1.5
+    safe = preds[9]["low"] / 1.9 >= preds[5]["speedup"]
+    assert rep["recommended_k"] == (9 if safe else 5) == 5
     assert rep["recommendation"]["basis"] == "histogram only, draft cost given 0.10"
     assert err == ""  # k came from the records: nothing to say
 
@@ -144,11 +149,13 @@ def test_text_output_tables_and_recommendation(tmp_path, capsys):
     assert "a_i 95% CI" in text and "[0.790, 0.922]" in text  # Wilson of 87/100
     assert "4.620" in text and "measured k" in text and "extrapolated" in text
     assert "histogram-only best k = 9" in text and "batch size" in text
-    # one combined answer, within the measured k, the extrapolated one only as a hint
+    # one answer, naming its load (unknown here) and how sure it is; k=9 predicted
+    # 3.530 / 3.08 = +15% over k=5, but its band reaches below k=5: named, not recommended
     assert (
-        "recommendation for this run: best k=5 (3.08x) · histogram only, draft cost given" in text
+        "recommendation for this run at load unknown: best k=5 (3.08x) · histogram only, "
+        "draft cost given 0.10 · P(best)=" in text
     )
-    assert "k=9 (3.53x) extrapolated, measure it" in text
+    assert "k=9 predicted +15% [" in text and "] over k=5, measure it" in text
     assert "draft cost c = 0.100 (--draft-cost)" in text
     assert "\x1b[" not in text  # plain text, no colour codes
 
@@ -307,3 +314,47 @@ def test_server_url_tunes_from_its_counters(capsys):
     assert [p["trials"] for p in rep["positions"]] == tail[:3]
     assert rep["positions"][0]["unconditional"] == pytest.approx(tail[1] / steps)
     assert "server-wide counters since the server started (2 engine" in err
+
+
+def _segment_row(seg: int, conc: int, hist: dict, tpot: float, requests: int = 20) -> dict:
+    steps = sum(hist.values())
+    accepted = sum(int(j) * n for j, n in hist.items())
+    return {
+        "segment": seg, "settings": {"concurrency": conc}, "request_count": requests,
+        "error_count": 0, "num_spec_tokens": 4, "steps": steps, "accepted": accepted,
+        "histogram": hist, "acceptance_length": 1 + accepted / steps, "tpot_ms": tpot,
+        "output_token_throughput": None,
+    }  # fmt: skip
+
+
+def test_specmons_own_concurrency_key_names_the_load(tmp_path, capsys):
+    # specmon writes input_config.concurrency (AIPerf: input_config.loadgen.concurrency)
+    run = _write_run(tmp_path / "k5", itl_ms=2.0, al=4.62)
+    summary = json.loads((run / "profile_export_aiperf.json").read_text())
+    summary["input_config"] = {"concurrency": 4}
+    (run / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    rep, _ = _run_json(capsys, str(run))
+    assert rep["recommendation"]["concurrency"] == 4
+    assert [r["concurrency"] for r in rep["recommendations"]] == [4]
+    summary["input_config"] = {"loadgen": {"concurrency": 8}}  # AIPerf's key still works
+    (run / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    assert _run_json(capsys, str(run))[0]["recommendation"]["concurrency"] == 8
+
+
+def test_a_segmented_run_is_answered_per_load_from_its_segments(tmp_path, capsys):
+    # one run at k=4 over concurrency 1 and 64: the step time (TPOT x AL) grows steeply with
+    # load (10 ms at 1, 10 + 0.2 x 63 x 5 = 73 ms at 64), so k falls with load
+    hist = {"0": 20, "1": 20, "2": 20, "3": 20, "4": 20}  # AL 3.0
+    run = _write_run(tmp_path / "seg", hist=hist, records=None, k=4, itl_ms=5.0, al=3.0)
+    summary = json.loads((run / "profile_export_aiperf.json").read_text())
+    summary["segments"] = [_segment_row(0, 1, hist, 10.0 / 3), _segment_row(1, 64, hist, 73 / 3)]
+    (run / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    rep, _ = _run_json(capsys, str(run), "--num-spec-tokens", "4")
+    by_load = {r["concurrency"]: r for r in rep["recommendations"]}
+    assert sorted(by_load) == [1, 64]
+    assert all(r["source"] == "segments" for r in by_load.values())
+    assert by_load[64]["recommended_k"] < by_load[1]["recommended_k"]
+    assert main(["tune", str(run), "--num-spec-tokens", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "recommendation for this run at concurrency 1: best k=" in text
+    assert "recommendation for this run at concurrency 64: best k=" in text

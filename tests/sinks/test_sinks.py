@@ -93,7 +93,8 @@ def test_multirun_writes_each_summary_once_with_segments_and_server_metrics(tmp_
     multi = MultiRun(
         config,
         lambda cfg: RunSession(cfg.artifact_dir, "records", {}),
-        lambda cfg, session: SimpleNamespace(),  # no runner needed to land results
+        # no runner needed to land results; finish() asks whether it was stopped early
+        lambda cfg, session: SimpleNamespace(stopped_early=False),
         detect=lambda *a: None,
     )
     a, b = (run.session for run in multi.runs)

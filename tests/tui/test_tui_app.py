@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from tui_fixtures import (
 )
 from tui_screen import screen_text, until
 
+from specmon import stops
 from specmon.capture import RawCapture
 from specmon.commands.replay import build
 from specmon.interfaces import LoadProgress
@@ -367,11 +369,26 @@ async def test_q_stops_the_replay_feeder(tmp_path):
     assert feeder.fed < len(feeder.source.items)  # paced at 1/1000 speed, it was still feeding
 
 
-async def test_ctrl_c_quits_like_q():
+async def test_ctrl_c_quits_like_sigint():
+    """Ctrl-C is a key in the TUI (raw mode): it quits, and the run ends as a SIGINT does
+    headless, so the process exits 130 (issue 19)."""
+    stops.reset()
+    app = small_app()
+    try:
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.press("ctrl+c")
+        assert app.return_value == 130
+        assert stops.requested() == signal.SIGINT and stops.exit_status(0) == 130
+    finally:
+        stops.reset()
+
+
+async def test_q_quits_without_a_stop_signal():
+    stops.reset()
     app = small_app()
     async with app.run_test(size=WIDE) as pilot:
-        await pilot.press("ctrl+c")
-    assert app.return_code == 0
+        await pilot.press("q")
+    assert app.return_value == 0 and stops.requested() is None
 
 
 async def test_full_speed_replay_shows_every_record(tmp_path):

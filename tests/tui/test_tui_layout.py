@@ -16,6 +16,7 @@ from tui_screen import screen_text, until
 from tui_tuning_fixtures import one_server_app
 
 from specmon.commands.replay import build
+from specmon.stats import MetricRow
 from specmon.tui.app import PANELS, SpecmonApp
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.widgets.headline import headline_of, headline_text
@@ -78,15 +79,15 @@ def test_series_bins_by_hand():
 # -- the headline ---------------------------------------------------------------------
 def test_headline_text_by_hand():
     spec = {
-        "spec_decode_acceptance_length": {"avg": 2.5833},
-        "spec_decode_token_weighted_acceptance_length": {"avg": 2.5833},
-        "spec_decode_draft_acceptance_rate": {"avg": 52.777},
-        "spec_decode_overall_draft_acceptance_rate": {"avg": 52.777},
+        "spec_decode_acceptance_length": MetricRow("ratio", 2.5833),
+        "spec_decode_token_weighted_acceptance_length": MetricRow("ratio", 2.5833, derived=True),
+        "spec_decode_draft_acceptance_rate": MetricRow("%", 52.777),
+        "spec_decode_overall_draft_acceptance_rate": MetricRow("%", 52.777, derived=True),
     }
     std = {
-        "output_token_throughput": {"avg": 1234.56},
-        "time_to_first_token": {"p50": 45.0, "p99": 61.25},
-        "inter_token_latency": {"p50": 5.125},
+        "output_token_throughput": MetricRow("tokens/sec", 1234.56, derived=True),
+        "time_to_first_token": MetricRow("ms", None, p50=45.0, p99=61.25),
+        "inter_token_latency": MetricRow("ms", None, p50=5.125),
     }
     h = headline_of(spec, std, 3, "best k=5 (2.11x)", "407 steps, c=0.10 (+/-)")
     lines = headline_text(h, {}).plain.splitlines()
@@ -127,11 +128,12 @@ async def test_80x24_and_100x30_show_every_headline_item():
             "TPOT p50 5.00 ms",
             "errors 6",
             "3.65 req/s",
-            # kchoice's pick: k=3 measured; k=5 is only the extrapolated hint (the
-            # what-if panel names the same k), the whole basis on screen, not cut at 80
+            # the decision's pick: k=3 measured; k=5 is only the extrapolated hint (the
+            # what-if panel names the same k), the whole answer on screen, not cut at 80
             "best k=3 (2.05x)",
             "draft cost assumed 0.10",
-            "extrapolated, measure it",  # the end of the k line (wrapped at 80 and 100)
+            "P(best)=",
+            "measure it",  # the end of the k line (wrapped at 80 and 100)
             "P(acc>=i)",  # per-position acceptance beside the histogram
             "req-0060",  # the log
             "TTFT p50 ms",  # the time series
@@ -340,8 +342,8 @@ async def test_one_req_s_per_server_even_between_the_1hz_ticks():
     app, runner = three_server_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        k2 = app.servers[0][1].accumulator
-        app._tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
+        k2 = app.main.ui.servers[0][1].accumulator
+        app.main.ui.tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
         k2.add(process_capture(RawCapture.from_dict(capture_k(2, H2, 2, start_ms=700.0))))
         app.refresh_data()
         await pilot.pause()
@@ -409,7 +411,7 @@ async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, ke
         main = app.screen
         await until(pilot, lambda: main.virtual_size.height > 0 and main.max_scroll_y == 0, "a fit")
         await pilot.pause()
-        assert main.max_scroll_y == 0 and main.scroll_y == 0 and app._fit_level == level
+        assert main.max_scroll_y == 0 and main.scroll_y == 0 and app.main.fitter.level == level
         assert app.query_one("#header").region.y == 0
         assert app.query_one("#panel-head").region.y == 2  # right under the two header rows
         for selector in kept | shed:
@@ -420,7 +422,7 @@ async def test_no_size_scrolls_the_header_or_headline_away(make, size, level, ke
     async with app.run_test(size=(size[0], 70)) as pilot:  # tall enough: nothing shed
         await pilot.pause()
         await pilot.pause()
-        assert app._fit_level == 0 and app.screen.max_scroll_y == 0
+        assert app.main.fitter.level == 0 and app.screen.max_scroll_y == 0
         for selector in kept | shed:
             assert app.query_one(selector).display, selector
         assert app.query_one("#panel-log").styles.min_height.value == 6  # the CSS's own

@@ -151,3 +151,24 @@ async def test_s_saves_a_screenshot_of_the_sweep_view(tmp_path):
     (svg,) = (tmp_path / "sweep").glob("*.svg")
     assert "k=0" in svg.read_text(encoding="utf-8")
     assert stat.S_IMODE(svg.stat().st_mode) == 0o644
+
+
+async def test_sweep_view_at_80x24_cuts_no_figure_and_keeps_the_bars(tmp_path):
+    """Issue 20 item 3: at 80x24 the cell's table cut every figure ("Accept Len 2.…") and the
+    histogram lost its bars to the positions table. Now std, min and max give way and the
+    positions hide under 100 columns. The repeat's session: H2 = [1, 1, 2] over 4 steps,
+    AL 1 + (0 + 1 + 4) / 4 = 2.25; bucket 2 holds 2 of 4 steps = 50.0%."""
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    app = SweepApp(control)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        text = screen_text(app)
+        await pilot.press("q")
+    lines = text.splitlines()
+    assert lines[0].rstrip().endswith("…")  # only the header's folder path gives way (no figure)
+    assert "…" not in "\n".join(lines[1:])
+    accept = next(line for line in text.splitlines() if "Accept Len" in line)
+    assert accept.split("│")[1].split()[2:] == ["2.25"] * 4  # avg p99 p90 p50, whole
+    assert "█" in text and "50.0%" in text  # the histogram's bars

@@ -105,7 +105,7 @@ async def test_draft_cost_keys_move_the_recommendation():
         assert segment_best_k(app) == "3"
         await pilot.press(*["minus"] * 8)
         await pilot.pause()
-        assert app.draft_cost == DraftCost(0.02, False)
+        assert app.main.ui.draft_cost == DraftCost(0.02, False)
         text = screen_text(app)
         assert "c=0.02 (given; +/- 0.01)" in text and "best k=4 (3.01x)" in text
         assert "histogram only, draft cost given 0.02" in text
@@ -133,9 +133,10 @@ async def test_side_by_side_three_servers_and_switching():
     # k=6, h=[1,0,0,0,0,0,3]: S_i = .75 for i = 1..6, a_6 = 3/3 = 1, so E(k') = 1 + .75 k' and
     #   E/(1 + .1k') grows to k' = 10: 8.5/2.0 = 4.25 (extrapolated)
     # The servers share one load and these responses carry no step times, so the one k chooser
-    # (analysis/kchoice.py, as the segments table) answers from the widest-k histogram for
+    # (specmon.decision, as the segments table) answers from the widest-k histogram for
     # every server, within the measured k: k6's E(6)/(1 + .6) = 5.5/1.6 = 3.44 (E(5)/1.5 =
-    # 4.75/1.5 = 3.17) -> best k=6 (3.44x) on every card; k=10 (4.25x) only as the hint.
+    # 4.75/1.5 = 3.17) -> best k=6 (3.44x) on every card; k=10 (4.25/3.44 = +24%) only as
+    # the hint: with 4 steps its band reaches below k=6.
     app, runner = three_servers()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -149,16 +150,20 @@ async def test_side_by_side_three_servers_and_switching():
         assert "S_i 0.75 0.75 0.75 0.75 0.75 0.75" in text  # k6: 3 of 4 steps accept all 6
         whatif = whatif_text(app)
         assert "best k=6 (3.44x) · k=2 measured over 4 steps" in whatif
-        assert "k=10 (4.25x) extrapolated, measure" in whatif  # the line wraps there
+        assert "k=10 predicted +24%" in whatif  # the band wraps to the next line
+        # the k2 server's caveat: k=10 is beyond the largest measured k=6, not "k=2"
+        assert "k=10 is beyond the largest measured k=6" in whatif
         await pilot.press("right_square_bracket")
         await pilot.pause()
-        assert app.selected == 1 and app.accumulator is runner.sessions["k4"].accumulator
+        assert (
+            app.main.ui.selected == 1 and app.main.accumulator is runner.sessions["k4"].accumulator
+        )
         text = screen_text(app)
         assert "▶ k4 · k=4" in text and "showing k4" in text
         assert "k=4 measured over 16 steps" in whatif_text(app)
         await pilot.press("left_square_bracket", "left_square_bracket")  # wraps to the last
         await pilot.pause()
-        assert app.selected == 2 and "k=6 measured over 4 steps" in whatif_text(app)
+        assert app.main.ui.selected == 2 and "k=6 measured over 4 steps" in whatif_text(app)
 
 
 async def test_side_by_side_is_a_strip_on_a_small_terminal():
@@ -191,7 +196,7 @@ async def test_segment_keys_call_the_runner_and_the_table_grows():
         # a request of the new segment lands: the table shows segment 1 with its settings;
         # AL = 1 + 36/16 = 3.25
         session.accumulator.add(_result(capture_k(2, H4, 4, segment=1)))
-        app._tune_at = app._segments_at = 0.0  # the next tick, without waiting a second
+        app.main.ui.tune_now()  # the next tick, without waiting a second
         app.refresh_data()
         await pilot.pause()
         seg1 = next(l for l in screen_text(app).splitlines() if "conc=8" in l)

@@ -6,8 +6,9 @@ import pytest
 from tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
 from specmon.errors import UserError
-from specmon.formatting import fmt_number
+from specmon.formatting import fmt_number, run_progress
 from specmon.sources.replay import RAW, RECORDS, load_source
+from specmon.stats import MetricRow
 from specmon.tui.requests import log_row, raw_payload
 from specmon.tui.themes import (
     MONOCHROME_THEME,
@@ -22,7 +23,6 @@ from specmon.tui.view import (
     acceptance_series,
     fold_histogram,
     per_position,
-    run_progress,
     stat_rows,
 )
 
@@ -56,17 +56,10 @@ def test_fold_histogram_folds_8_and_above_and_shows_gaps():
 
 def test_stat_rows_format_like_console_table():
     stats = {
-        "spec_decode_acceptance_length": {
-            "unit": "ratio",
-            "avg": 1234.5,
-            "min": 1.0,
-            "max": 2.0,
-            "p99": 2.0,
-            "p90": 1.5,
-            "p50": 1.25,
-            "std": 0.125,
-        },
-        "spec_decode_token_weighted_acceptance_length": {"unit": "ratio", "avg": 2.5},
+        "spec_decode_acceptance_length": MetricRow(
+            "ratio", 1234.5, min=1.0, max=2.0, p99=2.0, p90=1.5, p50=1.25, std=0.125
+        ),
+        "spec_decode_token_weighted_acceptance_length": MetricRow("ratio", 2.5, derived=True),
     }
     rows = stat_rows(stats, SPEC_ROWS, SPEC_COLUMNS)
     assert rows[0] == (

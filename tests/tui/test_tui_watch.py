@@ -26,26 +26,26 @@ def test_watch_screen_shows_server_figures_and_says_why_panels_are_empty(tmp_pat
         app = watch_app(tmp_path)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
-            app._tune_at = 0.0  # the 1 Hz views now, not after a second
+            app.main.ui.tune_at = 0.0  # the 1 Hz views now, not after a second
             app.refresh_data()
             await pilot.pause()
-            head = app._widget(HeadlineView)._headline
+            head = app.main.query_one(HeadlineView)._headline
             assert head is not None
             # the counters pool every step, 1 + ΣA/ΣD: the token-weighted AL and the overall
             # rate; the per-request means (AL, draft acc) need requests
             assert head.al_token_weighted == 2.5 and head.overall_rate_pct == 50.0
             assert head.al is None and head.draft_rate_pct is None and head.ttft_p50_ms is None
             # no per-request rate: the bare N/A, never "N/A%" (issue 20 item 5)
-            line = str(app._widget(HeadlineView).render_line(0).text)
+            line = str(app.main.query_one(HeadlineView).render_line(0).text)
             assert "draft acc N/A " in line and "overall 50.00%" in line and "N/A%" not in line
-            assert app._widget(HistogramView)._hist == EXPECTED_HIST
+            assert app.main.query_one(HistogramView)._hist == EXPECTED_HIST
             for table in ("#spec-table", "#latency-table"):
                 assert NO_REQUESTS in _text(app.query_one(table, StatsTable))
             assert NO_REQUESTS in str(app.query_one("#panel-log").border_title)
-            health = _text(app._widget(HealthView))
+            health = _text(app.main.query_one(HealthView))
             # last interval: running 3, waiting 0, KV 20.0%, (2000 - 1300) tokens / 1 s
             assert health.splitlines()[2].split() == ["3", "0", "20.0", "700"]
-            counters = _text(app._widget(CountersView))
+            counters = _text(app.main.query_one(CountersView))
             assert "AL 2.50" in counters and "reconciliation" not in counters
             await pilot.press("q")
 

@@ -31,7 +31,7 @@ from specmon.specdecode.adapters.base import (
     SpecDecodeAdapterProtocol,
 )
 from specmon.specdecode.engines import ENGINES
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord, self_contradiction
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -360,6 +360,11 @@ def _adapt(
             engine=entry.name,
             detail=detail,
             payload=raw,
+        )
+    contradiction = self_contradiction(record)
+    if contradiction is not None:  # the record says two things: neither is taken
+        return AdaptOutcome(
+            None, reason="contested", engine=entry.name, detail=contradiction, payload=raw
         )
     if record.num_spec_steps == 0:
         return AdaptOutcome(

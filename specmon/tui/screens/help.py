@@ -1,6 +1,9 @@
-"""`?`: every key the monitor understands, taken from the live bindings."""
+"""`?`: every key the monitor understands, taken from the live bindings; each panel's key
+with the line its declaration gives (tui/panels.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from rich.table import Table
 from textual.app import ComposeResult
@@ -9,16 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-PANEL_NAMES = {
-    "1": "maximize the Spec Decode table",
-    "2": "maximize the histogram",
-    "3": "maximize the time series (AL, output tok/s, TTFT p50, errors %)",
-    "4": "maximize latency & throughput (every server's, with several)",
-    "5": "maximize the request log",
-    "6": "maximize the what-if panel (other k)",
-    "7": "maximize segments and the server's /metrics counters",
-    "8": "maximize the servers side by side (several --url)",
-    "9": "maximize the per-category table (--dataset categories)",
+# the lines of the keys that are not a panel's (tui/panels.py declares those)
+KEY_HELP = {
     "c": "sort the per-category table by its next column",
     "C": "reverse the per-category table's order",
     "plus,equals_sign": "raise the draft cost c of the what-if (+0.01)",
@@ -51,9 +46,10 @@ class HelpScreen(ModalScreen[None]):
         Binding("s", "app.screenshot", "Save"),
     ]
 
-    def __init__(self, bindings: list[Binding]) -> None:
+    def __init__(self, bindings: list[Binding], panel_lines: Mapping[str, str]) -> None:
         super().__init__()
         self._keys = bindings
+        self._lines = {**KEY_HELP, **panel_lines}
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, padding=(0, 2), show_header=False)
@@ -61,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for b in self._keys:
             key = b.key if b.key.isdigit() else _key_name(b)
-            table.add_row(key, PANEL_NAMES.get(b.key, b.description))
+            table.add_row(key, self._lines.get(b.key, b.description))
         for key, text in EXTRA_KEYS:
             table.add_row(key, text)
         with VerticalScroll(id="help-body", classes="modal-body") as body:

@@ -2,42 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.formatting import server_down_text
-from specmon.tui.view import bar, fmt_duration, run_progress
-
-
-@dataclass(frozen=True)
-class HeaderInfo:
-    target: str
-    model: str
-    engine: str
-    k: int | str | None  # one k, or 'k1,k2' when several servers run different k
-    load: str
-    elapsed_s: float
-    completed: int  # valid profiling requests
-    errors: int
-    request_count: int | None
-    duration_s: float | None
-    paused_arrivals: int | None  # None when not paused
-    finished: bool
-    source: str = "live"  # live | replay
-    in_flight: int | None = None
-    error_kinds: dict[str, int] | None = None  # kind -> count
-    failure: str | None = None  # why the load loop ended abnormally
-    phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
-    retries: int = 0  # connection-failed attempts (in `errors`, but no request finished)
-    down_since: float | None = None  # time.time() the current outage began (LoadProgress)
-    # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
-    request_throughput: float | None = None
-    progress_done: int | None = None  # what counts toward request_count when the runner says
-    # the load client is the bottleneck (formatting.saturation_text): latencies include its
-    # own delay, so the header says so while it lasts
-    saturation: str | None = None
+from specmon.formatting import fmt_duration, run_progress, server_down_text
+from specmon.tui.model.header import HeaderInfo
+from specmon.tui.view import bar
 
 
 class RunHeader(Static):
@@ -84,8 +54,8 @@ class RunHeader(Static):
             out.append(f" PAUSED +{info.paused_arrivals} ", style=self._style("header--badge"))
             out.append(" ")
         out.append("specmon ", style=self._style("header--title"))
-        if info.source != "live":
-            out.append(f"[{info.source}] ")
+        if info.mode.badge:
+            out.append(f"[{info.mode.badge}] ")
         k = "?" if info.k is None else str(info.k)
         # Target last: a long URL or file path is what gets cut on a narrow terminal.
         out.append(f"{info.engine} k={k} · {info.load} · {info.model} · {info.target}")
@@ -110,7 +80,7 @@ class RunHeader(Static):
             eta = "done" if info.finished else f"ETA {fmt_duration(prog.eta_s)}"
             out.append(f" {prog.fraction * 100:3.0f}% {prog.label} {eta}")
         else:
-            ongoing = " (until q)" if info.source == "live" else ""
+            ongoing = " (until q)" if info.mode.drives_load else ""
             out.append(f"{prog.label}" + (" (finished)" if info.finished else ongoing))
         if info.phase == "warmup" and not info.finished:
             out.append(" · warmup")
@@ -132,6 +102,6 @@ class RunHeader(Static):
         if info.in_flight is not None and not info.finished:
             out.append(f" · in flight {info.in_flight}")
         out.append(f" · elapsed {fmt_duration(info.elapsed_s)}")
-        if info.finished and info.source == "live" and not info.failure:
+        if info.finished and info.mode.drives_load and not info.failure:
             out.append(" · q writes the exports")
         return out

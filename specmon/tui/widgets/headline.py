@@ -10,7 +10,6 @@ definition per figure); request throughput is in the header, once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -18,53 +17,10 @@ from rich.text import Text
 from textual.widgets import Static
 
 from specmon.specdecode.fidelity import SHORT
+from specmon.tui.model.figures import Headline, headline_of
 from specmon.tui.view import NA
 
-
-@dataclass(frozen=True)
-class Headline:
-    al: float | None  # per-request mean acceptance length
-    al_token_weighted: float | None
-    draft_rate_pct: float | None  # per-request mean draft acceptance rate
-    overall_rate_pct: float | None  # pooled Σa / Σd
-    output_tok_s: float | None
-    ttft_p50_ms: float | None
-    ttft_p99_ms: float | None
-    itl_p50_ms: float | None
-    errors: int
-    recommendation: str  # "best k=5 (2.11x, extrapolated)"
-    basis: str  # what the recommendation rests on
-    fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
-
-
-def headline_of(
-    spec: dict[str, dict],
-    std: dict[str, dict],
-    errors: int,
-    recommendation: str,
-    basis: str,
-    fidelity: str | None = None,
-) -> Headline:
-    """The headline figures from a snapshot's spec_stats / std_stats blocks."""
-
-    def get(stats: dict[str, dict], tag: str, col: str) -> float | None:
-        value = (stats.get(tag) or {}).get(col)
-        return None if value is None else float(value)
-
-    return Headline(
-        al=get(spec, "spec_decode_acceptance_length", "avg"),
-        al_token_weighted=get(spec, "spec_decode_token_weighted_acceptance_length", "avg"),
-        draft_rate_pct=get(spec, "spec_decode_draft_acceptance_rate", "avg"),
-        overall_rate_pct=get(spec, "spec_decode_overall_draft_acceptance_rate", "avg"),
-        output_tok_s=get(std, "output_token_throughput", "avg"),
-        ttft_p50_ms=get(std, "time_to_first_token", "p50"),
-        ttft_p99_ms=get(std, "time_to_first_token", "p99"),
-        itl_p50_ms=get(std, "inter_token_latency", "p50"),
-        errors=errors,
-        recommendation=recommendation,
-        basis=basis,
-        fidelity=fidelity,
-    )
+__all__ = ["Headline", "HeadlineView", "headline_of", "headline_text"]
 
 
 def _n(value: float | None, fmt: str = ",.2f") -> str:

@@ -7,11 +7,12 @@ maximizes the panel where the layout hides it). Same statistics blocks as the ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 from rich.text import Text
 
+from specmon.stats import MetricRow
 from specmon.tui.view import fmt_number
 from specmon.tui.widgets.shaped import ShapedStatic
 
@@ -26,12 +27,20 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def server_rows(servers: Sequence[tuple[str, dict[str, dict]]]) -> list[list[str]]:
-    """[label, cell...] per server from its std_stats (ms, tokens/s, requests/s)."""
+ServerStats = Sequence[tuple[str, Mapping[str, MetricRow]]]  # (label, its std_rows)
+
+
+def server_rows(servers: ServerStats) -> list[list[str]]:
+    """[label, cell...] per server from its std_rows (ms, tokens/s, requests/s)."""
     return [
-        [label, *(fmt_number((std.get(tag) or {}).get(col)) for _, tag, col in COLUMNS)]
+        [label, *(fmt_number(_cell(std, tag, col)) for _, tag, col in COLUMNS)]
         for label, std in servers
     ]
+
+
+def _cell(std: Mapping[str, MetricRow], tag: str, column: str) -> float | None:
+    row = std.get(tag)
+    return None if row is None else row.get(column)
 
 
 class ServerLatencyView(ShapedStatic):
@@ -41,7 +50,7 @@ class ServerLatencyView(ShapedStatic):
         super().__init__(id=id)
         self._rows: list[list[str]] = []
 
-    def show(self, servers: Sequence[tuple[str, dict[str, dict]]], selected: int) -> None:
+    def show(self, servers: ServerStats, selected: int) -> None:
         rows = server_rows(servers)
         if rows == self._rows and self._shape == (len(rows), selected):
             return

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import events
 
+from specmon.stats import MetricRow
 from specmon.tui.view import NA, stat_rows
 from specmon.tui.widgets.shaped import ShapedStatic
 
@@ -29,6 +30,30 @@ SHORT_LABELS = {
     "request_throughput": "Req/s",
 }
 WIDE_AT = 100  # below this width the table uses short labels
+# Narrower than its columns need, the table sheds them in this order (the console's:
+# export/console.py), never cutting a figure ("Accept Len 2.…" in the 80x24 sweep view).
+SHED_ORDER = ("std", "min", "max", "p90", "p99")
+MIN_SHOWN = 2  # avg and p50 stay
+
+
+def fitted_columns(
+    columns: Sequence[str], body: Sequence[tuple[str, list[str]]], width: int
+) -> list[int]:
+    """Indices of the columns kept so the label, the columns and one space between each
+    fit `width`; columns go in SHED_ORDER, at most down to MIN_SHOWN."""
+    keep = list(range(len(columns)))
+
+    def needed() -> int:
+        label = max(len(label) for label, _ in body)
+        cells = [max(len(columns[i]), *(len(row[i]) for _, row in body)) for i in keep]
+        return label + sum(cells) + 2 * len(cells)
+
+    for name in SHED_ORDER:
+        if not width or needed() <= width or len(keep) <= MIN_SHOWN:
+            break
+        if name in columns:
+            keep.remove(columns.index(name))
+    return keep
 
 
 class StatsTable(ShapedStatic):
@@ -46,14 +71,14 @@ class StatsTable(ShapedStatic):
         self._rows = rows
         self._columns = columns
         self._empty = empty
-        self._stats: dict[str, dict] = {}
+        self._stats: Mapping[str, MetricRow] = {}
 
     def set_empty(self, text: str) -> None:
         """What the table says while it has no rows (watch mode says why)."""
         self._empty = text
         self._repaint()
 
-    def show(self, stats: dict[str, dict]) -> None:
+    def show(self, stats: Mapping[str, MetricRow]) -> None:
         if stats == self._stats:
             return
         self._stats = stats
@@ -63,7 +88,7 @@ class StatsTable(ShapedStatic):
         self._repaint()
 
     def _repaint(self) -> None:
-        rows = sum(1 for tag, *_ in self._rows if self._stats.get(tag))
+        rows = sum(1 for tag, *_ in self._rows if tag in self._stats)
         short = bool(self.size.width) and self.size.width < WIDE_AT
         # header row, plus a rule under it when wide; one italic line when empty
         # the empty text's wrapped height; a widget not laid out yet (or hidden) reads as 80
@@ -91,11 +116,13 @@ class StatsTable(ShapedStatic):
             header_style="bold",
             show_edge=False,
         )
+        if short:
+            body = [(label.rsplit(" (", 1)[0], cells) for label, cells in body]
+        keep = fitted_columns(self._columns, body, self.size.width)
         table.add_column("metric", no_wrap=True, ratio=3 if not short else None)
-        for col in self._columns:
-            table.add_column(col, justify="right", no_wrap=True)
+        for i in keep:
+            table.add_column(self._columns[i], justify="right", no_wrap=True)
         for label, cells in body:
-            if short:
-                label = label.rsplit(" (", 1)[0]
-            table.add_row(label, *[Text(c, style="dim") if c == NA else c for c in cells])
+            shown = [cells[i] for i in keep]
+            table.add_row(label, *[Text(c, style="dim") if c == NA else c for c in shown])
         return table

@@ -7,7 +7,6 @@ count changes), like the other panels.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -16,6 +15,7 @@ from rich.text import Text
 
 from specmon.tui.tuning_view import (
     SEGMENT_HEADERS,
+    ServerCard,
     WhatIf,
     position_cells,
     prediction_cells,
@@ -56,7 +56,7 @@ class WhatIfView(ShapedStatic):
         est = w.estimate
         self.show_content(
             self._render_estimate(w, source),
-            (len(est.predictions), w.text, est.caveat, est.steps),
+            (len(est.predictions), w.text, w.caveat, est.steps),
         )
 
     def _render_estimate(self, w: WhatIf, source: str) -> Group:
@@ -66,10 +66,16 @@ class WhatIfView(ShapedStatic):
         grid.add_column(vertical="top")
         grid.add_row(self._positions(est), self._predictions(w))
         best = Text()
-        best.append(w.head, style=self.get_component_rich_style("whatif--best", partial=True))
+        # a refused fit or a gated run recommends nothing: never painted as a green "best"
+        style = (
+            self.get_component_rich_style("whatif--best", partial=True)
+            if w.k is not None
+            else "italic"
+        )
+        best.append(w.head, style=style)
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
         basis = Text(w.text[len(w.head) :].removeprefix(" · "))
-        caveat = Text(f"{short_caveat(est)}; {BATCH_NOTE}", style="italic")
+        caveat = Text(f"{short_caveat(w)}; {BATCH_NOTE}", style="italic")
         return Group(grid, best, basis, caveat)
 
     @staticmethod
@@ -89,19 +95,6 @@ class WhatIfView(ShapedStatic):
         for label, length, band, speed, best in prediction_cells(w):
             table.add_row(label, length, band, Text(speed, style=style) if best else speed)
         return table
-
-
-@dataclass(frozen=True)
-class ServerCard:
-    label: str
-    k: int | None
-    requests: int
-    acceptance_length: float | None
-    acceptance_rate: float | None  # %
-    histogram: tuple[tuple[int, int], ...]
-    recommendation: str
-    source: str  # "" or " (server-wide)"
-    survival: tuple[float, ...] = ()  # S_i per position (vLLM's per-position rate)
 
 
 class ServersView(ShapedStatic):

@@ -158,6 +158,19 @@ def cases():
     return out
 
 
+def self_contradicting(rec: dict) -> bool:
+    """The reported AL or rate is not the record's counts' by more than 0.005 (by hand:
+    AL = 1 + accepted / steps, rate = accepted / drafted)."""
+    steps, accepted, drafted = (
+        rec["num_spec_steps"],
+        rec["num_accepted_draft_tokens"],
+        rec["num_draft_tokens"],
+    )
+    al_off = steps and abs(rec["mean_acceptance_length"] - (1 + accepted / steps)) > 0.005
+    rate_off = drafted and abs(rec["draft_acceptance_rate"] - accepted / drafted) > 0.005
+    return bool(al_off or rate_off)
+
+
 def comparable(record_dict):
     if record_dict is None:
         return None
@@ -200,8 +213,13 @@ def test_records_equal_aiperf_013(peer_results):
             agreed += 1
             continue
         stats = next((merged_stats(b) for b in case["bodies"] if merged_stats(b)), None)
-        # the only allowed difference: AIPerf's lax coercion accepted what we reject
+        # the allowed differences: AIPerf's lax coercion accepted what we reject, and a
+        # reported AL or rate that contradicts the record's own counts (contested here)
         assert ours is None and peer is not None, (case["name"], ours, peer)
+        if outcome.reason == "contested":
+            assert self_contradicting(peer), (case["name"], peer)
+            stricter += 1
+            continue
         assert outcome.reason == "malformed:bad_value" and lax_coercible(stats), (
             case["name"],
             outcome.reason,

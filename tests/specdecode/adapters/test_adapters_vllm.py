@@ -240,20 +240,33 @@ def test_int_keys_in_a_python_built_legacy_histogram():
     assert detect(parsed(capture)).record.acceptance_histogram == {0: 39, 1: 1, 3: 3}
 
 
-@pytest.mark.parametrize("value", [1, 0, 1.0])
-def test_rate_taken_verbatim_and_ints_become_floats(value):
+def test_rate_taken_verbatim_within_rounding_of_the_counts():
     capture = load_capture("vllm_merged_summary_chat")
     stats = capture["responses"][0]["metrics"]["speculative_decoding"]
-    stats["draft_acceptance_rate"] = value
+    rounded = round(stats["num_accepted_draft_tokens"] / stats["num_draft_tokens"], 3)  # 0.078
+    stats["draft_acceptance_rate"] = rounded
     r = detect(parsed(capture)).record
-    assert r.draft_acceptance_rate == float(value) and isinstance(r.draft_acceptance_rate, float)
+    assert r.draft_acceptance_rate == rounded and isinstance(r.draft_acceptance_rate, float)
+
+
+@pytest.mark.parametrize("value", [1, 0, 1.0])
+def test_a_rate_its_own_counts_contradict_is_contested(value):
+    capture = load_capture("vllm_merged_summary_chat")
+    stats = capture["responses"][0]["metrics"]["speculative_decoding"]
+    stats["draft_acceptance_rate"] = value  # the counts say 10/129 = 0.0775
+    outcome = detect(parsed(capture))
+    assert outcome.record is None and outcome.reason == "contested"
 
 
 def test_legacy_bucket_above_k_only_rejected_when_k_known():
     # {"0": 40, "5": 2}: s = 42, a = 5*2 = 10 -> consistent; bucket 5 > k = 3 contradicts k
     capture = load_capture("vllm_legacy_chat")
     stats = capture["responses"][0]["choices"][0]["speculative_decoding_stats"]
-    stats.update(acceptance_histogram={"0": 40, "5": 2}, num_spec_steps=42)
+    stats.update(  # AL follows the counts: 1 + 10/42
+        acceptance_histogram={"0": 40, "5": 2},
+        num_spec_steps=42,
+        mean_acceptance_length=1 + 10 / 42,
+    )
     assert detect(parsed(capture)).reason == "malformed:histogram_length"
     del stats["num_spec_tokens"]  # variable-length drafting: no bound to check against
     assert detect(parsed(capture)).record.acceptance_histogram == {0: 40, 5: 2}

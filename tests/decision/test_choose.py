@@ -8,7 +8,7 @@ import sys
 import pytest
 from paths import BENCHMARKS
 
-from specmon.analysis.kchoice import (
+from specmon.decision.choose import (
     ACROSS_K,
     HISTOGRAM,
     SEGMENTS,
@@ -39,14 +39,29 @@ def test_histogram_only_states_the_assumed_cost():
     assert choose([Measurement(4, None, HIST)], draft_cost=0.6).k == 0
 
 
-def test_a_better_k_beyond_the_measured_one_is_only_a_hint():
+def test_a_better_k_beyond_the_measured_one_is_named_with_its_band():
     # every step accepts both drafts: a_k = 1 carried forward, E(k') = k'+1;
-    # c = 0.1: 3/1.2 = 2.5 at k=2; beyond: 7/1.6 = 4.375 at k'=6 -> hint, not the answer
+    # c = 0.1: 3/1.2 = 2.5 at k=2; beyond: 7/1.6 = 4.375 at k'=6, +75% over k=2
     got = choose([Measurement(2, None, {2: 100})])
-    assert got.k == 2
     assert got.extrapolated_k == 6 and got.extrapolated_gain == pytest.approx(4.375)
-    assert "k=6 (4.38x) extrapolated, measure it" in got.text()
-    assert 6 not in got.gain  # the plain table stops at the measured k
+    assert got.extrapolated_percent == pytest.approx(75.0)
+    lo, hi = got.extrapolated_band or (None, None)
+    assert lo is not None and hi is not None and 0 < lo <= 75.0 <= hi
+    # even the band's low end beats k=2: the answer is k=6, marked extrapolated
+    assert got.k == 6 and got.beyond_measured and got.base_k == 2
+    assert got.head() == "best k=6 (4.38x, extrapolated)"
+    assert f"k=6 predicted +75% [{lo:+.0f}..{hi:+.0f}] over k=2, measure it" in got.text()
+
+
+def test_an_extrapolated_k_whose_band_may_lose_is_only_a_hint():
+    # a_1 = 0.9, a_2 = 0.5 from 20 steps: carried forward a_2 = 0.5 predicts a little more at
+    # k' = 3, but the falling trend's band reaches below k=2: stay at k=2, name k=3
+    hist = {0: 2, 1: 9, 2: 9}
+    got = choose([Measurement(2, None, hist)], draft_cost=0.0)
+    assert got.extrapolated_k is not None and got.extrapolated_k > 2
+    assert got.extrapolated_band is not None and got.extrapolated_band[0] < 0
+    assert got.k == 2 and not got.beyond_measured
+    assert "measure it" in got.text() and "extrapolated" not in got.head()
 
 
 def test_segment_model_recovers_the_verify_cost_by_hand():
@@ -106,9 +121,14 @@ def test_one_run_at_k4_loses_at_most_5_percent_against_the_simulator_formula(see
     rows = bench_kchoice.evaluate(requests=120, seed=seed)
     # 3 draft costs x 2 latency models x 3 profiles x 4 concurrencies
     assert len(rows) == 72
-    assert all(r.picked is not None and 0 <= r.picked <= 4 for r in rows)
+    assert all(r.picked is not None and 0 <= r.picked <= 8 for r in rows)
     worst = max(rows, key=lambda r: r.loss)
     assert worst.loss <= 0.05, worst
+    # beyond the measured k: the extrapolated answer (the band's low end must win) recovers
+    # most of what stopping at k=4 lost on the falling profile (18% at concurrency 1, d0)
+    falling = [r for r in rows if r.profile == "falling"]
+    assert max(r.loss_any for r in falling) <= 0.10
+    assert any(r.picked > 4 for r in falling)
     # the load moves the answer: flat acceptance, no draft cost: a smaller k at 64 than at 1
     by = {(r.model, r.profile, r.concurrency): r.picked for r in rows}
     assert by[("linear/d0", "flat", 64)] < by[("linear/d0", "flat", 1)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.analysis import kmodel
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision import stepcost as kmodel
 
 # pooled k=4 histogram: tails 100, 80, 60, 40, 20 -> S = .8 .6 .4 .2; E(k') = 1.8 2.4 2.8 3.0
 HIST4 = {0: 20, 1: 20, 2: 20, 3: 20, 4: 20}
@@ -100,3 +100,31 @@ def test_tables_with_the_model_print_loo_and_predicted_schedule():
     assert "leave-one-out error" in text and m.basis in text
     assert any(r["predicted"] for r in sched["ranges"])  # 2, 3, 5..15, 17..63 from the model
     validate_schedule(sched["num_speculative_tokens_per_batch_size"])
+
+
+def test_step_time_that_falls_with_k_is_bounded_not_believed():
+    # under CPU contention the k=6 cells ran faster than k=2's: least squares alone gives
+    # c < 0 and a speedup above E(k'); bounded, c = 0 and every step is at least k=0's
+    e = {2: 2.4, 4: 3.0, 6: 3.2}
+    steps = {(2, 1): 12.0, (4, 1): 11.0, (6, 1): 10.0, (2, 8): 20.0, (4, 8): 19.0, (6, 8): 18.0}
+    cells = [
+        Cell(k, b, [RepeatMeasurement(b * e[k] * 1000 / t, 1.0, 10, tpot_ms=t / e[k],
+                                      acceptance_length=e[k])])
+        for (k, b), t in steps.items()
+    ]  # fmt: skip
+    m = kmodel.fit(cells, form="linear")
+    assert m.params.b >= 0 and m.params.c >= 0 and m.params.a > 0
+    for b in (1, 8):
+        assert m.predict_step_ms(6, b) >= m.predict_step_ms(0, b)
+
+
+def test_flat_step_time_without_k0_is_refused_with_what_to_measure():
+    # the same step time at every k and load: no contrast, the model cannot tell k apart
+    e = {2: 2.4, 4: 3.0, 6: 3.2}
+    cells = [
+        Cell(k, b, [RepeatMeasurement(b * e[k] * 100, 1.0, 10, tpot_ms=10 / e[k],
+                                      acceptance_length=e[k])])
+        for k in (2, 4, 6) for b in (1, 8)
+    ]  # fmt: skip
+    with pytest.raises(kmodel.NotEnoughData, match="no contrast in step time across k=2,4,6"):
+        kmodel.fit(cells, form="linear")

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from specmon.specdecode import tuning
-from specmon.specdecode.tuning import (
+from specmon.decision import acceptance as tuning
+from specmon.decision.acceptance import (
     analyze,
     estimate_draft_cost,
     flat_alpha,
@@ -55,7 +55,7 @@ def test_example1_extrapolation_carries_a_k_forward():
     # E(7) = E(6) + 0.61 * 0.938462^2 = 5.192462 + 0.537233 = 5.729695
     assert preds[7].acceptance_length == pytest.approx(5.729695, abs=1e-5)
     # the band holds a_5's Wilson interval (0.85218, 0.97581) carried flat: 4.62 + .61*a,
-    # widened by the trend of a_1..a_5 and E(5)'s sampling error (test_tuning_bands.py)
+    # widened by the trend of a_1..a_5 and E(5)'s sampling error (test_acceptance_bands.py)
     assert preds[6].low <= 4.62 + 0.61 * 0.85218
     assert preds[6].high >= 4.62 + 0.61 * 0.97581
     assert preds[6].low < preds[6].acceptance_length < preds[6].high

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from specmon.specdecode import tuning
+from specmon.decision import acceptance as tuning
 
 PROFILES = {  # true conditional acceptance of positions 1..8
     "rising": [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],

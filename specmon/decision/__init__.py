@@ -1,0 +1,22 @@
+"""The one place specmon decides k (issue 17; docs/tuning.md): every surface calls it once
+and only paints the answer.
+
+* `acceptance.py`: per-position acceptance from the accepted-drafts histogram, E(k') and
+  its bands (the acceptance model);
+* `stepcost.py`: the step-time models, bounded (verification cost non-decreasing in k and
+  batch, draft cost >= 0): batch-aware over sweep cells, per segment at one k;
+* `gates.py`: measurement health (errors, a saturated client, a lagging server, too few
+  requests) that excludes a point from every selection;
+* `choose.py`: the decision: the basis the measurements allow, bounds, P(best), the
+  extrapolated k with its band, flags.
+
+`advise(measurements, concurrency, draft_cost)` is the entry point (a `KChoice`).
+"""
+
+# (the names are bound under new names: `specmon.decision.choose` stays the module)
+from specmon.decision.choose import KChoice, Measurement
+from specmon.decision.choose import choose as advise
+from specmon.decision.choose import choose_per_load as advise_per_load
+from specmon.decision.gates import Health
+
+__all__ = ["Health", "KChoice", "Measurement", "advise", "advise_per_load"]

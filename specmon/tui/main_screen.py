@@ -1,0 +1,309 @@
+"""The monitor's main screen: the panels of tui/panels.py, painted from one ScreenModel per
+refresh tick (tui/model/), and the keys that steer what it shows.
+
+Each widget paints only its slice of the model and repaints only when its slice changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from textual import on
+from textual.app import ComposeResult
+from textual.css.query import NoMatches
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Input
+
+from specmon.interfaces import (
+    MonitorConfig,
+    MonitoredRun,
+    ResultsView,
+    SeriesSource,
+    SessionView,
+    knobs_of,
+)
+from specmon.tui.layout import Fitter
+from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
+from specmon.tui.modes import Mode
+from specmon.tui.panels import PanelSpec, build_layout, by_id
+from specmon.tui.screens.detail import RequestDetail
+from specmon.tui.tuning_view import next_setting
+from specmon.tui.widgets.categories import CategoriesView
+from specmon.tui.widgets.header import RunHeader
+from specmon.tui.widgets.headline import HeadlineView
+from specmon.tui.widgets.health import HealthView
+from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.panel import Slot
+from specmon.tui.widgets.request_log import RequestLog
+from specmon.tui.widgets.series import SeriesBins, SeriesView
+from specmon.tui.widgets.server_latency import ServerLatencyView
+from specmon.tui.widgets.stats_table import StatsTable
+from specmon.tui.widgets.timeline import WINDOWS
+from specmon.tui.widgets.tuning import CountersView, SegmentsView, ServersView, WhatIfView
+
+PLOT_EVERY_S = 1.0  # the series fold every bin of the window: 1 Hz is plenty
+
+
+class MainScreen(Screen[None]):
+    """The panels over one run; `run` None for a finished run shown as it is."""
+
+    def __init__(
+        self,
+        run: MonitoredRun | None,
+        session: SessionView,
+        config: MonitorConfig | None,
+        mode: Mode,
+        panels: Sequence[PanelSpec],
+    ) -> None:
+        super().__init__()
+        self.run, self.config, self.mode, self.panels = run, config, mode, panels
+        self.ui = UiState.of(run, session, config)
+        self.fitter = Fitter(self)
+        self.plot = PlotPainter(self)
+        self._painted: Figures | None = None  # the figures the panels show now
+
+    @property
+    def accumulator(self) -> ResultsView:
+        """The shown server's results."""
+        return self.ui.session.accumulator
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        yield from build_layout(self.panels)
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.set_class(self.ui.multi, "multi")
+        self.query_one(RequestLog).set_source(self.accumulator.results)
+        self.fitter.resize(self.app.size.width, self.app.size.height, self.ui.multi)
+        if self.mode.no_requests:  # the per-request panels say why they stay empty
+            for table in self.query(StatsTable):
+                table.set_empty(self.mode.no_requests)
+            self._title("panel-log", f" · {self.mode.no_requests}")
+        self.refresh_data()
+        self.query_one(RequestLog).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self.fitter.resize(event.size.width, event.size.height, self.ui.multi)
+        self.ui.tune_at = 0.0  # the servers view switches between columns and a strip
+        # size-dependent views (the servers' columns) repaint once the new layout is done,
+        # not at the next timer tick (a snapshot taken before it would be of the old size)
+        self.call_after_refresh(self.refresh_data)
+
+    def _title(self, panel_id: str, suffix: str = "") -> None:
+        self.query_one(f"#{panel_id}").border_title = by_id(self.panels, panel_id).title + suffix
+
+    def repaint_all(self) -> None:
+        """Every panel again (a new theme's colours), not only those whose data moved."""
+        self.ui.last = self._painted = None
+        self.refresh_data()
+
+    # -- the refresh tick -------------------------------------------------------------
+    def refresh_data(self) -> None:
+        """One model of the run; each widget repaints only when its slice changed."""
+        try:
+            self.fitter.fit(self.ui.multi)
+            model = build_model(
+                self.run, self.run, self.config, self.mode, self.ui, time.monotonic()
+            )
+            self.paint(model)
+        except NoMatches:  # the app is closing: widgets go before the timer stops
+            pass
+
+    def paint(self, model: ScreenModel) -> None:
+        self.query_one(RunHeader).show(model.header)
+        if model.paused:
+            return
+        if model.tuning is not None:
+            self._paint_tuning(model.tuning)
+        if model.server_latency is not None:
+            self.query_one(ServerLatencyView).show(model.server_latency, self.ui.selected)
+        if model.figures is self._painted:
+            self.plot.paint(model.figures.plot, stale_only=True)
+            return
+        with self.app.batch_update():
+            self._paint_figures(model.figures)
+            for panel_id, suffix in model.title_suffixes().items():
+                self._title(panel_id, suffix)
+            self.query_one(RequestLog).sync()
+        self._painted = model.figures  # only once every slice is painted
+
+    def _paint_figures(self, f: Figures) -> None:
+        self.query_one("#spec-table", StatsTable).show(f.spec_rows)
+        hist = f.acceptance.hist
+        self.query_one(HistogramView).show(hist)
+        self.query_one(PositionsView).show(hist, f.acceptance.k)
+        self.query_one(WhatIfView).show(f.whatif, f.acceptance.title_suffix)
+        self.query_one(HeadlineView).show(f.headline)
+        self.query_one("#panel-whatif").border_subtitle = f.whatif_subtitle
+        self.query_one("#latency-table", StatsTable).show(f.std_rows)
+        self.plot.paint(f.plot)
+
+    def _paint_tuning(self, t: Tuning) -> None:
+        if t.health is not None:
+            health = self.query_one(HealthView)
+            health.show_view(t.health)
+            self.query_one("#slot-health", Slot).set_class(health.has_health, "-filled")
+        self.query_one(CountersView).show(list(t.counter_lines))
+        if t.segments is not None:
+            self.query_one(SegmentsView).show(list(t.segments.cells), t.segments.hint)
+        if self.ui.multi:
+            # maximized, the servers get their columns even in the compact layout
+            compact = self.has_class("compact") and self.maximized is None
+            self.query_one(ServersView).show(t.cards, self.ui.selected, compact)
+        categories = self.query_one(CategoriesView)
+        categories.sync(self.accumulator.results)
+        # its own place in large layouts for a --dataset run (categories are what it asks);
+        # otherwise (the built-in prompts' categories) key 9 shows it maximized
+        shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
+        self.query_one("#slot-categories", Slot).set_class(shown, "-filled")
+
+    # -- log messages -----------------------------------------------------------------
+    @on(RequestLog.PendingChanged)
+    def _log_counts(self, event: RequestLog.PendingChanged) -> None:
+        if not self.mode.has_requests:
+            return  # the title says why the log stays empty
+        log = self.query_one(RequestLog)
+        parts = [f"{event.shown:,} shown"]
+        if log.filter_text:
+            parts.append(f"filter '{log.filter_text}' of {event.total:,}")
+        parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
+        # In the title: the compact layout has no bottom border to carry a subtitle.
+        self._title("panel-log", " · " + " · ".join(parts))
+
+    @on(RequestLog.Open)
+    def _open_request(self, event: RequestLog.Open) -> None:
+        self.app.push_screen(RequestDetail(self.accumulator.results[event.index], event.index))
+
+    @on(Input.Submitted, "#log-filter")
+    def _apply_filter(self, event: Input.Submitted) -> None:
+        self.query_one(RequestLog).set_filter(event.value)
+        self._close_filter()
+
+    # -- keys (the app's bindings name them "screen.<action>") -------------------------
+    def action_pause(self) -> None:
+        ui = self.ui
+        ui.paused_at = None if ui.paused_at is not None else len(self.accumulator.results)
+        if ui.paused_at is None:
+            ui.last = None  # every panel catches up at once
+        self.set_class(ui.paused_at is not None, "paused")
+        self.refresh_data()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        box.value = self.query_one(RequestLog).filter_text
+        box.add_class("visible")
+        box.focus()
+
+    def _close_filter(self) -> None:
+        self.query_one("#log-filter", Input).remove_class("visible")
+        self.query_one(RequestLog).focus()
+
+    def action_cycle_window(self) -> None:
+        self.ui.window_index = (self.ui.window_index + 1) % len(WINDOWS)
+        self.refresh_data()
+
+    def action_draft_cost(self, direction: int) -> None:
+        self.ui.draft_cost = self.ui.draft_cost.step(direction)
+        self.ui.tune_now()
+        self.refresh_data()
+
+    def action_sort_categories(self, reverse: bool) -> None:
+        column = self.query_one(CategoriesView).cycle_sort(self.accumulator.results, reverse)
+        self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
+
+    def action_next_server(self, step: int) -> None:
+        if not self.ui.multi:
+            self.notify("one server: nothing to switch to", timeout=2)
+            return
+        self.select_server((self.ui.selected + step) % len(self.ui.servers))
+
+    def select_server(self, index: int) -> None:
+        """Point the detailed panels (1-7) and the request log at another server."""
+        self.ui.select(index)
+        self.plot = PlotPainter(self)
+        self.query_one(RequestLog).set_source(self.accumulator.results)
+        self.refresh_data()
+        self.notify(f"showing server {self.ui.label}", timeout=2)
+
+    def action_load_knob(self, name: str, direction: int) -> None:
+        """Raise or lower a load setting; the runner starts a new segment."""
+        run, settings = knobs_of(self.run), self.ui.load_settings
+        if run is None:
+            self.notify("load keys work in live runs only", timeout=3)
+            return
+        if name == "request_rate" and not settings.get("request_rate"):
+            self.notify(
+                "this run is concurrency-driven: r/R change the rate of a --request-rate "
+                "run; use < and >",
+                timeout=4,
+            )
+            return
+        value = next_setting(settings.get(name), direction, integer=name != "request_rate")
+        settings[name] = value
+        if name == "concurrency":
+            run.set_concurrency(int(value))
+        elif name == "request_rate":
+            run.set_request_rate(value)
+        else:
+            run.set_output_tokens(int(value))
+        self.ui.tune_now()
+        self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
+        self.refresh_data()  # the header says the new value at once, not at the next tick
+
+    def action_maximize_panel(self, panel_id: str) -> None:
+        spec = by_id(self.panels, panel_id)
+        if len(self.ui.servers) < spec.min_servers:
+            self.notify(spec.why_not, timeout=4)
+            return
+        self.minimize()
+        self.maximize(self.query_one(f"#{panel_id}", Widget), container=False)
+        self.ui.tune_at = 0.0  # the servers view picks columns or a strip by the room it has
+        self.refresh_data()
+
+    def action_restore(self) -> None:
+        box = self.query_one("#log-filter", Input)
+        if box.has_class("visible"):
+            self._close_filter()
+        elif self.maximized is not None:
+            self.minimize()
+            self.query_one(RequestLog).focus()
+            self.ui.tune_at = 0.0
+            self.refresh_data()
+
+
+class PlotPainter:
+    """Panel 3 at most once a second (PLOT_EVERY_S) unless its window changed: the run's
+    results folded into SeriesBins, or the run's own series (a watch's, per scrape)."""
+
+    def __init__(self, screen: MainScreen) -> None:
+        self.screen = screen
+        self.bins = SeriesBins()
+        self._window: float | None = None
+        self._at = -PLOT_EVERY_S  # the first paint is due at once
+        self._stale = False
+
+    def paint(self, plot: Plot, stale_only: bool = False) -> None:
+        if stale_only and not self._stale:
+            return
+        now = time.monotonic()
+        if self._window == plot.window_s and now - self._at < PLOT_EVERY_S:
+            self._stale = True
+            return
+        self._window, self._at, self._stale = plot.window_s, now, False
+        screen, window = self.screen, plot.window_s
+        series = screen.query_one(SeriesView)
+        run = screen.run
+        if plot.server_wide and isinstance(run, SeriesSource):
+            label = screen.ui.label
+            series.show(lambda columns: run.series(label, window, columns))
+            return
+        self.bins.add(screen.accumulator.results)
+        model = screen.ui.last
+        elapsed = model.header.elapsed_s if model is not None else 0.0
+        end = max(self.bins.last_s(), elapsed)
+        bins = self.bins
+        series.show(lambda columns: bins.series(window, end, columns))

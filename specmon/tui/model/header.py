@@ -1,0 +1,175 @@
+"""The header's two lines as data: target, model, engine, k, load, progress, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from specmon.formatting import saturation_text
+from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
+from specmon.stats import MetricRow
+from specmon.tui.model.state import Settings, UiState
+from specmon.tui.modes import LIVE, Mode
+
+if TYPE_CHECKING:
+    from specmon.accumulator import RunSnapshot
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    target: str
+    model: str
+    engine: str
+    k: int | str | None  # one k, or 'k1,k2' when several servers run different k
+    load: str
+    elapsed_s: float
+    completed: int  # valid profiling requests
+    errors: int
+    request_count: int | None
+    duration_s: float | None
+    paused_arrivals: int | None  # None when not paused
+    finished: bool
+    mode: Mode = LIVE
+    in_flight: int | None = None
+    error_kinds: dict[str, int] = field(default_factory=dict)  # kind -> count
+    failure: str | None = None  # why the load loop ended abnormally
+    phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
+    retries: int = 0  # connection-failed attempts (in `errors`, but no request finished)
+    down_since: float | None = None  # time.time() the current outage began (LoadProgress)
+    # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
+    request_throughput: float | None = None
+    progress_done: int | None = None  # what counts toward request_count when the runner says
+    # the load client is the bottleneck (formatting.saturation_text): latencies include its
+    # own delay, so the header says so while it lasts
+    saturation: str | None = None
+
+
+def header_of(
+    snap: RunSnapshot,
+    run: RunView | None,
+    control: RunLifecycle | None,
+    config: MonitorConfig | None,
+    mode: Mode,
+    ui: UiState,
+    paused_arrivals: int | None,
+) -> HeaderInfo:
+    info = HeaderInfo(
+        target=", ".join(config.targets) or "-" if config is not None else "-",
+        model=str((config and config.model) or "-"),
+        engine=str(snap.engine or "-"),
+        k=k_text(snap, ui),
+        load=load_text(config, ui.load_settings),
+        elapsed_s=elapsed(snap, ui),
+        completed=int(snap.request_count),
+        errors=int(snap.error_count),
+        error_kinds=dict(snap.error_summary or {}),
+        failure=failure(control),
+        request_count=config.request_count if config else None,
+        request_throughput=_avg(snap.std_rows.get("request_throughput")),
+        duration_s=config.benchmark_duration if config else None,
+        paused_arrivals=paused_arrivals,
+        finished=control.finished if control is not None else not mode.drives_load,
+        mode=mode,
+        **runner_progress(shown_runner(run, control, ui)),
+    )
+    if info.request_count is None:  # a replay knows its record count: no "(until q)"
+        done, total = known_total(control)
+        info = replace(info, request_count=total, progress_done=done)
+    return info
+
+
+def _avg(row: MetricRow | None) -> float | None:
+    return None if row is None or row.avg is None else float(row.avg)
+
+
+def elapsed(snap: RunSnapshot, ui: UiState) -> float:
+    """The header's clock: it stops when the run ends (the screen stays up until q)."""
+    if ui.freeze_elapsed is not None:
+        return ui.freeze_elapsed
+    return ui.ended_at_s if ui.ended_at_s is not None else float(snap.elapsed_s or 0.0)
+
+
+def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:
+    """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
+    if ui.multi:
+        ks = [s.accumulator.num_spec_tokens for _, s in ui.servers]
+        shown = ",".join("?" if k is None else str(k) for k in ks)
+        return f"{shown} · showing {ui.label} ([ ] switch)"
+    results = ui.session.accumulator.results
+    for result in results[ui.k_seen :] if ui.k_seen < len(results) else ():
+        k = result.spec.num_spec_tokens if result.spec is not None else None
+        if k is not None:
+            ui.ks.add(k)
+    ui.k_seen = len(results)
+    if len(ui.ks) > 1:
+        return ",".join(str(k) for k in sorted(ui.ks))
+    counters = ui.counters.get(ui.label)
+    return snap.num_spec_tokens or (counters.k if counters else None)
+
+
+def shown_runner(
+    run: RunView | None, control: RunLifecycle | None, ui: UiState
+) -> RunLifecycle | None:
+    """The runner of the server the panels show: the header's counts are that server's,
+    so its in-flight count and phase must be too (not the sum over every server)."""
+    if run is not None and ui.multi:
+        own = run.servers[ui.label][0]
+        if own is not None:
+            return own
+    return control
+
+
+def failure(runner: RunLifecycle | None) -> str | None:
+    error = runner.error if runner is not None and runner.finished else None
+    if error is None or isinstance(error, KeyboardInterrupt):
+        return None
+    return f"{type(error).__name__}: {error}"
+
+
+def runner_progress(runner: RunLifecycle | None) -> dict[str, Any]:
+    """In-flight count and phase, for a runner that sends requests (not a replay)."""
+    if runner is None or knobs_of(runner) is None:
+        return {}
+    try:
+        p = runner.progress()
+    except Exception:  # a progress read must never break the screen
+        return {}
+    return {
+        "in_flight": p.in_flight,
+        "phase": p.phase,
+        "retries": p.retries,
+        "down_since": p.down_since,
+        "saturation": saturation_text(p) if p.lag_warning else None,
+    }
+
+
+def known_total(runner: RunLifecycle | None) -> tuple[int | None, int | None]:
+    """(done, total) a runner counts itself (a replay: records fed of its file's count,
+    warmup records included), or (None, None)."""
+    if runner is None:
+        return None, None
+    try:
+        p = runner.progress()
+    except Exception:  # a progress read must never break the screen
+        return None, None
+    return (p.completed, p.total) if p.total else (None, None)
+
+
+def load_text(config: MonitorConfig | None, settings: Settings) -> str:
+    """The load as it is now: the knobs' current values (`>` shows at once), not the start."""
+    if config is None:
+        return "replay"
+    if config.load_label:
+        return config.load_label
+    rate = settings.get("request_rate", config.request_rate)
+    conc = settings.get("concurrency") or config.concurrency
+    parts = []
+    if rate:
+        parts.append(f"rate {rate:g}/s {config.request_rate_mode or ''}".rstrip())
+    if conc or not rate:
+        parts.append(f"concurrency {conc or 1}")
+    if config.request_count:
+        parts.append(f"count {config.request_count}")
+    if config.benchmark_duration:
+        parts.append(f"duration {config.benchmark_duration:g}s")
+    return ", ".join(parts)
