@@ -1,7 +1,7 @@
 """Memory benchmark: RSS of `specmon run --headless` over a long run (issue 10: flat memory).
 
-Starts `specmon sim` with zero latency (its defaults) and one `specmon run --headless
---export-level records` against it, then, while the run goes on, counts the lines of its
+Starts `specmon sim` with zero latency (its defaults) and one `specmon run --headless`
+against it, with specmon's default options unless `--profile synthetic`, then, while the run goes on, counts the lines of its
 profile_export.jsonl and prints the run's RSS (/proc/PID/status VmRSS) every `--every`
 requests, with the growth per request since the first sample (start-up cost and the
 bounded windows, which fill early, cancel out of that figure).
@@ -22,6 +22,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specmon.sim.process import start_sim
+
+# What differs from specmon's defaults. "defaults" leaves every option that shapes memory
+# as a user gets it: built-in prompts (which carry categories: the per-category tables),
+# server metrics polled, export level records.
+PROFILES = {
+    "defaults": [],
+    "synthetic": [
+        "--prompt-source", "synthetic", "--synthetic-input-tokens-mean", "64",
+        "--no-server-metrics",
+    ],
+}  # fmt: skip
 
 
 def rss_mb(pid: int) -> float | None:
@@ -59,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=16)
     ap.add_argument("--streaming", action="store_true", help="SSE (slower per request)")
+    ap.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="defaults",
+        help="defaults: the options a user gets (first); synthetic: no categories, no /metrics",
+    )
     args = ap.parse_args(argv)
     sim = start_sim(["--seed", "1"])
     with tempfile.TemporaryDirectory(prefix="specmon-bench-mem-") as tmp:
@@ -66,10 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         command = [
             sys.executable, "-m", "specmon", "run", "--url", sim.url, "--headless",
             "--request-count", str(args.requests), "--concurrency", str(args.concurrency),
-            "--output-tokens-mean", str(args.output_tokens), "--synthetic-input-tokens-mean",
-            "64", "--export-level", "records", "--artifact-dir", str(out),
-            "--no-server-metrics", "--random-seed", "1",
-            *(["--streaming"] if args.streaming else ["--no-streaming"]),
+            "--output-tokens-mean", str(args.output_tokens), "--artifact-dir", str(out),
+            "--random-seed", "1", *(["--streaming"] if args.streaming else ["--no-streaming"]),
+            *PROFILES[args.profile],
         ]  # fmt: skip
         run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:

@@ -260,7 +260,6 @@ class _Timeline:
     end_s: array[float] = field(default_factory=_floats)
     steps: array[int] = field(default_factory=_ints)
     accepted: array[int] = field(default_factory=_ints)
-    drafted: array[int] = field(default_factory=_ints)
 
 
 ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
@@ -270,7 +269,9 @@ _RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RE
 
 
 class RunAccumulator:
-    def __init__(self, live: bool = True, window: int | None = RESULTS_WINDOW) -> None:
+    def __init__(
+        self, live: bool = True, window: int | None = RESULTS_WINDOW, timeline: bool = True
+    ) -> None:
         # Profiling requests (ok + error), append-only in meaning: the newest `window` are
         # held, older ones are read back from the JSONL when a reader is attached
         # (specmon/results_window.py); window=None holds all.
@@ -301,6 +302,7 @@ class RunAccumulator:
         self.min_start_ns: int | None = None
         self.max_end_ns: int | None = None
         self._timeline = _Timeline()
+        self._keeps_timeline = timeline  # False: a statistics-only accumulator (a category)
         self._version = 0
         self._live = live
         self._created_ns = time.perf_counter_ns()
@@ -381,11 +383,12 @@ class RunAccumulator:
             pooled[j] = pooled.get(j, 0) + n
         self.total_steps += steps
         self.stepped_accepted += rec.num_accepted_draft_tokens
+        if not self._keeps_timeline:
+            return
         tl = self._timeline
         tl.end_s.append(self._rel_s(result.end_ns))
         tl.steps.append(steps)
         tl.accepted.append(rec.num_accepted_draft_tokens)
-        tl.drafted.append(rec.num_draft_tokens)
 
     def _note_engine(self, rec: SpecDecodeAcceptanceRecord | None) -> None:
         if rec is None:

@@ -190,7 +190,10 @@ def fail(message: str) -> None:
     _state.failure = message
     if _state.stage == "load" and _state.first is None:
         for callback in list(_state.callbacks):
-            callback(0)
+            try:  # called from the thread whose write failed: it must not raise there
+                callback(0)
+            except Exception:
+                pass
 
 
 def failure() -> str | None:

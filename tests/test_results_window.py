@@ -28,6 +28,15 @@ def test_window_holds_between_window_and_twice_window_and_counts_all():
     assert w[0].outcome.reason == NOT_KEPT and w[0].x_request_id is None
 
 
+def test_a_zero_window_keeps_nothing_and_still_counts():
+    """window=0 (a statistics-only accumulator): `items[-0:]` would have kept everything."""
+    w = ResultWindow(window=0)
+    for i in range(25):
+        w.append(_result(i))
+        assert w._state[1] == []
+    assert len(w) == 25 and w.first_kept == 25
+
+
 def test_unbounded_window_keeps_everything():
     w = ResultWindow(window=None)
     for i in range(50):

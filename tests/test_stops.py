@@ -417,3 +417,27 @@ def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_
     assert proc.returncode == 128 + signal.SIGHUP, stderr
     assert "Traceback" not in stderr and "worker" not in stderr.lower(), stderr
     check_summary(out)
+
+
+def test_a_failed_write_stops_like_a_signal_and_exits_1():
+    """stops.fail (the first failed write, from the load thread): the on_stop callbacks get
+    0, one that raises never reaches the writer, and the exit status is 1."""
+    from specmon import stops
+
+    seen: list[int] = []
+
+    def broken(signum: int) -> None:
+        raise ValueError(signum)
+
+    stops.reset()
+    try:
+        stops.stage("load")
+        stops.on_stop(broken)
+        stops.on_stop(seen.append)
+        stops.fail("disk full writing profile_export.jsonl: stopped at 3 requests")
+        stops.fail("a second failure is not the news")
+        assert seen == [0]
+        assert stops.failure() == "disk full writing profile_export.jsonl: stopped at 3 requests"
+        assert stops.requested() is None and stops.exit_status(0) == 1
+    finally:
+        stops.reset()

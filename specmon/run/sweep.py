@@ -83,7 +83,13 @@ def _stop_handler(
         if screen is not None and signum == signal.SIGHUP:  # the terminal is gone
             screen.detach()
         if not runner.stopping.is_set():
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+            name = (  # 0: no signal, a failed write (specmon/stops.py fail)
+                "Ctrl-C"
+                if signum == signal.SIGINT
+                else signal.Signals(signum).name
+                if signum
+                else str(stops.failure())
+            )
             print(
                 f"specmon sweep: stopping ({name}): finished cells are kept", file=out, flush=True
             )
