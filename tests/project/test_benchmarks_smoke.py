@@ -296,6 +296,7 @@ def test_bench_sim_rows_name_the_last_rung_that_held():
     assert bench_sim.expected_tokens(3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
 
 
+@pytest.mark.e2e
 def test_bench_sim_prints_its_table():
     # one cell, one coarse rung (20 ms steps hold on any machine: the lag column is printed,
     # not asserted), a second of load: a real sim serves a real client
