@@ -260,7 +260,6 @@ class _Timeline:
     end_s: array[float] = field(default_factory=_floats)
     steps: array[int] = field(default_factory=_ints)
     accepted: array[int] = field(default_factory=_ints)
-    drafted: array[int] = field(default_factory=_ints)
 
 
 ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
@@ -390,7 +389,6 @@ class RunAccumulator:
         tl.end_s.append(self._rel_s(result.end_ns))
         tl.steps.append(steps)
         tl.accepted.append(rec.num_accepted_draft_tokens)
-        tl.drafted.append(rec.num_draft_tokens)
 
     def _note_engine(self, rec: SpecDecodeAcceptanceRecord | None) -> None:
         if rec is None:

@@ -5,6 +5,7 @@ inputs and the servers passed their checks."""
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from pathlib import Path
 from typing import TextIO
@@ -13,6 +14,7 @@ from specmon import stops
 from specmon.config import RunConfig, save_config
 from specmon.interfaces import LoadControl
 from specmon.session import RunSession
+from specmon.sinks.alarms import AlarmSink
 from specmon.sources.load.multi import MultiRun
 
 
@@ -93,7 +95,9 @@ def make_session(config: RunConfig) -> RunSession:
     input_config = config.model_dump(exclude={"api_key"})
     engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
     session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
-    prometheus.attach(session, config.prometheus_port, config.prometheus_host)
+    exporter = prometheus.attach(session, config.prometheus_port, config.prometheus_host)
+    out = sys.stderr if config.headless else None  # the TUI shows them in its log
+    session.add_sink(AlarmSink(config.url[0] if config.url else None, out, exporter))
     return session
 
 

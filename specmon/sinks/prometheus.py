@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
 from specmon.capture import RawCapture
@@ -124,6 +124,13 @@ class _Series:
             "Verify steps that accepted exactly `accepted` drafts (the accepted-drafts histogram)",
             ("accepted",),
         )
+        # 1 while the acceptance alarm is active (specmon/analysis/alarms.py), else 0
+        self.alarm = Gauge(
+            "specmon_alarm",
+            "Acceptance alarm active (1) or not (0)",
+            ("server", "alarm"),
+            registry=registry,
+        )
 
 
 class PrometheusExporter:
@@ -182,6 +189,10 @@ class PrometheusExporter:
             s.drafted.labels(*labels).inc(fig.drafted)
             for j, n in fig.histogram.items():
                 s.by_accepted.labels(*labels, str(j)).inc(n)
+
+    def set_alarm(self, name: str, server: str, active: bool) -> None:
+        """Set the `specmon_alarm{server, alarm}` series (sinks/alarms.py calls it)."""
+        self._series.alarm.labels(server, name).set(1 if active else 0)
 
     def render(self) -> str:
         """The page a scrape would get (also without the HTTP server)."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 from hostile_server import GOOD, HostileServer, _body, _usage
 
 SPECMON = [sys.executable, "-m", "specmon"]
@@ -40,6 +41,7 @@ CASES = {
 }
 
 
+@pytest.mark.e2e
 def test_absurd_counts_and_contradicting_floats_are_counted_never_raised(tmp_path):
     out, count = tmp_path / "run", 2 * len(CASES)
     with HostileServer(CASES) as server:
@@ -72,6 +74,7 @@ def test_absurd_counts_and_contradicting_floats_are_counted_never_raised(tmp_pat
     assert redo["no_record_reasons"] == reasons
 
 
+@pytest.mark.e2e
 def test_report_keeps_a_line_whose_counts_pass_2_64(tmp_path):
     """Written by another tool: integers no 64-bit type holds. The line is read (with its
     request) and its record is malformed, counted; the good line beside it counts."""

@@ -89,6 +89,7 @@ def test_reply_is_a_32_event_vllm_stream_with_the_stats_once():
     assert len(text.split()) == 71
 
 
+@pytest.mark.e2e
 @needs_nginx
 def test_nginx_serves_the_reply_to_post_and_the_model_list():
     server = bench_load.Nginx()
@@ -183,6 +184,7 @@ def test_proc_cpu_s_reads_this_process():
     assert abs(from_proc - from_clock) < 0.1  # /proc counts in 10 ms ticks
 
 
+@pytest.mark.e2e
 def test_run_measured_reports_a_childs_cpu_and_exit_status():
     burn = (
         "import time\nend = time.process_time() + 0.4\n"
@@ -296,6 +298,7 @@ def test_bench_sim_rows_name_the_last_rung_that_held():
     assert bench_sim.expected_tokens(3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
 
 
+@pytest.mark.e2e
 def test_bench_sim_prints_its_table():
     # one cell, one coarse rung (20 ms steps hold on any machine: the lag column is printed,
     # not asserted), a second of load: a real sim serves a real client

@@ -173,12 +173,21 @@ def _text(where: _Where, value: Any, what: str) -> str:
     return value
 
 
+def _row_head(
+    where: _Where, obj: Any, key: str, what: str
+) -> tuple[dict[str, Any], int | str, str, list[Any]]:
+    """A row's object, question id, category and its non-empty list under `key` (`what`
+    says what the list holds, for the error)."""
+    row = _object(where, obj)
+    items = row.get(key)
+    question_id, category = _question_id(where, row), _category(where, row)
+    if not isinstance(items, list) or not items:
+        raise where.error(f"'{key}' must be a non-empty list of {what}")
+    return row, question_id, category, items
+
+
 def _spec_bench_row(where: _Where, obj: Any, kind: str) -> DatasetRow:
-    obj = _object(where, obj)
-    question_id, category = _question_id(where, obj), _category(where, obj)
-    turns = obj.get("turns")
-    if not isinstance(turns, list) or not turns:
-        raise where.error("'turns' must be a non-empty list of user turns")
+    obj, question_id, category, turns = _row_head(where, obj, "turns", "user turns")
     texts = tuple(_text(where, t, f"'turns' item {i}") for i, t in enumerate(turns, 1))
     reference = obj.get("reference")
     if reference is not None and not isinstance(reference, (list, str)):
@@ -188,11 +197,7 @@ def _spec_bench_row(where: _Where, obj: Any, kind: str) -> DatasetRow:
 
 
 def _speed_bench_row(where: _Where, obj: Any, kind: str) -> DatasetRow:
-    obj = _object(where, obj)
-    question_id, category = _question_id(where, obj), _category(where, obj)
-    messages = obj.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise where.error("'messages' must be a non-empty list of {role, content}")
+    obj, question_id, category, messages = _row_head(where, obj, "messages", "{role, content}")
     system: str | None = None
     turns: list[str] = []
     for i, message in enumerate(messages, 1):

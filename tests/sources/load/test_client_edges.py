@@ -41,6 +41,7 @@ def test_a_lone_cr_still_ends_a_line():
     assert parser.feed(b"data: c\n\n") == [b"b", b"c"]  # it was not: CR CR ended "b"
 
 
+@pytest.mark.e2e
 def test_a_body_past_max_response_bytes_is_response_too_large(tmp_path):
     big = GOOD[:-1] + b',"pad":"' + b"x" * 200_000 + b'"}'
     out = tmp_path / "run"
@@ -58,6 +59,7 @@ def test_a_body_past_max_response_bytes_is_response_too_large(tmp_path):
     assert "over 100000 bytes" in errors[0]["message"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "1e8"])
 def test_request_timeout_must_be_finite_and_in_range(value):
     proc = subprocess.run(
@@ -69,6 +71,7 @@ def test_request_timeout_must_be_finite_and_in_range(value):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_userinfo_is_stripped_and_becomes_the_api_key(tmp_path):
     config = RunConfig(url=["gpu=http://bob:s3cret@h:8000/v1"])
     assert config.url == ["gpu=http://h:8000/v1"] and config.api_key == "s3cret"

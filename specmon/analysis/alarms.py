@@ -1,0 +1,220 @@
+"""Acceptance alarms: per-request figures in, named alarms out (pure; no I/O, no Textual).
+
+No engine ships these (vLLM's per-request acceptance alarm is unmerged), so specmon raises
+them from what it already measures. `AlarmMonitor.observe` takes one request's
+`Observation` (acceptance length, k, end time, per-request output tok/s) and returns the
+alarms that start with it. The rules (README, "Acceptance alarms"):
+
+- `garbled_drafter`: the last GARBLED_REQUESTS requests' mean acceptance length is within
+  GARBLED_MARGIN of 1.0: almost no draft is accepted (a garbled or mismatched drafter);
+- `degenerate_repetition`: each of the last REPETITION_REQUESTS requests accepted every
+  draft (acceptance length exactly k + 1): the output is repeating itself;
+- `acceptance_drift`: the mean of the last DRIFT_WINDOW requests is below the run's own
+  baseline (its first DRIFT_BASELINE requests) by more than DRIFT_SIGMAS standard errors of
+  the difference and by at least DRIFT_MIN_DROP;
+- `speculation_not_paying`: the last PAYING_WINDOW requests' acceptance is up on the
+  PAYING_WINDOW before them (by the drift rule's noise test) while their mean output tok/s
+  is not up by more than PAYING_FLAT_TOLERANCE: more acceptance bought no speed.
+
+An alarm is active while its condition holds; it ends (`until_request` set) when the
+condition clears and may start again later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# Enough requests that a short streak of hard prompts is not a broken drafter.
+GARBLED_REQUESTS = 20
+# A working drafter accepts well over 0.1 tokens per step on average; garbled ones ~0.
+GARBLED_MARGIN = 0.1
+# Accepting every draft on one request happens (short, easy outputs); on 20 in a row it
+# means repetition (or a drafter that copies the target).
+REPETITION_REQUESTS = 20
+# Acceptance lengths are ratios of integers: equal to k + 1 up to float rounding.
+REPETITION_EPS = 1e-9
+# The baseline and the window: 30 requests each, so each mean's standard error is small.
+DRIFT_BASELINE = 30
+DRIFT_WINDOW = 30
+# Three standard errors: a false alarm about 1 in 700 windows under the normal approximation.
+DRIFT_SIGMAS = 3.0
+# Below this a drop is real but too small to act on (tokens per step).
+DRIFT_MIN_DROP = 0.1
+PAYING_WINDOW = 30
+# Output tok/s up by less than 2% counts as flat (noise in per-request speeds).
+PAYING_FLAT_TOLERANCE = 0.02
+
+ALARM_NAMES = (
+    "garbled_drafter",
+    "degenerate_repetition",
+    "acceptance_drift",
+    "speculation_not_paying",
+)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One valid profiling request's figures (None: not known for this request)."""
+
+    acceptance_length: float
+    k: float | None = None  # drafts per verify step (this request's mean)
+    end_ns: int | None = None  # monotonic ns the request ended
+    output_tps: float | None = None  # this request's output tokens / its latency
+
+
+@dataclass
+class Alarm:
+    """`since_request`: 1-based index of the request that started it; `since_s`: its end
+    time, seconds after the first request's end (None without end times)."""
+
+    name: str
+    since_request: int
+    since_s: float | None
+    message: str
+    until_request: int | None = None  # set when the condition cleared
+
+    @property
+    def active(self) -> bool:
+        return self.until_request is None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "since_request": self.since_request,
+            "since_s": self.since_s,
+            "message": self.message,
+            "active": self.active,
+            "until_request": self.until_request,
+        }
+
+
+def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and its standard error (sample std / sqrt(n)); se 0 for fewer than 2."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var / n)
+
+
+def significant_drop(before: Sequence[float], after: Sequence[float]) -> tuple[bool, str]:
+    """Whether mean(after) is below mean(before) by more than DRIFT_SIGMAS standard errors
+    of the difference and at least DRIFT_MIN_DROP; and the figures, as text."""
+    m0, se0 = mean_and_se(before)
+    m1, se1 = mean_and_se(after)
+    se = math.hypot(se0, se1)
+    drop = m0 - m1
+    text = (
+        f"{m1:.2f} vs {m0:.2f} (drop {drop:.2f}, {DRIFT_SIGMAS:g} s.e. = {DRIFT_SIGMAS * se:.2f})"
+    )
+    return drop > DRIFT_SIGMAS * se and drop >= DRIFT_MIN_DROP, text
+
+
+@dataclass
+class AlarmMonitor:
+    """Feed `observe` one Observation per valid profiling request, in arrival order."""
+
+    count: int = 0
+    alarms: list[Alarm] = field(default_factory=list)  # every alarm raised, in start order
+    _first_end_ns: int | None = None
+    _baseline: list[float] = field(default_factory=list)
+    _recent: deque[Observation] = field(
+        default_factory=lambda: deque(maxlen=max(2 * PAYING_WINDOW, DRIFT_WINDOW, 20))
+    )
+
+    @property
+    def active(self) -> list[Alarm]:
+        return [a for a in self.alarms if a.active]
+
+    def observe(self, obs: Observation) -> list[Alarm]:
+        """Add one request; the alarms that start with it."""
+        self.count += 1
+        if self._first_end_ns is None and obs.end_ns is not None:
+            self._first_end_ns = obs.end_ns
+        if len(self._baseline) < DRIFT_BASELINE:
+            self._baseline.append(obs.acceptance_length)
+        self._recent.append(obs)
+        started = []
+        for name, message in self._conditions():
+            current = self._current(name)
+            if message is not None and current is None:
+                alarm = Alarm(name, self.count, self._since_s(obs), message)
+                self.alarms.append(alarm)
+                started.append(alarm)
+            elif message is None and current is not None:
+                current.until_request = self.count
+        return started
+
+    def _current(self, name: str) -> Alarm | None:
+        return next((a for a in self.alarms if a.name == name and a.active), None)
+
+    def _since_s(self, obs: Observation) -> float | None:
+        if obs.end_ns is None or self._first_end_ns is None:
+            return None
+        return (obs.end_ns - self._first_end_ns) / 1e9
+
+    def _last(self, n: int) -> list[Observation]:
+        return list(self._recent)[-n:] if len(self._recent) >= n else []
+
+    def _conditions(self) -> Iterable[tuple[str, str | None]]:
+        """Each alarm's name and its message when its condition holds now (else None)."""
+        yield "garbled_drafter", self._garbled()
+        yield "degenerate_repetition", self._repetition()
+        yield "acceptance_drift", self._drift()
+        yield "speculation_not_paying", self._not_paying()
+
+    def _garbled(self) -> str | None:
+        last = self._last(GARBLED_REQUESTS)
+        if not last:
+            return None
+        mean = sum(o.acceptance_length for o in last) / len(last)
+        if mean > 1.0 + GARBLED_MARGIN:
+            return None
+        return (
+            f"acceptance length {mean:.2f} over the last {len(last)} requests: "
+            "drafts are almost never accepted (garbled or mismatched drafter?)"
+        )
+
+    def _repetition(self) -> str | None:
+        last = self._last(REPETITION_REQUESTS)
+        if not last or any(o.k is None or o.k <= 0 for o in last):
+            return None
+        if any(abs(o.acceptance_length - (o.k or 0) - 1) > REPETITION_EPS for o in last):
+            return None
+        return (
+            f"acceptance length exactly k+1 on each of the last {len(last)} requests: "
+            "every draft accepted (degenerate repetition?)"
+        )
+
+    def _drift(self) -> str | None:
+        if self.count < DRIFT_BASELINE + DRIFT_WINDOW:
+            return None  # the window must not overlap the baseline
+        window = [o.acceptance_length for o in self._last(DRIFT_WINDOW)]
+        dropped, text = significant_drop(self._baseline, window)
+        if not dropped:
+            return None
+        return (
+            f"acceptance length of the last {DRIFT_WINDOW} requests {text} below the run's baseline"
+        )
+
+    def _not_paying(self) -> str | None:
+        both = self._last(2 * PAYING_WINDOW)
+        if not both or any(o.output_tps is None for o in both):
+            return None
+        before, after = both[:PAYING_WINDOW], both[PAYING_WINDOW:]
+        # acceptance up = the earlier window's acceptance is a significant drop from the later's
+        up, text = significant_drop(
+            [o.acceptance_length for o in after], [o.acceptance_length for o in before]
+        )
+        tps0 = sum(o.output_tps or 0.0 for o in before) / PAYING_WINDOW
+        tps1 = sum(o.output_tps or 0.0 for o in after) / PAYING_WINDOW
+        if not up or tps1 > tps0 * (1 + PAYING_FLAT_TOLERANCE):
+            return None
+        return (
+            f"acceptance up (earlier window {text}) but output tok/s "
+            f"{tps1:.1f} vs {tps0:.1f}: speculation stopped paying"
+        )

@@ -1,0 +1,73 @@
+"""Acceptance alarms as a sink: each valid profiling result goes to an AlarmMonitor
+(specmon/analysis/alarms.py); an alarm that starts is printed as one line (headless:
+stderr), set on the Prometheus exporter's `specmon_alarm` series and handed to any
+listener (the TUI's log); the summary gets every alarm under `alarms`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from specmon.analysis.alarms import ALARM_NAMES, Alarm, AlarmMonitor, Observation
+from specmon.capture import RawCapture
+from specmon.pipeline import RequestResult
+from specmon.sinks.base import BaseSink
+
+
+def observation(result: RequestResult) -> Observation | None:
+    """The alarm figures of one result; None for warmup, failed or record-less requests."""
+    if result.phase == "warmup" or not result.ok:
+        return None
+    spec = result.spec
+    al = result.metrics.get("spec_decode_acceptance_length")
+    if spec is None or al is None:
+        return None
+    if spec.num_spec_steps:  # this request's own k (a batch-size schedule varies it)
+        k: float | None = spec.num_draft_tokens / spec.num_spec_steps
+    else:
+        k = spec.num_spec_tokens
+    tps = result.values.get("e2e_output_token_throughput")
+    return Observation(float(al), k, result.end_ns, None if tps is None else float(tps))
+
+
+def alarm_line(alarm: Alarm, server: str | None) -> str:
+    where = f" [{server}]" if server else ""
+    return (
+        f"specmon: ALARM {alarm.name}{where} since request {alarm.since_request}: {alarm.message}"
+    )
+
+
+class AlarmSink(BaseSink):
+    """`out`: where a starting alarm's line goes (None: nowhere); `exporter`: a
+    PrometheusExporter (or None); `listeners` get each starting Alarm (called under the
+    session's lock: keep them short)."""
+
+    def __init__(
+        self, server: str | None = None, out: TextIO | None = None, exporter: Any = None
+    ) -> None:
+        self.monitor = AlarmMonitor()
+        self.server = server
+        self.out = out
+        self.exporter = exporter
+        self.listeners: list[Callable[[Alarm], None]] = []
+        if exporter is not None:
+            for name in ALARM_NAMES:  # every series present at 0 from the start
+                exporter.set_alarm(name, server or "", False)
+
+    def on_result(self, result: RequestResult, capture: RawCapture | None) -> None:
+        obs = observation(result)
+        if obs is None:
+            return
+        was_active = {a.name for a in self.monitor.active}
+        for alarm in self.monitor.observe(obs):
+            if self.out is not None:
+                print(alarm_line(alarm, self.server), file=self.out, flush=True)
+            for listener in self.listeners:
+                listener(alarm)
+        if self.exporter is not None:
+            now = {a.name for a in self.monitor.active}
+            for name in was_active ^ now:
+                self.exporter.set_alarm(name, self.server or "", name in now)
+
+    def export_extras(self) -> dict[str, Any]:
+        return {"alarms": [a.to_dict() for a in self.monitor.alarms]}
