@@ -196,6 +196,13 @@ def fail(message: str) -> None:
                 pass
 
 
+def pending_stop() -> bool:
+    """A stop (a signal, or fail()) came during the load: what a screen that opens after the
+    load started must still honour (its on_stop callback came too late to hear it). False
+    outside the load stage, so a finished in-process run's stop never closes a new screen."""
+    return _state.stage == "load" and (_state.first is not None or _state.failure is not None)
+
+
 def failure() -> str | None:
     """Why the run stopped itself (fail), or None."""
     return _state.failure

@@ -192,7 +192,11 @@ def _a_process_needs_the_e2e_mark(
         return execute_child(self, args, *rest)
 
     def recorded_spawn(path: bytes, args: Sequence[str], passfds: object) -> int:
-        started.append(" ".join(map(str, args)))
+        command = " ".join(map(str, args))
+        # multiprocessing's resource tracker starts once per process, with the first queue or
+        # lock, and then serves every test: blaming whichever test came first would be noise
+        if "multiprocessing.resource_tracker" not in command:
+            started.append(command)
         return spawnv_passfds(path, args, passfds)
 
     monkeypatch.setattr(subprocess.Popen, "_execute_child", recorded_child)

@@ -7,6 +7,7 @@ the monitor opens over a WatchRun (assembled in specmon/run/watch.py). The time 
 to the artifact dir (watch_timeseries.csv / .jsonl). Stops on q, Ctrl-C, SIGTERM, SIGHUP or after
 `--duration S`, with the files complete. `--prometheus-port` serves the endpoint while the
 watch goes on (no requests are sent, so only the process's own series are there).
+`--alert EXPR` (analysis/alerts.py) ends a headless watch with exit status 3 once EXPR holds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from specmon.analysis.alerts import AlertRule, parse_alert
 from specmon.config import RUN_OPTIONS, RunConfig, build_config
 from specmon.errors import UserError
 
@@ -48,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
     )
+    group.add_argument(
+        "--alert",
+        default=None,
+        metavar="EXPR",
+        help="e.g. 'al<1.5 for 60s' (al|acc|tps, < or >, number, for Ns): print the alert "
+        "and exit 3 once it holds that long (implies --headless)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -55,14 +64,21 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--interval {args.interval:g}: give a number of seconds > 0")
     if args.duration is not None and args.duration <= 0:
         raise UserError(f"--duration {args.duration:g}: give a number of seconds > 0")
+    alert = parse_alert(args.alert) if args.alert is not None else None
     config = build_config(args)
     if not config.url:
         raise UserError("specmon watch needs --url URL (a server's base URL or its /metrics)")
-    return execute(config, args.interval, args.duration)
+    if alert is not None:
+        config.headless = True  # alerting runs under cron or a wrapper, not on a screen
+    return execute(config, args.interval, args.duration, alert=alert)
 
 
 def execute(
-    config: RunConfig, interval_s: float, duration_s: float | None, out: TextIO | None = None
+    config: RunConfig,
+    interval_s: float,
+    duration_s: float | None,
+    out: TextIO | None = None,
+    alert: AlertRule | None = None,
 ) -> int:
     """The watch (specmon/run/watch.py), under the monitor on a terminal without --headless."""
     from specmon.commands.run import check_theme_early
@@ -70,7 +86,8 @@ def execute(
 
     check_theme_early(config)  # an unknown --theme is an error headless too
     headless = config.headless or not sys.stdout.isatty()
-    return execute_watch(config, interval_s, duration_s, None if headless else _monitor(), out)
+    monitor = None if headless else _monitor()
+    return execute_watch(config, interval_s, duration_s, monitor, out, alert)
 
 
 def _monitor() -> WatchMonitor:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from specmon.analysis.alerts import AlertRule, AlertTracker
 from specmon.config import RunConfig
 from specmon.interfaces import MonitorConfig
 from specmon.server.scrape import metrics_url
@@ -20,6 +21,7 @@ from specmon.sources.watch import NO_LOAD_LABEL, WatchRow, WatchRun, headless_li
 
 # shows the watch until the user quits (tui/app.py run_watch_monitor)
 WatchMonitor = Callable[[MonitorConfig, WatchRun], object]
+ALERT_STATUS = 3  # README, "specmon watch" exit statuses: an --alert held
 
 
 def default_dir() -> str:
@@ -32,16 +34,29 @@ def execute_watch(
     duration_s: float | None,
     monitor: WatchMonitor | None,
     out: TextIO | None = None,
+    alert: AlertRule | None = None,
 ) -> int:
-    """Watch until q, a stop signal or `duration_s`; the files are complete either way."""
+    """Watch until q, a stop signal, `duration_s` or (headless) `alert` holding; the files
+    are complete either way."""
     out = out or sys.stdout
     targets = {label: base for label, base in config.targets()}
     for base in targets.values():
         metrics_url(base)  # a bad URL fails here, before anything starts
     artifact_dir = config.artifact_dir or default_dir()
 
+    tracker = AlertTracker(alert) if alert is not None else None
+    alerted: list[str] = []
+
     def on_row(row: WatchRow) -> None:
         print(headless_line(row), file=out, flush=True)
+        if tracker is None or alerted:
+            return
+        line = tracker.update(row.server, row.t_s, alert_value(row, tracker.rule.metric))
+        if line is not None:
+            alerted.append(line)
+            print(line, file=out, flush=True)
+            print(line, file=sys.stderr, flush=True)  # the reason, as every exit status's
+            watch.stop()
 
     watch = WatchRun(
         targets, artifact_dir, interval_s, duration_s, on_row=on_row if monitor is None else None
@@ -59,7 +74,18 @@ def execute_watch(
         close_exporters()
     rows = watch.writer.rows if watch.writer is not None else 0
     print(f"time series ({rows} rows) written to {artifact_dir}", file=out, flush=True)
+    if alerted and not signals:
+        return ALERT_STATUS
     return _exit_status(watch, signals)
+
+
+def alert_value(row: WatchRow, metric: str) -> float | None:
+    """The row's figure an --alert names (analysis/alerts.py METRICS); None: not in it."""
+    if metric == "tps":
+        return row.health.generation_tokens_per_s
+    if row.interval is None:  # the baseline scrape, or a failed one
+        return None
+    return row.interval.acceptance_length if metric == "al" else row.interval.acceptance_rate
 
 
 def _exit_status(watch: WatchRun, signals: list[int]) -> int:

@@ -143,10 +143,11 @@ class SpecmonApp(App[int]):
     def on_mount(self) -> None:
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self._catch_signals(True)
-        if stops.requested() is not None and self.runner is not None:
+        if self.runner is not None and stops.pending_stop():
             # a stop that came after the load started but before the screen was up (no
             # callback was registered yet to hear it): the run ends now, as it would have
-            self.action_quit_monitor()
+            # (once the screen is up: quitting under its mount would leave it half-built)
+            self.call_after_refresh(self.action_quit_monitor)
 
     def on_unmount(self) -> None:
         self._catch_signals(False)
@@ -237,7 +238,7 @@ def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -
     (session.finish) and prints where they are once the screen has closed. A stop signal
     that came before the screen opens ends the run without opening it.
     """
-    if stops.requested() is not None:
+    if stops.pending_stop():
         runner.stop()
         return 0
     app = SpecmonApp(session, runner, MonitorConfig.of_run(config))

@@ -112,6 +112,7 @@ def test_live_aiperf_and_specmon_agree(aiperf_ready, sim, sim_log, tmp_path, str
     assert_same_numbers(aiperf_dir, report_on(aiperf_dir, tmp_path))
 
 
+@pytest.mark.e2e  # `specmon report` as a process
 @pytest.mark.parametrize("case", ["chat_stream", "chat_nonstream"])
 def test_recorded_aiperf_runs_agree(tmp_path, case):
     aiperf_dir = FIXTURES / case
@@ -120,6 +121,7 @@ def test_recorded_aiperf_runs_agree(tmp_path, case):
     assert_same_numbers(aiperf_dir, report_on(aiperf_dir, tmp_path))
 
 
+@pytest.mark.e2e  # `specmon report` as a process
 def test_recorded_zero_step_run_is_a_known_divergence(tmp_path):
     """AIPerf 0.13.0 keeps zero-step requests (max_tokens 1: histogram [0,0,0,0]) in its
     distributions: 4 values of AL 1.0 and rate 0 %. specmon follows issue 2 item 5 (and newer

@@ -89,6 +89,7 @@ def test_reply_is_a_32_event_vllm_stream_with_the_stats_once():
     assert len(text.split()) == 71
 
 
+@pytest.mark.e2e
 @needs_nginx
 def test_nginx_serves_the_reply_to_post_and_the_model_list():
     server = bench_load.Nginx()
@@ -183,6 +184,7 @@ def test_proc_cpu_s_reads_this_process():
     assert abs(from_proc - from_clock) < 0.1  # /proc counts in 10 ms ticks
 
 
+@pytest.mark.e2e
 def test_run_measured_reports_a_childs_cpu_and_exit_status():
     burn = (
         "import time\nend = time.process_time() + 0.4\n"

@@ -4,7 +4,10 @@ No model hub is reachable, so the test model is made locally. Same inputs give b
 files (seeded weights, tokenizer trained on a sorted list of stdlib sources), which makes the
 server's greedy outputs, and so its spec-decode metrics, reproducible across machines.
 
-usage: python make_model.py OUT_DIR
+usage: python make_model.py OUT_DIR [SEED]
+
+SEED (default 0, the target model) seeds only the weights: another seed gives the same
+architecture and tokenizer with other weights, a draft model that disagrees with the target.
 """
 
 import glob
@@ -37,12 +40,12 @@ def train_tokenizer():
     return tok
 
 
-def build(out_dir):
+def build(out_dir, seed=0):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     os.makedirs(out_dir, exist_ok=True)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     hf_tok = PreTrainedTokenizerFast(
         tokenizer_object=train_tokenizer(),
         bos_token="<|bos|>",
@@ -71,7 +74,7 @@ def build(out_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_model.py OUT_DIR")
-    build(sys.argv[1])
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: make_model.py OUT_DIR [SEED]")
+    build(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else 0)
     print("model ready:", sys.argv[1])

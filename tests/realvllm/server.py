@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -21,6 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SPECMON_CACHE", Path.home() / ".cache" / "specmon"))
 VENV = CACHE / "vllm-venv"
 MODEL_DIR = CACHE / "tinyllm"
+# A draft that disagrees with the target: the same architecture and tokenizer, weights seeded 1
+OTHER_SEED = 1
+OTHER_MODEL_DIR = CACHE / f"tinyllm-seed{OTHER_SEED}"
 SETUP_SCRIPT = REPO / ".ci" / "setup_realvllm.sh"
 STATUS_ENV = "SPECMON_REALVLLM_STATUS"  # the setup's status line, once it has run
 MODEL_ID = "tiny"
@@ -91,7 +95,10 @@ class VllmServer:
                 self.proc.wait(timeout=10)
 
 
-def server_command(port: int, level: str, timing_metrics: bool) -> list[str]:
+def server_command(
+    port: int, level: str, timing_metrics: bool, spec: dict | None = None
+) -> list[str]:
+    """The vLLM command line; `spec` is the --speculative-config (default SPEC_CONFIG)."""
     cmd = [
         str(VENV / "bin" / "python"),
         "-m",
@@ -112,13 +119,44 @@ def server_command(port: int, level: str, timing_metrics: bool) -> list[str]:
         "--chat-template",
         str(MODEL_DIR / "chat_template.jinja"),
         "--speculative-config",
-        json.dumps(SPEC_CONFIG),
+        json.dumps(SPEC_CONFIG if spec is None else spec),
         "--per-request-spec-decode-metrics",
         level,
     ]
     if timing_metrics:
         cmd.append("--enable-per-request-metrics")
     return cmd
+
+
+def sweep_templates(spec: dict) -> tuple[str, str]:
+    """(`specmon sweep --serve`, `--baseline-serve`) from server_command: `spec` with its
+    num_speculative_tokens as the sweep's {k}; the baseline has no speculation and so no
+    --per-request-spec-decode-metrics (vLLM refuses that flag without a speculative config)."""
+    mark = 59999  # a port number no other argument contains; becomes {port}
+    argv = server_command(mark, "detailed", timing_metrics=False)
+    at = argv.index("--speculative-config")
+    spec_json = json.dumps(dict(spec, num_speculative_tokens="__K__")).replace('"__K__"', "{k}")
+    serve = argv[:at] + ["--speculative-config", spec_json] + argv[at + 2 :]
+    baseline = argv[:at] + argv[at + 4 :]
+    assert "--per-request-spec-decode-metrics" not in baseline
+    return shlex.join(serve).replace(str(mark), "{port}"), shlex.join(baseline).replace(
+        str(mark), "{port}"
+    )
+
+
+def ensure_other_model() -> Path:
+    """Build OTHER_MODEL_DIR once (make_model.py with OTHER_SEED, about 20 s; deterministic),
+    into a scratch folder renamed at the end so that a half-built model is never used."""
+    if (OTHER_MODEL_DIR / "model.safetensors").is_file():
+        return OTHER_MODEL_DIR
+    scratch = OTHER_MODEL_DIR.with_name(f"{OTHER_MODEL_DIR.name}.tmp{os.getpid()}")
+    subprocess.run(
+        [str(VENV / "bin" / "python"), str(REPO / "tests" / "realvllm" / "make_model.py"),
+         str(scratch), str(OTHER_SEED)],
+        check=True, capture_output=True, env=server_env(), timeout=600,
+    )  # fmt: skip
+    os.replace(scratch, OTHER_MODEL_DIR)
+    return OTHER_MODEL_DIR
 
 
 def server_env() -> dict[str, str]:
@@ -142,15 +180,18 @@ def lists_our_model(url: str) -> bool:
     return MODEL_ID in ids
 
 
-def start_server(level: str, log_dir: Path, timing_metrics: bool = False) -> VllmServer:
-    """Launch the server and wait until it serves our model while it makes progress; raise
-    with its log when it exits or stalls."""
+def start_server(
+    level: str, log_dir: Path, timing_metrics: bool = False, spec: dict | None = None
+) -> VllmServer:
+    """Launch the server (speculative config `spec`, default SPEC_CONFIG) and wait until it
+    serves our model while it makes progress; raise with its log when it exits or stalls."""
     port = free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"vllm-{level}-{port}.log"
+    name = level if spec is None else f"{level}-{spec['method']}-k{spec['num_speculative_tokens']}"
+    log_path = log_dir / f"vllm-{name}-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            server_command(port, level, timing_metrics),
+            server_command(port, level, timing_metrics, spec),
             stdout=log,
             stderr=subprocess.STDOUT,
             env=server_env(),
@@ -191,6 +232,32 @@ def wait_ready(server: VllmServer) -> None:
                 f"{os.getloadavg()[0]:.1f}):\n{server.log_tail()}"
             )
         time.sleep(0.5)
+
+
+VALIDATE = (
+    "import json, sys\n"
+    "from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule\n"
+    "out = []\n"
+    "for entries in json.load(sys.stdin):\n"
+    "    try:\n"
+    "        validate_and_normalize_dynamic_sd_schedule(entries)\n"
+    "        out.append(None)\n"
+    "    except ValueError as exc:\n"
+    "        out.append(str(exc))\n"
+    "print(json.dumps(out))\n"
+)
+
+
+def vllm_schedule_verdicts(schedules: list[list]) -> list[str | None]:
+    """vLLM's own validator on each `num_speculative_tokens_per_batch_size` list, run in the
+    vLLM venv (the project's venv has no vLLM): None where it accepts, else its error text."""
+    done = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", VALIDATE], input=json.dumps(schedules),
+        capture_output=True, text=True, timeout=300, env=server_env(),
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"vLLM's validator did not run:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def read_spec_counters(url: str) -> dict[str, float]:

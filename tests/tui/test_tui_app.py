@@ -609,3 +609,37 @@ async def test_a_saturated_client_is_announced_in_the_header():
         runner.busy = False
         app.refresh_data()
         await until(pilot, lambda: "client saturated" not in screen_text(app), "it gone", 10)
+
+
+async def test_a_stop_before_mount_closes_the_screen_only_during_a_load():
+    """The start-up window in-process: a signal noted while the load runs (stage "load")
+    and before the screen mounted closes it at mount and stops the run; the same signal
+    left over from a finished run (stage "export") does not."""
+
+    class CountingRun(StubRun):
+        stopped = False
+
+        def stop(self):
+            self.stopped = True
+
+    feeder = CountingRun()
+    try:
+        stops.reset()
+        stops.stage("export")
+        stops.note_stop(signal.SIGTERM)  # a finished in-process run's stop
+        app = SpecmonApp(session_view(accumulate(small_captures())), feeder, None)
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+            assert app.is_running and not feeder.stopped
+            await pilot.press("q")
+        assert feeder.stopped  # q stops it
+        stops.reset()
+        stops.stage("load")
+        stops.note_stop(signal.SIGTERM)  # came before the screen registered its callback
+        feeder = CountingRun()
+        app = SpecmonApp(session_view(accumulate(small_captures())), feeder, None)
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+        assert feeder.stopped and app.return_value == 0
+    finally:
+        stops.reset()

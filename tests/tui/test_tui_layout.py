@@ -224,8 +224,10 @@ async def test_slots_are_hidden_until_filled():
 
 # -- the log as a log viewer, with records landing -----------------------------------
 async def test_log_selection_holds_while_records_land_and_enter_opens_it(tmp_path):
-    path = write_jsonl(tmp_path / "raw.jsonl", run_captures(200))
-    # 250 ms apart in the recording; at 20x speed a record lands every 12.5 ms
+    # 250 ms apart in the recording; at 20x speed a record lands every 12.5 ms. 2,000 records
+    # (25 s) so that on a busy machine, where the first 20 rows can take seconds to show, there
+    # are always 20 more to land after the selection (200 could all land before it: a flake).
+    path = write_jsonl(tmp_path / "raw.jsonl", run_captures(2000))
     args = argparse.Namespace(file=str(path), speed=20.0, theme=None, refresh_hz=8.0)
     config, feeder, session = build(args)
     app = SpecmonApp(session, feeder, config, source="replay")
