@@ -29,8 +29,15 @@ async def test_the_header_shows_an_active_alarm() -> None:
     app = SpecmonApp(session, None, None, source="replay", freeze_elapsed=15.0)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
-        header = screen_text(app).splitlines()[:3]
+        app.screen.refresh_data()  # a second tick: still one notification
+        await pilot.pause()
+        text = screen_text(app)
+    header = text.splitlines()[:3]
     assert any("ALARM garbled_drafter" in line for line in header), header
+    # one notification (Textual keeps the app's in `_notifications`), not one a tick
+    assert [n.message for n in app._notifications].count(
+        "acceptance alarm: garbled_drafter (README, Acceptance alarms)"
+    ) == 1
 
 
 async def test_a_steady_session_shows_no_alarm() -> None:
