@@ -71,3 +71,12 @@ class AlarmSink(BaseSink):
 
     def export_extras(self) -> dict[str, Any]:
         return {"alarms": [a.to_dict() for a in self.monitor.alarms]}
+
+
+def active_alarms(session: object) -> tuple[str, ...]:
+    """The names of the alarms active now on `session` (a RunSession: its AlarmSink's),
+    for the monitor's header; () for a session without one (a replay, a watch)."""
+    for sink in getattr(session, "sinks", ()):
+        if isinstance(sink, AlarmSink):
+            return tuple(a.name for a in list(sink.monitor.alarms) if a.active)
+    return ()

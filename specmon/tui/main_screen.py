@@ -64,6 +64,7 @@ class MainScreen(Screen[None]):
         self.fitter = Fitter(self)
         self.plot = PlotPainter(self)
         self._painted: Figures | None = None  # the figures the panels show now
+        self._alarms_told: set[str] = set()  # alarm names already told in a notification
 
     @property
     def accumulator(self) -> ResultsView:
@@ -115,6 +116,9 @@ class MainScreen(Screen[None]):
 
     def paint(self, model: ScreenModel) -> None:
         self.query_one(RunHeader).show(model.header)
+        for name in set(model.header.alarms) - self._alarms_told:  # once, as the stderr line
+            self._alarms_told.add(name)
+            self.notify(f"acceptance alarm: {name} (README, Acceptance alarms)", severity="warning")
         if model.paused:
             return
         if model.tuning is not None:

@@ -1,4 +1,4 @@
-"""The header's two lines as data: target, model, engine, k, load, progress, errors."""
+"""The header's two lines as data: target, model, engine, k, load, progress, errors, alarms."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
+from specmon.sinks.alarms import active_alarms
 from specmon.stats import MetricRow
 from specmon.tui.model.state import Settings, UiState
 from specmon.tui.modes import LIVE, Mode
@@ -42,6 +43,7 @@ class HeaderInfo:
     # the load client is the bottleneck (formatting.saturation_text): latencies include its
     # own delay, so the header says so while it lasts
     saturation: str | None = None
+    alarms: tuple[str, ...] = ()  # the shown server's active acceptance alarms (sinks/alarms.py)
 
 
 def header_of(
@@ -70,6 +72,7 @@ def header_of(
         paused_arrivals=paused_arrivals,
         finished=control.finished if control is not None else not mode.drives_load,
         mode=mode,
+        alarms=active_alarms(ui.session),
         **runner_progress(shown_runner(run, control, ui)),
     )
     if info.request_count is None:  # a replay knows its record count: no "(until q)"

@@ -92,6 +92,8 @@ class RunHeader(Static):
         if info.error_kinds:
             kinds = sorted(info.error_kinds.items(), key=lambda kv: -kv[1])
             out.append(" (" + ", ".join(f"{k} {n}" for k, n in kinds[:2]) + ")")
+        if info.alarms:  # before the rest: a narrow terminal still shows it
+            out.append(f" · ALARM {', '.join(info.alarms)}", style=self._style("header--error"))
         if info.down_since is not None and not info.finished:
             down = server_down_text(info.down_since)
             out.append(f" · {down}", style=self._style("header--error"))
