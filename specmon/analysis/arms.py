@@ -5,7 +5,8 @@ Pure: cells in, reports and text out. An arm is never "the best k" (it is not a 
 reported beside the decisions. The best fixed k at a concurrency is the highest median
 output token throughput among that concurrency's fixed-k cells (k=0 included) that pass the
 health gates (and the SLO, when one is given); medians, not scores, so the arm's median is
-compared like for like.
+compared like for like. Against a k=0 cell that fails a gate there is no "vs k=0" (as in the
+grid), and the point's flags say why.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> 
         flags.append(arm.error.splitlines()[0])
     if stats is not None:
         flags += list(stats.excluded) + (["unstable"] if stats.unstable else [])
+    if k0_stats is not None and k0_stats.excluded:  # as the grid: no speedup over a gated k=0
+        flags.append("k=0 excluded: " + "; ".join(k0_stats.excluded))
+        k0_stats = None
     median = stats.median if stats is not None else None
     return ArmPoint(
         concurrency=c,

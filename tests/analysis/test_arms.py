@@ -43,6 +43,14 @@ def test_an_unhealthy_fixed_cell_is_not_the_best_k() -> None:
     assert report.points[0].vs_k0_percent is None  # no k=0 cell
 
 
+def test_no_speedup_over_a_gated_k0() -> None:
+    gated_k0 = Cell(0, 1, [RepeatMeasurement(50, 1.0, 50, error_count=50)])
+    (report,) = arm_reports({"v": [cell(-1, 1, 90, 90, 90)]}, [gated_k0, cell(2, 1, 100)])
+    point = report.points[0]
+    assert point.vs_k0_percent is None and point.vs_best_percent == pytest.approx(-10.0)
+    assert any(flag.startswith("k=0 excluded: ") for flag in point.flags)
+
+
 def test_schedule_goes_into_the_vllm_speculative_config() -> None:
     serve = """vllm serve m --port {port} --speculative-config '{"method": "ngram", "num_speculative_tokens": {k}}'"""
     doc = {"num_speculative_tokens_per_batch_size": [[1, 3, 4], [4, 64, 2]]}

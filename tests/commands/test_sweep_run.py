@@ -367,6 +367,12 @@ def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
     assert all(cell["error"] is None and len(cell["repeats"]) == 3 for cell in cells.values())
     assert proc.stdout.count("cell k=") == len(cells)
     assert (tmp_path / "speculative_k_schedule.json").exists()
+    # --verify-schedule is on in the demo: the schedule it wrote, measured at every load
+    (arm,) = read_doc(tmp_path)["arms"]
+    assert arm["name"] == "schedule"
+    assert [p["concurrency"] for p in arm["points"]] == DEMO_CONCURRENCY
+    assert all(p["output_token_throughput"] > 0 for p in arm["points"])
+    assert "schedule: vs the best fixed k" in proc.stdout
 
 
 @pytest.mark.e2e
