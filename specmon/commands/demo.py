@@ -188,5 +188,6 @@ def demo_sweep(args: argparse.Namespace) -> int:
         warmup_request_count=DEMO_WARMUP,
         ready_timeout=60.0,
         load=load_settings_of(config),
+        verify_schedule=True,  # one more simulator: the schedule it wrote, beside the fixed k
     )
     return execute(settings, config, config.artifact_dir or default_dir())

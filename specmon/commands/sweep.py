@@ -120,6 +120,20 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
         "TPOT ms, at percentile p, default 90); says so when none does",
     )
     group.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME='CMD {port}'",
+        help="an extra arm: this server measured at every concurrency beside the fixed k "
+        "(repeatable; placeholders {port} {python})",
+    )
+    group.add_argument(
+        "--verify-schedule",
+        action="store_true",
+        help="after the fixed-k cells, restart the server with the schedule just written and "
+        "measure it at every concurrency (the arm 'schedule')",
+    )
+    group.add_argument(
         "--resume",
         default=None,
         metavar="DIR",
@@ -178,8 +192,24 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunCon
         stop_on_error=args.stop_on_error,
         load=load_settings_of(config),
         slo=args.slo,
+        variants=parse_variants(args.variant),
+        verify_schedule=args.verify_schedule,
     )
     return settings, config
+
+
+def parse_variants(entries: list[str]) -> dict[str, str]:
+    """["adaptive=vllm serve ... --port {port}"] -> {"adaptive": "vllm serve ..."}."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, command = entry.partition("=")
+        name = name.strip()
+        if not sep or not name or not command.strip():
+            raise UserError(f"--variant '{entry}': give NAME='SERVER COMMAND {{port}}'")
+        if name in out:
+            raise UserError(f"--variant: {name} given twice")
+        out[name] = command.strip()
+    return out
 
 
 def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:

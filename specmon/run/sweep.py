@@ -119,4 +119,4 @@ def run_live(runner: SweepRunner, screen: SweepScreen, theme: str | None = None)
             log.close()
     if control.error is not None:
         raise control.error
-    return control.result or SweepResult(runner.ordered_cells(), True)
+    return control.result or SweepResult(runner.ordered_cells(), True, arms=runner.arms())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import socket
 import statistics
@@ -76,6 +77,10 @@ class SweepSettings:
     stop_on_error: bool = False
     load: dict[str, Any] = field(default_factory=dict)  # the run flags, less _PER_CELL_FIELDS
     slo: str | None = None  # --slo ttft=S,tpot=MS[,p=90]: what the decisions must meet
+    # arms beyond fixed k (measured after the k rows, never "the best k"; re-measured on
+    # --resume, so they are left out of the hash): --variant NAME='CMD {port}' ...
+    variants: dict[str, str] = field(default_factory=dict)
+    verify_schedule: bool = False  # measure the schedule just written as the arm "schedule"
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -100,6 +105,24 @@ class SweepSettings:
                 parse_slo(self.slo)
             except ValueError as exc:
                 raise UserError(str(exc)) from None
+        self._check_arms()
+
+    def _check_arms(self) -> None:
+        if (self.variants or self.verify_schedule) and self.serve is None:
+            raise UserError("--variant and --verify-schedule need --serve (servers it starts)")
+        for name, template in self.variants.items():
+            if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
+                raise UserError(
+                    f"--variant '{name}': name it with letters, digits, '.', '_' or '-' "
+                    f"(not '{SCHEDULE_ARM}')"
+                )
+            if "{port}" not in template:
+                raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
+        if self.verify_schedule and schedule_placement(self.serve or "") is None:
+            raise UserError(
+                "--verify-schedule: --serve has neither '\"num_speculative_tokens\": {k}' in "
+                "its --speculative-config JSON nor `specmon sim`: cannot add the schedule"
+            )
 
     def objective(self) -> Slo | None:
         return None if self.slo is None else parse_slo(self.slo)
@@ -117,7 +140,10 @@ class SweepSettings:
         add k or concurrency values."""
         data = asdict(self)
         # the SLO changes the decision, not what a cell measures
-        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo"):
+        for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo") + (
+            "variants",
+            "verify_schedule",
+        ):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
         blob = json.dumps(data, sort_keys=True, default=str).encode()
@@ -188,6 +214,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+ARM_NAME = re.compile(r"[A-Za-z0-9._-]+")
+SCHEDULE_ARM = "schedule"
+ARM_K = -1  # the k of an arm's Cell: not a k (arms are kept apart from the grid's cells)
+# where vLLM's schedule goes: beside num_speculative_tokens in the --speculative-config JSON
+_VLLM_K = re.compile(r'"num_speculative_tokens"\s*:\s*\{k\}')
+
+
+def schedule_placement(template: str) -> str | None:
+    """How a schedule is added to the --serve template: "vllm" (into the JSON), "sim"
+    (`specmon sim --spec-schedule`) or None (not known)."""
+    if _VLLM_K.search(template):
+        return "vllm"
+    return "sim" if "specmon sim" in template else None
+
+
+def schedule_command(template: str, schedule: dict[str, Any], path: Path, port: int) -> str:
+    """The --serve command with the schedule: k is the schedule's largest K (vLLM's and the
+    simulator's num_speculative_tokens is the schedule's maximum)."""
+    entries = schedule["num_speculative_tokens_per_batch_size"]
+    max_k = max(int(entry[2]) for entry in entries)
+    if schedule_placement(template) == "vllm":
+        extra = ', "num_speculative_tokens_per_batch_size": ' + json.dumps(entries)
+        template = _VLLM_K.sub(lambda m: m.group(0) + extra, template, count=1)
+    else:
+        template = f"{template} --spec-schedule {shlex.quote(str(path))}"
+    return substitute(template, max_k, port)
+
+
+def row_label(row: int | str) -> str:
+    """A row of the sweep: an int is a fixed k, a str an arm's name."""
+    return f"k={row}" if isinstance(row, int) else f"arm {row}"
+
+
 def substitute(template: str, k: int, port: int) -> str:
     """Fill {k} {port} {python} (shell-quoted); any other brace (JSON) is left alone."""
     values = {"{k}": str(k), "{port}": str(port), "{python}": sys.executable}
@@ -206,16 +265,16 @@ def start_server(command: str, k: int, port: int, log_path: Path) -> ServerProce
     return ServerProcess(shell(command), f"http://127.0.0.1:{port}", log_path)
 
 
-def server_failure(server: ServerProcess, k: int, what: str) -> ServerFailed:
+def server_failure(server: ServerProcess, k: int | str, what: str) -> ServerFailed:
     tail = server.log_tail(LOG_TAIL_LINES)
     return ServerFailed(
-        f"server for k={k} {what}; last lines of {server.log_path}:\n{tail}".rstrip()
+        f"server for {row_label(k)} {what}; last lines of {server.log_path}:\n{tail}".rstrip()
     )
 
 
 def wait_ready(
     server: ServerProcess,
-    k: int,
+    k: int | str,
     model: str | None,
     timeout: float,
     api_key: str | None,
@@ -226,7 +285,7 @@ def wait_ready(
     if ready is not None:
         return ready
     if stopping.is_set():
-        raise ServerFailed(f"server for k={k}: stopped before it was ready")
+        raise ServerFailed(f"server for {row_label(k)}: stopped before it was ready")
     if not server.alive:
         code = server.proc.returncode
         raise server_failure(server, k, f"exited with status {code} before it was ready")
@@ -312,6 +371,8 @@ class SweepResult:
     decisions: list[Any] | None = None
     model: Any = None
     schedule: Any = None
+    arms: dict[str, list[Cell]] = field(default_factory=dict)  # arm name -> its cells
+    arm_reports: list[Any] | None = None  # analysis/arms.py ArmReport, after conclude
 
 
 @dataclass(frozen=True)
@@ -329,6 +390,11 @@ class SweepNow:
     repeats: int = 0
     log_path: Path | None = None
     session: Any = None
+    arm: str | None = None  # an arm's name (k is then None)
+
+    @property
+    def row(self) -> str:
+        return f"arm {self.arm}" if self.arm is not None else f"k={self.k}"
 
 
 class SweepRunner:
@@ -370,7 +436,8 @@ class SweepRunner:
         self._process: ServerProcess | None = None  # the server started, ready or not
         # re-entrant: stop() may run in a signal handler on the thread that holds it (headless)
         self._lock = threading.RLock()
-        self._warmed: set[int] = set()
+        self._warmed: set[int | str] = set()
+        self.arm_cells: dict[tuple[str, int], Cell] = {}  # (arm, concurrency) -> cell
 
     # control ----------------------------------------------------------------------
     def stop(self) -> None:
@@ -414,7 +481,7 @@ class SweepRunner:
                 self._run_serve()
         finally:
             self.now = SweepNow("done", repeats=self.settings.repeats)
-        return SweepResult(self.ordered_cells(), self.stopping.is_set())
+        return SweepResult(self.ordered_cells(), self.stopping.is_set(), arms=self.arms())
 
     @property
     def now(self) -> SweepNow:
@@ -437,40 +504,87 @@ class SweepRunner:
             template = self.settings.baseline_serve if k == 0 else self.settings.serve
             assert template is not None
             port = free_port()
-            command = substitute(template, k, port)
-            self._say(f"specmon sweep: k={k}: starting `{command}`")
-            server = start_server(command, k, port, self.dir / f"server-k{k}.log")
-            self._process = server
-            self.now = SweepNow(
-                "starting", k, repeats=self.settings.repeats, log_path=server.log_path
+            if self._serve_row(k, substitute(template, k, port), port, todo):
+                if self.settings.stop_on_error:
+                    self._say("specmon sweep: stopping (--stop-on-error)")
+                    return
+        self._run_arms()
+
+    def _serve_row(self, row: int | str, command: str, port: int, todo: list[int]) -> bool:
+        """Start the server of one row (a k or an arm), measure `todo`, stop it; True when
+        the server failed."""
+        label = row_label(row)
+        self._say(f"specmon sweep: {label}: starting `{command}`")
+        log_name = f"server-k{row}.log" if isinstance(row, int) else f"server-arm-{row}.log"
+        server = start_server(command, 0, port, self.dir / log_name)
+        self._process = server
+        k, arm = (row, None) if isinstance(row, int) else (None, row)
+        self.now = SweepNow(
+            "starting", k, repeats=self.settings.repeats, log_path=server.log_path, arm=arm
+        )
+        try:
+            model = wait_ready(
+                server,
+                row,
+                self.load_config.model,
+                self.settings.ready_timeout,
+                self.load_config.api_key,
+                self.stopping,
             )
-            try:
-                model = wait_ready(
-                    server,
-                    k,
-                    self.load_config.model,
-                    self.settings.ready_timeout,
-                    self.load_config.api_key,
-                    self.stopping,
-                )
-                self._say(f"specmon sweep: k={k}: ready at {server.url} (model {model})")
-                failed = self._measure_row(k, todo, server.url, model, server)
-            except ServerFailed as exc:
-                failed = not self.stopping.is_set()
-                if failed:
-                    for c in todo:
-                        self._record(Cell(k, c, error=str(exc)))
-            finally:
-                server.stop(STOP_GRACE_S)
-                self._process = None
-            if failed and self.settings.stop_on_error:
-                self._say("specmon sweep: stopping (--stop-on-error)")
+            self._say(f"specmon sweep: {label}: ready at {server.url} (model {model})")
+            return self._measure_row(row, todo, server.url, model, server)
+        except ServerFailed as exc:
+            failed = not self.stopping.is_set()
+            if failed:
+                for c in todo:
+                    self._record(_new_cell(row, c, str(exc)), row)
+            return failed
+        finally:
+            server.stop(STOP_GRACE_S)
+            self._process = None
+
+    # arms beyond fixed k: the schedule just drafted, then each --variant -----------------
+    def _run_arms(self) -> None:
+        concs = list(self.settings.concurrencies)
+        if self.settings.verify_schedule and not self.stopping.is_set():
+            schedule = self._draft_schedule()
+            if schedule is not None:
+                port = free_port()
+                assert self.settings.serve is not None
+                path = self.dir / SCHEDULE_JSON
+                command = schedule_command(self.settings.serve, schedule, path, port)
+                self._serve_row(SCHEDULE_ARM, command, port, concs)
+        for name, template in self.settings.variants.items():
+            if self.stopping.is_set():
                 return
+            port = free_port()
+            self._serve_row(name, substitute(template, 0, port), port, concs)
+
+    def _draft_schedule(self) -> dict[str, Any] | None:
+        """The schedule of the fixed-k cells (as conclude() will write it), written now so
+        the "schedule" arm's server can read it; None (and why) when there is none to run."""
+        measured = [c for c in self.ordered_cells() if c.error is None and c.repeats]
+        decisions_mod, kmodel = _analysis()
+        decisions = decisions_mod.decide(measured, self.settings.objective(), bootstrap=False)
+        try:
+            model = kmodel.fit(measured)
+        except Exception:  # too few cells to fit: the schedule carries measured k only
+            model = None
+        try:
+            schedule: dict[str, Any] = decisions_mod.build_schedule(decisions, model)
+        except ValueError as exc:
+            self._say(f"specmon sweep: arm schedule not measured: {exc}")
+            return None
+        if schedule["speculative_config_fragment"] is None:
+            self._say("specmon sweep: arm schedule not measured: it is k=0 everywhere")
+            return None
+        decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, schedule)
+        return schedule
 
     def _measure_row(
-        self, k: int, todo: list[int], url: str, model: str, server: ServerProcess
+        self, k: int | str, todo: list[int], url: str, model: str, server: ServerProcess
     ) -> bool:
-        """Every pending concurrency at one k; True when the server failed."""
+        """Every pending concurrency of one row (k or arm); True when the server failed."""
         for i, c in enumerate(todo):
             if self.stopping.is_set():
                 return False
@@ -482,9 +596,9 @@ class SweepRunner:
                     server, k, f"exited with status {server.proc.returncode} during concurrency {c}"
                 )
                 for rest in todo[i:]:
-                    self._record(Cell(k, rest, error=str(error)))
+                    self._record(_new_cell(k, rest, str(error)), k)
                 return True
-            self._record(cell)
+            self._record(cell, k)
         return False
 
     def _run_urls(self) -> None:
@@ -511,32 +625,37 @@ class SweepRunner:
                     return
 
     # one cell -------------------------------------------------------------------------
-    def _measure_cell(self, k: int, c: int, url: str, model: str) -> Cell | None:
-        """All repeats of (k, c); None when stopped part-way (the cell is not kept)."""
-        cell = Cell(k, c)
+    def _measure_cell(self, k: int | str, c: int, url: str, model: str) -> Cell | None:
+        """All repeats of (k, c) (k: a fixed k, or an arm's name); None when stopped
+        part-way (the cell is not kept)."""
+        cell = _new_cell(k, c)
         for rep in range(self.settings.repeats):
             self._say(
-                f"specmon sweep: k={k} concurrency={c} repeat {rep + 1}/{self.settings.repeats}"
+                f"specmon sweep: {row_label(k)} concurrency={c} "
+                f"repeat {rep + 1}/{self.settings.repeats}"
             )
             repeat, reported, spec_requests = self._run_repeat(k, c, rep, url, model)
             if repeat is None:
                 return None
-            mismatch = k_mismatch(k, reported, spec_requests)
+            # an arm is not one k: its payloads' k may vary (a schedule) or be anything
+            mismatch = k_mismatch(k, reported, spec_requests) if isinstance(k, int) else None
             if mismatch:
                 cell.error = mismatch
                 return cell
             if repeat.request_count == 0:
                 cell.error = (
-                    f"no valid request at k={k} concurrency {c} ({repeat.error_count} errors)"
+                    f"no valid request at {row_label(k)} concurrency {c} "
+                    f"({repeat.error_count} errors)"
                 )
                 return cell
             cell.repeats.append(repeat)
         return cell
 
     def _run_repeat(
-        self, k: int, c: int, rep: int, url: str, model: str
+        self, k: int | str, c: int, rep: int, url: str, model: str
     ) -> tuple[RepeatMeasurement | None, int | None, int]:
-        repeat_dir = self.dir / f"k{k}" / f"c{c}" / f"r{rep + 1}"
+        row_dir = f"k{k}" if isinstance(k, int) else f"arm-{k}"
+        repeat_dir = self.dir / row_dir / f"c{c}" / f"r{rep + 1}"
         warmup = 0 if k in self._warmed else self.settings.warmup_request_count
         self._warmed.add(k)
         config = self._cell_config(url, model, c, warmup, repeat_dir)
@@ -545,7 +664,10 @@ class SweepRunner:
             if self.stopping.is_set():
                 return None, None, 0
             self._runner = runner
-        self.now = SweepNow("measuring", k, c, rep + 1, self.settings.repeats, session=session)
+        fixed, arm = (k, None) if isinstance(k, int) else (None, k)
+        self.now = SweepNow(
+            "measuring", fixed, c, rep + 1, self.settings.repeats, session=session, arm=arm
+        )
         if self.on_repeat is not None:
             self.on_repeat(self.now)
         saturated = False  # the loop-health warning at any poll: a health gate of the cell
@@ -567,7 +689,7 @@ class SweepRunner:
             session.finish(was_cancelled=self.stopping.is_set())
         error = getattr(runner, "error", None)
         if error is not None and not isinstance(error, KeyboardInterrupt):
-            raise UserError(f"the load loop failed at k={k} concurrency {c}: {error}")
+            raise UserError(f"the load loop failed at {row_label(k)} concurrency {c}: {error}")
         if self.stopping.is_set():
             return None, None, 0
         acc = session.accumulator
@@ -596,12 +718,24 @@ class SweepRunner:
         return RunConfig(**data)
 
     # bookkeeping ------------------------------------------------------------------------
-    def _record(self, cell: Cell) -> None:
+    def _record(self, cell: Cell, row: int | str | None = None) -> None:
+        if isinstance(row, str):  # an arm: kept apart, not on the live grid
+            self.arm_cells[(row, cell.concurrency)] = cell
+            self.save()
+            self._say(cell_line(cell, row_label(row)))
+            return
         self.cells[(cell.k, cell.concurrency)] = (cell, self.hash)
         self.save()
         self._say(cell_line(cell))
         if self.on_cell is not None:
             self.on_cell(cell)
+
+    def arms(self) -> dict[str, list[Cell]]:
+        """arm name -> its cells by concurrency, in the order the arms ran."""
+        out: dict[str, list[Cell]] = {}
+        for (name, _), cell in self.arm_cells.items():
+            out.setdefault(name, []).append(cell)
+        return {name: sorted(cells, key=lambda c: c.concurrency) for name, cells in out.items()}
 
     def ordered_cells(self) -> list[Cell]:
         return [cell for _, (cell, _) in sorted(self.cells.items())]
@@ -616,6 +750,10 @@ class SweepRunner:
                 dict(cell.to_dict(), settings_hash=h) for _, (cell, h) in sorted(self.cells.items())
             ],
         }
+        if self.arm_cells:  # "k" of an arm cell is ARM_K: not a k
+            doc["arm_cells"] = [
+                dict(cell.to_dict(), arm=name) for (name, _), cell in self.arm_cells.items()
+            ]
         doc.update(extra or {})
         path = self.dir / SWEEP_JSON
         atomic_write(path, json.dumps(doc, indent=2).encode() + b"\n")
@@ -650,24 +788,41 @@ class SweepRunner:
                 self._say(f"specmon sweep: no schedule written: {exc}")
             else:
                 decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+            if result.arms:
+                result.arm_reports = self._arm_reports(result)
+                extra["arms"] = [report.to_dict() for report in result.arm_reports]
         except Exception as exc:
             extra["analysis_error"] = f"{type(exc).__name__}: {exc}"
             self._say(f"specmon sweep: warning: no decisions ({type(exc).__name__}: {exc})")
         self.save(extra)
         return result
 
+    def _arm_reports(self, result: SweepResult) -> list[Any]:
+        from specmon.analysis.arms import arm_reports
+
+        return arm_reports(result.arms, result.cells, self.settings.objective())
+
     def tables(self, result: SweepResult) -> str | None:
         if result.decisions is None:
             return None
         decisions_mod, _ = _analysis()
-        return decisions_mod.render_sweep_tables(
+        text: str = decisions_mod.render_sweep_tables(
             result.cells, result.decisions, result.schedule, result.model
         )
+        if result.arm_reports:
+            from specmon.analysis.arms import render_arms
+
+            text += "\n" + "\n".join(render_arms(result.arm_reports)) + "\n"
+        return text
 
 
-def cell_line(cell: Cell) -> str:
-    """The headless line printed as each cell finishes."""
-    head = f"cell k={cell.k} concurrency={cell.concurrency}:"
+def _new_cell(row: int | str, c: int, error: str | None = None) -> Cell:
+    return Cell(row if isinstance(row, int) else ARM_K, c, error=error)
+
+
+def cell_line(cell: Cell, row: str | None = None) -> str:
+    """The headless line printed as each cell finishes (`row`: an arm's label)."""
+    head = f"cell {row or f'k={cell.k}'} concurrency={cell.concurrency}:"
     if cell.error is not None:
         first = cell.error.splitlines()[0] if cell.error else ""
         return f"{head} error: {first}"

@@ -131,7 +131,7 @@ class SweepApp(App[int]):
         starting = now.phase == "starting"
         log_panel.set_class(starting, "visible")
         if starting:
-            log_panel.border_title = f"Server log · k={now.k} · {now.log_path}"
+            log_panel.border_title = f"Server log · {now.row} · {now.log_path}"
             self.query_one("#server-log", Static).update(
                 log_tail(now.log_path) or "(no output yet)"
             )
@@ -143,7 +143,7 @@ class SweepApp(App[int]):
         if latest is not None and latest.session is not self._session:
             self._session = latest.session
             self.query_one("#panel-cellspec").border_title = (
-                f"Spec decode · k={latest.k} concurrency={latest.concurrency} "
+                f"Spec decode · {latest.row} concurrency={latest.concurrency} "
                 f"repeat {latest.repeat}"
             )
         if self._session is None:

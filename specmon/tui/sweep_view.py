@@ -93,10 +93,10 @@ def status_line(now: SweepNow, done: int, total: int, stopping: bool = False) ->
     if stopping and now.phase != "done":
         return f"stopping: the repeat in flight is not kept · {count}"
     if now.phase == "starting":
-        return f"k={now.k}: starting the server (log below) · {count}"
+        return f"{now.row}: starting the server (log below) · {count}"
     if now.phase == "measuring":
         return (
-            f"measuring k={now.k} concurrency={now.concurrency} "
+            f"measuring {now.row} concurrency={now.concurrency} "
             f"repeat {now.repeat}/{now.repeats} · {count}"
         )
     if now.phase == "done":

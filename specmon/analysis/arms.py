@@ -1,0 +1,153 @@
+"""Arms beside the fixed k: each arm (the "schedule" the sweep wrote, a --variant server) per
+concurrency against the best fixed k and against k=0 measured at the same concurrency.
+
+Pure: cells in, reports and text out. An arm is never "the best k" (it is not a k): it is
+reported beside the decisions. The best fixed k at a concurrency is the highest median
+output token throughput among that concurrency's fixed-k cells (k=0 included) that pass the
+health gates (and the SLO, when one is given); medians, not scores, so the arm's median is
+compared like for like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specmon.analysis.sweep import summarize
+from specmon.analysis.sweep_types import Cell
+from specmon.decision.slo import Slo
+
+
+@dataclass(frozen=True)
+class ArmPoint:
+    """One arm at one concurrency."""
+
+    concurrency: int
+    output_token_throughput: float | None  # median over repeats, tok/s; None: not measured
+    best_k: int | None  # the best fixed k here (None: no healthy fixed-k cell)
+    best_k_throughput: float | None
+    vs_best_percent: float | None  # (arm / best fixed k - 1) * 100
+    vs_k0_percent: float | None  # (arm / k=0 - 1) * 100; None without a k=0 cell
+    flags: tuple[str, ...] = ()  # health gates, instability, the cell's error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "output_token_throughput": self.output_token_throughput,
+            "best_k": self.best_k,
+            "best_k_output_token_throughput": self.best_k_throughput,
+            "vs_best_k_percent": self.vs_best_percent,
+            "vs_k0_percent": self.vs_k0_percent,
+            "flags": list(self.flags),
+        }
+
+
+@dataclass(frozen=True)
+class ArmReport:
+    name: str
+    points: tuple[ArmPoint, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "points": [p.to_dict() for p in self.points]}
+
+    def summary(self) -> str:
+        """'schedule: vs the best fixed k -0.9% at 1, +2.0% at 4; vs k=0 +41.0% at 1, ...'"""
+        return (
+            f"{self.name}: "
+            + _series([(p.concurrency, p.vs_best_percent) for p in self.points], "the best fixed k")
+            + "; "
+            + _series([(p.concurrency, p.vs_k0_percent) for p in self.points], "k=0")
+        )
+
+
+def _series(values: list[tuple[int, float | None]], against: str) -> str:
+    known = [f"{v:+.1f}% at {c}" for c, v in values if v is not None]
+    return f"vs {against} " + (", ".join(known) if known else "not comparable")
+
+
+def _percent(value: float | None, ref: float | None) -> float | None:
+    if value is None or ref is None or ref <= 0:
+        return None
+    return (value / ref - 1.0) * 100.0
+
+
+def _best_fixed(cells: Sequence[Cell], c: int, slo: Slo | None) -> tuple[int | None, float | None]:
+    stats = [summarize(cell, slo) for cell in cells if cell.concurrency == c and not cell.error]
+    healthy = [s for s in stats if s is not None and not s.excluded]
+    if not healthy:
+        return None, None
+    best = max(healthy, key=lambda s: (s.median, -s.k))
+    return best.k, best.median
+
+
+def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> ArmPoint:
+    best_k, best = _best_fixed(cells, c, slo)
+    k0 = next((x for x in cells if x.k == 0 and x.concurrency == c and not x.error), None)
+    k0_stats = summarize(k0, slo) if k0 is not None else None
+    stats = summarize(arm, slo) if arm is not None and arm.error is None else None
+    flags: list[str] = []
+    if arm is None:
+        flags.append("not measured")
+    elif arm.error:
+        flags.append(arm.error.splitlines()[0])
+    if stats is not None:
+        flags += list(stats.excluded) + (["unstable"] if stats.unstable else [])
+    median = stats.median if stats is not None else None
+    return ArmPoint(
+        concurrency=c,
+        output_token_throughput=median,
+        best_k=best_k,
+        best_k_throughput=best,
+        vs_best_percent=_percent(median, best),
+        vs_k0_percent=_percent(median, k0_stats.median if k0_stats else None),
+        flags=tuple(flags),
+    )
+
+
+def arm_reports(
+    arms: Mapping[str, Sequence[Cell]], cells: Sequence[Cell], slo: Slo | None = None
+) -> list[ArmReport]:
+    """Each arm at every concurrency of the fixed-k grid (and any it measured beyond)."""
+    concs = sorted(
+        {c.concurrency for c in cells} | {c.concurrency for a in arms.values() for c in a}
+    )
+    out = []
+    for name, arm_cells in arms.items():
+        by_c = {cell.concurrency: cell for cell in arm_cells}
+        out.append(ArmReport(name, tuple(_point(by_c.get(c), c, cells, slo) for c in concs)))
+    return out
+
+
+def render_arms(reports: Sequence[ArmReport]) -> list[str]:
+    """The arms table: per arm, median tok/s, vs the best fixed k and vs k=0 per load."""
+    if not reports:
+        return []
+    concs = [p.concurrency for p in reports[0].points]
+    lines = ["arms (median output tok/s; vs the best fixed k and vs k=0 at the same load):"]
+    lines.append(_row("arm \\ conc", [str(c) for c in concs]))
+    for report in reports:
+        pts = report.points
+        lines.append(_row(report.name, [_num(p.output_token_throughput) for p in pts]))
+        lines.append(_row("  vs best k", [_vs(p.vs_best_percent, p.best_k) for p in pts]))
+        lines.append(_row("  vs k=0", [_vs(p.vs_k0_percent) for p in pts]))
+        for p in pts:
+            if p.flags:
+                lines.append(f"  {report.name} at {p.concurrency}: " + "; ".join(p.flags))
+    lines += [r.summary() for r in reports]
+    lines.append("an arm is not a k: it never becomes the selected or the best k")
+    return lines
+
+
+def _row(label: str, cols: list[str]) -> str:
+    return f"{label:<12}" + "".join(f"{col:>16}" for col in cols)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _vs(percent: float | None, k: int | None = None) -> str:
+    if percent is None:
+        return "-"
+    return f"{percent:+.1f}%" + ("" if k is None else f" (k={k})")
