@@ -119,7 +119,9 @@ def test_a_runner_that_drives_no_load_has_no_knobs(klass):
     assert not any(hasattr(klass, name) for name in protocol_members(LoadKnobs))
 
 
-@pytest.mark.parametrize("klass", set(RUNNER_CLASSES) - {MultiRun}, ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "klass", [k for k in RUNNER_CLASSES if k is not MultiRun], ids=lambda k: k.__name__
+)
 def test_one_lifecycle_implementation_is_shared(klass):
     """start / stop / join / finished are BackgroundRun's in every runner with a thread;
     MultiRun has none of its own and joins its runners."""

@@ -13,8 +13,13 @@ alarms that start with it. The rules (README, "Acceptance alarms"):
   baseline (its first DRIFT_BASELINE requests) by more than DRIFT_SIGMAS standard errors of
   the difference and by at least DRIFT_MIN_DROP;
 - `speculation_not_paying`: the last PAYING_WINDOW requests' acceptance is up on the
-  PAYING_WINDOW before them (by the drift rule's noise test) while their mean output tok/s
-  is not up by more than PAYING_FLAT_TOLERANCE: more acceptance bought no speed.
+  PAYING_WINDOW before them (by more than PAYING_SIGMAS standard errors and DRIFT_MIN_DROP)
+  while their mean output tok/s is not up by more than PAYING_FLAT_TOLERANCE: more
+  acceptance bought no speed.
+
+The two window rules are looked at once per window (tumbling: drift at requests
+DRIFT_BASELINE + 30, + 60, ...; not-paying at 60, 90, ...), not at every request: sliding windows would test the same noise 30 times over (a steady run
+of 20,000 requests raised two dozen false alarms that way), and it keeps `observe` cheap.
 
 An alarm is active while its condition holds; it ends (`until_request` set) when the
 condition clears and may start again later.
@@ -36,14 +41,19 @@ GARBLED_MARGIN = 0.1
 REPETITION_REQUESTS = 20
 # Acceptance lengths are ratios of integers: equal to k + 1 up to float rounding.
 REPETITION_EPS = 1e-9
-# The baseline and the window: 30 requests each, so each mean's standard error is small.
-DRIFT_BASELINE = 30
+# The baseline is every later window's reference: 100 requests, so its own luck moves the
+# threshold little (with 30, a run whose first requests were easy raised false drifts all
+# along); the window is 30 requests, short enough to catch a change within one minute.
+DRIFT_BASELINE = 100
 DRIFT_WINDOW = 30
-# Three standard errors: a false alarm about 1 in 700 windows under the normal approximation.
-DRIFT_SIGMAS = 3.0
+# Four standard errors: checked once a window, three (1 false alarm in 740 windows) raised
+# one false drift per ~20,000 requests of a steady run; four is ~1 in 30,000 windows.
+DRIFT_SIGMAS = 4.0
 # Below this a drop is real but too small to act on (tokens per step).
 DRIFT_MIN_DROP = 0.1
-PAYING_WINDOW = 30
+PAYING_WINDOW = DRIFT_WINDOW  # one cadence for both window rules
+# The same noise test as drift's, on two adjacent windows.
+PAYING_SIGMAS = DRIFT_SIGMAS
 # Output tok/s up by less than 2% counts as flat (noise in per-request speeds).
 PAYING_FLAT_TOLERANCE = 0.02
 
@@ -101,17 +111,17 @@ def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def significant_drop(before: Sequence[float], after: Sequence[float]) -> tuple[bool, str]:
-    """Whether mean(after) is below mean(before) by more than DRIFT_SIGMAS standard errors
-    of the difference and at least DRIFT_MIN_DROP; and the figures, as text."""
+def significant_drop(
+    before: Sequence[float], after: Sequence[float], sigmas: float = DRIFT_SIGMAS
+) -> tuple[bool, str]:
+    """Whether mean(after) is below mean(before) by more than `sigmas` standard errors of
+    the difference and at least DRIFT_MIN_DROP; and the figures, as text."""
     m0, se0 = mean_and_se(before)
     m1, se1 = mean_and_se(after)
     se = math.hypot(se0, se1)
     drop = m0 - m1
-    text = (
-        f"{m1:.2f} vs {m0:.2f} (drop {drop:.2f}, {DRIFT_SIGMAS:g} s.e. = {DRIFT_SIGMAS * se:.2f})"
-    )
-    return drop > DRIFT_SIGMAS * se and drop >= DRIFT_MIN_DROP, text
+    text = f"{m1:.2f} vs {m0:.2f} (drop {drop:.2f}, {sigmas:g} s.e. = {sigmas * se:.2f})"
+    return drop > sigmas * se and drop >= DRIFT_MIN_DROP, text
 
 
 @dataclass
@@ -123,8 +133,11 @@ class AlarmMonitor:
     _first_end_ns: int | None = None
     _baseline: list[float] = field(default_factory=list)
     _recent: deque[Observation] = field(
-        default_factory=lambda: deque(maxlen=max(2 * PAYING_WINDOW, DRIFT_WINDOW, 20))
+        default_factory=lambda: deque(maxlen=max(2 * PAYING_WINDOW, DRIFT_WINDOW))
     )
+    _garbled: deque[float] = field(default_factory=lambda: deque(maxlen=GARBLED_REQUESTS))
+    _garbled_sum: float = 0.0  # of `_garbled`, kept as requests come and go
+    _streak: int = 0  # requests in a row with acceptance length exactly k + 1
 
     @property
     def active(self) -> list[Alarm]:
@@ -138,6 +151,7 @@ class AlarmMonitor:
         if len(self._baseline) < DRIFT_BASELINE:
             self._baseline.append(obs.acceptance_length)
         self._recent.append(obs)
+        self._count_extremes(obs)
         started = []
         for name, message in self._conditions():
             current = self._current(name)
@@ -148,6 +162,15 @@ class AlarmMonitor:
             elif message is None and current is not None:
                 current.until_request = self.count
         return started
+
+    def _count_extremes(self, obs: Observation) -> None:
+        if len(self._garbled) == GARBLED_REQUESTS:
+            self._garbled_sum -= self._garbled[0]
+        self._garbled.append(obs.acceptance_length)
+        self._garbled_sum += obs.acceptance_length
+        k = obs.k
+        full = k is not None and k > 0 and abs(obs.acceptance_length - k - 1) <= REPETITION_EPS
+        self._streak = self._streak + 1 if full else 0
 
     def _current(self, name: str) -> Alarm | None:
         return next((a for a in self.alarms if a.name == name and a.active), None)
@@ -161,32 +184,31 @@ class AlarmMonitor:
         return list(self._recent)[-n:] if len(self._recent) >= n else []
 
     def _conditions(self) -> Iterable[tuple[str, str | None]]:
-        """Each alarm's name and its message when its condition holds now (else None)."""
-        yield "garbled_drafter", self._garbled()
+        """Each alarm's name and its message when its condition holds now (else None); the
+        window rules only at the end of each window (their state stands in between)."""
+        yield "garbled_drafter", self._garbled_rule()
         yield "degenerate_repetition", self._repetition()
-        yield "acceptance_drift", self._drift()
-        yield "speculation_not_paying", self._not_paying()
+        if self.count >= DRIFT_BASELINE and (self.count - DRIFT_BASELINE) % DRIFT_WINDOW == 0:
+            yield "acceptance_drift", self._drift()
+        if self.count % PAYING_WINDOW == 0:
+            yield "speculation_not_paying", self._not_paying()
 
-    def _garbled(self) -> str | None:
-        last = self._last(GARBLED_REQUESTS)
-        if not last:
+    def _garbled_rule(self) -> str | None:
+        if len(self._garbled) < GARBLED_REQUESTS:
             return None
-        mean = sum(o.acceptance_length for o in last) / len(last)
+        mean = self._garbled_sum / GARBLED_REQUESTS
         if mean > 1.0 + GARBLED_MARGIN:
             return None
         return (
-            f"acceptance length {mean:.2f} over the last {len(last)} requests: "
+            f"acceptance length {mean:.2f} over the last {GARBLED_REQUESTS} requests: "
             "drafts are almost never accepted (garbled or mismatched drafter?)"
         )
 
     def _repetition(self) -> str | None:
-        last = self._last(REPETITION_REQUESTS)
-        if not last or any(o.k is None or o.k <= 0 for o in last):
-            return None
-        if any(abs(o.acceptance_length - (o.k or 0) - 1) > REPETITION_EPS for o in last):
+        if self._streak < REPETITION_REQUESTS:
             return None
         return (
-            f"acceptance length exactly k+1 on each of the last {len(last)} requests: "
+            f"acceptance length exactly k+1 on each of the last {self._streak} requests: "
             "every draft accepted (degenerate repetition?)"
         )
 
@@ -208,7 +230,9 @@ class AlarmMonitor:
         before, after = both[:PAYING_WINDOW], both[PAYING_WINDOW:]
         # acceptance up = the earlier window's acceptance is a significant drop from the later's
         up, text = significant_drop(
-            [o.acceptance_length for o in after], [o.acceptance_length for o in before]
+            [o.acceptance_length for o in after],
+            [o.acceptance_length for o in before],
+            PAYING_SIGMAS,
         )
         tps0 = sum(o.output_tps or 0.0 for o in before) / PAYING_WINDOW
         tps1 = sum(o.output_tps or 0.0 for o in after) / PAYING_WINDOW

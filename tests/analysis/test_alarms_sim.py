@@ -46,7 +46,8 @@ def alarm_lines(stderr: str) -> list[str]:
 
 def test_a_steady_simulator_raises_no_alarm(sims, tmp_path):
     sim = sims([*SIM, "--acceptance", "0.7"])
-    alarms, stderr = run(sim.url, tmp_path / "run", 120, ["--concurrency", "4"])
+    # 190 requests: every rule is looked at (drift at 130, 160 and 190)
+    alarms, stderr = run(sim.url, tmp_path / "run", 190, ["--concurrency", "4"])
     assert alarms == [] and alarm_lines(stderr) == []
 
 
@@ -69,13 +70,13 @@ def test_acceptance_one_is_degenerate_repetition(sims, tmp_path):
 
 
 def test_a_drop_in_acceptance_is_drift(sims, tmp_path):
-    # 40 requests at 0.9 (AL about 3.3), then 40 at 0.3 (about 1.4): the baseline is the
-    # first 30; the window of the last 30 drops below it once enough 0.3 ones are in it
+    # 100 requests at 0.9 (AL about 3.3), then 100 at 0.3 (about 1.4): the baseline is the
+    # first 100; the windows of 30 are looked at from request 130 on, all 0.3 by then
     sim = sims([*SIM, "--category-acceptance", "easy=0.9,hard=0.3"])
-    order = two_phase_file(tmp_path / "q.jsonl", "easy", "hard", 40)
-    alarms, stderr = run(sim.url, tmp_path / "run", 80, order)
+    order = two_phase_file(tmp_path / "q.jsonl", "easy", "hard", 100)
+    alarms, stderr = run(sim.url, tmp_path / "run", 160, order)
     assert [a["name"] for a in alarms] == ["acceptance_drift"]
-    assert 40 < alarms[0]["since_request"] <= 70  # only after hard requests came in
+    assert alarms[0]["since_request"] == 130 and alarms[0]["active"]
     assert "below the run's baseline" in alarms[0]["message"]
     assert len(alarm_lines(stderr)) == 1
 
