@@ -97,6 +97,8 @@ def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> 
     if k0_stats is not None and k0_stats.excluded:  # as the grid: no speedup over a gated k=0
         flags.append("k=0 excluded: " + "; ".join(k0_stats.excluded))
         k0_stats = None
+    if best is None:
+        flags.append("no fixed-k cell here passes the gates: no best fixed k")
     median = stats.median if stats is not None else None
     return ArmPoint(
         concurrency=c,

@@ -20,16 +20,22 @@ from tests.commands.test_sweep_run import (
 )
 
 
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
+
 def _median_tput(cell: dict) -> float:
     return statistics.median(r["output_token_throughput"] for r in cell["repeats"])
 
 
-def _healthy_best(doc: dict, c: int) -> tuple[int, float]:
+def _healthy_best(doc: dict, c: int) -> tuple[int | None, float | None]:
     """The best fixed k at c by hand: the highest median among the cells no gate excluded."""
     decision = next(d for d in doc["decisions"] if d["concurrency"] == c)
     gated = {int(k) for k, reasons in decision["excluded"].items() if reasons}
     medians = {k: _median_tput(cell) for (k, cc), cell in cells_of(doc).items() if cc == c}
-    k = max((k for k in medians if k not in gated), key=lambda k: (medians[k], -k))
+    healthy = [k for k in medians if k not in gated]
+    if not healthy:  # a busy machine may gate every fixed k: then there is no best
+        return None, None
+    k = max(healthy, key=lambda k: (medians[k], -k))
     return k, medians[k]
 
 
@@ -57,11 +63,12 @@ def test_schedule_and_variant_arms_are_measured_and_compared(tmp_path: Path) -> 
     proc = run_sweep(args + load_flags())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = read_doc(tmp_path)
-    schedule = json.loads((tmp_path / "speculative_k_schedule.json").read_text())
-    ran = max(k for _, _, k in schedule["num_speculative_tokens_per_batch_size"]) > 0
+    path = tmp_path / "speculative_k_schedule.json"  # none when no concurrency selected a k
+    schedule = json.loads(path.read_text()) if path.exists() else None
+    ran = schedule is not None and max(e[2] for e in schedule[SCHEDULE_KEY]) > 0
     names = ["schedule", "k1"] if ran else ["k1"]
-    if not ran:
-        assert "arm schedule not measured: it is k=0 everywhere" in proc.stdout
+    if not ran:  # k=0 everywhere, or no schedule: the sweep says why it measured none
+        assert "specmon sweep: arm schedule not measured: " in proc.stdout
     heads = [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("cell ")]
     assert heads[4:] == [f"cell arm {n} concurrency={c}" for n in names for c in (1, 2)]
     assert sorted(cells_of(doc)) == [(0, 1), (0, 2), (2, 1), (2, 2)]  # arms are not k cells
@@ -87,7 +94,10 @@ def test_schedule_and_variant_arms_are_measured_and_compared(tmp_path: Path) -> 
             k0 = _median_tput(cells_of(doc)[(0, c)])
             assert point["output_token_throughput"] == pytest.approx(median)
             assert point["best_k"] == best_k
-            assert point["vs_best_k_percent"] == pytest.approx((median / best - 1) * 100)
+            if best is None:
+                assert point["vs_best_k_percent"] is None
+            else:
+                assert point["vs_best_k_percent"] == pytest.approx((median / best - 1) * 100)
             decision = next(d for d in doc["decisions"] if d["concurrency"] == c)
             if decision["excluded"].get("0"):  # no speedup over a gated baseline
                 assert point["vs_k0_percent"] is None
