@@ -19,7 +19,6 @@ from tests.commands.test_sweep_run import (
     sim_template,
 )
 
-
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 
 
