@@ -141,6 +141,7 @@ class SpecmonApp(App[int]):
         return self.main
 
     def on_mount(self) -> None:
+        keep_default_job_control()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self._catch_signals(True)
         if self.runner is not None and stops.pending_stop():
@@ -260,6 +261,20 @@ def run_watch_monitor(config: MonitorConfig, watch: MonitoredRun) -> int:
     finally:
         watch.stop()
     return int(code or 0)
+
+
+def keep_default_job_control() -> None:
+    """A hangup brings SIGHUP and SIGCONT (the kernel signals the terminal's foreground group
+    with both). Textual's driver answers SIGCONT by starting application mode again: a second
+    output thread, which dies writing to the vanished terminal, and the shutdown then blocks
+    for ever handing it its stop (seen: a monitor alive an hour after its pane closed, stuck in
+    WriterThread.stop). specmon never suspends (Ctrl-Z is a key in raw mode), so SIGCONT and
+    SIGTSTP keep their default actions."""
+    for signum in (signal.SIGCONT, signal.SIGTSTP):
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except ValueError:  # not the main thread (an embedding caller): leave them
+            pass
 
 
 def detach_from_terminal() -> None:

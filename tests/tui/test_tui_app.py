@@ -643,3 +643,25 @@ async def test_a_stop_before_mount_closes_the_screen_only_during_a_load():
         assert feeder.stopped and app.return_value == 0
     finally:
         stops.reset()
+
+
+async def test_the_monitor_keeps_sigcont_and_sigtstp_at_their_defaults():
+    """A hangup brings SIGCONT with SIGHUP; Textual's Linux driver answers SIGCONT by starting
+    application mode again (a second output thread, which dies on the vanished terminal, and
+    the shutdown then blocks for ever in WriterThread.stop: a monitor seen alive an hour after
+    its pane closed). Once mounted, the monitor has put both signals back to their defaults,
+    whatever handler was there before."""
+
+    def driver_like(signum, frame):  # stands in for the driver's resume handler
+        raise AssertionError("never called")
+
+    previous = {s: signal.signal(s, driver_like) for s in (signal.SIGCONT, signal.SIGTSTP)}
+    try:
+        app = small_app()
+        async with app.run_test(size=WIDE) as pilot:
+            await pilot.pause()
+            assert signal.getsignal(signal.SIGCONT) is signal.SIG_DFL
+            assert signal.getsignal(signal.SIGTSTP) is signal.SIG_DFL
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
