@@ -475,6 +475,8 @@ def _pick(
 
 def _out_of_bounds(basis: _Basis, lengths: Mapping[int, float]) -> str | None:
     for w in basis.tables:
+        if not w.get(0):  # the fit puts k=0's step time at or below zero: no physical model
+            return "fit out of bounds: the fitted step time at k=0 is not positive; measure k=0"
         for k, v in _predict(lengths, w).items():
             gain = v / (lengths[0] * w[0]) if w.get(0) else None
             if gain is not None and gain > lengths[k] * (1 + BOUND_SLACK):
