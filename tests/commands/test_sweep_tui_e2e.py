@@ -59,7 +59,9 @@ def test_sweep_view_fills_in_and_q_writes_the_decisions(tmp_path: Path):
     picks = {d["concurrency"]: d["selected_k"] for d in doc["decisions"]}
     row = next(line for line in screen.splitlines() if line.startswith("│ selected k"))
     shown = re.findall(r"k=(\d+)", row)
-    assert [int(k) for k in shown] == [picks[1], picks[4]]
+    # a load whose cells the health gates refused (a busy machine: 2 repeats of 6 requests can
+    # spread past the stability limit) has no selected k and shows none
+    assert [int(k) for k in shown] == [k for k in (picks[1], picks[4]) if k is not None]
 
 
 def test_q_mid_sweep_keeps_the_finished_cells(tmp_path: Path):
