@@ -87,6 +87,8 @@ class CellStats:
     excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
     requests: int = 0
     errors: int = 0
+    slowest: float = 0.0  # the slowest and fastest repeat's output token throughput
+    fastest: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,6 +150,8 @@ def summarize(cell: Cell, slo: Slo | None = None) -> CellStats | None:
         excluded=tuple(cell_health(cell).reasons() + slo_misses(cell, slo)),
         requests=sum(r.request_count for r in cell.repeats),
         errors=sum(r.error_count for r in cell.repeats),
+        slowest=min(r.output_token_throughput for r in cell.repeats),
+        fastest=max(r.output_token_throughput for r in cell.repeats),
     )
 
 
@@ -262,6 +266,14 @@ def _decision_notes(
     return notes
 
 
+def _dominates(cell: CellStats, cells: Sequence[CellStats]) -> bool:
+    """An unstable cell whose slowest repeat beats every other cell's fastest: no noise can
+    reverse that order, so it stays selectable (seen on a real vLLM with a drafter that never
+    agrees: k=0 repeats 192-406 tok/s, unstable, against 76-98 at k=1, which was selected)."""
+    others = [c for c in cells if c is not cell]
+    return bool(others) and all(cell.slowest > c.fastest for c in others)
+
+
 def _no_decision_reason(
     stats: list[CellStats], healthy: list[CellStats], stable: list[CellStats]
 ) -> str | None:
@@ -288,7 +300,12 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     healthy = selectable(stats)
     notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
-    stable = [s for s in healthy if not s.unstable]
+    stable = [s for s in healthy if not s.unstable or _dominates(s, healthy)]
+    notes += [
+        f"k={s.k} is unstable but its slowest repeat beats every other k's fastest: kept"
+        for s in stable
+        if s.unstable
+    ]
     reason = _no_decision_reason(stats, healthy, stable)
     if reason is not None:
         return Decision(

@@ -266,3 +266,14 @@ def test_a_lag_every_cell_shares_is_decided_anyway_and_said():
     # errors are never waived, even when every cell has them
     (e,) = decide([failing(0, 1, 100, 5), failing(2, 1, 150, 5)])
     assert e.selected_k is None
+
+
+def test_an_unstable_cell_that_beats_every_other_repeat_is_still_selected():
+    """A real vLLM with a drafter that never agrees: k=0's repeats spread 192-406 tok/s
+    (median 337, MAD 69, relative .20 > .10: unstable), k=1's 76-98. k=0's slowest repeat
+    beats k=1's fastest, so no noise can reverse the order: k=0 is selected (score
+    337 - 1.4826 * 69 = 234.7), not k=1. Equal extremes (200 against 200) do not count."""
+    (d,) = decide([cell(0, 1, 192, 219, 406, 381, 337), cell(1, 1, 76, 90, 98, 96, 89)])
+    assert d.unstable_ks == [0] and d.selected_k == 0
+    assert d.selected_score == pytest.approx(337 - 1.4826 * 69)
+    assert any("slowest repeat beats" in n for n in d.notes)
