@@ -21,6 +21,7 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
+from specmon.tui.app import keep_default_job_control
 from specmon.tui.sweep_view import grid_view, log_tail, status_line
 from specmon.tui.themes import load_themes, resolve_theme
 from specmon.tui.view import SPEC_COLUMNS, SPEC_ROWS
@@ -93,6 +94,7 @@ class SweepApp(App[int]):
         self.theme = resolve_theme(self._theme_name, names or list(self.available_themes), no_color)
 
     def on_mount(self) -> None:
+        keep_default_job_control()  # a hangup's SIGCONT must not restart Textual's output
         self.screen.set_class(self.size.width < NARROW_BELOW, "narrow")
         self.query_one(
             "#panel-grid"

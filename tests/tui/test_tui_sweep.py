@@ -6,6 +6,7 @@ the acceptance panels. A snapshot pins the layout; q stops the runner (RunContro
 from __future__ import annotations
 
 import io
+import signal
 
 from tui_screen import screen_text
 from tui_tuning_fixtures import H2, capture_k, session_of
@@ -172,3 +173,22 @@ async def test_sweep_view_at_80x24_cuts_no_figure_and_keeps_the_bars(tmp_path):
     accept = next(line for line in text.splitlines() if "Accept Len" in line)
     assert accept.split("│")[1].split()[2:] == ["2.25"] * 4  # avg p99 p90 p50, whole
     assert "█" in text and "50.0%" in text  # the histogram's bars
+
+
+async def test_the_sweep_view_keeps_sigcont_and_sigtstp_at_their_defaults(tmp_path):
+    """The sweep view closes on a hangup as the monitor does; Textual's SIGCONT handler would
+    start a second output thread there too (see the monitor's test in test_tui_app.py)."""
+
+    def driver_like(signum, frame):  # stands in for the driver's resume handler
+        raise AssertionError("never called")
+
+    previous = {s: signal.signal(s, driver_like) for s in (signal.SIGCONT, signal.SIGTSTP)}
+    try:
+        control, _ = fake_control(tmp_path)
+        async with SweepApp(control).run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            assert signal.getsignal(signal.SIGCONT) is signal.SIG_DFL
+            assert signal.getsignal(signal.SIGTSTP) is signal.SIG_DFL
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
