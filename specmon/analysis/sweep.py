@@ -3,8 +3,8 @@
 `vllm bench sweep tune_speculative_k` rules (docs/architecture.md, sweep contract):
 
 * per cell, over its repeats: median and MAD (median absolute deviation, unscaled) of output
-  token throughput; relative MAD = MAD / median; above 0.10 the cell is unstable and never
-  selected; score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a normal sigma);
+  token throughput; relative MAD = MAD / median; above 0.10 the cell is unstable and not
+  selected (specmon's exception: its slowest repeat beats every other k's fastest); score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a normal sigma);
 * per concurrency: best_k = highest median; selected_k = the smallest k whose score is within
   1% of the top score among stable cells; selected_vs_best_percent = 100 (score_sel / top - 1)
   and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
