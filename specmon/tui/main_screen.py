@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input
 
+from specmon.analysis.categories import CategoryTable
 from specmon.interfaces import (
     MonitorConfig,
     MonitoredRun,
@@ -25,6 +26,8 @@ from specmon.interfaces import (
     SessionView,
     knobs_of,
 )
+from specmon.pipeline import RequestResult
+from specmon.session import RunSession
 from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
 from specmon.tui.modes import Mode
@@ -72,6 +75,14 @@ class MainScreen(Screen[None]):
     def accumulator(self) -> ResultsView:
         """The shown server's results."""
         return self.ui.session.accumulator
+
+    def _category_source(self) -> CategoryTable | Sequence[RequestResult]:
+        """The shown server's per-category table: a RunSession's own, fed as results land
+        (no second copy of its statistics); else its results, for the panel to tabulate."""
+        session = self.ui.session
+        if isinstance(session, RunSession):
+            return session.categories.table
+        return self.accumulator.results
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -162,7 +173,7 @@ class MainScreen(Screen[None]):
             compact = self.has_class("compact") and self.maximized is None
             self.query_one(ServersView).show(t.cards, self.ui.selected, compact)
         categories = self.query_one(CategoriesView)
-        categories.sync(self.accumulator.results)
+        categories.sync(self._category_source())
         # its own place in large layouts for a --dataset run (categories are what it asks);
         # otherwise (the built-in prompts' categories) key 9 shows it maximized
         shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
@@ -219,7 +230,7 @@ class MainScreen(Screen[None]):
         self.refresh_data()
 
     def action_sort_categories(self, reverse: bool) -> None:
-        column = self.query_one(CategoriesView).cycle_sort(self.accumulator.results, reverse)
+        column = self.query_one(CategoriesView).cycle_sort(self._category_source(), reverse)
         self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
 
     def action_next_server(self, step: int) -> None:
