@@ -39,9 +39,11 @@ from specmon.tui.widgets.header import RunHeader
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.histogram_chart import HistogramChart
 from specmon.tui.widgets.panel import Slot
 from specmon.tui.widgets.request_log import RequestLog
-from specmon.tui.widgets.series import SeriesBins, SeriesView
+from specmon.tui.widgets.series import SeriesBins
+from specmon.tui.widgets.series_chart import SeriesPanel
 from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS
@@ -150,6 +152,7 @@ class MainScreen(Screen[None]):
         self.query_one("#spec-table", StatsTable).show(f.spec_rows)
         hist = f.acceptance.hist
         self.query_one(HistogramView).show(hist)
+        self.query_one(HistogramChart).show(hist)  # drawn only while 2 is maximized
         self.query_one(PositionsView).show(hist, f.acceptance.k)
         self.query_one(WhatIfView).show(f.whatif, f.acceptance.title_suffix)
         self.query_one(HeadlineView).show(f.headline)
@@ -310,15 +313,16 @@ class PlotPainter:
             return
         self._window, self._at, self._stale = plot.window_s, now, False
         screen, window = self.screen, plot.window_s
-        series = screen.query_one(SeriesView)
+        series = screen.query_one(SeriesPanel)
         run = screen.run
         if plot.server_wide and isinstance(run, SeriesSource):
             label = screen.ui.label
-            series.show(lambda columns: run.series(label, window, columns))
+            # a watch's columns are never shorter than its scrape interval
+            series.show(lambda columns, _min_s: run.series(label, window, columns))
             return
         self.bins.add(screen.accumulator.results)
         model = screen.ui.last
         elapsed = model.header.elapsed_s if model is not None else 0.0
         end = max(self.bins.last_s(), elapsed)
         bins = self.bins
-        series.show(lambda columns: bins.series(window, end, columns))
+        series.show(lambda columns, min_s: bins.series(window, end, columns, min_s))
