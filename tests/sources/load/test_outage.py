@@ -78,10 +78,16 @@ def test_a_429_is_retried_after_its_capped_retry_after_and_is_no_user_error():
 
 
 @pytest.mark.e2e
-def test_a_server_killed_for_good_ends_the_run_after_max_outage_with_exit_1(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_server_killed_for_good_ends_the_run_after_max_outage_with_exit_1(tmp_path, workers):
+    """With --workers 2 each worker notices the outage; the first to reach --max-outage
+    ends the whole run the same way (not as "the load loop failed")."""
     out = tmp_path / "run"
     sim = start_sim(SIM_ARGS)
-    proc = _run(sim.url, out, "--concurrency", "4", "--max-outage", "3", "--drain-timeout", "1")
+    proc = _run(
+        sim.url, out, "--concurrency", "4", "--max-outage", "3", "--drain-timeout", "1",
+        "--workers", workers,
+    )  # fmt: skip
     try:
         jsonl = out / "profile_export.jsonl"
         while not (jsonl.exists() and len(jsonl.read_bytes().splitlines()) >= 20):
