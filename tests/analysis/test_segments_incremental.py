@@ -59,7 +59,8 @@ ADVICE_KEYS = (
 )  # fmt: skip
 
 
-def _no_advice(rows: list[dict], draft_cost: object, across_servers: object) -> None:
+def _no_advice(rows: list[dict], *settings: object) -> None:
+    """`_recommend`'s stand-in: the same advice keys, blank (whatever cost, SLO, ...)."""
     for row in rows:
         row.update(dict.fromkeys(ADVICE_KEYS))
 
