@@ -38,8 +38,8 @@ class Health:
     errors: int = 0
     saturated: bool = False
     server_lag_share: float | None = None
-    formula_off_share: float | None = None  # measured / formula per-token time - 1 (sim)
     min_requests: int = MIN_REQUESTS
+    formula_off_share: float | None = None  # measured / formula per-token time - 1 (sim)
 
     def reasons(self) -> list[str]:
         """Why the point is excluded (empty: healthy)."""

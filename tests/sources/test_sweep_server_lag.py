@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sweep_fakes import sweep_argv
 
-from specmon.analysis.sweep import cell_health
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.cells import cell_health
 from specmon.decision.gates import machine_wide
 from specmon.server.health import parse_health
 from specmon.sources.sweep import cell_line, server_lag_share, with_sim_fidelity
