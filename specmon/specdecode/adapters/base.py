@@ -85,6 +85,17 @@ def require(payload: dict[str, Any], key: str) -> Any:
     return value
 
 
+def counts(payload: dict[str, Any], *keys: str, required: bool = False) -> list[int]:
+    """Each key's value, every one a count (a non-negative int, not a bool); a value that is
+    not one rejects the payload as `bad_value`, naming the key. With `required`, a missing
+    or null key is `missing_field` first (`require`), before any value is judged."""
+    values = [require(payload, key) if required else payload.get(key) for key in keys]
+    for key, value in zip(keys, values):
+        if not is_count(value):
+            raise AdapterRejection("bad_value", f"{key}={value!r}")
+    return values
+
+
 def completion_tokens(responses: Any) -> int | None:
     """completion_tokens of the LAST non-empty `usage` of the request (None without one).
 
@@ -157,9 +168,10 @@ def validation_kind(exc: ValidationError) -> str:
 class SpecDecodeAdapter:
     """Base for the built-in adapters: find payloads, take the last one, build a record.
 
-    Subclasses set `name` / `engine`, implement `payloads` (every truthy engine payload of
-    the request, in arrival order) and `build` (one payload -> record, raising
-    AdapterRejection for a malformed one).
+    Subclasses set `engine` (the registered name defaults to it; `name` only where the two
+    differ) and `priority`, implement `payloads` (every truthy engine payload of the
+    request, in arrival order) and `build` (one payload -> record, raising AdapterRejection
+    for a malformed one).
     """
 
     name: ClassVar[str] = ""
@@ -221,6 +233,25 @@ class SpecDecodeAdapter:
             OverflowError,
         ) as exc:
             return Adapted(None, "bad_value", f"{type(exc).__name__}: {exc}")
+
+
+class OneReportAdapter(SpecDecodeAdapter):
+    """An adapter whose responses each carry at most one report on the request's one
+    sequence (running totals, or request-level usage): a stream's reports are snapshots of
+    that one sequence, so they count once and the last wins. Subclasses give `report`."""
+
+    @classmethod
+    def report(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The report one response body carries; None without one."""
+        raise NotImplementedError
+
+    @classmethod
+    def payloads(cls, responses: list[ParsedResponse]) -> list[dict[str, Any]]:
+        return [p for data in response_data(responses) if (p := cls.report(data)) is not None]
+
+    @classmethod
+    def sequence_count(cls, payloads: list[Payload]) -> int:
+        return 1 if payloads else 0
 
 
 class Adapted(NamedTuple):

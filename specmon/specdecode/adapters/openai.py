@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
-    AdapterRejection,
+    OneReportAdapter,
     ParsedResponse,
-    SpecDecodeAdapter,
     completion_tokens,
-    response_data,
+    counts,
 )
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -26,39 +24,27 @@ ACCEPTED = "accepted_prediction_tokens"
 REJECTED = "rejected_prediction_tokens"
 
 
-def _details(data: dict[str, Any]) -> dict[str, Any] | None:
-    usage = data.get("usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    if not isinstance(details, dict) or ACCEPTED not in details or REJECTED not in details:
-        return None
-    if details[ACCEPTED] == 0 and details[REJECTED] == 0:
-        return None  # OpenAI's default answer, not a spec-decode report
-    return details
-
-
-class OpenAIPredictionsAdapter(SpecDecodeAdapter):
-    name = "openai"
+class OpenAIPredictionsAdapter(OneReportAdapter):
     engine = "openai"
     # Below every engine's own shape: a gateway may add these counts beside the richer
     # payload it read them from, and the richer one must win.
     priority = 10
 
     @classmethod
-    def payloads(cls, responses: list[ParsedResponse]) -> list[dict[str, Any]]:
-        return [d for data in response_data(responses) if (d := _details(data)) is not None]
-
-    @classmethod
-    def sequence_count(cls, payloads: list[dict[str, Any]]) -> int:
-        return 1 if payloads else 0  # usage is request-level: one report per request
+    def report(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        usage = data.get("usage")  # request-level: one report per request
+        details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+        if not isinstance(details, dict) or ACCEPTED not in details or REJECTED not in details:
+            return None
+        if details[ACCEPTED] == 0 and details[REJECTED] == 0:
+            return None  # OpenAI's default answer, not a spec-decode report
+        return details
 
     @classmethod
     def build(
         cls, details: dict[str, Any], responses: list[ParsedResponse]
     ) -> SpecDecodeAcceptanceRecord:
-        accepted, rejected = details[ACCEPTED], details[REJECTED]
-        for key, value in ((ACCEPTED, accepted), (REJECTED, rejected)):
-            if not is_count(value):
-                raise AdapterRejection("bad_value", f"{key}={value!r}")
+        accepted, rejected = counts(details, ACCEPTED, REJECTED)
         drafted = accepted + rejected
         return SpecDecodeAcceptanceRecord.checked(
             engine=cls.engine,
