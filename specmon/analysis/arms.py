@@ -18,6 +18,13 @@ from typing import Any
 from specmon.analysis.sweep import summarize
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.slo import Slo
+from specmon.records import json_record
+
+# ArmPoint's fields that sweep.json names otherwise
+_STORED_AS = {
+    "best_k_throughput": "best_k_output_token_throughput",
+    "vs_best_percent": "vs_best_k_percent",
+}
 
 
 @dataclass(frozen=True)
@@ -33,15 +40,7 @@ class ArmPoint:
     flags: tuple[str, ...] = ()  # health gates, instability, the cell's error
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "output_token_throughput": self.output_token_throughput,
-            "best_k": self.best_k,
-            "best_k_output_token_throughput": self.best_k_throughput,
-            "vs_best_k_percent": self.vs_best_percent,
-            "vs_k0_percent": self.vs_k0_percent,
-            "flags": list(self.flags),
-        }
+        return json_record(self, rename=_STORED_AS)
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class ArmReport:
     points: tuple[ArmPoint, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "points": [p.to_dict() for p in self.points]}
+        return json_record(self)
 
     def summary(self) -> str:
         """'schedule: vs the best fixed k -0.9% at 1, +2.0% at 4; vs k=0 +41.0% at 1, ...'"""

@@ -41,6 +41,7 @@ from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
+from specmon.records import json_record
 
 MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
@@ -72,6 +73,14 @@ def median_and_mad(values: Sequence[float]) -> tuple[float, float, float]:
     return med, mad, rel
 
 
+# CellStats' fields that sweep.json names otherwise (the slowest and fastest repeat are
+# only the instability rule's: not stored)
+_CELL_STORED_AS = {
+    "median": "median_output_token_throughput",
+    "mad": "mad_output_token_throughput",
+}
+
+
 @dataclass(frozen=True)
 class CellStats:
     k: int
@@ -91,21 +100,9 @@ class CellStats:
     fastest: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "concurrency": self.concurrency,
-            "repeats": self.repeats,
-            "median_output_token_throughput": self.median,
-            "mad_output_token_throughput": self.mad,
-            "relative_mad": None if math.isinf(self.relative_mad) else self.relative_mad,
-            "score": self.score,
-            "unstable": self.unstable,
-            "few_repeats": self.few_repeats,
-            "medians": dict(self.medians),
-            "requests": self.requests,
-            "errors": self.errors,
-            "excluded": list(self.excluded),
-        }
+        out = json_record(self, rename=_CELL_STORED_AS, omit=("slowest", "fastest"))
+        out["relative_mad"] = None if math.isinf(self.relative_mad) else self.relative_mad
+        return out
 
 
 def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | None:
@@ -185,23 +182,7 @@ class Decision:
     p_selected: float | None = None  # bootstrap over repeats (`p_selected`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "selected_k": self.selected_k,
-            "best_k": self.best_k,
-            "selected_score": self.selected_score,
-            "selected_median": self.selected_median,
-            "selected_vs_best_percent": self.selected_vs_best_percent,
-            "selected_vs_k0_percent": self.selected_vs_k0_percent,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "unstable_ks": list(self.unstable_ks),
-            "missing_ks": list(self.missing_ks),
-            "few_repeats": self.few_repeats,
-            "reason": self.reason,
-            "notes": list(self.notes),
-            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
-            "p_selected": self.p_selected,
-        }
+        return json_record(self)
 
 
 def _percent(num: float, den: float) -> float | None:

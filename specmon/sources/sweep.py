@@ -31,6 +31,7 @@ from specmon.decision.slo import PERCENTILES, Slo, parse_slo
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
+from specmon.records import int_keys
 from specmon.server.health import HealthDelta, HealthSample
 from specmon.server.models import list_models
 from specmon.server.process import ServerProcess, shell
@@ -157,7 +158,7 @@ class SweepSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
         data = dict(data)
-        data["urls"] = {int(k): u for k, u in (data.get("urls") or {}).items()}
+        data["urls"] = int_keys(data.get("urls"))
         return cls(**data)
 
 

@@ -1,0 +1,47 @@
+"""A dataclass as the JSON object a file stores it as (sweep.json, the summary's alarms).
+
+One rule for every such record, so a field added to the dataclass is written without a
+second edit: each field under its name (or the one `rename` gives it), in declaration
+order; tuples and lists as lists; a dict whose keys are ints with str keys, in key order
+(JSON keys are strings); a nested record by its own `to_dict()` when it has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+
+def json_record(
+    obj: Any, *, rename: Mapping[str, str] | None = None, omit: Collection[str] = ()
+) -> dict[str, Any]:
+    """`obj`'s fields as a JSON object (see the module docstring); `omit`: not written."""
+    if not is_dataclass(obj) or isinstance(obj, type):
+        raise TypeError(f"json_record wants a dataclass instance, got {type(obj).__name__}")
+    names = rename or {}
+    return {
+        names.get(f.name, f.name): _plain(getattr(obj, f.name))
+        for f in fields(obj)
+        if f.name not in omit
+    }
+
+
+def _plain(value: Any) -> Any:
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict) and not isinstance(value, type):
+        return to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return json_record(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        if value and all(isinstance(k, int) and not isinstance(k, bool) for k in value):
+            return {str(k): _plain(v) for k, v in sorted(value.items())}
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def int_keys(data: Mapping[str, Any] | None) -> dict[int, Any]:
+    """A stored dict with int keys read back ({"2": x} -> {2: x}); None reads as {}."""
+    return {int(k): v for k, v in (data or {}).items()}
