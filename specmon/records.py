@@ -1,30 +1,36 @@
 """A dataclass as the JSON object a file stores it as (sweep.json, the summary's alarms).
 
 One rule for every such record, so a field added to the dataclass is written without a
-second edit: each field under its name (or the one `rename` gives it), in declaration
-order; tuples and lists as lists; a dict whose keys are ints with str keys, in key order
-(JSON keys are strings); a nested record by its own `to_dict()` when it has one.
+second edit: each field under its name, in declaration order (a field declared with
+`field(metadata=stored_as(NAME))` under NAME, with `stored_as(None)` not at all); tuples
+and lists as lists; a dict whose keys are ints with str keys, in key order (JSON keys are
+strings); a nested record by its own `to_dict()` when it has one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+_STORED_AS = "specmon_stored_as"
 
-def json_record(
-    obj: Any, *, rename: Mapping[str, str] | None = None, omit: Collection[str] = ()
-) -> dict[str, Any]:
-    """`obj`'s fields as a JSON object (see the module docstring); `omit`: not written."""
+
+def stored_as(name: str | None) -> dict[str, str | None]:
+    """A field's metadata: the JSON object names it `name` (None: it is not stored)."""
+    return {_STORED_AS: name}
+
+
+def json_record(obj: Any) -> dict[str, Any]:
+    """`obj`'s fields as a JSON object (see the module docstring)."""
     if not is_dataclass(obj) or isinstance(obj, type):
         raise TypeError(f"json_record wants a dataclass instance, got {type(obj).__name__}")
-    names = rename or {}
-    return {
-        names.get(f.name, f.name): _plain(getattr(obj, f.name))
-        for f in fields(obj)
-        if f.name not in omit
-    }
+    out: dict[str, Any] = {}
+    for f in fields(obj):
+        name = f.metadata.get(_STORED_AS, f.name)
+        if name is not None:
+            out[name] = _plain(getattr(obj, f.name))
+    return out
 
 
 def _plain(value: Any) -> Any:

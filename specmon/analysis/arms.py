@@ -12,19 +12,13 @@ grid), and the point's flags say why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.analysis.sweep import summarize
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.slo import Slo
-from specmon.records import json_record
-
-# ArmPoint's fields that sweep.json names otherwise
-_STORED_AS = {
-    "best_k_throughput": "best_k_output_token_throughput",
-    "vs_best_percent": "vs_best_k_percent",
-}
+from specmon.records import json_record, stored_as
 
 
 @dataclass(frozen=True)
@@ -34,13 +28,14 @@ class ArmPoint:
     concurrency: int
     output_token_throughput: float | None  # median over repeats, tok/s; None: not measured
     best_k: int | None  # the best fixed k here (None: no healthy fixed-k cell)
-    best_k_throughput: float | None
-    vs_best_percent: float | None  # (arm / best fixed k - 1) * 100
+    best_k_throughput: float | None = field(metadata=stored_as("best_k_output_token_throughput"))
+    # (arm / best fixed k - 1) * 100
+    vs_best_percent: float | None = field(metadata=stored_as("vs_best_k_percent"))
     vs_k0_percent: float | None  # (arm / k=0 - 1) * 100; None without a k=0 cell
     flags: tuple[str, ...] = ()  # health gates, instability, the cell's error
 
     def to_dict(self) -> dict[str, Any]:
-        return json_record(self, rename=_STORED_AS)
+        return json_record(self)
 
 
 @dataclass(frozen=True)

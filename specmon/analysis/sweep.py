@@ -41,7 +41,7 @@ from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
-from specmon.records import json_record
+from specmon.records import json_record, stored_as
 
 MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
@@ -73,21 +73,14 @@ def median_and_mad(values: Sequence[float]) -> tuple[float, float, float]:
     return med, mad, rel
 
 
-# CellStats' fields that sweep.json names otherwise (the slowest and fastest repeat are
-# only the instability rule's: not stored)
-_CELL_STORED_AS = {
-    "median": "median_output_token_throughput",
-    "mad": "mad_output_token_throughput",
-}
-
-
 @dataclass(frozen=True)
 class CellStats:
     k: int
     concurrency: int
     repeats: int
-    median: float  # output token throughput, tokens/s
-    mad: float
+    # output token throughput, tokens/s
+    median: float = field(metadata=stored_as("median_output_token_throughput"))
+    mad: float = field(metadata=stored_as("mad_output_token_throughput"))
     relative_mad: float
     score: float  # max(median - 1.4826 MAD, 0)
     unstable: bool
@@ -96,11 +89,13 @@ class CellStats:
     excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
     requests: int = 0
     errors: int = 0
-    slowest: float = 0.0  # the slowest and fastest repeat's output token throughput
-    fastest: float = 0.0
+    # the slowest and fastest repeat's output token throughput: the instability rule's
+    # exception reads them; not stored
+    slowest: float = field(default=0.0, metadata=stored_as(None))
+    fastest: float = field(default=0.0, metadata=stored_as(None))
 
     def to_dict(self) -> dict[str, Any]:
-        out = json_record(self, rename=_CELL_STORED_AS, omit=("slowest", "fastest"))
+        out = json_record(self)
         out["relative_mad"] = None if math.isinf(self.relative_mad) else self.relative_mad
         return out
 
