@@ -1,4 +1,5 @@
-"""A dataclass as the JSON object a file stores it as (sweep.json, the summary's alarms).
+"""JSON objects: a dataclass as the object a file stores it as (sweep.json, the summary's
+alarms), and one object read from a user's text (`json_object`).
 
 One rule for every such record, so a field added to the dataclass is written without a
 second edit: each field under its name, in declaration order (a field declared with
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
+
+import orjson
 
 _STORED_AS = "specmon_stored_as"
 
@@ -51,3 +54,15 @@ def _plain(value: Any) -> Any:
 def int_keys(data: Mapping[str, Any] | None) -> dict[int, Any]:
     """A stored dict with int keys read back ({"2": x} -> {2: x}); None reads as {}."""
     return {int(k): v for k, v in (data or {}).items()}
+
+
+def json_object(text: str | bytes) -> dict[str, Any]:
+    """The JSON object `text` holds; ValueError with the reason otherwise, for the caller
+    to prefix with where the text came from."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value

@@ -9,10 +9,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import orjson
-
 from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
+from specmon.records import json_object
 from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
 
 
@@ -100,11 +99,9 @@ def _parse_line(path: str, number: int, line: bytes) -> Prompt | None:
         return None
     where = f"input file {path} line {number}"
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise UserError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{where}: expected a JSON object")
+        obj = json_object(line)
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
     unknown = set(obj) - {"text", "category", "max_tokens"}
     if unknown:
         raise UserError(f"{where}: unknown key '{sorted(unknown)[0]}' (text, category, max_tokens)")
