@@ -37,6 +37,7 @@ from specmon.server.models import list_models
 from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
+from specmon.stats import Rows, row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
@@ -298,22 +299,11 @@ def wait_ready(
 # Measuring.
 
 
-def _p50(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("p50")
-    return float(value) if value is not None else None
-
-
-def _avg(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("avg")
-    return float(value) if value is not None else None
-
-
-def _percentiles(summary: dict[str, dict]) -> dict[str, dict[str, float]]:
+def _percentiles(rows: Rows) -> dict[str, dict[str, float]]:
     """TTFT and TPOT (AIPerf's ITL) percentiles, ms, for an --slo."""
     out = {}
     for name, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency")):
-        stats = summary.get(tag) or {}
-        got = {p: float(stats[p]) for p in PERCENTILES if stats.get(p) is not None}
+        got = {p: v for p in PERCENTILES if (v := row_value(rows, tag, p)) is not None}
         if got:
             out[name] = got
     return out
@@ -322,21 +312,21 @@ def _percentiles(summary: dict[str, dict]) -> dict[str, dict[str, float]]:
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
-    summary = acc.summary()
-    itl = _p50(summary, "inter_token_latency")
+    rows = summary_rows(acc.summary())
+    itl = row_value(rows, "inter_token_latency", "p50")
     return RepeatMeasurement(
-        output_token_throughput=_avg(summary, "output_token_throughput") or 0.0,
-        request_throughput=_avg(summary, "request_throughput") or 0.0,
-        request_count=int(_avg(summary, "request_count") or 0),
-        ttft_ms=_p50(summary, "time_to_first_token"),
+        output_token_throughput=row_value(rows, "output_token_throughput") or 0.0,
+        request_throughput=row_value(rows, "request_throughput") or 0.0,
+        request_count=int(row_value(rows, "request_count") or 0),
+        ttft_ms=row_value(rows, "time_to_first_token", "p50"),
         itl_ms=itl,
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
-        request_latency_ms=_p50(summary, "request_latency"),
-        acceptance_length=_avg(summary, "spec_decode_token_weighted_acceptance_length"),
+        request_latency_ms=row_value(rows, "request_latency", "p50"),
+        acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
-        error_count=int(_avg(summary, "error_request_count") or 0),
+        error_count=int(row_value(rows, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
-        latency_percentiles=_percentiles(summary),
+        latency_percentiles=_percentiles(rows),
     )
 
 
