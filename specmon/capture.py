@@ -140,7 +140,7 @@ class RawCapture:
 TIME_NS_MAX = 2**63 - 1
 
 
-def _check_times(d: dict, response_ns: list) -> None:
+def _check_times(d: dict[str, Any], response_ns: list[int]) -> None:
     for key in ("start_ns", "end_ns", "wall_start_ns"):
         v = d.get(key)
         if is_int(v) and not 0 <= v <= TIME_NS_MAX:
@@ -152,7 +152,7 @@ def _check_times(d: dict, response_ns: list) -> None:
         raise CaptureError(f"'end_ns' ({end}) is before 'start_ns' ({start})")
 
 
-def _opt_int(d: dict, key: str) -> int | None:
+def _opt_int(d: dict[str, Any], key: str) -> int | None:
     v = d.get(key)
     if v is None:
         return None
@@ -161,14 +161,14 @@ def _opt_int(d: dict, key: str) -> int | None:
     return v
 
 
-def _opt_int_or_str(d: dict, key: str) -> int | str | None:
+def _opt_int_or_str(d: dict[str, Any], key: str) -> int | str | None:
     v = d.get(key)
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str))):
         raise CaptureError(f"'{key}' must be an integer or a string")
     return v
 
 
-def _opt_str(d: dict, key: str) -> str | None:
+def _opt_str(d: dict[str, Any], key: str) -> str | None:
     v = d.get(key)
     if v is None:
         return None
@@ -179,7 +179,7 @@ def _opt_str(d: dict, key: str) -> str | None:
 
 # The optional extras (docs/architecture.md, "Raw capture"), each with the reader that
 # checks its type: read by from_dict, written by to_dict only when set.
-EXTRAS: dict[str, Callable[[dict, str], Any]] = {
+EXTRAS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     "x_request_id": _opt_str,
     "category": _opt_str,
     "question_id": _opt_int_or_str,  # a dataset row's id

@@ -635,7 +635,7 @@ class ServerCounterPoller:
         # called on the scrape loop after every scrape, good or failed (specmon watch)
         self.on_sample: Callable[[ServerCounterView], None] | None = None
         self._client: httpx.AsyncClient | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._baseline: CounterSample | None = None
         # the window so far as a sum of scrape-to-scrape deltas, so a restart between two
         # scrapes is seen (a series going down) and counted, not hidden behind a total
