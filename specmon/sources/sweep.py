@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
-from specmon.decision.slo import PERCENTILES, Slo, parse_slo
+from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -37,7 +37,7 @@ from specmon.server.models import list_models
 from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
-from specmon.stats import Rows, row_value, summary_rows
+from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
@@ -58,8 +58,9 @@ _PER_CELL_FIELDS = (
     "segment_duration",
     "segment_requests",
 )
+# (slo: the objective is SweepSettings.slo, outside the hash: it decides, it is not measured)
 _NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics",
-                 "prometheus_port", "prometheus_host")  # fmt: skip
+                 "prometheus_port", "prometheus_host", "slo")  # fmt: skip
 
 
 @dataclass
@@ -299,20 +300,11 @@ def wait_ready(
 # Measuring.
 
 
-def _percentiles(rows: Rows) -> dict[str, dict[str, float]]:
-    """TTFT and TPOT (AIPerf's ITL) percentiles, ms, for an --slo."""
-    out = {}
-    for name, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency")):
-        got = {p: v for p in PERCENTILES if (v := row_value(rows, tag, p)) is not None}
-        if got:
-            out[name] = got
-    return out
-
-
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
-    rows = summary_rows(acc.summary())
+    summary = acc.summary()
+    rows = summary_rows(summary)
     itl = row_value(rows, "inter_token_latency", "p50")
     return RepeatMeasurement(
         output_token_throughput=row_value(rows, "output_token_throughput") or 0.0,
@@ -326,7 +318,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
         error_count=int(row_value(rows, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
-        latency_percentiles=_percentiles(rows),
+        latency_percentiles=percentiles_of_summary(summary),
     )
 
 
