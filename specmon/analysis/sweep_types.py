@@ -8,8 +8,10 @@ speculation.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from specmon.records import int_keys, json_record
 
 # A cell whose server ran more than this behind its own step model, or whose measured
 # per-token time is more than this off the simulator's formula, is flagged (and the
@@ -65,17 +67,16 @@ class RepeatMeasurement:
         return self.itl_mean_ms / self.formula_itl_ms - 1.0
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["histogram"] = {str(j): n for j, n in sorted(self.histogram.items())}
+        out = json_record(self)
         out["per_token_off_share"] = self.per_token_off_share  # derived; not read back
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
-        data = dict(data)
-        data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        read = {k: v for k, v in data.items() if k in known}
+        read["histogram"] = {j: int(n) for j, n in int_keys(data.get("histogram")).items()}
+        return cls(**read)
 
 
 @dataclass
