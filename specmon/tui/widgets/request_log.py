@@ -3,6 +3,12 @@
 It reads the accumulator's append-only results list by index (no copy), keeps a list of
 indices that pass the filter, follows the tail until the user scrolls up, and then counts
 pending rows instead of jumping (the toolong model).
+
+Notes (an acceptance alarm, issue 20 item 7) are lines of their own, each right after the
+row of the request it belongs to; they are not requests and are not counted as rows.
+Its `counts` say how many rows are retried attempts or requests cut by a stop (the
+source's `Tally`, results_window.py), so the title counts requests as the header does
+(tui/requests.py LogCounts).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specmon.tui.requests import LOG_HEADER, log_row
+from specmon.results_window import Tally
+from specmon.tui.requests import LOG_HEADER, LogCounts, Note, log_row
 
 
 class RequestLog(ScrollView, can_focus=True):
@@ -31,6 +38,7 @@ class RequestLog(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "requestlog--error",
         "requestlog--warmup",
+        "requestlog--note",
         "requestlog--cursor",
     }
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -46,6 +54,7 @@ class RequestLog(ScrollView, can_focus=True):
     RequestLog { overflow-y: scroll; overflow-x: hidden; }
     RequestLog > .requestlog--error { color: $error; text-style: bold; }
     RequestLog > .requestlog--warmup { color: $text-muted; }
+    RequestLog > .requestlog--note { color: $warning; text-style: bold; }
     RequestLog > .requestlog--cursor { background: $accent 40%; }
     """
 
@@ -67,8 +76,14 @@ class RequestLog(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._source: Sequence[Any] = ()
-        self._rows: list[int] = []  # indices into _source that pass the filter
+        # indices into _source that pass the filter; a negative entry -(n + 1) is _notes[n]
+        self._rows: list[int] = []
         self._seen = 0  # how much of _source has been looked at
+        self._shown = 0  # entries of _rows that are results
+        self._notes: list[Note] = []
+        self._placed = 0  # _notes[:_placed] were looked at (placed, or filtered out)
+        # of _source[:_seen]: rows, attempts sent again, requests cut by a stop
+        self._tally = Tally()
         self._filter = ""
         self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
         self._following = True  # at the end when last scrolled (kept across resizes)
@@ -76,9 +91,21 @@ class RequestLog(ScrollView, can_focus=True):
     # -- data -------------------------------------------------------------------------
     def set_source(self, source: Sequence[Any]) -> None:
         self._source = source
-        self._rows, self._seen = [], 0
+        self._rows, self._seen, self._shown = [], 0, 0
+        self._notes, self._placed = [], 0
+        self._tally = Tally()
         self._text_cache.clear()
         self.sync()
+
+    def set_notes(self, notes: Sequence[Note]) -> None:
+        """Every note so far (the first ones as before, in order): the new ones are placed
+        after their request's row once it is in the log."""
+        self._notes.extend(notes[len(self._notes) :])
+        if self._place_notes():
+            self._set_row_count()
+            if self._following:
+                self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.refresh()
 
     def row_text(self, index: int) -> tuple[str, str]:
         """(line, kind) of results[index], cached (a row never changes once written)."""
@@ -90,7 +117,8 @@ class RequestLog(ScrollView, can_focus=True):
 
     def sync(self) -> int:
         """Take in results that arrived since the last call; returns how many passed the filter."""
-        total = len(self._source)
+        tally = getattr(self._source, "tally", None)  # a ResultWindow's: rows and counts at once
+        total = len(self._source) if tally is None else tally.rows
         if total == self._seen:
             return 0
         at_end = self._following  # a selection or a scroll up holds the rows in place
@@ -99,8 +127,15 @@ class RequestLog(ScrollView, can_focus=True):
             self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
         else:
             self._rows.extend(range(self._seen, total))
-        added = len(self._rows) - before
+        self._shown += len(self._rows) - before
+        if tally is None:  # a plain list: count its new rows here
+            for i in range(self._seen, total):
+                self._tally = self._tally.add(self._source[i])
+        else:  # its own counts: a log that starts late reads no evicted row back to count it
+            self._tally = tally
         self._seen = total
+        self._place_notes()
+        added = len(self._rows) - before
         if added:
             self._set_row_count()
             if at_end:
@@ -125,9 +160,39 @@ class RequestLog(ScrollView, can_focus=True):
         self._scroll_update(size)
         self.refresh()
 
+    def _place_notes(self) -> int:
+        """Put the notes whose request is in the log right after its row (and the notes
+        before them); returns how many were placed."""
+        placed = 0
+        while self._placed < len(self._notes) and self._notes[self._placed].at < self._seen:
+            n = self._placed
+            self._placed += 1
+            if self._filter and not self._note_matches(self._notes[n]):
+                continue
+            key = self._key(-(n + 1))
+            pos = len(self._rows)
+            while pos > 0 and self._key(self._rows[pos - 1]) > key:
+                pos -= 1  # a late note (its request synced before it fired): usually near the end
+            self._rows.insert(pos, -(n + 1))
+            if 0 <= pos <= self.cursor:
+                self.set_reactive(RequestLog.cursor, self.cursor + 1)
+            placed += 1
+        return placed
+
+    def _key(self, entry: int) -> tuple[int, int]:
+        """The order of the log: a result at its index, a note after its request's row."""
+        if entry >= 0:
+            return entry, 0
+        return self._notes[-entry - 1].at, -entry
+
+    def _note_matches(self, note: Note) -> bool:
+        return self._filter in note.text.lower() or self._filter == note.kind
+
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
         self._rows = [i for i in range(self._seen) if self._matches(i)]
+        self._shown, self._placed = len(self._rows), 0
+        self._place_notes()
         self.cursor = -1
         self._following = True
         self.pending = 0
@@ -146,7 +211,18 @@ class RequestLog(ScrollView, can_focus=True):
 
     @property
     def shown_count(self) -> int:
-        return len(self._rows)
+        """Result rows that pass the filter (notes are not rows)."""
+        return self._shown
+
+    @property
+    def counts(self) -> LogCounts:
+        return LogCounts(
+            rows=self._seen,
+            retried=self._tally.retried,
+            cancelled=self._tally.cancelled,
+            shown=self._shown if self._filter else None,
+            pending=self.pending,
+        )
 
     def _matches(self, index: int) -> bool:
         if not self._filter:
@@ -162,7 +238,7 @@ class RequestLog(ScrollView, can_focus=True):
         return self.scroll_y >= self.max_scroll_y - 0.5
 
     def _post_counts(self) -> None:
-        self.post_message(self.PendingChanged(self.pending, len(self._rows), self._seen))
+        self.post_message(self.PendingChanged(self.pending, self._shown, self._seen))
 
     # -- rendering ----------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
@@ -171,15 +247,23 @@ class RequestLog(ScrollView, can_focus=True):
         base = self.rich_style
         if row >= len(self._rows):
             return Strip.blank(width, base)
-        line, kind = self.row_text(self._rows[row])
+        line, kind = self._entry_text(self._rows[row])
         style = base
         if kind == "error":
             style += self.get_component_rich_style("requestlog--error")
-        elif kind == "warmup":
+        elif kind in ("warmup", "retry", "cancelled"):  # not a finished request
             style += self.get_component_rich_style("requestlog--warmup")
+        elif kind == "alarm":
+            style += self.get_component_rich_style("requestlog--note")
         if row == self.cursor:
             style += self.get_component_rich_style("requestlog--cursor")
         return Strip([Segment(line[:width].ljust(width), style)], width)
+
+    def _entry_text(self, entry: int) -> tuple[str, str]:
+        if entry < 0:
+            note = self._notes[-entry - 1]
+            return note.text, note.kind
+        return self.row_text(entry)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -222,11 +306,17 @@ class RequestLog(ScrollView, can_focus=True):
         if not self._rows:
             return
         row = self.cursor if self.cursor >= 0 else len(self._rows) - 1
-        self.post_message(self.Open(self._rows[row]))
+        self.post_message(self.Open(self._result_of(self._rows[row])))
+
+    def _result_of(self, entry: int) -> int:
+        """The results index of an entry (a note's: its request's)."""
+        return entry if entry >= 0 else self._notes[-entry - 1].at
 
     def selected_index(self) -> int | None:
-        """The results index under the cursor, if any."""
-        return self._rows[self.cursor] if 0 <= self.cursor < len(self._rows) else None
+        """The results index under the cursor, if any (on a note: its request)."""
+        if 0 <= self.cursor < len(self._rows):
+            return self._result_of(self._rows[self.cursor])
+        return None
 
     def _keep_cursor_visible(self) -> None:
         top = int(self.scroll_y)
@@ -245,8 +335,8 @@ class RequestLog(ScrollView, can_focus=True):
             return
         self._following = False
         if row == self.cursor or event.chain >= 2:
-            self.post_message(self.Open(self._rows[row]))
+            self.post_message(self.Open(self._result_of(self._rows[row])))
         self.cursor = row
 
 
-__all__ = ["LOG_HEADER", "RequestLog"]
+__all__ = ["LOG_HEADER", "Note", "RequestLog"]
