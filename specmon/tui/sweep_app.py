@@ -3,8 +3,10 @@
 The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunLifecycle);
 this app samples it on a timer: the k x concurrency grid filling in with each finished
 cell's median ± MAD, the cell and repeat being measured, the decision row forming
-(analysis/sweep.py decide over the finished cells), the arm rows (the schedule it wrote,
-each --variant) filling in after the grid, the server's log tail while it starts,
+        arms = Arms(tuple(runner.arm_names()), self.control.arm_cells())
+        narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
+        view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
+        self.query_one(SweepGrid).show(view)
 and the acceptance panels of the current repeat's session. q stops the sweep (the repeat in
 flight is not kept) and closes; the command then writes the decisions and prints the tables.
 """
@@ -133,7 +135,8 @@ class SweepApp(App[int]):
         )
         arms = Arms(tuple(runner.arm_names()), self.control.arm_cells())
         narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
-        self.query_one(SweepGrid).show(grid_view(ks, concs, cells, now, arms, narrow))
+        view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
+        self.query_one(SweepGrid).show(view)
         log_panel = self.query_one("#panel-serverlog")
         starting = now.phase == "starting"
         log_panel.set_class(starting, "visible")

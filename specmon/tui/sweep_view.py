@@ -3,7 +3,7 @@ forming, the arm rows (the schedule the sweep wrote, each --variant: median ± M
 they compare with the best fixed k, analysis/arms.py) filling in after the grid, the
 current cell and the server's log tail. No Textual here (like tuning_view):
 plain strings, testable without a terminal. Medians, MADs and decisions come from
-specmon/analysis/sweep.py (`summarize`, `decide`: median - 1.4826 MAD of output token
+specmon/decision/cells.py (`summarize`, `decide`: median - 1.4826 MAD of output token
 throughput, unstable above relative MAD 10%, ties within 1% to the smaller k).
 """
 
@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specmon.analysis import sweep as decisions
 from specmon.analysis.arms import arm_reports
 from specmon.analysis.sweep_types import Cell
+from specmon.decision.cells import decide, summarize
+from specmon.decision.slo import Slo
 from specmon.sources.sweep import SweepNow
 
 PENDING = "·"
@@ -44,7 +45,7 @@ def cell_text(cell: Cell, compact: bool = False) -> str:
     compact (a narrow terminal): no decimals from 100 up, '1235 ± 6.7'."""
     if cell.error is not None:
         return "error"
-    stats = decisions.summarize(cell)
+    stats = summarize(cell)
     if stats is None:
         return PENDING
     mark = " !" if stats.unstable else ""
@@ -69,20 +70,20 @@ def grid_view(
     concurrencies: Sequence[int],
     cells: Sequence[Cell],
     now: SweepNow,
+    slo: Slo | None = None,
     arms: Arms | None = None,
     compact: bool = False,
 ) -> GridView:
-    """The grid as far as it has been measured; decisions over the finished cells; the
-    arm rows as far as they have been measured, against the finished fixed-k cells."""
+    """The grid as far as it has been measured; decisions over the finished cells (under
+    the sweep's --slo, as its table and sweep.json decide); the arm rows as far as they
+    have been measured, against the finished fixed-k cells."""
     by_key = {(c.k, c.concurrency): c for c in cells}
     rows = []
     for k in ks:
         texts = [_slot_text(by_key.get((k, c)), now, compact, k=k, c=c) for c in concurrencies]
         rows.append((f"k={k}", *texts))
     measured = [c for c in cells if c.error is None and c.repeats]
-    made = (
-        {d.concurrency: d for d in decisions.decide(measured, bootstrap=False)} if measured else {}
-    )
+    made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)} if measured else {}
     picks, selected, speed = [], [], []
     for c in concurrencies:
         d = made.get(c)
@@ -96,7 +97,7 @@ def grid_view(
     if now.phase == "measuring" and now.arm is None and at_k in ks and at_c in concurrencies:
         assert at_k is not None and at_c is not None
         current = (list(ks).index(at_k), list(concurrencies).index(at_c))
-    arm_rows, current_arm = _arm_rows(arms or Arms(), concurrencies, measured, now, compact)
+    arm_rows, current_arm = _arm_rows(arms or Arms(), concurrencies, measured, now, compact, slo)
     return GridView(
         headers=("k", *(f"c={c}" for c in concurrencies)),
         rows=tuple(rows),
@@ -110,12 +111,18 @@ def grid_view(
 
 
 def _arm_rows(
-    arms: Arms, concs: Sequence[int], fixed: Sequence[Cell], now: SweepNow, compact: bool
+    arms: Arms,
+    concs: Sequence[int],
+    fixed: Sequence[Cell],
+    now: SweepNow,
+    compact: bool,
+    slo: Slo | None,
 ) -> tuple[tuple[tuple[str, ...], ...], tuple[int, int] | None]:
     """Two rows per arm (its median ± MAD, then vs the best fixed k measured there)."""
     recorded = dict(arms.cells or {})
     measured = {n: [c for c in cs if c.error is None and c.repeats] for n, cs in recorded.items()}
-    reports = {r.name: r for r in arm_reports({n: cs for n, cs in measured.items() if cs}, fixed)}
+    done = {n: cs for n, cs in measured.items() if cs}
+    reports = {r.name: r for r in arm_reports(done, fixed, slo)}
     rows: list[tuple[str, ...]] = []
     current = None
     for i, name in enumerate(arms.names):

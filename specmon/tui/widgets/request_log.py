@@ -5,14 +5,17 @@ indices that pass the filter, follows the tail until the user scrolls up, and th
 pending rows instead of jumping (the toolong model).
 
 Notes (an acceptance alarm, issue 20 item 7) are lines of their own, each right after the
-row of the request it belongs to; they are not requests and are not counted as rows.
-Its `counts` say how many rows are retried attempts or requests cut by a stop (the
+row of the request it started with; they are not requests and not counted as rows. They
+are few, so they are kept apart (`_marks`) and the rows stay a range (or, filtered, an
+array). Its `counts` say how many rows are retried attempts or requests cut by a stop (the
 source's `Tally`, results_window.py), so the title counts requests as the header does
 (tui/requests.py LogCounts).
 """
 
 from __future__ import annotations
 
+import bisect
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -76,14 +79,16 @@ class RequestLog(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._source: Sequence[Any] = ()
-        # indices into _source that pass the filter; a negative entry -(n + 1) is _notes[n]
-        self._rows: list[int] = []
-        self._seen = 0  # how much of _source has been looked at
-        self._shown = 0  # entries of _rows that are results
+        # indices into _source that pass the filter: every index (a range, no memory) or,
+        # filtered, the matching ones (8 bytes each): a million-request log keeps no list
+        self._rows: range | array[int] = range(0)
+        # the lines are the rows with the notes between them: (position in _rows the note
+        # follows, -1 before the first; index in _notes), in display order
         self._notes: list[Note] = []
+        self._marks: list[tuple[int, int]] = []
         self._placed = 0  # _notes[:_placed] were looked at (placed, or filtered out)
-        # of _source[:_seen]: rows, attempts sent again, requests cut by a stop
-        self._tally = Tally()
+        self._tally = Tally()  # of _source[:_seen]: rows, retried attempts, cancelled
+        self._seen = 0  # how much of _source has been looked at
         self._filter = ""
         self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
         self._following = True  # at the end when last scrolled (kept across resizes)
@@ -91,9 +96,8 @@ class RequestLog(ScrollView, can_focus=True):
     # -- data -------------------------------------------------------------------------
     def set_source(self, source: Sequence[Any]) -> None:
         self._source = source
-        self._rows, self._seen, self._shown = [], 0, 0
-        self._notes, self._placed = [], 0
-        self._tally = Tally()
+        self._rows, self._seen = (array("q") if self._filter else range(0)), 0
+        self._notes, self._marks, self._placed, self._tally = [], [], 0, Tally()
         self._text_cache.clear()
         self.sync()
 
@@ -122,12 +126,11 @@ class RequestLog(ScrollView, can_focus=True):
         if total == self._seen:
             return 0
         at_end = self._following  # a selection or a scroll up holds the rows in place
-        before = len(self._rows)
-        if self._filter:
+        before = self.line_count
+        if isinstance(self._rows, array):
             self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
         else:
-            self._rows.extend(range(self._seen, total))
-        self._shown += len(self._rows) - before
+            self._rows = range(total)
         if tally is None:  # a plain list: count its new rows here
             for i in range(self._seen, total):
                 self._tally = self._tally.add(self._source[i])
@@ -135,7 +138,7 @@ class RequestLog(ScrollView, can_focus=True):
             self._tally = tally
         self._seen = total
         self._place_notes()
-        added = len(self._rows) - before
+        added = self.line_count - before
         if added:
             self._set_row_count()
             if at_end:
@@ -153,45 +156,20 @@ class RequestLog(ScrollView, can_focus=True):
         the monitor's main CPU cost. The vertical scrollbar is always shown (overflow-y:
         scroll), so only its window sizes and the scroll limits need updating.
         """
-        size = Size(self.size.width, len(self._rows))
+        size = Size(self.size.width, self.line_count)
         if size == self.virtual_size:
             return
         self.set_reactive(RequestLog.virtual_size, size)
         self._scroll_update(size)
         self.refresh()
 
-    def _place_notes(self) -> int:
-        """Put the notes whose request is in the log right after its row (and the notes
-        before them); returns how many were placed."""
-        placed = 0
-        while self._placed < len(self._notes) and self._notes[self._placed].at < self._seen:
-            n = self._placed
-            self._placed += 1
-            if self._filter and not self._note_matches(self._notes[n]):
-                continue
-            key = self._key(-(n + 1))
-            pos = len(self._rows)
-            while pos > 0 and self._key(self._rows[pos - 1]) > key:
-                pos -= 1  # a late note (its request synced before it fired): usually near the end
-            self._rows.insert(pos, -(n + 1))
-            if 0 <= pos <= self.cursor:
-                self.set_reactive(RequestLog.cursor, self.cursor + 1)
-            placed += 1
-        return placed
-
-    def _key(self, entry: int) -> tuple[int, int]:
-        """The order of the log: a result at its index, a note after its request's row."""
-        if entry >= 0:
-            return entry, 0
-        return self._notes[-entry - 1].at, -entry
-
-    def _note_matches(self, note: Note) -> bool:
-        return self._filter in note.text.lower() or self._filter == note.kind
-
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
-        self._rows = [i for i in range(self._seen) if self._matches(i)]
-        self._shown, self._placed = len(self._rows), 0
+        if self._filter:
+            self._rows = array("q", (i for i in range(self._seen) if self._matches(i)))
+        else:
+            self._rows = range(self._seen)
+        self._marks, self._placed = [], 0
         self._place_notes()
         self.cursor = -1
         self._following = True
@@ -212,7 +190,12 @@ class RequestLog(ScrollView, can_focus=True):
     @property
     def shown_count(self) -> int:
         """Result rows that pass the filter (notes are not rows)."""
-        return self._shown
+        return len(self._rows)
+
+    @property
+    def line_count(self) -> int:
+        """Rows and notes: the log's height."""
+        return len(self._rows) + len(self._marks)
 
     @property
     def counts(self) -> LogCounts:
@@ -220,9 +203,47 @@ class RequestLog(ScrollView, can_focus=True):
             rows=self._seen,
             retried=self._tally.retried,
             cancelled=self._tally.cancelled,
-            shown=self._shown if self._filter else None,
+            shown=len(self._rows) if self._filter else None,
             pending=self.pending,
         )
+
+    # -- notes ------------------------------------------------------------------------
+    def _place_notes(self) -> int:
+        """Put the notes whose request is in the log after its row (after the last shown
+        row up to it when it is filtered out); returns how many were placed."""
+        placed = 0
+        while self._placed < len(self._notes) and self._notes[self._placed].at < self._seen:
+            n = self._placed
+            self._placed += 1
+            note = self._notes[n]
+            if self._filter and not (
+                self._filter in note.text.lower() or self._filter == note.kind
+            ):
+                continue
+            after = bisect.bisect_right(self._rows, note.at) - 1
+            line = after + 1 + sum(1 for pos, _ in self._marks if pos <= after)
+            bisect.insort(self._marks, (after, n))
+            if 0 <= line <= self.cursor:  # a late note above the cursor: keep its row
+                self.set_reactive(RequestLog.cursor, self.cursor + 1)
+            placed += 1
+        return placed
+
+    def _entry(self, line: int) -> int | Note:
+        """What line `line` shows: a results index, or a note."""
+        shift = 0
+        for pos, n in self._marks:
+            at = pos + 1 + shift  # the note's line: after its row, below earlier notes
+            if line < at:
+                break
+            if line == at:
+                return self._notes[n]
+            shift += 1
+        return self._rows[line - shift]
+
+    def _result_at(self, line: int) -> int:
+        """The results index of a line (a note's: its request's)."""
+        entry = self._entry(line)
+        return entry.at if isinstance(entry, Note) else entry
 
     def _matches(self, index: int) -> bool:
         if not self._filter:
@@ -238,16 +259,17 @@ class RequestLog(ScrollView, can_focus=True):
         return self.scroll_y >= self.max_scroll_y - 0.5
 
     def _post_counts(self) -> None:
-        self.post_message(self.PendingChanged(self.pending, self._shown, self._seen))
+        self.post_message(self.PendingChanged(self.pending, len(self._rows), self._seen))
 
     # -- rendering ----------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_y) + y
         width = self.size.width
         base = self.rich_style
-        if row >= len(self._rows):
+        if row >= self.line_count:
             return Strip.blank(width, base)
-        line, kind = self._entry_text(self._rows[row])
+        entry = self._entry(row)
+        line, kind = (entry.text, entry.kind) if isinstance(entry, Note) else self.row_text(entry)
         style = base
         if kind == "error":
             style += self.get_component_rich_style("requestlog--error")
@@ -258,12 +280,6 @@ class RequestLog(ScrollView, can_focus=True):
         if row == self.cursor:
             style += self.get_component_rich_style("requestlog--cursor")
         return Strip([Segment(line[:width].ljust(width), style)], width)
-
-    def _entry_text(self, entry: int) -> tuple[str, str]:
-        if entry < 0:
-            note = self._notes[-entry - 1]
-            return note.text, note.kind
-        return self.row_text(entry)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -276,7 +292,7 @@ class RequestLog(ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.virtual_size = Size(event.size.width, len(self._rows))
+        self.virtual_size = Size(event.size.width, self.line_count)
         # Following: re-anchor, or the wheel starts from a stale target. A shrinking panel
         # (another panel grew) leaves scroll_y short of the new end, hence the flag.
         if self._following:
@@ -284,11 +300,11 @@ class RequestLog(ScrollView, can_focus=True):
 
     # -- interaction --------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
-        if not self._rows:
+        if not self.line_count:
             return
         self._following = False  # a selection stops following at once (a log viewer's way)
-        start = self.cursor if self.cursor >= 0 else len(self._rows)
-        self.cursor = min(max(start + delta, 0), len(self._rows) - 1)
+        start = self.cursor if self.cursor >= 0 else self.line_count
+        self.cursor = min(max(start + delta, 0), self.line_count - 1)
         self._keep_cursor_visible()
 
     def action_first(self) -> None:
@@ -303,20 +319,14 @@ class RequestLog(ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def action_open(self) -> None:
-        if not self._rows:
+        if not self.line_count:
             return
-        row = self.cursor if self.cursor >= 0 else len(self._rows) - 1
-        self.post_message(self.Open(self._result_of(self._rows[row])))
-
-    def _result_of(self, entry: int) -> int:
-        """The results index of an entry (a note's: its request's)."""
-        return entry if entry >= 0 else self._notes[-entry - 1].at
+        row = self.cursor if self.cursor >= 0 else self.line_count - 1
+        self.post_message(self.Open(self._result_at(row)))
 
     def selected_index(self) -> int | None:
-        """The results index under the cursor, if any (on a note: its request)."""
-        if 0 <= self.cursor < len(self._rows):
-            return self._result_of(self._rows[self.cursor])
-        return None
+        """The results index under the cursor, if any (on a note: its request's)."""
+        return self._result_at(self.cursor) if 0 <= self.cursor < self.line_count else None
 
     def _keep_cursor_visible(self) -> None:
         top = int(self.scroll_y)
@@ -331,11 +341,11 @@ class RequestLog(ScrollView, can_focus=True):
         if offset is None:
             return
         row = int(self.scroll_y) + offset.y
-        if row >= len(self._rows):
+        if row >= self.line_count:
             return
         self._following = False
         if row == self.cursor or event.chain >= 2:
-            self.post_message(self.Open(self._result_of(self._rows[row])))
+            self.post_message(self.Open(self._result_at(row)))
         self.cursor = row
 
 
