@@ -266,10 +266,9 @@ class MultiRun:
 
 
 def _outage(runner: Any) -> str | None:
-    """The runner's unreachable spells in one line (a LoadRunner's generator knows them)."""
-    generator = getattr(runner, "generator", None)
-    outages = getattr(generator, "outages", None)
-    return describe_outages(outages.spells) if outages is not None else None
+    """The runner's unreachable spells in one line (LoadRunner and WorkerPool know them)."""
+    spells = getattr(runner, "outage_spells", None)
+    return describe_outages(spells()) if spells is not None else None
 
 
 def _segment_settings(runner: Any) -> dict[int, dict]:
