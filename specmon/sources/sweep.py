@@ -313,6 +313,8 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         ttft_ms=row_value(rows, "time_to_first_token", "p50"),
         itl_ms=itl,
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
+        itl_mean_ms=row_value(rows, "inter_token_latency"),
+        ttft_mean_ms=row_value(rows, "time_to_first_token"),
         request_latency_ms=row_value(rows, "request_latency", "p50"),
         acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
@@ -336,6 +338,29 @@ def server_lag_share(before: HealthSample | None, after: HealthSample | None) ->
     if before is None or after is None:
         return None
     return HealthDelta.between(before, after).sim_lag_share
+
+
+def with_sim_fidelity(
+    measured: RepeatMeasurement, before: HealthSample | None, after: HealthSample | None
+) -> RepeatMeasurement:
+    """The repeat with specmon sim's own figures between two scrapes around it: its lag
+    share, the formula ITL of the requests that finished (the client's mean ITL is held
+    against it: RepeatMeasurement.per_token_off_share), its writes' ITL share and mean
+    batch. Another server publishes none: the repeat is returned as it was.
+
+    The scrapes bracket the whole repeat, warm-up requests included (the client's mean
+    leaves them out): a sweep warms up only in the first cell of each k, a few requests."""
+    if before is None or after is None:
+        return measured
+    delta = HealthDelta.between(before, after)
+    return replace(
+        measured,
+        server_lag_share=delta.sim_lag_share,
+        formula_itl_ms=delta.sim_itl_formula_ms,
+        written_itl_share=delta.sim_itl_written_share,
+        server_mean_batch=delta.sim_mean_batch,
+        server_ttft_ms=delta.sim_ttft_written_ms,
+    )
 
 
 def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
@@ -677,9 +702,7 @@ class SweepRunner:
             return None, None, 0
         acc = session.accumulator
         measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
-        share = server_lag_share(lag_before, lag_sample(url))
-        if share is not None:
-            measured = replace(measured, server_lag_share=share)
+        measured = with_sim_fidelity(measured, lag_before, lag_sample(url))
         return measured, acc.num_spec_tokens, acc.spec_request_count
 
     def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
