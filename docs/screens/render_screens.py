@@ -1,8 +1,10 @@
 """Render the PNGs in this folder: the monitor on the tests' recorded run (tests/tui_fixtures)
-in the light and dark themes at 80x24 and 160x48, and the sweep view at 80x24 (the grid
-done, the schedule arm measured at concurrency 1 and being measured at 4).
+in the light and dark themes at 80x24 and 160x48, its charts (3: the time series, 2: the
+histogram, maximized) at 160x48, and the sweep view at 80x24 (the grid done, the schedule
+arm measured at concurrency 1 and being measured at 4).
 
-    python docs/screens/render_screens.py      # needs rsvg-convert (librsvg2-bin)
+    python docs/screens/render_screens.py            # needs rsvg-convert (librsvg2-bin)
+    python docs/screens/render_screens.py series     # only the PNGs whose names start so
 
 Textual saves an SVG screenshot; rsvg-convert turns it into a PNG.
 """
@@ -31,9 +33,12 @@ from specmon.tui.app import SpecmonApp  # noqa: E402
 from specmon.tui.sweep_app import SweepApp  # noqa: E402
 
 
-async def save(app, size: tuple[int, int], name: str) -> None:
+async def save(app, size: tuple[int, int], name: str, keys: tuple[str, ...] = ()) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
         await pilot.pause()
         svg = HERE / f"{name}.svg"
         app.save_screenshot(filename=svg.name, path=str(HERE))
@@ -82,12 +87,18 @@ def sweep(theme: str) -> SweepApp:
     return SweepApp(control, theme_name=theme)
 
 
-async def main() -> None:
+async def main(only: list[str]) -> None:
+    shots = []
     for theme in ("light", "dark"):
         for w, h in ((80, 24), (160, 48)):
-            await save(monitor(theme), (w, h), f"monitor-{theme}-{w}x{h}")
-        await save(sweep(theme), (80, 24), f"sweep-{theme}-80x24")
+            shots.append((monitor, theme, (w, h), f"monitor-{theme}-{w}x{h}", ()))
+        for key, what in (("3", "series"), ("2", "histogram")):
+            shots.append((monitor, theme, (160, 48), f"{what}-chart-{theme}-160x48", (key,)))
+        shots.append((sweep, theme, (80, 24), f"sweep-{theme}-80x24", ()))
+    for make, theme, size, name, keys in shots:
+        if not only or any(name.startswith(prefix) for prefix in only):
+            await save(make(theme), size, name, keys)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))
