@@ -32,6 +32,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from specmon.records import json_record
+
 # Enough requests that a short streak of hard prompts is not a broken drafter.
 GARBLED_REQUESTS = 20
 # A working drafter accepts well over 0.1 tokens per step on average; garbled ones ~0.
@@ -91,14 +93,7 @@ class Alarm:
         return self.until_request is None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "since_request": self.since_request,
-            "since_s": self.since_s,
-            "message": self.message,
-            "active": self.active,
-            "until_request": self.until_request,
-        }
+        return {**json_record(self), "active": self.active}
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float, float]:

@@ -12,12 +12,13 @@ cell that fails a gate there is no "vs k=0" (as in the grid), and the point's fl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import best_fixed_k, summarize
 from specmon.decision.slo import Slo
+from specmon.records import json_record, stored_as
 
 
 @dataclass(frozen=True)
@@ -27,21 +28,14 @@ class ArmPoint:
     concurrency: int
     output_token_throughput: float | None  # median over repeats, tok/s; None: not measured
     best_k: int | None  # the best fixed k here (None: no healthy fixed-k cell)
-    best_k_throughput: float | None
-    vs_best_percent: float | None  # (arm / best fixed k - 1) * 100
+    best_k_throughput: float | None = field(metadata=stored_as("best_k_output_token_throughput"))
+    # (arm / best fixed k - 1) * 100
+    vs_best_percent: float | None = field(metadata=stored_as("vs_best_k_percent"))
     vs_k0_percent: float | None  # (arm / k=0 - 1) * 100; None without a k=0 cell
     flags: tuple[str, ...] = ()  # health gates, instability, the cell's error
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "output_token_throughput": self.output_token_throughput,
-            "best_k": self.best_k,
-            "best_k_output_token_throughput": self.best_k_throughput,
-            "vs_best_k_percent": self.vs_best_percent,
-            "vs_k0_percent": self.vs_k0_percent,
-            "flags": list(self.flags),
-        }
+        return json_record(self)
 
 
 @dataclass(frozen=True)
@@ -50,7 +44,7 @@ class ArmReport:
     points: tuple[ArmPoint, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "points": [p.to_dict() for p in self.points]}
+        return json_record(self)
 
     def summary(self) -> str:
         """'schedule: vs the best fixed k -0.9% at 1, +2.0% at 4; vs k=0 +41.0% at 1, ...'"""

@@ -8,8 +8,10 @@ speculation.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from specmon.records import int_keys, json_record
 
 # A cell whose server ran more than this behind its own step model is flagged (and the
 # decision excludes it): the simulator's documented bar, 2%.
@@ -42,16 +44,14 @@ class RepeatMeasurement:
     server_lag_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["histogram"] = {str(j): n for j, n in sorted(self.histogram.items())}
-        return out
+        return json_record(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
-        data = dict(data)
-        data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        read = {k: v for k, v in data.items() if k in known}
+        read["histogram"] = {j: int(n) for j, n in int_keys(data.get("histogram")).items()}
+        return cls(**read)
 
 
 @dataclass

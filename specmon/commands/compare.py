@@ -20,7 +20,7 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
-from specmon.commands.tune import combined_lines, load_input, slo_of
+from specmon.commands.tune import add_slo_argument, combined_lines, load_input, slo_of
 from specmon.decision.slo import Slo
 from specmon.errors import UserError
 
@@ -33,11 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--slo",
-        default=None,
-        metavar="ttft=S,tpot=MS[,p=90]",
-        help="the advice per load: the best k predicted to meet this latency objective "
+    add_slo_argument(
+        parser,
+        "the advice per load: the best k predicted to meet this latency objective "
         "(as specmon tune --slo)",
     )
 

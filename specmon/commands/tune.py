@@ -103,11 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON object (a list of them for several runs)",
     )
-    parser.add_argument(
-        "--slo",
-        default=None,
-        metavar="ttft=S,tpot=MS[,p=90]",
-        help="recommend per load the best k predicted to meet this latency objective "
+    add_slo_argument(
+        parser,
+        "recommend per load the best k predicted to meet this latency objective "
         "(TTFT seconds, TPOT ms, at percentile p, default 90); says so when none does",
     )
     parser.add_argument(
@@ -153,6 +151,12 @@ def main(args: argparse.Namespace) -> int:
     for line in combined_lines(per_load, len(inputs)):
         print(line)
     return 0
+
+
+def add_slo_argument(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """--slo of a command that reads finished runs (slo_of parses it); `purpose` says what
+    the command does with it."""
+    parser.add_argument("--slo", default=None, metavar="ttft=S,tpot=MS[,p=90]", help=purpose)
 
 
 def slo_of(text: str | None) -> Slo | None:

@@ -31,11 +31,13 @@ from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
+from specmon.records import int_keys
 from specmon.server.health import HealthDelta, HealthSample
 from specmon.server.models import list_models
 from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
+from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
@@ -158,7 +160,7 @@ class SweepSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
         data = dict(data)
-        data["urls"] = {int(k): u for k, u in (data.get("urls") or {}).items()}
+        data["urls"] = int_keys(data.get("urls"))
         return cls(**data)
 
 
@@ -298,32 +300,23 @@ def wait_ready(
 # Measuring.
 
 
-def _p50(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("p50")
-    return float(value) if value is not None else None
-
-
-def _avg(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("avg")
-    return float(value) if value is not None else None
-
-
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
     summary = acc.summary()
-    itl = _p50(summary, "inter_token_latency")
+    rows = summary_rows(summary)
+    itl = row_value(rows, "inter_token_latency", "p50")
     return RepeatMeasurement(
-        output_token_throughput=_avg(summary, "output_token_throughput") or 0.0,
-        request_throughput=_avg(summary, "request_throughput") or 0.0,
-        request_count=int(_avg(summary, "request_count") or 0),
-        ttft_ms=_p50(summary, "time_to_first_token"),
+        output_token_throughput=row_value(rows, "output_token_throughput") or 0.0,
+        request_throughput=row_value(rows, "request_throughput") or 0.0,
+        request_count=int(row_value(rows, "request_count") or 0),
+        ttft_ms=row_value(rows, "time_to_first_token", "p50"),
         itl_ms=itl,
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
-        request_latency_ms=_p50(summary, "request_latency"),
-        acceptance_length=_avg(summary, "spec_decode_token_weighted_acceptance_length"),
+        request_latency_ms=row_value(rows, "request_latency", "p50"),
+        acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
-        error_count=int(_avg(summary, "error_request_count") or 0),
+        error_count=int(row_value(rows, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
         latency_percentiles=percentiles_of_summary(summary),
     )

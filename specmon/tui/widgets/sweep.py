@@ -9,28 +9,17 @@ from rich.table import Table
 from rich.text import Text
 
 from specmon.tui.sweep_view import GridView
-from specmon.tui.widgets.shaped import ShapedStatic
+from specmon.tui.widgets.shaped import ShapedStatic, ShowsChanges
 
 
-class SweepGrid(ShapedStatic):
+class SweepGrid(ShowsChanges[GridView], ShapedStatic):
     COMPONENT_CLASSES = {"sweep--current", "sweep--selected"}
     DEFAULT_CSS = """
     SweepGrid > .sweep--current { background: $accent; color: $background; text-style: bold; }
     SweepGrid > .sweep--selected { color: $success; text-style: bold; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._view: GridView | None = None
-
-    def forget_shown(self) -> None:
-        """The theme changed: the next show() paints with the new colours."""
-        self._view = None
-
-    def show(self, view: GridView) -> None:
-        if view == self._view:
-            return
-        self._view = view
+    def paint(self, view: GridView) -> None:
         # header, one line per k, the decision and speedup rows
         self.show_content(self._table(view), len(view.rows), len(view.rows) + 3)
 
