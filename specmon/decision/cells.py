@@ -144,6 +144,7 @@ def cell_health(cell: Cell) -> Health:
         errors=sum(r.error_count for r in cell.repeats),
         saturated=any(r.client_saturated for r in cell.repeats),
         server_lag_share=cell.server_lag_share,
+        formula_off_share=cell.per_token_off_share,
     )
 
 
