@@ -71,7 +71,8 @@ async def test_header_and_log_agree_and_the_alarm_is_a_log_line(tmp_path):
     async with app.run_test(size=(120, 48)) as pilot:
         await pilot.press("5")  # the log maximized: every row in view
         log = app.query_one(RequestLog)
-        await until(pilot, lambda: log.shown_count == 38, "38 rows")
+        # 38 rows and the alarm's line (placed at a refresh tick once its request is in)
+        await until(pilot, lambda: log.line_count == 39, "38 rows and the alarm line")
         await pilot.pause()
         text = screen_text(app)
     header = "\n".join(text.splitlines()[:3])
@@ -103,3 +104,22 @@ async def test_the_title_counts_the_rows_of_the_same_paint(tmp_path):
         title = str(app.screen.query_one("#panel-log").border_title)
         assert app.query_one(RequestLog).shown_count == 12
         assert title.endswith(" · 12 shown · following"), title
+
+
+async def test_a_filter_keeps_the_alarm_line_and_it_opens_its_request(tmp_path):
+    session = live_session(tmp_path)
+    app = SpecmonApp(session, None, None, source="replay", freeze_elapsed=15.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        log = app.query_one(RequestLog)
+        await until(pilot, lambda: log.line_count == 39, "38 rows and the alarm line")
+        log.set_filter("alarm")  # no request row says "alarm": only the note is left
+        await pilot.pause()
+        text = screen_text(app)
+        assert log.shown_count == 0 and log.line_count == 1
+        assert "! ALARM garbled_drafter at #25" in text
+        assert "0 shown · filter 'alarm' of 38 (30 requests + 7 retried attempts" in text
+        log.cursor = 0
+        assert log.selected_index() == 24  # the note stands for its request (row #25)
+        log.set_filter("")
+        await pilot.pause()
+        assert log.line_count == 39 and log.shown_count == 38  # 38 rows and the note
