@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.analysis.sweep import DEFAULT_WIDTH
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import best_fixed_k, summarize
 from specmon.decision.slo import Slo
+from specmon.formatting import grid_lines, wrap_lines
 from specmon.records import json_record, stored_as
 
 
@@ -111,28 +113,27 @@ def arm_reports(
     return out
 
 
-def render_arms(reports: Sequence[ArmReport]) -> list[str]:
-    """The arms table: per arm, median tok/s, vs the best fixed k and vs k=0 per load."""
+def render_arms(reports: Sequence[ArmReport], width: int = DEFAULT_WIDTH) -> list[str]:
+    """The arms table: per arm, median tok/s, vs the best fixed k and vs k=0 per load; at
+    most `width` columns (formatting.grid_lines: concurrencies in blocks that fit)."""
     if not reports:
         return []
     concs = [p.concurrency for p in reports[0].points]
-    lines = ["arms (median output tok/s; vs the best fixed k and vs k=0 at the same load):"]
-    lines.append(_row("arm \\ conc", [str(c) for c in concs]))
+    rows: list[tuple[str, list[str]]] = []
     for report in reports:
         pts = report.points
-        lines.append(_row(report.name, [_num(p.output_token_throughput) for p in pts]))
-        lines.append(_row("  vs best k", [_vs(p.vs_best_percent, p.best_k) for p in pts]))
-        lines.append(_row("  vs k=0", [_vs(p.vs_k0_percent) for p in pts]))
-        for p in pts:
+        rows.append((report.name, [_num(p.output_token_throughput) for p in pts]))
+        rows.append(("  vs best k", [_vs(p.vs_best_percent, p.best_k) for p in pts]))
+        rows.append(("  vs k=0", [_vs(p.vs_k0_percent) for p in pts]))
+    lines = ["arms (median output tok/s; vs the best fixed k and vs k=0 at the same load):"]
+    lines += grid_lines("arm \\ conc", [str(c) for c in concs], rows, width)
+    for report in reports:
+        for p in report.points:
             if p.flags:
                 lines.append(f"  {report.name} at {p.concurrency}: " + "; ".join(p.flags))
     lines += [r.summary() for r in reports]
     lines.append("an arm is not a k: it never becomes the selected or the best k")
-    return lines
-
-
-def _row(label: str, cols: list[str]) -> str:
-    return f"{label:<12}" + "".join(f"{col:>16}" for col in cols)
+    return wrap_lines(lines, width)
 
 
 def _num(value: float | None) -> str:

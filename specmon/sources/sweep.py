@@ -315,6 +315,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
         itl_mean_ms=row_value(rows, "inter_token_latency"),
         ttft_mean_ms=row_value(rows, "time_to_first_token"),
+        request_latency_mean_ms=row_value(rows, "request_latency"),
         request_latency_ms=row_value(rows, "request_latency", "p50"),
         acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
@@ -409,8 +410,9 @@ class SweepRunner:
     """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly.
 
     Live views read `now` (a SweepNow) and `last_measured` (the latest repeat's SweepNow,
-    kept between repeats) and get `on_cell(cell)` as each cell is recorded and
-    `on_repeat(now)` as each repeat's session starts (both on the sweep's thread)."""
+    kept between repeats) and get `on_cell(cell)` as each cell of the grid is recorded,
+    `on_arm_cell(name, cell)` as each arm's cell is, and `on_repeat(now)` as each repeat's
+    session starts (all on the sweep's thread)."""
 
     def __init__(
         self,
@@ -431,6 +433,7 @@ class SweepRunner:
         self.out = out or sys.stdout
         self.hash = settings.settings_hash()
         self.on_cell = on_cell
+        self.on_arm_cell: Callable[[str, Cell], None] | None = None
         self.on_repeat = on_repeat
         self.last_measured: SweepNow | None = None
         self.now = SweepNow(repeats=settings.repeats)
@@ -725,16 +728,24 @@ class SweepRunner:
 
     # bookkeeping ------------------------------------------------------------------------
     def _record(self, cell: Cell, row: int | str | None = None) -> None:
-        if isinstance(row, str):  # an arm: kept apart, not on the live grid
+        if isinstance(row, str):  # an arm: kept apart from the grid's cells (never a k)
             self.arm_cells[(row, cell.concurrency)] = cell
             self.save()
             self._say(cell_line(cell, row_label(row)))
+            if self.on_arm_cell is not None:
+                self.on_arm_cell(row, cell)
             return
         self.cells[(cell.k, cell.concurrency)] = (cell, self.hash)
         self.save()
         self._say(cell_line(cell))
         if self.on_cell is not None:
             self.on_cell(cell)
+
+    def arm_names(self) -> list[str]:
+        """The arms this sweep measures after the grid, in order: the schedule it writes
+        (--verify-schedule), then each --variant."""
+        schedule = [SCHEDULE_ARM] if self.settings.verify_schedule else []
+        return schedule + list(self.settings.variants)
 
     def arms(self) -> dict[str, list[Cell]]:
         """arm name -> its cells by concurrency, in the order the arms ran."""
@@ -812,13 +823,16 @@ class SweepRunner:
         if result.decisions is None:
             return None
         decisions_mod, _ = _analysis()
+        from specmon.export.console import output_width
+
+        width = output_width(self.out)  # the terminal's columns (120 when piped)
         text: str = decisions_mod.render_sweep_tables(
-            result.cells, result.decisions, result.schedule, result.model
+            result.cells, result.decisions, result.schedule, result.model, width
         )
         if result.arm_reports:
             from specmon.analysis.arms import render_arms
 
-            text += "\n" + "\n".join(render_arms(result.arm_reports)) + "\n"
+            text += "\n" + "\n".join(render_arms(result.arm_reports, width)) + "\n"
         return text
 
 

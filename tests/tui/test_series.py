@@ -116,7 +116,7 @@ def test_current_out_tok_s_agrees_with_the_headline_at_steady_state(tmp_path):
             chart = bins.series(60.0, bins.last_s(), chart_columns(156, 2), POINT_MIN_S)
             plotted = segments(chart["@t"], chart["tok_s"])
             assert plotted, chart
-            headline = snap.std_stats["output_token_throughput"]["avg"]
+            headline = snap.std_rows["output_token_throughput"].avg
             checked.append((current, plotted[-1][-1][1], headline))
         runner.stop()
         runner.join(30)

@@ -577,6 +577,8 @@ class LoadGenerator:
             self.outages.down(now)
         self.retries += 1
         self.errors += 1
+        # the log shows it as a retried attempt, not a request (issue 20 item 5)
+        capture["error"]["retried"] = True
         self.sink(capture)
         overdue = self.outages.overdue(now)
         if overdue is not None and self.fatal is None:

@@ -1,6 +1,6 @@
 """The live sweep grid: k x concurrency cells (median ± MAD of output tok/s), the cell being
-measured highlighted, the selected k per column marked, and the decision rows below
-(tui/sweep_view.py builds every string)."""
+measured highlighted, the selected k per column marked, the decision rows below, and the
+arm rows under them (tui/sweep_view.py builds every string)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ class SweepGrid(ShowsChanges[GridView], ShapedStatic):
     """
 
     def paint(self, view: GridView) -> None:
-        # header, one line per k, the decision and speedup rows
-        self.show_content(self._table(view), len(view.rows), len(view.rows) + 3)
+        # header, one line per k, the decision and speedup rows, the arm rows
+        shape = (len(view.rows), len(view.arm_rows))
+        self.show_content(self._table(view), shape, len(view.rows) + 3 + len(view.arm_rows))
 
     def _table(self, view: GridView) -> Table:
         current = self.get_component_rich_style("sweep--current", partial=True)
@@ -40,5 +41,10 @@ class SweepGrid(ShowsChanges[GridView], ShapedStatic):
                 cells.append(Text(text + (" *" if view.selected[c] == r else ""), style=style))
             table.add_row(*cells, end_section=r == len(view.rows) - 1)
         table.add_row(*(Text(t, style="bold") for t in view.decision))
-        table.add_row(*(Text(t) for t in view.speedup))
+        table.add_row(*(Text(t) for t in view.speedup), end_section=bool(view.arm_rows))
+        for r, row in enumerate(view.arm_rows):
+            arm = [Text(row[0], style="bold" if r % 2 == 0 else "")]
+            for c, text in enumerate(row[1:]):
+                arm.append(Text(text, style=current if view.current_arm == (r, c) else ""))
+            table.add_row(*arm)
         return table
