@@ -41,6 +41,9 @@ SPEC_CONFIG = {
 # core (a busy machine stretches each silent step), or after READY_CAP_S in all.
 STALL_S = 90.0
 READY_CAP_S = 1800.0
+# `specmon sweep` waits for each server it starts up to --ready-timeout (a fixed clock, no
+# log to follow): SWEEP_READY_S per unit of load per core, at most READY_CAP_S
+SWEEP_READY_S = 300.0
 
 
 def free_port() -> int:
@@ -208,8 +211,16 @@ def start_server(
 
 def stall_limit_s() -> float:
     """How long the log may stay silent: STALL_S per unit of load per core (at least 1)."""
-    load_per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return STALL_S * max(1.0, load_per_core)
+    return STALL_S * max(1.0, load_per_core())
+
+
+def sweep_ready_timeout() -> str:
+    """The sweep's --ready-timeout: SWEEP_READY_S scaled like stall_limit_s, capped."""
+    return f"{min(READY_CAP_S, SWEEP_READY_S * max(1.0, load_per_core())):.0f}"
+
+
+def load_per_core() -> float:
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
 
 
 def wait_ready(server: VllmServer) -> None:

@@ -21,11 +21,13 @@ from sweep_fakes import sweep_argv
 from realvllm.server import (
     ensure_other_model,
     server_env,
+    sweep_ready_timeout,
     sweep_templates,
     vllm_schedule_verdicts,
 )
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
+# a group of its own: it starts its own servers, so it may run beside the other real-vLLM files
+pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm-disagree")]
 
 KS = (1, 2)
 CONCURRENCY = (1, 4)
@@ -55,7 +57,7 @@ def test_disagreeing_draft_accepts_nothing_and_sweep_picks_k0(realvllm_ready, tm
     args += ["--repeats", str(REPEATS), "--segment-requests", str(REQUESTS)]
     args += ["--warmup-request-count", "2", "--output-tokens-mean", "64"]
     args += ["--model", "tiny", "--random-seed", "3"]
-    args += ["--extra-inputs", '{"temperature": 0}', "--ready-timeout", "600"]
+    args += ["--extra-inputs", '{"temperature": 0}', "--ready-timeout", sweep_ready_timeout()]
     args += ["--artifact-dir", str(tmp_path), "--stop-on-error"]
     proc = subprocess.run(
         sweep_argv(args), capture_output=True, text=True, timeout=2400, env=server_env()
