@@ -1,27 +1,44 @@
-"""Memory benchmark: RSS of `specmon run --headless` over a long run (issue 10: flat memory).
+"""Memory benchmark: RSS of `specmon run` over a long run (issues 10 and 19: flat memory).
 
-Starts `specmon sim` with zero latency (its defaults) and one `specmon run --headless`
-against it, with specmon's default options unless `--profile synthetic`, then, while the run goes on, counts the lines of its
-profile_export.jsonl and prints the run's RSS (/proc/PID/status VmRSS) every `--every`
-requests, with the growth per request since the first sample (start-up cost and the
-bounded windows, which fill early, cancel out of that figure).
+Starts `specmon sim` with zero latency (its defaults) and one `specmon run` against it,
+headless or (`--tui`) with the monitor in a detached tmux pane (100x30, the same process
+drawing at 4 Hz), with specmon's default options unless `--profile synthetic`; while the
+run goes on it counts the lines of profile_export.jsonl and prints the run's RSS
+(/proc/PID/status VmRSS) every `--every` requests, with the growth per request since the
+first sample (start-up cost and the bounded windows, which fill early, cancel out of that
+figure). At the end it checks that the summary is still exact: the request count and the
+request latency's and output length's statistics recomputed from the JSONL.
+
+What bounds the run time is the simulator, one process on one core: `--output-tokens 1`
+(one verify step a request) and the default concurrency keep it near its best rate;
+`--workers N` spreads specmon's own load over N processes when the client is the limit.
 
 Examples:
-  nice python benchmarks/bench_memory.py                      # 1,000,000 requests
+  nice python benchmarks/bench_memory.py                      # 1,000,000 requests, headless
+  nice python benchmarks/bench_memory.py --tui
   python benchmarks/bench_memory.py --requests 100000 --every 10000
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specmon.sim.process import start_sim
+from specmon.stats import compute_stats
+
+TMUX_SOCKET = "specmon-bench-mem"  # a private tmux server: never anyone else's
+CHECKED = ("request_latency", "output_sequence_length")  # recomputed from the JSONL at the end
 
 # What differs from specmon's defaults. "defaults" leaves every option that shapes memory
 # as a user gets it: built-in prompts (which carry categories: the per-category tables),
@@ -64,43 +81,118 @@ class LineCounter:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    # a SIGTERM to this script still stops its run, its tmux server and its simulator
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sim = start_sim(["--seed", "1", *shlex.split(args.sim_args)])
+    with tempfile.TemporaryDirectory(prefix="specmon-bench-mem-") as tmp:
+        out = Path(tmp) / "run"
+        command = [
+            sys.executable, "-m", "specmon", "run", "--url", sim.url,
+            "--request-count", str(args.requests), "--concurrency", str(args.concurrency),
+            "--output-tokens-mean", str(args.output_tokens), "--artifact-dir", str(out),
+            "--random-seed", "1", *(["--streaming"] if args.streaming else ["--no-streaming"]),
+            *(["--workers", str(args.workers)] if args.workers > 1 else []),
+            *PROFILES[args.profile],
+        ]  # fmt: skip
+        run = TuiRun(command) if args.tui else HeadlessRun(command)
+        print(f"{'TUI' if args.tui else 'headless'}, profile {args.profile}: {shlex.join(command)}")
+        try:
+            code = _sample(run, LineCounter(out / "profile_export.jsonl"), args)
+            return code or _check_summary(out)
+        finally:
+            run.close()
+            sim.stop()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--every", type=int, default=50_000, help="print RSS every N requests")
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--output-tokens", type=int, default=16)
     ap.add_argument("--streaming", action="store_true", help="SSE (slower per request)")
+    ap.add_argument("--tui", action="store_true", help="the monitor in a tmux pane, not --headless")
+    ap.add_argument("--workers", type=int, default=1, help="specmon run --workers N")
+    ap.add_argument("--sim-args", default="", help="more `specmon sim` options, one string")
     ap.add_argument(
         "--profile",
         choices=sorted(PROFILES),
         default="defaults",
         help="defaults: the options a user gets (first); synthetic: no categories, no /metrics",
     )
-    args = ap.parse_args(argv)
-    sim = start_sim(["--seed", "1"])
-    with tempfile.TemporaryDirectory(prefix="specmon-bench-mem-") as tmp:
-        out = Path(tmp) / "run"
-        command = [
-            sys.executable, "-m", "specmon", "run", "--url", sim.url, "--headless",
-            "--request-count", str(args.requests), "--concurrency", str(args.concurrency),
-            "--output-tokens-mean", str(args.output_tokens), "--artifact-dir", str(out),
-            "--random-seed", "1", *(["--streaming"] if args.streaming else ["--no-streaming"]),
-            *PROFILES[args.profile],
-        ]  # fmt: skip
-        run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            return _sample(run, LineCounter(out / "profile_export.jsonl"), args)
-        finally:
-            if run.poll() is None:
-                run.terminate()
-                run.wait(timeout=30)
-            sim.stop()
+    return ap.parse_args(argv)
 
 
-def _sample(run: subprocess.Popen, lines: LineCounter, args: argparse.Namespace) -> int:
+class HeadlessRun:
+    """`specmon run --headless` as a child process."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.popen = subprocess.Popen(
+            [*command, "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        self.pid = self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def done(self) -> None:
+        """The run reached its count: a headless run ends by itself."""
+
+    def errors(self) -> str:
+        return self.popen.stderr.read().decode(errors="replace") if self.popen.stderr else ""
+
+    def close(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            self.popen.wait(timeout=30)
+
+
+class TuiRun:
+    """The monitor in a detached 100x30 tmux pane on a private socket; `exec` makes the
+    pane's process specmon itself, so its PID is the one to sample. It stays open after
+    the run (q closes it), so done() presses q."""
+
+    def __init__(self, command: list[str]) -> None:
+        if shutil.which("tmux") is None:
+            raise SystemExit("--tui needs tmux")
+        self._status = Path(tempfile.mkdtemp(prefix="specmon-bench-tui-")) / "status"
+        # Textual draws on stderr: it stays the pane's; the exit status goes to a file
+        line = f"unset COLUMNS LINES; {shlex.join(command)}; echo $? >{self._status}"
+        self._tmux("new-session", "-d", "-s", "mem", "-x", "100", "-y", "30", line)
+        self.pid = self._specmon_pid()
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", TMUX_SOCKET, *args], capture_output=True, text=True)
+        return done.stdout
+
+    def _specmon_pid(self) -> int:
+        shell = int(self._tmux("list-panes", "-t", "mem", "-F", "#{pane_pid}").split()[0])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the shell's child running python -m specmon
+            for child in Path(f"/proc/{shell}/task/{shell}/children").read_text().split():
+                if b"specmon" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return int(child)
+            time.sleep(0.05)
+        raise SystemExit("specmon never started in the tmux pane")
+
+    def poll(self) -> int | None:
+        return int(self._status.read_text()) if self._status.exists() else None
+
+    def done(self) -> None:
+        self._tmux("send-keys", "-t", "mem", "q")
+
+    def errors(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "mem")
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+def _sample(run: HeadlessRun | TuiRun, lines: LineCounter, args: argparse.Namespace) -> int:
     print(f"{'requests':>10} {'RSS MB':>8} {'bytes/request since first':>26} {'req/s':>8}")
     first: tuple[int, float] | None = None
-    next_at, t0 = args.every, time.monotonic()
+    next_at, t0, asked = args.every, time.monotonic(), False
     while run.poll() is None:
         n = lines.poll()
         if n >= next_at:
@@ -111,13 +203,40 @@ def _sample(run: subprocess.Popen, lines: LineCounter, args: argparse.Namespace)
                 rate = n / (time.monotonic() - t0)
                 print(f"{n:>10,} {rss:>8.1f} {growth:>26.0f} {rate:>8.0f}", flush=True)
             next_at = (n // args.every + 1) * args.every
+        if n >= args.requests and not asked:
+            asked = True
+            run.done()
         time.sleep(0.2)
-    err = run.stderr.read().decode(errors="replace") if run.stderr else ""
-    if run.returncode != 0:
-        print(f"specmon run exited {run.returncode}: {err.strip()[-800:]}", file=sys.stderr)
+    if run.poll() != 0:
+        print(f"specmon run exited {run.poll()}: {run.errors().strip()[-800:]}", file=sys.stderr)
         return 1
     print(f"finished: {lines.poll():,} requests in {time.monotonic() - t0:.0f} s")
     return 0
+
+
+def _check_summary(out: Path) -> int:
+    """The summary against the JSONL: the request count, and the statistics of CHECKED
+    computed from every line (AIPerf's definitions, specmon/stats.py)."""
+    doc = orjson.loads((out / "profile_export_aiperf.json").read_bytes())
+    values: dict[str, list[float]] = {tag: [] for tag in CHECKED}
+    valid = 0
+    with open(out / "profile_export.jsonl", "rb") as f:
+        for line in f:
+            record = orjson.loads(line)
+            if record.get("error") or record["metadata"].get("benchmark_phase") != "profiling":
+                continue
+            valid += 1
+            for tag in CHECKED:
+                values[tag].append(record["metrics"][tag]["value"])
+    bad = [] if doc["request_count"]["avg"] == valid else [f"request_count {valid}"]
+    for tag in CHECKED:
+        want = compute_stats(sorted(values[tag]), presorted=True)
+        got = doc[tag]
+        for key in ("p50", "p99", "min", "max"):
+            if abs(got[key] - want[key]) > 1e-9 * max(1.0, abs(want[key])):
+                bad.append(f"{tag}.{key} {got[key]} != {want[key]}")
+    print("summary exact against the JSONL" if not bad else f"summary differs: {bad}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ Starts `specmon sim` with every latency at 0 (specmon.sim.process.start_sim), th
   headless  as a plain child of this script;
   tui       inside a private tmux server, in a 100x30 pane, under a small wrapper (this script
             with --_measure) that waits for specmon and writes its wait4 usage to a file. After
-            the duration (plus start-up grace) the script presses q, as a user would.
+            the duration (plus start-up grace) the script presses q, as a user would;
+  charts    the same, with panel 3 maximized (key 3) as soon as the monitor shows: the time
+            series as four plotext charts instead of the one-row sparklines (--no-charts
+            skips it).
 
 For each run it prints the requests completed, the achieved rate (the export's
 request_throughput), specmon's CPU seconds (user + system, wait4), its share of one core,
@@ -160,9 +163,13 @@ class Tmux:
         self("kill-server", check=False)
 
 
-def run_tui(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> tuple[TuiRun, str]:
-    """The monitor in a 100x30 tmux pane; returns the run and the last screen it showed."""
-    artifact_dir, usage_file = work / "tui", work / "tui-usage.json"
+def run_tui(
+    url: str, args: argparse.Namespace, work: Path, sim_pid: int, charts: bool = False
+) -> tuple[TuiRun, str]:
+    """The monitor in a 100x30 tmux pane (with `charts`, panel 3 maximized); returns the run
+    and the last screen it showed."""
+    name = "charts" if charts else "tui"
+    artifact_dir, usage_file = work / name, work / f"{name}-usage.json"
     wrapper = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -189,6 +196,8 @@ def run_tui(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> tup
             *env,
             subprocess.list2cmdline(wrapper),
         )
+        if charts:
+            _maximize_series(tmux, usage_file)
         screen = _press_q_when_done(tmux, usage_file, args)
     finally:
         tmux.kill()
@@ -201,9 +210,21 @@ def run_tui(url: str, args: argparse.Namespace, work: Path, sim_pid: int) -> tup
             f"TUI run exited with status {usage['returncode']}; last screen:\n{screen}"
         )
     count, rate = export_figures(artifact_dir)
+    mode = "tui 100x30, 3 (charts)" if charts else "tui 100x30"
     return TuiRun(
-        "tui 100x30", count, rate, usage["cpu_s"], usage["wall_s"], usage["maxrss_mb"], sim_cpu
+        mode, count, rate, usage["cpu_s"], usage["wall_s"], usage["maxrss_mb"], sim_cpu
     ), screen
+
+
+def _maximize_series(tmux: Tmux, usage_file: Path) -> None:
+    """Press 3 once the monitor shows its series panel (its title), then check it took."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not usage_file.exists():
+        if "3 Time series" in tmux("capture-pane", "-p", "-t", "bench", check=False):
+            tmux("send-keys", "-t", "bench", "3", check=False)
+            return
+        time.sleep(0.2)
+    raise BenchError("the monitor never showed panel 3 to maximize")
 
 
 def _press_q_when_done(tmux: Tmux, usage_file: Path, args: argparse.Namespace) -> str:
@@ -284,6 +305,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds allowed for start-up before q is pressed (default 5)",
     )
     parser.add_argument("--show-screen", action="store_true", help="print the TUI's last screen")
+    parser.add_argument(
+        "--no-charts", action="store_true", help="skip the run with panel 3 maximized (charts)"
+    )
     parser.add_argument("--_measure", default=None, help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
     if args._measure:
@@ -310,10 +334,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench] specmon sim (zero latency) at {sim.url}", file=sys.stderr, flush=True)
             headless = run_headless(sim.url, args, Path(work), sim.pid)
             tui, screen = run_tui(sim.url, args, Path(work), sim.pid)
+            charts, chart_screen = None, ""
+            if not args.no_charts:
+                charts, chart_screen = run_tui(sim.url, args, Path(work), sim.pid, charts=True)
     except BenchError as exc:
         print(f"bench_tui: error: {exc}", file=sys.stderr)
         return 2
-    print(markdown_table(HEADERS, [headless.cells(), tui.cells()]))
+    runs = [headless, tui] + ([charts] if charts else [])
+    print(markdown_table(HEADERS, [run.cells() for run in runs]))
     print(
         f"\nmachine: {os.cpu_count()} CPUs; load: {args.duration:g} s per run, concurrency "
         f"{args.concurrency}, streaming chat, sim with zero latencies; TUI {PANE[0]}x{PANE[1]} "
@@ -321,8 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     for line in ratios(headless, tui):
         print(line)
+    if charts is not None:
+        print(f"specmon CPU s, charts/sparklines: {charts.cpu_s / tui.cpu_s:.2f}")
+        print(f"request rate, charts/sparklines: {charts.req_per_s / tui.req_per_s:.2f}")
     if args.show_screen:
         print("\nlast TUI screen:\n" + screen)
+        if charts is not None:
+            print("\nlast TUI screen with charts:\n" + chart_screen)
     return 0
 
 

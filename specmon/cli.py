@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import sys
 
+import specmon
 from specmon import stops
 
-# The console script (`specmon ...`) imports this module first: handle the stop signals
-# before any other import, so a signal in the first instants still ends in a valid, empty
-# summary (python -m specmon does the same in __main__.py). Imported by anything else (a
-# test, a library), the handlers wait for main().
-if sys.argv and sys.argv[0].rsplit("/", 1)[-1] == "specmon":
+# The console script (`specmon ...`) imports this module first, after specmon/__init__.py's
+# recording handler: the real handlers take over before any other import, so a signal in
+# the first instants still ends in a valid, empty summary (python -m specmon does the same
+# in __main__.py). Imported by anything else (a test, a library), the handlers wait for main().
+if specmon.early_installed:
     stops.install()
 
 import argparse

@@ -496,6 +496,12 @@ class RunConfig(BaseModel):
         "(default: fitted when servers run at several k)",
         ge=0,
     )
+    slo: str | None = option(
+        None,
+        "latency objective for the recommended k: the best k predicted to meet TTFT (s) and "
+        "TPOT (ms) at a percentile (default p90), e.g. ttft=1,tpot=50,p=90",
+        metavar="ttft=S,tpot=MS[,p=90]",
+    )
     server_metrics: bool = option(True, "poll each server's /metrics during the run")
     prometheus_port: int | None = option(
         None,

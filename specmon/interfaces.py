@@ -153,10 +153,16 @@ class CounterSource(Protocol):
     def latest(self) -> ServerCounterView: ...
 
 
+# The time series' column times: data[SERIES_TIME] is each column's middle in seconds from
+# the run's (or the watch's) start, the chart's time axis (tui/widgets/series_chart.py).
+SERIES_TIME = "@t"
+
+
 @runtime_checkable
 class SeriesSource(Protocol):
     """A run that draws its own time series (sources/watch.py WatchRun: one point per
-    scrape, server-wide), instead of the monitor binning per-request results."""
+    scrape, server-wide), instead of the monitor binning per-request results: the
+    tui/widgets/series.py keys per column, and SERIES_TIME."""
 
     def series(
         self, label: str, window_s: float | None, columns: int

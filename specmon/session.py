@@ -120,6 +120,7 @@ class RunSession:
         session = cls(None, "summary", input_config, live=False, window=None)
         for result in results:
             session.accumulator.add(result)
+            session.categories.on_result(result, None)  # the table the monitor reads
         session._finished = True
         return session
 

@@ -30,6 +30,8 @@ import signal
 import threading
 from typing import TYPE_CHECKING
 
+import specmon  # its recording handler comes first (specmon/__init__.py): install() takes over
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import FrameType
@@ -72,15 +74,29 @@ _state = _State()
 
 
 def install() -> None:
-    """Handle SIGINT/SIGTERM/SIGHUP in this process (main thread only; idempotent)."""
+    """Handle SIGINT/SIGTERM/SIGHUP in this process (main thread only; idempotent). Takes
+    over from the recording handler specmon/__init__.py installs first in `specmon` and
+    `python -m specmon`: the signals it recorded count as this run's first ones, and the
+    dispositions it replaced are what uninstall() restores."""
     if _state.installed or threading.current_thread() is not threading.main_thread():
         return
     reset()  # a fresh count for this run (an in-process caller may run several)
+    early_previous = specmon.early_previous
     for signum in SIGNALS:
         if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) == signal.SIG_IGN:
             continue  # nohup: the hangup stays ignored
-        _state.previous[signum] = signal.signal(signum, _handler)
+        replaced = signal.signal(signum, _handler)
+        _state.previous[signum] = early_previous.pop(signum, replaced)
     _state.installed = True
+    _take_early_signals()
+
+
+def _take_early_signals() -> None:
+    """The signals the early handler recorded, handled now as if they came now (stage
+    "setup", not interruptible: counted, raised by the next check())."""
+    early = specmon.early_signals
+    while early:
+        _handler(early.pop(0), None)
 
 
 def uninstall() -> None:

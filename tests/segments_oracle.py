@@ -52,10 +52,17 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
     steps = accepted = drafted = 0
     histogram: dict[int, int] = {}
     ks: set[int] = set()
+    # P(best)'s request blocks: the i-th request with verify steps goes into block i mod 40
+    blocks: dict[int, dict[int, int]] = {}
+    with_steps = 0
     for r in valid:
         rec = r.spec
         if rec is None:
             continue
+        block = blocks.setdefault(with_steps % 40, {})
+        with_steps += 1
+        for j, n in rec.acceptance_histogram.items():
+            block[int(j)] = block.get(int(j), 0) + int(n)
         steps += rec.num_spec_steps
         accepted += rec.num_accepted_draft_tokens
         drafted += rec.num_draft_tokens
@@ -77,11 +84,15 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
         "accepted": accepted,
         "drafted": drafted,
         "histogram": {str(j): n for j, n in sorted(histogram.items())},
+        "request_blocks": [
+            {str(j): n for j, n in sorted(blocks[i].items())} for i in sorted(blocks)
+        ],
         "acceptance_length": 1 + accepted / steps if steps else None,
         "tpot_ms": sum(itl) / len(itl) if itl else None,
         "output_token_throughput": osl / window if window else None,
         "request_throughput": len(valid) / window if window else None,
         "duration_s": window,
+        "latency_percentiles": {},  # computed only when asked (an SLO, the export)
         "recommended_k": None,
         "draft_cost": None,
         "recommended_from": None,

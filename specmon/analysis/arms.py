@@ -2,11 +2,11 @@
 concurrency against the best fixed k and against k=0 measured at the same concurrency.
 
 Pure: cells in, reports and text out. An arm is never "the best k" (it is not a k): it is
-reported beside the decisions. The best fixed k at a concurrency is the highest median
-output token throughput among that concurrency's fixed-k cells (k=0 included) that pass the
-health gates (and the SLO, when one is given); medians, not scores, so the arm's median is
-compared like for like. Against a k=0 cell that fails a gate there is no "vs k=0" (as in the
-grid), and the point's flags say why.
+reported beside the decisions. The best fixed k at a concurrency is the decision's
+(specmon/decision/cells.py `best_fixed_k`: the highest median output token throughput
+among that concurrency's fixed-k cells, k=0 included, that pass the health gates and the
+SLO); medians, not scores, so the arm's median is compared like for like. Against a k=0
+cell that fails a gate there is no "vs k=0" (as in the grid), and the point's flags say why.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specmon.analysis.sweep import summarize
 from specmon.analysis.sweep_types import Cell
+from specmon.decision.cells import best_fixed_k, summarize
 from specmon.decision.slo import Slo
 
 
@@ -73,17 +73,9 @@ def _percent(value: float | None, ref: float | None) -> float | None:
     return (value / ref - 1.0) * 100.0
 
 
-def _best_fixed(cells: Sequence[Cell], c: int, slo: Slo | None) -> tuple[int | None, float | None]:
-    stats = [summarize(cell, slo) for cell in cells if cell.concurrency == c and not cell.error]
-    healthy = [s for s in stats if s is not None and not s.excluded]
-    if not healthy:
-        return None, None
-    best = max(healthy, key=lambda s: (s.median, -s.k))
-    return best.k, best.median
-
-
 def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> ArmPoint:
-    best_k, best = _best_fixed(cells, c, slo)
+    top = best_fixed_k(cells, c, slo)
+    best_k, best = (None, None) if top is None else (top.k, top.median)
     k0 = next((x for x in cells if x.k == 0 and x.concurrency == c and not x.error), None)
     k0_stats = summarize(k0, slo) if k0 is not None else None
     stats = summarize(arm, slo) if arm is not None and arm.error is None else None

@@ -18,6 +18,8 @@ from typing import Any
 
 from specmon import decision
 from specmon.constants import NS_PER_S
+from specmon.decision.acceptance import add_request
+from specmon.decision.slo import Slo, percentiles_of
 from specmon.formatting import fmt_number, stacked_rows
 from specmon.segment_plan import SETTING_KEYS
 
@@ -37,6 +39,7 @@ class _SegmentSums:
 
     __slots__ = (
         "accepted",
+        "blocks",
         "drafted",
         "errors",
         "first_start",
@@ -47,11 +50,15 @@ class _SegmentSums:
         "last_end",
         "osl",
         "requests",
+        "spec_requests",
         "steps",
+        "tpot",
+        "ttft",
     )
 
     def __init__(self) -> None:
         self.requests = self.errors = self.steps = self.accepted = self.drafted = 0
+        self.spec_requests = 0  # requests whose record has verify steps
         self.histogram: dict[int, int] = {}
         self.ks: set[int] = set()
         self.itl_sum: float = 0
@@ -59,6 +66,9 @@ class _SegmentSums:
         self.osl: float = 0
         self.first_start: int | None = None
         self.last_end: int | None = None
+        self.blocks: list[dict[int, int]] = []  # whole requests, for P(best) (add_request)
+        self.ttft: list[float] = []  # per request, ms: the SLO's percentiles (decision/slo.py)
+        self.tpot: list[float] = []
 
     def add(self, r: Any) -> None:
         if r.error is not None:
@@ -79,6 +89,8 @@ class _SegmentSums:
             hist = self.histogram
             for j, n in rec.acceptance_histogram.items():
                 hist[int(j)] = hist.get(int(j), 0) + int(n)
+            add_request(self.blocks, self.spec_requests, rec.acceptance_histogram)
+            self.spec_requests += 1
             if rec.num_spec_tokens is not None:
                 self.ks.add(int(rec.num_spec_tokens))
         metrics = r.metrics
@@ -87,13 +99,18 @@ class _SegmentSums:
         ):  # summed in arrival order, as the from-scratch oracle does
             self.itl_sum += metrics["inter_token_latency"]
             self.itl_count += 1
+            self.tpot.append(metrics["inter_token_latency"])
+        if "time_to_first_token" in metrics:
+            self.ttft.append(metrics["time_to_first_token"])
         self.osl += metrics.get("output_sequence_length", 0)
         if r.start_ns is not None and (self.first_start is None or r.start_ns < self.first_start):
             self.first_start = r.start_ns
         if r.end_ns is not None and (self.last_end is None or r.end_ns > self.last_end):
             self.last_end = r.end_ns
 
-    def row(self, index: int, settings: Mapping | None) -> dict:
+    def row(self, index: int, settings: Mapping | None, latency: bool = False) -> dict:
+        """The segment's row; `latency` adds its TTFT / TPOT percentiles (a sort of each
+        segment's values: asked for with an SLO and by the export, not at every refresh)."""
         start, end = self.first_start, self.last_end
         window = (
             (end - start) / NS_PER_S
@@ -112,11 +129,15 @@ class _SegmentSums:
             "accepted": self.accepted,
             "drafted": self.drafted,
             "histogram": {str(j): n for j, n in sorted(hist.items())},
+            "request_blocks": [{str(j): n for j, n in sorted(b.items())} for b in self.blocks],
             "acceptance_length": 1 + self.accepted / steps if steps else None,
             "tpot_ms": self.itl_sum / self.itl_count if self.itl_count else None,
             "output_token_throughput": self.osl / window if window else None,
             "request_throughput": self.requests / window if window else None,
             "duration_s": window,
+            "latency_percentiles": percentiles_of({"ttft_ms": self.ttft, "tpot_ms": self.tpot})
+            if latency
+            else {},
             "recommended_k": None,
             "draft_cost": None,
             "recommended_from": None,
@@ -137,9 +158,16 @@ class SegmentTable:
     `rows(settings)` gives the rows of the whole lists (thread-safe; tests/segments_oracle.py
     is the from-scratch oracle it is checked against)."""
 
-    def __init__(self, *, draft_cost: float | None = None, across_servers: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        draft_cost: float | None = None,
+        across_servers: bool = True,
+        slo: Slo | None = None,
+    ) -> None:
         self.draft_cost = draft_cost
         self.across_servers = across_servers
+        self.slo = slo  # --slo: every row's k is the best that meets it
         self._sums: dict[str | None, dict[int, _SegmentSums]] = {}  # label order = first update
         self._seen: dict[str | None, int] = {}
         self._lock = threading.Lock()
@@ -173,12 +201,17 @@ class SegmentTable:
             sums.add(result)
 
     def rows(
-        self, settings: Mapping | None = None, draft_cost: float | str | None = RUN
+        self,
+        settings: Mapping | None = None,
+        draft_cost: float | str | None = RUN,
+        latency: bool = False,
     ) -> list[dict]:
         """`settings`: SegmentLog.settings(), or {label: ...} when the
         table was updated with labels. `draft_cost`: the cost the recommendation uses; RUN
         (the default) is the table's own (--draft-cost), None unknown, a number given (the
-        TUI's +/-)."""
+        TUI's +/-). `latency`: every row carries its TTFT / TPOT percentiles (always with an
+        SLO, which needs them)."""
+        latency = latency or self.slo is not None
         with self._lock:
             rows = []
             for label, by_segment in self._sums.items():
@@ -187,12 +220,12 @@ class SegmentTable:
                 else:
                     seg_settings = (settings or {}).get(label) or {}
                 for index in sorted(by_segment):
-                    row = by_segment[index].row(index, seg_settings.get(index))
+                    row = by_segment[index].row(index, seg_settings.get(index), latency)
                     row["server"] = label
                     rows.append(row)
         cost = self.draft_cost if draft_cost == RUN else draft_cost
         assert not isinstance(cost, str), f"draft_cost: a number, None or {RUN!r}"
-        _recommend(rows, cost, self.across_servers)
+        _recommend(rows, cost, self.across_servers, self.slo)
         rows.sort(key=lambda r: (r["segment"], str(r["server"])))
         return rows
 
@@ -205,7 +238,9 @@ def _window_s(valid: Sequence[Any]) -> float | None:
     return (max(ends) - min(starts)) / NS_PER_S
 
 
-def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool) -> None:
+def _recommend(
+    rows: list[dict], draft_cost: float | None, across_servers: bool, slo: Slo | None = None
+) -> None:
     """Every row's k from specmon.decision: the measurements are this server's segments
     (every server's under the same load, `across_servers`), the load the row's."""
     points = [_measurement(r) for r in rows]
@@ -215,7 +250,7 @@ def _recommend(rows: list[dict], draft_cost: float | None, across_servers: bool)
             for m, r in zip(points, rows, strict=True)
             if m is not None and (across_servers or r["server"] == row["server"])
         ]
-        choice = decision.advise(peers, row["settings"].get("concurrency"), draft_cost)
+        choice = decision.advise(peers, row["settings"].get("concurrency"), draft_cost, slo)
         row["recommended_k"] = choice.k
         row["draft_cost"] = choice.draft_cost
         row["recommended_from"] = choice.source
@@ -248,9 +283,24 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
             label=label,
             requests=int(row.get("request_count") or 0),
             errors=int(row.get("error_count") or 0),
+            latency=_latency(row.get("latency_percentiles")),
+            blocks=tuple(
+                {int(j): int(n) for j, n in b.items()} for b in row.get("request_blocks") or ()
+            ),
         )
     except (AttributeError, TypeError, ValueError):
         return None
+
+
+def _latency(raw: Any) -> dict[str, dict[str, float]]:
+    """A row's latency_percentiles as read back (anything malformed is left out)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {
+        str(name): {str(p): float(v) for p, v in ps.items() if isinstance(v, (int, float))}
+        for name, ps in raw.items()
+        if isinstance(ps, Mapping)
+    }
 
 
 def _step_time(row: Mapping[str, Any]) -> float | None:

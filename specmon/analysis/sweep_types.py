@@ -1,8 +1,9 @@
 """The data a k sweep passes between its parts (shared contract; see docs/architecture.md).
 
 The sweep runner (specmon/sources/sweep.py) measures cells and fills these; the decision
-and model code (specmon/analysis/sweep.py) reads them; `sweep.json` stores them with
-`to_dict()` / `from_dict()`. k = 0 is the baseline without speculation.
+and model code (specmon/decision/cells.py, specmon/decision/stepcost.py) reads them;
+`sweep.json` stores them with `to_dict()` / `from_dict()`. k = 0 is the baseline without
+speculation.
 """
 
 from __future__ import annotations

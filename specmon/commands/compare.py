@@ -20,7 +20,8 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
-from specmon.commands.tune import combined_lines, load_input
+from specmon.commands.tune import combined_lines, load_input, slo_of
+from specmon.decision.slo import Slo
 from specmon.errors import UserError
 
 
@@ -32,16 +33,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--slo",
+        default=None,
+        metavar="ttft=S,tpot=MS[,p=90]",
+        help="the advice per load: the best k predicted to meet this latency objective "
+        "(as specmon tune --slo)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
+    slo = slo_of(args.slo)
     paths = [p for d in args.dirs for p in find_run_dirs(Path(d))]
     if len(paths) < 2:
         raise UserError("compare needs at least two runs (give two or more artifact dirs)")
     labels = unique_labels(paths)
     runs = [load_run(p, label) for p, label in zip(paths, labels)]
     rows = build_rows([r.summary for r in runs], [r.num_spec_tokens for r in runs])
-    per_load = advice(paths, labels)
+    per_load = advice(paths, labels, slo)
     if args.json:
         doc = rows_to_json(labels, runs, rows)
         doc["recommendations"] = [c.to_dict() for c in per_load.values()]
@@ -55,7 +64,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def advice(paths: list[Path], labels: list[str]) -> dict[int | None, decision.KChoice]:
+def advice(
+    paths: list[Path], labels: list[str], slo: Slo | None = None
+) -> dict[int | None, decision.KChoice]:
     """The decision per load over every run with spec-decode records (others are left out:
     a k=0 baseline has no histogram to predict from)."""
     measured = []
@@ -64,4 +75,4 @@ def advice(paths: list[Path], labels: list[str]) -> dict[int | None, decision.KC
             measured += load_input(path, None, label).measurements()
         except UserError:
             continue
-    return decision.advise_per_load(measured) if measured else {}
+    return decision.advise_per_load(measured, None, slo) if measured else {}

@@ -134,6 +134,7 @@ def main(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty():
         config.headless = True
     run_command.check_theme_early(config)  # before the simulators start
+    run_command.check_slo_early(config)
     if config.random_seed is None:  # one seed for every simulator and the prompts
         config.random_seed = int(time.time_ns() % 2**31)
     sim_configs = [sim_config(args, config.random_seed, k) for k in ks]  # errors before starts
@@ -189,5 +190,6 @@ def demo_sweep(args: argparse.Namespace) -> int:
         ready_timeout=60.0,
         load=load_settings_of(config),
         verify_schedule=True,  # one more simulator: the schedule it wrote, beside the fixed k
+        slo=config.slo,
     )
     return execute(settings, config, config.artifact_dir or default_dir())

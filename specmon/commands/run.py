@@ -13,6 +13,8 @@ import sys
 from typing import TextIO
 
 from specmon.config import RunConfig, add_run_arguments, build_config
+from specmon.decision.slo import parse_slo
+from specmon.errors import UserError
 from specmon.run import execute as run_execute
 
 
@@ -30,6 +32,7 @@ def execute(
 ) -> int:
     """The run of `config`, headless or under the Textual monitor (specmon/run/execute.py)."""
     check_theme_early(config)
+    check_slo_early(config)
     return run_execute.execute(config, open_monitor, out or sys.stdout, save_config_path)
 
 
@@ -43,6 +46,16 @@ def check_theme_early(config: RunConfig) -> None:
     except ImportError:  # no Textual: the run goes headless and ignores the theme
         return
     check_theme(config.theme)
+
+
+def check_slo_early(config: RunConfig) -> None:
+    """A malformed --slo fails before any server is contacted (decision/slo.py's parser;
+    the options cannot parse it: config.py sits below the decision package)."""
+    if config.slo is not None:
+        try:
+            parse_slo(config.slo)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
 
 
 def open_monitor(config: RunConfig, out: TextIO) -> run_execute.Monitor | None:

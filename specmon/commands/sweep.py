@@ -113,13 +113,6 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
         "--stop-on-error", action="store_true", help="stop the sweep at the first failed server"
     )
     group.add_argument(
-        "--slo",
-        default=None,
-        metavar="ttft=S,tpot=MS[,p=90]",
-        help="choose per load the best k that meets this latency objective (TTFT seconds, "
-        "TPOT ms, at percentile p, default 90); says so when none does",
-    )
-    group.add_argument(
         "--variant",
         action="append",
         default=[],
@@ -191,7 +184,7 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunCon
         ready_timeout=args.ready_timeout,
         stop_on_error=args.stop_on_error,
         load=load_settings_of(config),
-        slo=args.slo,
+        slo=config.slo,  # the run option --slo (config.py): every surface reads it
         variants=parse_variants(args.variant),
         verify_schedule=args.verify_schedule,
     )

@@ -35,11 +35,15 @@ from specmon.analysis.compare import (
     unique_labels,
 )
 from specmon.analysis.segments import measurement_of_row
+from specmon.analysis.sweep_types import Cell
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision import acceptance as tuning
+from specmon.decision.cells import Decision, decide, decision_lines
+from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, format_table
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
+from specmon.sources.sweep import SWEEP_JSON
 
 
 @dataclass
@@ -54,6 +58,8 @@ class TuneInput:
     segments: list[decision.Measurement] = field(default_factory=list)  # the summary's rows
     requests: int | None = None
     errors: int = 0
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)  # TTFT/TPOT percentiles
+    blocks: tuple[dict[int, int], ...] = ()  # the run's request blocks, for P(best)
 
     def measurements(self) -> list[decision.Measurement]:
         """One per load segment when the run has them, else the whole run."""
@@ -63,6 +69,7 @@ class TuneInput:
             decision.Measurement(
                 self.k, self.concurrency, self.histogram, self.step_time_ms,
                 label=self.label, requests=self.requests, errors=self.errors,
+                latency=self.latency, blocks=self.blocks,
             )
         ]  # fmt: skip
 
@@ -97,6 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object (a list of them for several runs)",
     )
     parser.add_argument(
+        "--slo",
+        default=None,
+        metavar="ttft=S,tpot=MS[,p=90]",
+        help="recommend per load the best k predicted to meet this latency objective "
+        "(TTFT seconds, TPOT ms, at percentile p, default 90); says so when none does",
+    )
+    parser.add_argument(
         "--by-category",
         action="store_true",
         help="one estimate per prompt category (the summary's per_category histograms)",
@@ -108,6 +122,12 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--draft-cost {args.draft_cost}: must be a number >= 0")
     if args.num_spec_tokens is not None and args.num_spec_tokens < 1:
         raise UserError(f"--num-spec-tokens {args.num_spec_tokens}: must be >= 1")
+    slo = slo_of(args.slo)
+    sweeps = [Path(p) for p in args.paths if is_sweep_dir(p)]
+    if sweeps:
+        if len(sweeps) != len(args.paths):
+            raise UserError("a sweep directory is decided on its own: give it alone")
+        return _tune_sweeps(sweeps, slo, args.json)
     inputs = gather_inputs(args.paths, args.num_spec_tokens)
     if args.by_category:
         inputs = [part for inp in inputs for part in split_by_category(inp)]
@@ -115,8 +135,8 @@ def main(args: argparse.Namespace) -> int:
     estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
     # the decision over every run's measurements, per load (specmon.decision, as the TUI)
     measured = [m for i in inputs for m in i.measurements()]
-    per_load = decision.advise_per_load(measured, args.draft_cost)
-    choice = decision.advise(measured, None, args.draft_cost)  # the most measured load
+    per_load = decision.advise_per_load(measured, args.draft_cost, slo)
+    choice = decision.advise(measured, None, args.draft_cost, slo)  # the most measured load
     if args.json:
         reports = [_report(e, choice, per_load) for e in estimates]
         if args.by_category:  # which category each estimate is of
@@ -132,6 +152,47 @@ def main(args: argparse.Namespace) -> int:
     print()
     for line in combined_lines(per_load, len(inputs)):
         print(line)
+    return 0
+
+
+def slo_of(text: str | None) -> Slo | None:
+    """--slo parsed by decision/slo.py; a one-line error when malformed."""
+    if text is None:
+        return None
+    try:
+        return parse_slo(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def is_sweep_dir(text: str) -> bool:
+    return not _is_url(text) and (Path(text) / SWEEP_JSON).is_file()
+
+
+def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
+    """A sweep's decisions from its sweep.json cells, by the sweep's own rule
+    (decision/cells.py), under `slo` or else the objective the sweep was run with."""
+    try:
+        doc = json.loads((path / SWEEP_JSON).read_text())
+        cells = [Cell.from_dict(c) for c in doc.get("cells") or []]
+        stored = (doc.get("settings") or {}).get("slo")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise UserError(f"{path / SWEEP_JSON}: cannot read its cells ({exc})") from None
+    measured = [c for c in cells if c.error is None and c.repeats]
+    if not measured:
+        raise UserError(f"{path / SWEEP_JSON}: no measured cell")
+    return decide(measured, slo if slo is not None else slo_of(stored))
+
+
+def _tune_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:
+    made = [(p, sweep_decisions(p, slo)) for p in paths]
+    if as_json:
+        out = [{"sweep": str(p), "decisions": [d.to_dict() for d in ds]} for p, ds in made]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        return 0
+    for p, ds in made:
+        print(f"sweep {p}: the sweep's decision per load")
+        print("\n".join(decision_lines(ds)))
     return 0
 
 
@@ -284,6 +345,8 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         _segment_measurements(summary, name),
         _count(summary, "request_count"),
         _count(summary, "error_request_count") or 0,
+        percentiles_of_summary(summary),
+        _run_blocks(summary),
     )
 
 
@@ -299,6 +362,21 @@ def _concurrency(summary: dict) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
+
+
+def _run_blocks(summary: dict) -> tuple[dict[int, int], ...]:
+    """The whole run's request blocks: its segments' (the SegmentSink rows), in order, so a
+    one-segment run resamples exactly what the live table did; none when any row has none."""
+    rows = summary.get("segments")
+    if not isinstance(rows, list) or not rows:
+        return ()
+    out = []
+    for row in rows:
+        m = measurement_of_row(row, "") if isinstance(row, dict) else None
+        if m is not None and not m.blocks:
+            return ()
+        out += [] if m is None else [dict(b) for b in m.blocks]
+    return tuple(out)
 
 
 def _count(summary: dict, tag: str) -> int | None:

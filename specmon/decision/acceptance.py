@@ -75,6 +75,24 @@ TRIALS_FROM_HISTOGRAM = (
 TRIALS_FROM_STEPS = "a_i from per-step drafted counts: only steps that drafted position i"
 
 
+# Requests are the unit of resampling for P(best) (docs/tuning.md §9): steps within one
+# request share a prompt and a text, so they are correlated. Each request's histogram is
+# summed into one of at most REQUEST_BLOCKS blocks (request i into block i mod
+# REQUEST_BLOCKS, whole requests only): blocks of independent requests are independent, and
+# the bootstrap's cost stays bounded however long the run.
+REQUEST_BLOCKS = 40
+
+
+def add_request(blocks: list[dict[int, int]], index: int, histogram: Mapping[int, int]) -> None:
+    """Fold request number `index` (0-based, in arrival order) into its block."""
+    slot = index % REQUEST_BLOCKS
+    while len(blocks) <= slot:
+        blocks.append({})
+    block = blocks[slot]
+    for j, n in histogram.items():
+        block[int(j)] = block.get(int(j), 0) + int(n)
+
+
 def dense_histogram(histogram: Histogram, k: int) -> list[int]:
     """h_0..h_k as a list. Raises ValueError for negative counts or j outside 0..k."""
     if isinstance(histogram, Mapping):

@@ -24,28 +24,36 @@ not grow with k at all (no contrast), is refused with what to measure next, neve
 as "best".
 
 Uncertainty: P(best) is the share of DRAWS Bayesian-bootstrap draws of the histogram
-(Dirichlet over the verify steps, seeded by the data, so the same data gives the same
+(over the measurement's request blocks, whole requests, when it carries them; else over the
+verify steps, said so in `p_best_over`; seeded by the data, so the same data gives the same
 figure) in which the recommended k is still the pick; other k picked in at least
 NOISE_SHARE of the draws are "within noise". It covers acceptance noise only: the step
-times are taken as measured. A k' beyond every measured k is predicted with its E(k') band
+times are taken as measured.
+
+SLO (decision/slo.py): with one, the pick is the best k' predicted to meet it (`meets_slo`:
+the nearest measured k's TTFT as measured, its TPOT scaled by the predicted throughput
+ratio); none meeting it gives no k and says which measured figure misses. A k' beyond every measured k is predicted with its E(k') band
 (acceptance.predictions) and shown as "k=7 predicted +9% [+2..+15] over k=4, measure it";
 it becomes the recommendation itself (marked extrapolated) when even the band's low end
 does not lose against the best measured-range k. Ties within 1% go to the smaller k, as in
-the sweep decisions (analysis/sweep.py).
+the sweep decisions (decision/cells.py).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.constants import DEFAULT_DRAFT_COST  # always reported as assumed
 from specmon.decision import acceptance as tuning
 from specmon.decision import stepcost as kmodel
+from specmon.decision.cells import TIE_TOLERANCE  # the sweep's tie rule: one bar
 from specmon.decision.gates import MIN_SEGMENT_REQUESTS, Health, flag
+from specmon.decision.slo import Percentiles, Slo
 from specmon.decision.stepcost import SegmentModel, fit_segment_model
 
 __all__ = [
@@ -62,7 +70,6 @@ __all__ = [
     "least_regret",
 ]
 
-TIE_TOLERANCE = 0.01
 # One run at one k cannot tell the draft cost: without a given one the per-segment model takes
 # the k that loses least for any c in this range (n-gram drafters ~0, small models ~0.2).
 ROBUST_COSTS = tuple(i * 0.025 for i in range(9))
@@ -92,6 +99,11 @@ class Measurement:
     errors: int = 0
     saturated: bool = False
     server_lag_share: float | None = None
+    # TTFT / TPOT percentiles of the point's requests (decision/slo.py), for an --slo
+    latency: Percentiles = field(default_factory=dict)
+    # the histogram split into blocks of whole requests (acceptance.add_request), what
+    # P(best) resamples; empty: not known, P(best) then resamples verify steps (said so)
+    blocks: tuple[Mapping[int, int], ...] = ()
 
     @property
     def steps(self) -> int:
@@ -128,6 +140,7 @@ class KChoice:
     why: str | None = None
     p_best: float | None = None
     within_noise: tuple[int, ...] = ()
+    p_best_over: str = "verify steps"  # what P(best) resampled: "requests" or "verify steps"
     measured_k: int | None = None  # the largest healthy measured k
     base_k: int | None = None  # the best k within the measured range
     extrapolated_percent: float | None = None  # extrapolated_k vs base_k, %
@@ -135,6 +148,7 @@ class KChoice:
     flags: tuple[str, ...] = ()  # excluded measurements, with why
     refused: bool = False  # a fit out of bounds or without contrast
     concurrency: int | None = None  # the load answered
+    slo: str | None = None  # the objective the answer meets (Slo.text()), None without one
 
     @property
     def beyond_measured(self) -> bool:
@@ -197,7 +211,7 @@ class KChoice:
             "source": self.source,
             "predicted_gain_vs_k0": {str(k): g for k, g in sorted(self.gain.items())},
             "p_best": self.p_best,
-            "p_best_basis": f"Bayesian bootstrap over verify steps ({DRAWS} draws, seeded)"
+            "p_best_basis": f"Bayesian bootstrap over {self.p_best_over} ({DRAWS} draws, seeded)"
             if self.p_best is not None
             else None,
             "within_noise": list(self.within_noise),
@@ -212,6 +226,7 @@ class KChoice:
             "draft_cost": self.draft_cost,
             "draft_cost_assumed": self.draft_cost_assumed,
             "flags": list(self.flags),
+            "slo": self.slo,
             "refused": self.refused,
             "why_none": self.why,
         }
@@ -243,28 +258,37 @@ def choose(
     measurements: Sequence[Measurement],
     concurrency: int | None = None,
     draft_cost: float | None = None,
+    slo: Slo | None = None,
 ) -> KChoice:
-    """The recommended k at `concurrency` (None: the only / most measured load)."""
+    """The recommended k at `concurrency` (None: the only / most measured load); with an
+    `slo`, the best k predicted to meet it (none, and why, when no k does)."""
     healthy, flags = _gate(measurements)
     spec = [m for m in healthy if m.k > 0 and m.steps > 0]
+    goal = None if slo is None else slo.text()
     if not spec:
         why = "every measurement excluded (see flags)" if flags else "no verify steps yet"
-        return KChoice(None, why, HISTOGRAM, why=why, flags=flags, concurrency=concurrency)
+        return KChoice(
+            None, why, HISTOGRAM, why=why, flags=flags, concurrency=concurrency, slo=goal
+        )
     timed = [m for m in spec if m.step_ms and m.step_ms > 0]
     if concurrency is None:
         loads = [m.concurrency for m in timed] or [None]
         concurrency = max(set(loads), key=lambda c: (loads.count(c), -(c or 0)))
     basis = _basis(spec, timed, concurrency, draft_cost)
     if isinstance(basis, KChoice):
-        return _with(basis, flags=flags, concurrency=concurrency)
-    return _decide(basis, spec, concurrency, flags)
+        return _with(basis, flags=flags, concurrency=concurrency, slo=goal)
+    if slo is not None:
+        basis = replace(basis, basis=f"{basis.basis} · SLO {goal}")
+    return _decide(basis, spec, concurrency, flags, slo)
 
 
 def choose_per_load(
-    measurements: Sequence[Measurement], draft_cost: float | None = None
+    measurements: Sequence[Measurement],
+    draft_cost: float | None = None,
+    slo: Slo | None = None,
 ) -> dict[int | None, KChoice]:
     loads = sorted({m.concurrency for m in measurements}, key=lambda c: (c is None, c or 0))
-    return {c: choose(measurements, c, draft_cost) for c in loads}
+    return {c: choose(measurements, c, draft_cost, slo) for c in loads}
 
 
 def _with(choice: KChoice, **changes: Any) -> KChoice:
@@ -411,12 +435,19 @@ def _segments(
     return _Basis(tables, len(tables) // 2, basis, SEGMENTS, draft_cost, False)
 
 
-def least_regret(tables: Sequence[Mapping[int, float]], k_max: int) -> int:
-    """The k' in 0..k_max whose worst relative loss over the tables (one per plausible draft
-    cost) is smallest; ties (within 0.1%) to the smaller k'."""
+def least_regret(
+    tables: Sequence[Mapping[int, float]], k_max: int, allowed: AbstractSet[int] | None = None
+) -> int:
+    """The k' in 0..k_max (and in `allowed`, when given) whose worst relative loss over the
+    tables (one per plausible draft cost) is smallest; ties (within 0.1%) to the smaller k'.
+    The loss is against the best of all k' in range, allowed or not."""
     ks = sorted(k for k in tables[0] if k <= k_max and all(k in t for t in tables))
     tops = [max(t[j] for j in ks) for t in tables]
-    worst = {k: max(1 - t[k] / top for t, top in zip(tables, tops, strict=True)) for k in ks}
+    worst = {
+        k: max(1 - t[k] / top for t, top in zip(tables, tops, strict=True))
+        for k in ks
+        if allowed is None or k in allowed
+    }
     least = min(worst.values())
     return min(k for k in ks if worst[k] <= least + 1e-3)
 
@@ -446,27 +477,33 @@ def _predict(lengths: Mapping[int, float], w: Mapping[int, float]) -> dict[int, 
     return {k: lengths[k] * w[k] for k in w if k in lengths}
 
 
-def _in_range(basis: _Basis, lengths: Mapping[int, float], k_max: int) -> int:
+def _in_range(
+    basis: _Basis, lengths: Mapping[int, float], k_max: int, allowed: AbstractSet[int] | None
+) -> int:
     preds = [_predict(lengths, t) for t in basis.tables]
     if len(preds) > 1:
-        return least_regret(preds, k_max)
-    inside = {k: v for k, v in preds[0].items() if k <= k_max}
+        return least_regret(preds, k_max, allowed)
+    inside = {k: v for k, v in preds[0].items() if k <= k_max and (allowed is None or k in allowed)}
     top = max(inside.values())
     return min(k for k, v in inside.items() if v >= (1 - TIE_TOLERANCE) * top)
 
 
 def _pick(
-    basis: _Basis, lengths: Mapping[int, float], low: Mapping[int, float], k_max: int
+    basis: _Basis,
+    lengths: Mapping[int, float],
+    low: Mapping[int, float],
+    k_max: int,
+    allowed: AbstractSet[int] | None = None,
 ) -> _Pick:
     """The answer over every k' (beyond the measured range with the band's low end of E(k'),
     `low`, so an extrapolated k wins only when even its pessimistic prediction does), the
     best k within the measured range, and the best extrapolated k' (central E) when it beats
-    that by more than a tie."""
-    base = _in_range(basis, lengths, k_max)
+    that by more than a tie; with `allowed` (the k' that meet the SLO), among those only."""
+    base = _in_range(basis, lengths, k_max, allowed)
     cautious = {k: low.get(k, e) if k > k_max else e for k, e in lengths.items()}
-    k = _in_range(basis, cautious, max(lengths))
+    k = _in_range(basis, cautious, max(lengths), allowed)
     shown = _predict(lengths, basis.tables[basis.shown])
-    beyond = {j: v for j, v in shown.items() if j > k_max}
+    beyond = {j: v for j, v in shown.items() if j > k_max and (allowed is None or j in allowed)}
     ext = max(beyond, key=lambda j: (beyond[j], -j)) if beyond else None
     if ext is not None and beyond[ext] <= (1 + TIE_TOLERANCE) * shown[base]:
         ext = None
@@ -487,16 +524,49 @@ def _out_of_bounds(basis: _Basis, lengths: Mapping[int, float]) -> str | None:
     return None
 
 
-def _draws(pooled: Mapping[int, int], k_max: int) -> list[dict[int, float]]:
-    """DRAWS Bayesian-bootstrap E(k') tables: bucket shares ~ Dirichlet(counts), seeded by
-    the histogram itself (the same data, the same draws)."""
-    dense = tuning.dense_histogram(pooled, k_max)
+def _draws(spec: Sequence[Measurement], k_max: int) -> tuple[list[dict[int, float]], str]:
+    """DRAWS Bayesian-bootstrap E(k') tables, and what was resampled. Over requests when
+    every measurement at k_max carries its request blocks: each block weighted ~ Gamma(1)
+    (Dirichlet(1, ..., 1) over the blocks), the draw's histogram the weighted sum, so the
+    correlation of steps within a request widens the spread as it should; else over verify
+    steps: bucket shares ~ Dirichlet(counts), which treats steps as independent. Seeded by
+    the data itself (the same data, the same draws)."""
+    at_k = [m for m in spec if m.k == k_max]
+    if all(m.blocks for m in at_k):
+        blocks = [tuning.dense_histogram(b, k_max) for m in at_k for b in m.blocks]
+        rng = random.Random(repr(blocks))
+        out = []
+        for _ in range(DRAWS):
+            weights = [rng.gammavariate(1.0, 1.0) for _ in blocks]
+            mixed = [sum(w * b[j] for w, b in zip(weights, blocks)) for j in range(k_max + 1)]
+            out.append(tuning.expected_lengths(mixed, k_max, EXTRA_KS))
+        return out, "requests"
+    dense = tuning.dense_histogram(_pool(spec, k_max), k_max)
     rng = random.Random(repr(dense))
     out = []
     for _ in range(DRAWS):
         shares = [rng.gammavariate(n, 1.0) if n > 0 else 0.0 for n in dense]
         out.append(tuning.expected_lengths(shares, k_max, EXTRA_KS))
-    return out
+    return out, "verify steps"
+
+
+def _votes(
+    basis: _Basis,
+    spec: Sequence[Measurement],
+    lengths: Mapping[int, float],
+    low: Mapping[int, float],
+    allowed: AbstractSet[int] | None,
+) -> tuple[dict[int, int], str]:
+    """How often each k is the pick over the bootstrap draws (the band kept at its width
+    around each draw), and what the draws resampled."""
+    k_max = max(m.k for m in spec)
+    votes: dict[int, int] = {}
+    draws, over = _draws(spec, k_max)
+    for draw in draws:
+        low_d = {j: draw[j] * v / lengths[j] for j, v in low.items()}
+        got = _pick(basis, draw, low_d, k_max, allowed).k
+        votes[got] = votes.get(got, 0) + 1
+    return votes, over
 
 
 def _bands(pooled: Mapping[int, int], k_max: int) -> tuple[dict[int, float], dict[int, float]]:
@@ -508,23 +578,34 @@ def _bands(pooled: Mapping[int, int], k_max: int) -> tuple[dict[int, float], dic
 
 
 def _decide(
-    basis: _Basis, spec: Sequence[Measurement], concurrency: int | None, flags: tuple[str, ...]
+    basis: _Basis,
+    spec: Sequence[Measurement],
+    concurrency: int | None,
+    flags: tuple[str, ...],
+    slo: Slo | None = None,
 ) -> KChoice:
     k_max = max(m.k for m in spec)
     pooled = _pool(spec, k_max)
     lengths = tuning.expected_lengths(tuning.dense_histogram(pooled, k_max), k_max, EXTRA_KS)
+    goal = None if slo is None else slo.text()
     bad = _out_of_bounds(basis, lengths)
     if bad is not None:
-        return _with(_refusal(bad, basis.source), flags=flags, concurrency=concurrency)
-    low, high = _bands(pooled, k_max)
-    pick = _pick(basis, lengths, low, k_max)
+        return _with(_refusal(bad, basis.source), flags=flags, concurrency=concurrency, slo=goal)
     shown = _predict(lengths, basis.tables[basis.shown])
+    meeting: dict[int, tuple[float | None, float | None]] = {}
+    if slo is not None:
+        meeting, why = meets_slo(slo, spec, concurrency, shown)
+        if why is not None:
+            return KChoice(
+                None, basis.basis, basis.source, why=why, flags=flags,
+                concurrency=concurrency, slo=goal,
+            )  # fmt: skip
+    allowed = None if slo is None else frozenset(meeting)
+    low, high = _bands(pooled, k_max)
+    pick = _pick(basis, lengths, low, k_max, allowed)
+    words = basis.basis if slo is None else basis.basis + _slo_words(slo, pick.k, meeting[pick.k])
     gain = {k: v / shown[0] for k, v in shown.items() if k <= k_max or k == pick.k}
-    votes: dict[int, int] = {}
-    for draw in _draws(pooled, k_max):  # the band kept at its width around each draw
-        low_d = {j: draw[j] * v / lengths[j] for j, v in low.items()}
-        got = _pick(basis, draw, low_d, k_max).k
-        votes[got] = votes.get(got, 0) + 1
+    votes, over = _votes(basis, spec, lengths, low, allowed)
     noise = tuple(sorted(k for k, n in votes.items() if k != pick.k and n >= NOISE_SHARE * DRAWS))
     ext_pct = band = None
     if pick.ext is not None:
@@ -534,7 +615,7 @@ def _decide(
             band = (100 * (low[pick.ext] * w / ref - 1), 100 * (high[pick.ext] * w / ref - 1))
     return KChoice(
         k=pick.k,
-        basis=basis.basis,
+        basis=words,
         source=basis.source,
         gain=gain,
         extrapolated_k=pick.ext,
@@ -542,6 +623,7 @@ def _decide(
         draft_cost=basis.draft_cost,
         draft_cost_assumed=basis.assumed,
         p_best=votes.get(pick.k, 0) / DRAWS,
+        p_best_over=over,
         within_noise=noise,
         measured_k=k_max,
         base_k=pick.base,
@@ -549,4 +631,49 @@ def _decide(
         extrapolated_band=band,
         flags=flags,
         concurrency=concurrency,
+        slo=goal,
     )
+
+
+def meets_slo(
+    slo: Slo,
+    spec: Sequence[Measurement],
+    concurrency: int | None,
+    shown: Mapping[int, float],
+) -> tuple[dict[int, tuple[float | None, float | None]], str | None]:
+    """The k' predicted to meet the SLO at this load with their predicted (TTFT, TPOT) at
+    the SLO's percentile, and why none does (None when some k' in the measured range does).
+    Each k' is checked (slo.check) against the measurement at this load nearest to it in k
+    (ties: the one with more steps): its TTFT as measured (prefill does not depend on k),
+    its TPOT scaled by the predicted throughput ratio `shown`[k] / `shown`[k'] (at one
+    concurrency TPOT is inversely proportional to output throughput), so a measured k is
+    checked against exactly what was measured."""
+    here = [m for m in spec if m.latency and concurrency in (None, m.concurrency)]
+    if not here:
+        return {}, f"no k meets the SLO ({slo.text()}): no TTFT or TPOT percentiles measured here"
+    ok = {}
+    for k, v in shown.items():
+        ref = min(here, key=lambda m: (abs(m.k - k), -m.steps))
+        if v <= 0 or ref.k not in shown:
+            continue
+        scale = shown[ref.k] / v
+        if not slo.check([ref.latency], scale):
+            ttft, tpot = slo.figures([ref.latency])
+            ok[k] = (ttft, None if tpot is None else tpot * scale)
+    k_max = max(m.k for m in spec)
+    if any(k <= k_max for k in ok):
+        return ok, None
+    ref = max(here, key=lambda m: (m.steps, m.k))
+    said = "; ".join(w.removeprefix("misses the SLO: ") for w in slo.check([ref.latency]))
+    return {}, f"no k meets the SLO ({slo.text()}): measured at k={ref.k}: {said}"
+
+
+def _slo_words(slo: Slo, k: int, figures: tuple[float | None, float | None]) -> str:
+    """'(TPOT p90 26.7 ms predicted at k=3)': what the pick is expected to give."""
+    ttft, tpot = figures
+    parts = []
+    if slo.ttft_ms is not None and ttft is not None:
+        parts.append(f"TTFT {slo.percentile} {ttft:.1f} ms")
+    if slo.tpot_ms is not None and tpot is not None:
+        parts.append(f"TPOT {slo.percentile} {tpot:.1f} ms")
+    return f" ({', '.join(parts)} predicted at k={k})" if parts else ""

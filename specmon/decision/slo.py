@@ -1,16 +1,32 @@
 """Goodput: a latency objective every surface chooses under (docs/tuning.md "SLO").
 
 `--slo ttft=S,tpot=MS[,p=90]`: TTFT in seconds, TPOT in milliseconds, the percentile of
-each repeat's requests that must meet them (p50, p90, p95 or p99; default p90, as
-guidellm's goodput). A cell that misses it is not selectable (its reasons say by how much);
-when no cell at a load meets it, the decision says so instead of picking the fastest.
+the requests that must meet them (p50, p90, p95 or p99; default p90, as guidellm's
+goodput). One parser (`parse_slo`) and one check (`Slo.check`) for every surface: a sweep
+cell (its repeats' percentiles, the median over repeats), a run or a load segment (one
+sample: its own requests' percentiles). What misses it is not selectable (the reasons say
+by how much); when nothing at a load meets it, the decision says so instead of picking the
+fastest.
+
+The figures are `Percentiles`: {"ttft_ms": {"p50": .., "p90": ..}, "tpot_ms": {...}} in ms,
+TPOT being AIPerf's inter-token latency (as the sweep reads it): `percentiles_of_summary`
+reads them from an AIPerf-shaped summary, `percentiles_of` computes them from per-request
+values (the segments table).
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from specmon.stats import percentile
+
 PERCENTILES = ("p50", "p90", "p95", "p99")
+# (name shown, key in Percentiles, the summary's metric tag)
+FIGURES = (("TTFT", "ttft_ms", "time_to_first_token"), ("TPOT", "tpot_ms", "inter_token_latency"))
+
+Percentiles = Mapping[str, Mapping[str, float]]
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,7 @@ class Slo:
     percentile: str = "p90"
 
     def text(self) -> str:
+        """'TTFT p90 <= 1 s, TPOT p90 <= 50 ms' (the basis words every surface shows)."""
         parts = []
         if self.ttft_ms is not None:
             parts.append(f"TTFT {self.percentile} <= {self.ttft_ms / 1000:g} s")
@@ -44,6 +61,49 @@ class Slo:
                 )
         return out
 
+    def figures(self, samples: Sequence[Percentiles]) -> tuple[float | None, float | None]:
+        """(TTFT, TPOT) at the percentile: the median over the samples that have it."""
+        return _median(samples, "ttft_ms", self.percentile), _median(
+            samples, "tpot_ms", self.percentile
+        )
+
+    def check(self, samples: Sequence[Percentiles], tpot_scale: float = 1.0) -> list[str]:
+        """The one check: why the samples (a cell's repeats; a run's or a segment's one)
+        miss the objective, empty when they meet it. `tpot_scale` carries a measured TPOT to
+        another k (the decision's prediction, docs/tuning.md "SLO")."""
+        ttft, tpot = self.figures(samples)
+        return self.misses(ttft, None if tpot is None else tpot * tpot_scale)
+
+
+def _median(samples: Sequence[Percentiles], name: str, p: str) -> float | None:
+    present = [float(v) for s in samples if (v := (s.get(name) or {}).get(p)) is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def percentiles_of_summary(summary: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """TTFT and TPOT (AIPerf's ITL) percentiles, ms, from a run's summary (its metric blocks
+    carry p50..p99)."""
+    out = {}
+    for _, name, tag in FIGURES:
+        stats = summary.get(tag)
+        if not isinstance(stats, Mapping):
+            continue
+        got = {p: float(stats[p]) for p in PERCENTILES if isinstance(stats.get(p), (int, float))}
+        if got:
+            out[name] = got
+    return out
+
+
+def percentiles_of(values: Mapping[str, Sequence[float]]) -> dict[str, dict[str, float]]:
+    """{"ttft_ms": [per-request ms, ...], ...} -> the Percentiles of each (the summary's
+    interpolation, specmon.stats.percentile); names without values are left out."""
+    out = {}
+    for name, vals in values.items():
+        if vals:
+            ordered = sorted(vals)
+            out[name] = {p: percentile(ordered, float(p[1:])) for p in PERCENTILES}
+    return out
+
 
 def parse_slo(text: str) -> Slo:
     """'ttft=1,tpot=50' or 'ttft=0.5,p=99' -> Slo; ValueError with a one-line reason."""
@@ -53,8 +113,8 @@ def parse_slo(text: str) -> Slo:
         if not eq or key.strip() not in ("ttft", "tpot", "p"):
             raise ValueError(f"--slo: '{part}' is not ttft=S, tpot=MS or p=90")
         values[key.strip()] = value.strip()
-    percentile = "p" + values.get("p", "90").removeprefix("p")
-    if percentile not in PERCENTILES:
+    percentile_name = "p" + values.get("p", "90").removeprefix("p")
+    if percentile_name not in PERCENTILES:
         raise ValueError(f"--slo: p={values['p']}: choose one of 50, 90, 95, 99")
     try:
         ttft = float(values["ttft"]) * 1000 if "ttft" in values else None
@@ -65,4 +125,4 @@ def parse_slo(text: str) -> Slo:
         raise ValueError("--slo: give ttft=S and/or tpot=MS")
     if any(v is not None and not v > 0 for v in (ttft, tpot)):
         raise ValueError(f"--slo: '{text}': limits must be positive")
-    return Slo(ttft, tpot, percentile)
+    return Slo(ttft, tpot, percentile_name)

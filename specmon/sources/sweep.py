@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
-from specmon.decision.slo import PERCENTILES, Slo, parse_slo
+from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -56,8 +56,9 @@ _PER_CELL_FIELDS = (
     "segment_duration",
     "segment_requests",
 )
+# (slo: the objective is SweepSettings.slo, outside the hash: it decides, it is not measured)
 _NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics",
-                 "prometheus_port", "prometheus_host")  # fmt: skip
+                 "prometheus_port", "prometheus_host", "slo")  # fmt: skip
 
 
 @dataclass
@@ -307,17 +308,6 @@ def _avg(summary: dict[str, dict], tag: str) -> float | None:
     return float(value) if value is not None else None
 
 
-def _percentiles(summary: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """TTFT and TPOT (AIPerf's ITL) percentiles, ms, for an --slo."""
-    out = {}
-    for name, tag in (("ttft_ms", "time_to_first_token"), ("tpot_ms", "inter_token_latency")):
-        stats = summary.get(tag) or {}
-        got = {p: float(stats[p]) for p in PERCENTILES if stats.get(p) is not None}
-        if got:
-            out[name] = got
-    return out
-
-
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
@@ -335,7 +325,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
         error_count=int(_avg(summary, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
-        latency_percentiles=_percentiles(summary),
+        latency_percentiles=percentiles_of_summary(summary),
     )
 
 

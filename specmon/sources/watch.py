@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from specmon.accumulator import RunAccumulator
 from specmon.event_loop import new_event_loop
-from specmon.interfaces import LoadProgress, SessionView
+from specmon.interfaces import SERIES_TIME, LoadProgress, SessionView
 from specmon.server.health import HealthDelta, label_text
 from specmon.server.scrape import (
     CounterDelta,
@@ -526,6 +526,7 @@ def watch_series(
         "tok_s": [sum(t) / len(t) if t else None for t in tok],
         "ttft_p50": list(empty),
         "err_pct": list(empty),
+        SERIES_TIME: [start + (b + 0.5) * width for b in range(columns)],
     }
 
 

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input
 
+from specmon.analysis.categories import CategoryTable
 from specmon.interfaces import (
     MonitorConfig,
     MonitoredRun,
@@ -25,6 +26,8 @@ from specmon.interfaces import (
     SessionView,
     knobs_of,
 )
+from specmon.pipeline import RequestResult
+from specmon.session import RunSession
 from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
 from specmon.tui.modes import Mode
@@ -36,9 +39,11 @@ from specmon.tui.widgets.header import RunHeader
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.histogram_chart import HistogramChart
 from specmon.tui.widgets.panel import Slot
 from specmon.tui.widgets.request_log import RequestLog
-from specmon.tui.widgets.series import SeriesBins, SeriesView
+from specmon.tui.widgets.series import SeriesBins
+from specmon.tui.widgets.series_chart import SeriesPanel
 from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.timeline import WINDOWS
@@ -70,6 +75,14 @@ class MainScreen(Screen[None]):
     def accumulator(self) -> ResultsView:
         """The shown server's results."""
         return self.ui.session.accumulator
+
+    def _category_source(self) -> CategoryTable | Sequence[RequestResult]:
+        """The shown server's per-category table: a RunSession's own, fed as results land
+        (no second copy of its statistics); else its results, for the panel to tabulate."""
+        session = self.ui.session
+        if isinstance(session, RunSession):
+            return session.categories.table
+        return self.accumulator.results
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -139,6 +152,7 @@ class MainScreen(Screen[None]):
         self.query_one("#spec-table", StatsTable).show(f.spec_rows)
         hist = f.acceptance.hist
         self.query_one(HistogramView).show(hist)
+        self.query_one(HistogramChart).show(hist)  # drawn only while 2 is maximized
         self.query_one(PositionsView).show(hist, f.acceptance.k)
         self.query_one(WhatIfView).show(f.whatif, f.acceptance.title_suffix)
         self.query_one(HeadlineView).show(f.headline)
@@ -159,7 +173,7 @@ class MainScreen(Screen[None]):
             compact = self.has_class("compact") and self.maximized is None
             self.query_one(ServersView).show(t.cards, self.ui.selected, compact)
         categories = self.query_one(CategoriesView)
-        categories.sync(self.accumulator.results)
+        categories.sync(self._category_source())
         # its own place in large layouts for a --dataset run (categories are what it asks);
         # otherwise (the built-in prompts' categories) key 9 shows it maximized
         shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
@@ -216,7 +230,7 @@ class MainScreen(Screen[None]):
         self.refresh_data()
 
     def action_sort_categories(self, reverse: bool) -> None:
-        column = self.query_one(CategoriesView).cycle_sort(self.accumulator.results, reverse)
+        column = self.query_one(CategoriesView).cycle_sort(self._category_source(), reverse)
         self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
 
     def action_next_server(self, step: int) -> None:
@@ -299,15 +313,16 @@ class PlotPainter:
             return
         self._window, self._at, self._stale = plot.window_s, now, False
         screen, window = self.screen, plot.window_s
-        series = screen.query_one(SeriesView)
+        series = screen.query_one(SeriesPanel)
         run = screen.run
         if plot.server_wide and isinstance(run, SeriesSource):
             label = screen.ui.label
-            series.show(lambda columns: run.series(label, window, columns))
+            # a watch's columns are never shorter than its scrape interval
+            series.show(lambda columns, _min_s: run.series(label, window, columns))
             return
         self.bins.add(screen.accumulator.results)
         model = screen.ui.last
         elapsed = model.header.elapsed_s if model is not None else 0.0
         end = max(self.bins.last_s(), elapsed)
         bins = self.bins
-        series.show(lambda columns: bins.series(window, end, columns))
+        series.show(lambda columns, min_s: bins.series(window, end, columns, min_s))

@@ -23,9 +23,10 @@ from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
+from specmon.tui.widgets.histogram_chart import HistogramChart
 from specmon.tui.widgets.panel import HPanel, Panel, Slot
 from specmon.tui.widgets.request_log import RequestLog
-from specmon.tui.widgets.series import SeriesView
+from specmon.tui.widgets.series_chart import SeriesPanel
 from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.tuning import CountersView, SegmentsView, ServersView, WhatIfView
@@ -91,7 +92,11 @@ PANELS: tuple[PanelSpec, ...] = (
         "panel-hist",
         "2 Accepted drafts per step",
         ("row-top", "col-hist"),
-        lambda: [HistogramView(id="histogram"), PositionsView(id="positions")],
+        lambda: [
+            HistogramView(id="histogram"),
+            HistogramChart(id="hist-chart"),
+            PositionsView(id="positions"),
+        ],
         key="2",
         name="Histogram",
         help="maximize the histogram",
@@ -125,7 +130,7 @@ PANELS: tuple[PanelSpec, ...] = (
         "panel-plot",
         "3 Time series",
         ("row-mid",),
-        lambda: [SeriesView(id="series")],
+        lambda: [SeriesPanel(id="series-panel")],
         key="3",
         name="AL over time",
         help="maximize the time series (AL, output tok/s, TTFT p50, errors %)",

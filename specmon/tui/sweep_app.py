@@ -3,7 +3,7 @@
 The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunLifecycle);
 this app samples it on a timer: the k x concurrency grid filling in with each finished
 cell's median ± MAD, the cell and repeat being measured, the decision row forming
-(analysis/sweep.py decide over the finished cells), the server's log tail while it starts,
+(decision/cells.py decide over the finished cells), the server's log tail while it starts,
 and the acceptance panels of the current repeat's session. q stops the sweep (the repeat in
 flight is not kept) and closes; the command then writes the decisions and prints the tables.
 """
@@ -128,7 +128,7 @@ class SweepApp(App[int]):
         self.query_one("#sweep-header", Static).update(
             Text(f"{head}\n{line}", no_wrap=True, overflow="ellipsis")
         )
-        self.query_one(SweepGrid).show(grid_view(ks, concs, cells, now))
+        self.query_one(SweepGrid).show(grid_view(ks, concs, cells, now, settings.objective()))
         log_panel = self.query_one("#panel-serverlog")
         starting = now.phase == "starting"
         log_panel.set_class(starting, "visible")

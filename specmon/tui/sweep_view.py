@@ -1,7 +1,7 @@
 """View-model of the live sweep view: the k x concurrency grid filling in, the decision row
 forming, the current cell and the server's log tail. No Textual here (like tuning_view):
 plain strings, testable without a terminal. Medians, MADs and decisions come from
-specmon/analysis/sweep.py (`summarize`, `decide`: median - 1.4826 MAD of output token
+specmon/decision/cells.py (`summarize`, `decide`: median - 1.4826 MAD of output token
 throughput, unstable above relative MAD 10%, ties within 1% to the smaller k).
 """
 
@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specmon.analysis import sweep as decisions
 from specmon.analysis.sweep_types import Cell
+from specmon.decision.cells import decide, summarize
+from specmon.decision.slo import Slo
 from specmon.sources.sweep import SweepNow
 
 PENDING = "·"
@@ -36,7 +37,7 @@ def cell_text(cell: Cell) -> str:
     """'1234.5 ± 6.7' (median ± MAD of output tok/s); '!' marks an unstable cell."""
     if cell.error is not None:
         return "error"
-    stats = decisions.summarize(cell)
+    stats = summarize(cell)
     if stats is None:
         return PENDING
     mark = " !" if stats.unstable else ""
@@ -44,18 +45,21 @@ def cell_text(cell: Cell) -> str:
 
 
 def grid_view(
-    ks: Sequence[int], concurrencies: Sequence[int], cells: Sequence[Cell], now: SweepNow
+    ks: Sequence[int],
+    concurrencies: Sequence[int],
+    cells: Sequence[Cell],
+    now: SweepNow,
+    slo: Slo | None = None,
 ) -> GridView:
-    """The grid as far as it has been measured; decisions over the finished cells."""
+    """The grid as far as it has been measured; decisions over the finished cells (under
+    the sweep's --slo, as its table and sweep.json decide)."""
     by_key = {(c.k, c.concurrency): c for c in cells}
     rows = []
     for k in ks:
         texts = [_slot_text(by_key.get((k, c)), k, c, now) for c in concurrencies]
         rows.append((f"k={k}", *texts))
     measured = [c for c in cells if c.error is None and c.repeats]
-    made = (
-        {d.concurrency: d for d in decisions.decide(measured, bootstrap=False)} if measured else {}
-    )
+    made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)} if measured else {}
     picks, selected, speed = [], [], []
     for c in concurrencies:
         d = made.get(c)

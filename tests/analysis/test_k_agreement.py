@@ -11,6 +11,7 @@ fit of the draft cost (docs/tuning.md "Choosing k"), not on an assumed one.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -21,19 +22,20 @@ import orjson
 import pytest
 
 from specmon.analysis.segments import SegmentTable
+from specmon.decision.slo import parse_slo
 from specmon.export.jsonl_export import result_from_record
 from specmon.tui.tuning_view import what_if
 
 LABELS = ("k2", "k4")
 
 
-def _run_demo(out: Path, ks: str = "2,4") -> str:
+def _run_demo(out: Path, ks: str = "2,4", slo: str | None = None) -> str:
     cmd = [
         sys.executable, "-m", "specmon", "demo", "--num-spec-tokens", ks, "--headless",
         "--request-count", "16", "--concurrency", "2", "--streaming", "--step-ms", "5",
         "--draft-ms-per-token", "1", "--acceptance", "0.8", "--output-tokens-mean", "48",
         "--artifact-dir", str(out),
-    ]  # fmt: skip
+    ] + ([] if slo is None else ["--slo", slo])  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -53,10 +55,24 @@ def _pooled(results: list) -> dict[int, int]:
     return hist
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+# generous: every k meets it (the simulator's TPOT is ms, its TTFT well under a minute)
+LOOSE_SLO = "ttft=60,tpot=1000"
+
+
 @pytest.mark.e2e
-def test_whatif_segments_and_tune_give_one_k(tmp_path):
+@pytest.mark.parametrize("slo", [None, LOOSE_SLO])
+def test_whatif_segments_and_tune_give_one_k(tmp_path, slo):
+    """With --slo the same: every surface decides under it and says so in the basis (the
+    TUI's what-if line included), and a tighter one given to tune / compare is met by none
+    and said so."""
     out = tmp_path / "run"
-    printed = _run_demo(out)
+    printed = _run_demo(out, slo=slo)
     by_label = {label: _results(out / label) for label in LABELS}
     # the segment settings as the run recorded them (one segment: concurrency 2 per server)
     settings = {}
@@ -66,7 +82,7 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
         assert settings[label][0]["concurrency"] == 2
 
     # 1. the live segments table (the table MultiRun keeps), no --draft-cost
-    table = SegmentTable(draft_cost=None)
+    table = SegmentTable(draft_cost=None, slo=None if slo is None else parse_slo(slo))
     for label, results in by_label.items():
         table.update(label, results)
     rows = table.rows(settings)
@@ -80,12 +96,8 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
     }
 
     # 3. `specmon tune --json` over the exported run (both per-server folders)
-    done = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with_slo = () if slo is None else ("--slo", slo)
+    done = _cli("tune", str(out), "--json", *with_slo)
     assert done.returncode == 0, done.stderr
     reports = json.loads(done.stdout)
     tune_ks = {r["recommended_k"] for r in reports}
@@ -109,16 +121,23 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path):
     assert {r["recommendation"]["text"] for r in reports} == {answer}
     assert {r["recommendation"]["concurrency"] for r in reports} == {2}
     said = f"over 2 runs at concurrency 2: {answer}"
-    text = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    text = _cli("tune", str(out), *with_slo)
     assert text.returncode == 0 and said in text.stdout, text.stdout[-1500:]
-    compared = subprocess.run(
-        [sys.executable, "-m", "specmon", "compare", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    compared = _cli("compare", str(out), *with_slo)
     assert compared.returncode == 0 and said in compared.stdout, compared.stdout[-1500:]
+    if slo is None:
+        return
+    # under the SLO: said in the basis on every surface, with the pick's predicted figures
+    goal = "SLO TTFT p90 <= 60 s, TPOT p90 <= 1000 ms ("
+    assert f" · {goal}" in seg_basis and f"predicted at k={seg_k})" in seg_basis
+    assert {r["recommendation"]["slo"] for r in reports} == {
+        "TTFT p90 <= 60 s, TPOT p90 <= 1000 ms"
+    }
+    # an objective no k can meet (TPOT p90 <= 0.001 ms): none, and why, on tune and compare
+    none = "at concurrency 2: no recommendation: no k meets the SLO (TPOT p90 <= 0.001 ms)"
+    for command in ("tune", "compare"):
+        tight = _cli(command, str(out), "--slo", "tpot=0.001")
+        assert tight.returncode == 0 and none in tight.stdout, tight.stdout[-1500:]
 
 
 @pytest.mark.e2e
@@ -148,3 +167,129 @@ def test_one_server_gives_one_k_with_its_stated_assumption(tmp_path):
     assert w is not None and basis in w.text
     assert w.k == rows[0]["recommended_k"] == report["recommended_k"]
     assert w.k is not None and 0 <= w.k <= 4
+
+
+# ---------------------------------------------------------------- the sweep's answer
+
+SWEEP_REPEATS = {  # (k, concurrency) -> output tok/s per repeat
+    (0, 1): (100, 101, 99),
+    (2, 1): (150, 151, 149),
+    (4, 1): (160, 158, 162),
+    (0, 4): (300, 300, 300),
+    (2, 4): (400, 404, 396),
+    (4, 4): (398, 400, 402),
+}
+SWEEP_BASIS = (
+    "measured at k=0,2,4 (3 repeats): median - 1.4826 MAD, ties within 1% to the smaller k"
+)
+
+
+def _concluded(tmp_path: Path, cells: list, slo: str | None = None):
+    """The end of a sweep whose cells were all measured: SweepRunner.conclude, as `specmon
+    sweep` runs it (decisions, schedule, sweep.json), and its console tables."""
+    from specmon.config import RunConfig
+    from specmon.run.assemble import make_repeat
+    from specmon.sources.sweep import SweepResult, SweepRunner, SweepSettings
+
+    settings = SweepSettings(
+        ks=[2, 4],
+        concurrencies=[1, 4],
+        serve="{python} -m specmon sim --port {port} --num-spec-tokens {k}",
+        baseline_serve="{python} -m specmon sim --port {port} --num-spec-tokens 0",
+        repeats=3,
+        segment_requests=8,
+        slo=slo,
+    )
+    previous = [cell.to_dict() for cell in cells]  # as a --resume would find them
+    runner = SweepRunner(
+        settings, RunConfig(), tmp_path / "sweep", make_repeat=make_repeat,
+        out=io.StringIO(), previous=previous,
+    )  # fmt: skip
+    result = runner.conclude(SweepResult(runner.ordered_cells(), False))
+    return result, runner.tables(result) or ""
+
+
+def _sweep_cells(tpot_p90: dict[tuple[int, int], float] | None = None) -> list:
+    from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+
+    def rep(t: float, key: tuple[int, int]) -> RepeatMeasurement:
+        lat = {} if tpot_p90 is None else {"tpot_ms": {"p90": tpot_p90[key]}}
+        return RepeatMeasurement(t, 1.0, 10, latency_percentiles=lat)
+
+    return [Cell(k, c, [rep(t, (k, c)) for t in ts]) for (k, c), ts in SWEEP_REPEATS.items()]
+
+
+def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
+    """One sweep's cells -> the same decision line in the sweep's table, sweep.json, the
+    live sweep view's decision row, and `specmon tune SWEEP_DIR` (text and --json): every
+    one of them paints specmon/decision/cells.py's decision."""
+    from specmon.sources.sweep import SweepNow
+    from specmon.tui.sweep_view import grid_view
+
+    cells = _sweep_cells()
+    _, table = _concluded(tmp_path, cells)
+    doc = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    # by hand, concurrency 1: scores median - 1.4826 MAD: k0 100 - 1.4826 = 98.5174,
+    # k2 150 - 1.4826 = 148.5174, k4 160 - 2 x 1.4826 = 157.0348 -> k=4, vs k=0
+    # 157.0348 / 98.5174 - 1 = +59.4%; every bootstrap draw of k=4 scores >= 157 > 1.01 x
+    # the best k=2 draw (151): P(sel.) = 1.00
+    one = "selected k=4 (160.0 tok/s, +59.4% vs k=0, P(sel.)=1.00) · " + SWEEP_BASIS
+    # concurrency 4: k2 400 - 4 x 1.4826 = 394.0696, k4 400 - 2 x 1.4826 = 397.0348; k2 is
+    # within 1% of the top (>= 393.0645): the smaller k, k=2, +31.4% over k=0's 300
+    texts = [d["text"] for d in doc["decisions"]]
+    assert texts[0] == one
+    assert texts[1].startswith("selected k=2 (400.0 tok/s, +31.4% vs k=0, P(sel.)=")
+    assert texts[1].endswith(SWEEP_BASIS)
+    # the table: one line per load (the text less its basis), then the basis they share
+    lines = [f"decision at concurrency {c}: {t.split(' · ')[0]}" for c, t in zip((1, 4), texts)]
+    lines.append(f"basis: {SWEEP_BASIS}")
+    at = table.splitlines().index(lines[0])
+    assert table.splitlines()[at : at + 3] == lines, table
+    # the live view: the same picks (its grid redraws without the bootstrap)
+    view = grid_view([0, 2, 4], [1, 4], cells, SweepNow("done"))
+    assert view.decision == ("selected k", "k=4", "k=2")
+    assert view.speedup == ("vs k=0", "+59.4%", "+31.4%")
+    # `specmon tune` over the sweep's directory: the same lines, the same JSON texts
+    sweep_dir = str(tmp_path / "sweep")
+    said = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", sweep_dir],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.splitlines()[1:] == lines, said.stdout
+    got = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
+
+
+def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
+    """A sweep run under --slo: its decisions, and `specmon tune` over its directory (which
+    reads the stored objective, or the one given), choose among the cells meeting it."""
+    # TPOT p90 per cell: k=4 at concurrency 4 misses a 30 ms objective, every other meets it
+    tpot = {key: 20.0 for key in SWEEP_REPEATS} | {(4, 4): 45.0}
+    _concluded(tmp_path, _sweep_cells(tpot), slo="tpot=30")
+    doc = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    four = doc["decisions"][1]
+    # without k=4 (excluded: 45 > 30 ms), k=2 is the top score itself at 4: +31.4% over k=0
+    assert four["selected_k"] == 2 and four["excluded"]["4"] == [
+        "misses the SLO: TPOT p90 45.0 ms > 30 ms"
+    ]
+    assert four["text"].endswith(SWEEP_BASIS + " · SLO TPOT p90 <= 30 ms")
+    sweep_dir = str(tmp_path / "sweep")
+    stored = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert [d["text"] for d in json.loads(stored.stdout)["decisions"]] == [
+        d["text"] for d in doc["decisions"]
+    ]
+    # a tighter objective given to tune: nothing at 4 meets 10 ms, and it says so
+    tight = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--slo", "tpot=10"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert tight.returncode == 0, tight.stderr
+    assert "decision at concurrency 4: no k selected: no k meets the SLO\n" in tight.stdout

@@ -305,3 +305,49 @@ def test_multirun_user_errors(argv, fragment, tmp_path):
     with pytest.raises(UserError) as exc:
         build_multi(argv, tmp_path)
     assert fragment in str(exc.value)
+
+
+def test_a_segment_decides_under_the_slo_with_its_own_percentiles():
+    from specmon.analysis.segments import SegmentTable
+    from specmon.decision.slo import parse_slo
+
+    # 5 requests at k=2, each {0: 1, 1: 1, 2: 2}: pooled S_1 = 15/20, S_2 = 10/20 -> E(1) =
+    # 1.75, E(2) = 2.25, a_2 = 2/3 carried: E(3) = 2.5833, E(4) = 2.8056. With c = 0.3:
+    # E/(1 + 0.3 k') = 1, 1.346, 1.406, 1.360, 1.275: k=2
+    results = [
+        result(0, i, i + 1, hist={0: 1, 1: 1, 2: 2}, k=2, itl=itl)
+        for i, itl in enumerate((10.0, 20.0, 30.0, 40.0, 50.0))
+    ]
+    settings = {0: {"concurrency": 4}}
+
+    def row(slo: str) -> dict:
+        table = SegmentTable(draft_cost=0.3, slo=parse_slo(slo))
+        table.update(None, results)
+        (only,) = table.rows(settings)
+        return only
+
+    # TPOT percentiles by linear interpolation over 10..50: p90 at 0.9 x 4 = 3.6 -> 46,
+    # p50 -> 30, p95 (3.8) -> 48, p99 (3.96) -> 49.6; no TTFT in these results
+    met = row("tpot=50")
+    assert met["latency_percentiles"] == {
+        "tpot_ms": {"p50": 30.0, "p90": pytest.approx(46.0), "p95": pytest.approx(48.0),
+                    "p99": pytest.approx(49.6)}
+    }  # fmt: skip
+    assert met["recommended_k"] == 2
+    # five requests, fewer than the 40 blocks: each its own block (P(best) resamples them)
+    assert met["request_blocks"] == [{"0": 1, "1": 1, "2": 2}] * 5
+    assert met["basis"] == (
+        "histogram only, draft cost given 0.30 · SLO TPOT p90 <= 50 ms "
+        "(TPOT p90 46.0 ms predicted at k=2)"
+    )
+    # 45 ms: k=2 (the fastest k', so the lowest TPOT) measured 46: none, and why
+    missed = row("tpot=45")
+    assert missed["recommended_k"] is None
+    assert missed["recommendation"] == (
+        "no recommendation: no k meets the SLO (TPOT p90 <= 45 ms): measured at k=2: "
+        "TPOT p90 46.0 ms > 45 ms"
+    )
+    # without an SLO the live rows skip the sort: no percentiles
+    plain = SegmentTable(draft_cost=0.3)
+    plain.update(None, results)
+    assert plain.rows(settings)[0]["latency_percentiles"] == {}

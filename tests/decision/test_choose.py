@@ -1,4 +1,4 @@
-"""analysis/kchoice.py: one answer for k from whatever was measured (hand-computed cases),
+"""decision/choose.py: one answer for k from whatever was measured (hand-computed cases),
 and the one-run evaluation against the simulator's formula (benchmarks/bench_kchoice.py)."""
 
 from __future__ import annotations

@@ -274,7 +274,8 @@ def test_bench_load_runs_aiperf_beside_specmon():
 def test_bench_tui_prints_headless_and_tui_rows():
     out = run_script("bench_tui.py", "--duration", "2", "--concurrency", "2", "--show-screen")
     rows = parse_table(out)
-    assert [row["mode"] for row in rows] == ["headless", "tui 100x30"], out
+    modes = ["headless", "tui 100x30", "tui 100x30, 3 (charts)"]
+    assert [row["mode"] for row in rows] == modes, out
     for row in rows:
         assert num(row["requests"]) > 0 and num(row["req/s"]) > 0
         assert num(row["specmon CPU s"]) > 0 and num(row["CPU ms/request"]) > 0
@@ -282,8 +283,11 @@ def test_bench_tui_prints_headless_and_tui_rows():
     assert "request rate, tui/headless: " in out and "CPU per request, tui/headless: " in out
     # the monitor really drew: the headline and the histogram panel, shown at every size
     # (100x30 is the compact layout, without the Spec Decode table)
-    screen = out.split("last TUI screen:")[1]
+    screen, charts = out.split("last TUI screen:")[1].split("last TUI screen with charts:")
     assert "tok-wtd AL" in screen and "Accepted drafts per step" in screen
+    # the third run had panel 3 maximized: the series as charts with axes
+    assert "time since start (s)" in charts and "output tok/s · now" in charts
+    assert "specmon CPU s, charts/sparklines: " in out
 
 
 def test_bench_sim_rows_name_the_last_rung_that_held():

@@ -23,7 +23,7 @@ from hostile_server import (
     metrics_trickle,
 )
 
-from specmon.server.scrape import SCRAPE_TIMEOUT_S
+from specmon.server.scrape import MAX_LINE_BYTES, SCRAPE_TIMEOUT_S
 from specmon.sources.watch import CSV_NAME
 
 HANG_GUARD_S = 120  # only against a hang: the watch's own bounds are what is tested
@@ -34,6 +34,9 @@ def _watch(url: str, out: Path, *extra: str) -> list[str]:
         *(sys.executable, "-m", "specmon", "watch", "--url", url, "--headless"),
         *("--interval", "0.3", "--artifact-dir", str(out), *extra),
     ]
+
+
+HUGE_LABELS = b",".join(b'l%d="v"' % i for i in range(10_000))
 
 
 def _nan_after_two(n: int) -> bytes:
@@ -52,7 +55,16 @@ CASES = {
         1,
         "rejected series: ",
     ),
-}
+    # one 10,000-label line beside good counters: that line rejected, the watch goes on
+    "ten_thousand_labels": (
+        metrics_page(
+            lambda n: counters_page(10 * n, 5 * n)
+            + b"vllm:spec_decode_num_drafts_total{" + HUGE_LABELS + b"} 1\n"
+        ),
+        1,
+        f"lines over {MAX_LINE_BYTES} bytes",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.e2e

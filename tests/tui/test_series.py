@@ -14,6 +14,7 @@ from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.sources.load.runner import LoadRunner
 from specmon.tui.widgets.series import Point, SeriesBins, series_lines
+from specmon.tui.widgets.series_chart import POINT_MIN_S, chart_columns, segments
 
 
 def point(end_s: float, first_s: float | None, tokens: int) -> Point:
@@ -57,6 +58,20 @@ def test_tokens_without_a_first_token_time_count_at_the_end():
     assert bins.series(None, 1.25, 5)["tok_s"] == [0.0, 0.0, 240.0, 0.0, None]
 
 
+def test_a_minimum_column_length_folds_fine_bins():
+    """The charts ask for columns of at least 1 s. A: 100 tokens over [0, 1] s, B: 100 over
+    [1, 2] s, C: 1 token over [2, 3] s; the longest generation is 1 s and the newest end 3 s,
+    so the bins before 2 s are complete. 8 columns wanted up to 2 s, each at least 1 s: two
+    columns of four 0.25 s bins, each 100 tokens / 1 s = 100 tok/s."""
+    bins = SeriesBins()
+    for p in (point(1.0, 0.0, 100), point(2.0, 1.0, 100), point(3.0, 2.0, 1)):
+        bins.add_point(p)
+    data = bins.series(None, 2.0, 8, min_column_s=1.0)
+    assert data["tok_s"] == [pytest.approx(100.0), pytest.approx(100.0)]
+    assert data["@t"] == [0.5, 1.5]  # each column's middle, the chart's x
+    assert len(bins.series(None, 2.0, 8)["tok_s"]) == 8  # the sparklines' 0.25 s columns
+
+
 def _steady_run(url: str, artifact_dir) -> tuple[RunSession, LoadRunner]:
     config = RunConfig(
         url=[url],
@@ -76,8 +91,10 @@ def _steady_run(url: str, artifact_dir) -> tuple[RunSession, LoadRunner]:
 @pytest.mark.e2e
 def test_current_out_tok_s_agrees_with_the_headline_at_steady_state(tmp_path):
     """Sampled at 6, 8 and 10 s while a steady load runs: the series' current output tok/s
-    (the label the panel prints: the newest 3 s of complete bins) is within 5% of the
-    headline's output_token_throughput (completed tokens / duration) at the same moment."""
+    (the label the panel prints: the newest 3 s of complete bins) and the last point the
+    maximized chart plots at 160x48 (two charts across, 60 s window, 1 s points at least)
+    are within 5% of the headline's output_token_throughput (completed tokens / duration)
+    at the same moment."""
     # every draft accepted: each step gives k + 1 tokens, so the rate is steady by design
     sim = start_sim(["--step-ms", "20", "--ttft-ms", "20", "--seed", "1", "--acceptance", "1.0"])
     try:
@@ -96,7 +113,11 @@ def test_current_out_tok_s_agrees_with_the_headline_at_steady_state(tmp_path):
             assert current is not None
             label = series_lines(data, 80, 1, {}).plain.splitlines()[1]
             assert f"{current:,.0f}" in label  # the figure the panel shows
-            checked.append((current, snap.std_stats["output_token_throughput"]["avg"]))
+            chart = bins.series(60.0, bins.last_s(), chart_columns(156, 2), POINT_MIN_S)
+            plotted = segments(chart["@t"], chart["tok_s"])
+            assert plotted, chart
+            headline = snap.std_stats["output_token_throughput"]["avg"]
+            checked.append((current, plotted[-1][-1][1], headline))
         runner.stop()
         runner.join(30)
         session.finish()
@@ -105,5 +126,6 @@ def test_current_out_tok_s_agrees_with_the_headline_at_steady_state(tmp_path):
     assert len(checked) == 3, (
         f"the run ended before three samples ({time.monotonic() - begin:.1f} s)"
     )
-    for current, headline in checked:
+    for current, last_point, headline in checked:
         assert current == pytest.approx(headline, rel=0.05), checked
+        assert last_point == pytest.approx(headline, rel=0.05), checked

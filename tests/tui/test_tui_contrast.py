@@ -130,6 +130,10 @@ MAIN_STEPS = [((str(n),), (str(n),)) for n in range(1, 8)] + [
 ]
 
 
+# the plotext charts (widgets/plot.py ThemedPlot): panel 2 and panel 3 maximized at 160x48
+CHART_STEPS = [(("2",), ("escape",)), (("3",), ("escape",))]
+
+
 @pytest.fixture(autouse=True)
 def _colour(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
@@ -139,7 +143,7 @@ def _colour(monkeypatch):
 async def test_monitor_text_contrast(theme):
     app = recorded_app(theme)
     faults = await _check_screens(app, (80, 24), MAIN_STEPS)
-    faults += await _check_screens(recorded_app(theme), (160, 48), [])
+    faults += await _check_screens(recorded_app(theme), (160, 48), CHART_STEPS)
     faults += await _check_screens(
         recorded_app(theme), (120, 36), [(("home", "enter"), ("escape",))]
     )

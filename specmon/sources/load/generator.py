@@ -83,6 +83,23 @@ def clock(wall_s: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(wall_s))
 
 
+Spell = tuple[float, float | None]  # (wall-clock start, end; None: still down)
+
+
+def merge_spells(spells: list[Spell]) -> list[Spell]:
+    """Spells seen by several senders (the --workers processes each keep their own) as the
+    server's: overlapping ones joined, in time order."""
+    merged: list[Spell] = []
+    for start, end in sorted(spells, key=lambda spell: spell[0]):
+        if merged and (merged[-1][1] is None or start <= merged[-1][1]):
+            last_start, last_end = merged[-1]
+            joined = None if last_end is None or end is None else max(last_end, end)
+            merged[-1] = (last_start, joined)
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def describe_outages(spells: list[tuple[float, float | None]]) -> str | None:
     """'server unreachable 19:25:05-19:26:10' (every spell), or None without one."""
     if not spells:

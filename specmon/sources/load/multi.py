@@ -27,6 +27,7 @@ from typing import Any
 
 from specmon.analysis.segments import RUN, SegmentTable
 from specmon.config import RunConfig
+from specmon.decision.slo import parse_slo
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.segment_plan import format_segments, parse_segments, split_plan
@@ -105,7 +106,9 @@ class MultiRun:
         self.error: BaseException | None = None
         self.segment_rows_final: list[dict] = []
         self._segments = SegmentTable(
-            draft_cost=config.draft_cost, across_servers=self.mode != "split"
+            draft_cost=config.draft_cost,
+            across_servers=self.mode != "split",
+            slo=None if config.slo is None else parse_slo(config.slo),
         )
         self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
 
@@ -263,10 +266,9 @@ class MultiRun:
 
 
 def _outage(runner: Any) -> str | None:
-    """The runner's unreachable spells in one line (a LoadRunner's generator knows them)."""
-    generator = getattr(runner, "generator", None)
-    outages = getattr(generator, "outages", None)
-    return describe_outages(outages.spells) if outages is not None else None
+    """The runner's unreachable spells in one line (LoadRunner and WorkerPool know them)."""
+    spells = getattr(runner, "outage_spells", None)
+    return describe_outages(spells()) if spells is not None else None
 
 
 def _segment_settings(runner: Any) -> dict[int, dict]:

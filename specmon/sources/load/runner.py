@@ -198,6 +198,12 @@ class LoadRunner(SegmentKnobs, BackgroundRun):
         """The generator on the load thread (read-only use from other threads)."""
         return self._generator
 
+    def outage_spells(self) -> list[tuple[float, float | None]]:
+        """The spells in which nothing reached the server (generator.Outages), for the
+        end-of-run verdict."""
+        gen = self._generator
+        return list(gen.outages.spells) if gen is not None else []
+
     @property
     def arrival_times(self) -> list[float]:
         return list(self._generator.arrival_times) if self._generator else []

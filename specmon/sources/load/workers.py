@@ -26,18 +26,20 @@ import orjson
 
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
-from specmon.errors import UserError
+from specmon.errors import ServerUnreachable, UserError
 from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
 from specmon.segment_plan import SegmentLog
 from specmon.sources.datasets import sub_shard
 from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
+from specmon.sources.load.generator import Spell, merge_spells
 from specmon.sources.load.runner import LoadRunner, preflight
 
 __all__ = ["WorkerPool", "effective_workers", "split_int", "worker_configs"]
 
 _USER_ERROR = "UserError: "  # how a worker's "done" message names a user error
+_UNREACHABLE = "ServerUnreachable: "  # ... and a --max-outage stop
 PROGRESS_EVERY_S = 0.25  # progress is also sent as soon as the counts change
 GO_LEAD_S = 0.05  # the "go" names an instant this far ahead, so every worker starts at once
 
@@ -168,6 +170,7 @@ def _worker_main(
     except BaseException as exc:
         error = exc
     results.put(("progress", index, runner.progress()))
+    results.put(("outages", index, runner.outage_spells()))  # for the end-of-run verdict
     results.put(("done", index, None if error is None else f"{type(error).__name__}: {error}"))
 
 
@@ -221,6 +224,7 @@ class WorkerPool(SegmentKnobs, BackgroundRun):
         self._running: set[int] = set()  # workers whose "done" has not arrived
         self._warm: set[int] = set()  # workers waiting for "go" after their warmup
         self._finished: set[int] = set()  # workers whose "done" arrived
+        self._spells: dict[int, list[Spell]] = {}  # each worker's unreachable spells, at its end
         self._released = False
         self.before_profiling: Callable[[], None] | None = None  # after every warmup, before
         #                                                           any profiling request
@@ -280,7 +284,7 @@ class WorkerPool(SegmentKnobs, BackgroundRun):
         for index in sorted(dropped - self._finished):  # its "done" never came
             code = self._processes[index].exitcode
             errors.append(f"worker {index}: exited (code {code}) before finishing its share")
-        if errors and not isinstance(self.error, UserError):
+        if errors and not isinstance(self.error, (UserError, ServerUnreachable)):
             self.error = RuntimeError("; ".join(errors))
 
     def _handle(self, message: tuple, errors: list[str]) -> None:
@@ -292,15 +296,31 @@ class WorkerPool(SegmentKnobs, BackgroundRun):
             self._progress[index] = message[2]
         elif kind == "warm":
             self._warm.add(index)
+        elif kind == "outages":
+            self._spells[index] = message[2]
         elif kind == "done":
             self._running.discard(index)
             self._finished.add(index)
-            if message[2] and message[2].startswith(_USER_ERROR) and self.error is None:
-                self.error = UserError(message[2][len(_USER_ERROR) :])  # e.g. wrong --model
-                self._broadcast("stop")
-            elif message[2]:
-                errors.append(f"worker {index}: {message[2]}")
+            self._worker_done(index, message[2], errors)
         self._release_when_warm()
+
+    def _worker_done(self, index: int, why: str | None, errors: list[str]) -> None:
+        """A worker's end: a user error or a --max-outage stop ends the whole run as it
+        would end one process (the others see the same server); anything else is listed."""
+        if not why:
+            return
+        for prefix, kind in ((_USER_ERROR, UserError), (_UNREACHABLE, ServerUnreachable)):
+            if why.startswith(prefix):
+                if self.error is None:
+                    self.error = kind(why[len(prefix) :])  # e.g. wrong --model
+                    self._broadcast("stop")
+                return
+        errors.append(f"worker {index}: {why}")
+
+    def outage_spells(self) -> list[Spell]:
+        """The server's unreachable spells: every worker's, overlapping ones joined (each
+        worker noticed the outage on its own connections, at about the same moments)."""
+        return merge_spells([spell for spells in self._spells.values() for spell in spells])
 
     def _release_when_warm(self) -> None:
         """Once every worker still running waits after its warmup, run the hook and say go.

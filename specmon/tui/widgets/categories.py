@@ -2,9 +2,12 @@
 acceptance rate, output tokens/s and TTFT p50 per prompt category (docs/metrics.md
 §12), sortable by any column (`c` next column, `C` reverses).
 
-The widget keeps its own `CategoryTable` per results list and reads only the results that
-arrived since the last refresh (`CategoryTable.catch_up`), so a refresh is O(new results)
-plus one snapshot per category.
+A live run's session keeps a `CategoryTable` fed as results land (sinks/categories.py):
+the widget reads that one, so the monitor holds no second copy of every category's
+statistics (one cost about 100 bytes per request, issue 19 item 6). Given a results list
+instead (a session without one), it keeps its own table and reads only the results that
+arrived since the last refresh (`CategoryTable.catch_up`). Either way a refresh is
+O(new results) plus one snapshot per category.
 """
 
 from __future__ import annotations
@@ -132,10 +135,14 @@ class CategoriesView(ShapedStatic):
         self._shown: tuple | None = None
         self.rows: list[CategoryRow] = []  # as shown, sorted
 
-    def sync(self, results: Sequence[Any]) -> None:
-        """Read the results that arrived since the last call and repaint if anything moved."""
-        table = self._tables.setdefault(id(results), CategoryTable())
-        table.catch_up(results)
+    def sync(self, source: CategoryTable | Sequence[Any]) -> None:
+        """Read the table (or the results that arrived since the last call) and repaint if
+        anything moved."""
+        if isinstance(source, CategoryTable):
+            table = source
+        else:
+            table = self._tables.setdefault(id(source), CategoryTable())
+            table.catch_up(source)
         self.rows = sort_rows(table.rows(), self.sort_column, self.descending)
         width = self.content_region.width or None  # None before the first layout
         key = (tuple(self.rows), self.sort_column, self.descending, width)
@@ -151,7 +158,7 @@ class CategoriesView(ShapedStatic):
         """Whether any request so far carried a category (the panel has something to say)."""
         return bool(self.rows)
 
-    def cycle_sort(self, results: Sequence[Any], reverse: bool = False) -> str:
+    def cycle_sort(self, source: CategoryTable | Sequence[Any], reverse: bool = False) -> str:
         """`reverse`: flip the order of the current column; else sort by the next column
         (acceptance-like figures biggest first). Returns the column now sorted by."""
         if reverse:
@@ -160,5 +167,5 @@ class CategoriesView(ShapedStatic):
             i = ROW_FIELDS.index(self.sort_column)
             self.sort_column = ROW_FIELDS[(i + 1) % len(ROW_FIELDS)]
             self.descending = self.sort_column != "category"
-        self.sync(results)
+        self.sync(source)
         return self.sort_column

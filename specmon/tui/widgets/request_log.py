@@ -7,6 +7,7 @@ pending rows instead of jumping (the toolong model).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -67,7 +68,9 @@ class RequestLog(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._source: Sequence[Any] = ()
-        self._rows: list[int] = []  # indices into _source that pass the filter
+        # indices into _source that pass the filter: every index (a range, no memory) or,
+        # filtered, the matching ones (8 bytes each): a million-request log keeps no list
+        self._rows: range | array[int] = range(0)
         self._seen = 0  # how much of _source has been looked at
         self._filter = ""
         self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
@@ -76,7 +79,7 @@ class RequestLog(ScrollView, can_focus=True):
     # -- data -------------------------------------------------------------------------
     def set_source(self, source: Sequence[Any]) -> None:
         self._source = source
-        self._rows, self._seen = [], 0
+        self._rows, self._seen = (array("q") if self._filter else range(0)), 0
         self._text_cache.clear()
         self.sync()
 
@@ -95,10 +98,10 @@ class RequestLog(ScrollView, can_focus=True):
             return 0
         at_end = self._following  # a selection or a scroll up holds the rows in place
         before = len(self._rows)
-        if self._filter:
+        if isinstance(self._rows, array):
             self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
         else:
-            self._rows.extend(range(self._seen, total))
+            self._rows = range(total)
         added = len(self._rows) - before
         self._seen = total
         if added:
@@ -127,7 +130,10 @@ class RequestLog(ScrollView, can_focus=True):
 
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
-        self._rows = [i for i in range(self._seen) if self._matches(i)]
+        if self._filter:
+            self._rows = array("q", (i for i in range(self._seen) if self._matches(i)))
+        else:
+            self._rows = range(self._seen)
         self.cursor = -1
         self._following = True
         self.pending = 0

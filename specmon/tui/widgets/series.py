@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.widgets import Static
 
+from specmon.interfaces import SERIES_TIME
+
 if TYPE_CHECKING:
     from specmon.pipeline import RequestResult
 
@@ -35,6 +37,10 @@ RANGE_W = 16  # "max 1,234.56" / "min 0.00"
 # a 0.25 s column of a steady 2,000 tok/s run reads +-10% (acceptance bursts), 3 s +-3%.
 CURRENT_S = 3.0
 NOW = "@now"  # data[key + NOW] = [the current value], when the source gives one
+# fetch(columns, min_column_s): the series binned to at most that many columns, each at
+# least min_column_s long (a source whose columns are never shorter may ignore it)
+Fetch = Callable[[int, float], dict[str, list[float | None]]]
+TIME = SERIES_TIME  # data[TIME]: each column's middle, seconds from the start
 
 
 @dataclass(frozen=True)
@@ -42,13 +48,15 @@ class SeriesSpec:
     key: str
     name: str
     fmt: str  # format spec of the numbers
+    title: str  # the chart's title: what it is and its unit (short: a chart may be 36 wide)
+    floor: float  # the chart's y axis starts here (AL is at least 1; the others 0)
 
 
 SERIES: tuple[SeriesSpec, ...] = (
-    SeriesSpec("al", "AL", ".2f"),
-    SeriesSpec("tok_s", "out tok/s", ",.0f"),
-    SeriesSpec("ttft_p50", "TTFT p50 ms", ",.1f"),
-    SeriesSpec("err_pct", "errors %", ".1f"),
+    SeriesSpec("al", "AL", ".2f", "AL (tokens/step)", 1.0),
+    SeriesSpec("tok_s", "out tok/s", ",.0f", "output tok/s", 0.0),
+    SeriesSpec("ttft_p50", "TTFT p50 ms", ",.1f", "TTFT p50 (ms)", 0.0),
+    SeriesSpec("err_pct", "errors %", ".1f", "errors (% of requests)", 0.0),
 )
 
 
@@ -188,19 +196,23 @@ class SeriesBins:
         return self._latest_s - self._longest_s
 
     def series(
-        self, window_s: float | None, now_s: float, columns: int
+        self, window_s: float | None, now_s: float, columns: int, min_column_s: float = 0.0
     ) -> dict[str, list[float | None]]:
         """Each series as at most `columns` display bins over the last `window_s` (None: the
-        run) up to `now_s`; a display bin is a whole number of fine bins, the last one
-        ending at the fine bin that holds `now_s` (a short run gets fewer columns)."""
+        run) up to `now_s`; a display bin is a whole number of fine bins, at least
+        `min_column_s` long, the last one ending at the fine bin that holds `now_s` (a short
+        run gets fewer columns)."""
         w = self.width_s
         end_b = max(1, math.ceil(now_s / w - 1e-9))
         start_b = 0 if window_s is None else max(0, math.floor((now_s - window_s) / w + 1e-9))
-        per = max(1, math.ceil((end_b - start_b) / max(columns, 1)))
+        per = max(
+            1, math.ceil((end_b - start_b) / max(columns, 1)), math.ceil(min_column_s / w - 1e-9)
+        )
         columns = max(1, math.ceil((end_b - start_b) / per))
         first_b = end_b - columns * per  # may be < 0: those fine bins are empty
         complete_b = math.floor(self.complete_s() / w + 1e-9)
         out: dict[str, list[float | None]] = {s.key: [] for s in SERIES}
+        out[TIME] = [(first_b + (c + 0.5) * per) * w for c in range(columns)]
         for c in range(columns):
             lo = first_b + c * per
             cell = _Cell()
@@ -334,13 +346,13 @@ class SeriesView(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._data: dict[str, list[float | None]] = {}
-        self._fetch: Callable[[int], dict[str, list[float | None]]] | None = None
+        self._fetch: Fetch | None = None
 
-    def show(self, fetch: Callable[[int], dict[str, list[float | None]]]) -> None:
-        """`fetch(columns)` gives the series binned to that many columns; called again when
-        the widget's size changes (a maximized panel gets more bins and rows)."""
+    def show(self, fetch: Fetch) -> None:
+        """`fetch(columns, min_column_s)` gives the series binned to that many columns (each
+        at least min_column_s long); called again when the widget's size changes."""
         self._fetch = fetch
-        data = fetch(self.spark_columns())
+        data = fetch(self.spark_columns(), 0.0)
         if data == self._data:
             return
         self._data = data
@@ -352,7 +364,7 @@ class SeriesView(Static):
 
     def on_resize(self) -> None:
         if self._fetch is not None:
-            self._data = self._fetch(self.spark_columns())
+            self._data = self._fetch(self.spark_columns(), 0.0)
         self._repaint()
 
     def spark_columns(self) -> int:

@@ -23,8 +23,10 @@ from specmon.sources.load.generator import (
     FirstStatusCheck,
     Outages,
     describe_outages,
+    merge_spells,
     retry_after_s,
 )
+from specmon.sources.sweep import free_port
 
 SPECMON = [sys.executable, "-m", "specmon", "run", "--headless", "--output-tokens-mean", "8"]
 SIM_ARGS = ["--seed", "5", "--ttft-ms", "5", "--step-ms", "2"]
@@ -152,3 +154,71 @@ def test_a_rate_limited_server_is_waited_for_and_named(tmp_path):
     assert all("rate-limited by the server (Retry-After 0.2 s)" in r["error"]["message"]
                for r in limited)  # fmt: skip
     assert "check --model" not in stdout + stderr
+
+
+def test_spells_of_several_workers_merge_into_the_servers():
+    # two workers saw one outage a second apart at each end; a third saw a later one
+    spells = [(100.0, 160.0), (300.0, None), (101.0, 161.0), (161.0, 170.0)]
+    assert merge_spells(spells) == [(100.0, 170.0), (300.0, None)]
+    assert merge_spells([(5.0, None), (6.0, 9.0)]) == [(5.0, None)]  # still down: open
+    assert merge_spells([]) == []
+
+
+@pytest.mark.e2e
+def test_with_workers_a_killed_and_restarted_server_is_named_as_an_outage(tmp_path):
+    """--workers 2: each worker notices the outage on its own; the verdict names the
+    server's one spell (both workers' joined), not a guess about replicas or resets."""
+    out = tmp_path / "run"
+    port = free_port()
+    args = [*SIM_ARGS, "--port", str(port)]
+    sim = start_sim(args)
+    proc = _run(
+        sim.url, out, "--workers", "2", "--concurrency", "4", "--request-count", "120",
+        "--max-outage", "120",
+    )  # fmt: skip
+    try:
+        _wait_records(out, proc, lambda rs: len(rs) >= 20)
+        os.kill(sim.pid, signal.SIGKILL)
+        sim.stop()
+        # both workers retried at least once against the dead port: the outage is theirs
+        _wait_records(
+            out,
+            proc,
+            lambda rs: len({r["metadata"].get("worker_id") for r in rs if _refused(r)}) == 2,
+        )
+        sim = start_sim(args)  # the same port: its counters start from zero
+        stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        sim.stop()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    doc = json.loads((out / "profile_export_aiperf.json").read_text())
+    assert doc["request_count"]["avg"] == 120  # refused attempts are retried, not counted
+    text = doc["server_metrics"]["reconciliation"]["text"]
+    spell = (
+        r"server unreachable (\d\d:\d\d:\d\d)-(\d\d:\d\d:\d\d); counters from before and after it"
+    )
+    assert re.search(spell, text), text
+    assert "," not in text.split("server unreachable ")[1].split(";")[0]  # one spell
+    assert "replicas" not in text and "likely" not in text
+
+
+def _refused(record: dict) -> bool:
+    error = record.get("error") or {}
+    return error.get("type") == "connection_error"
+
+
+def _wait_records(out, proc: subprocess.Popen, condition) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S
+    jsonl = out / "profile_export.jsonl"
+    while not (jsonl.exists() and condition(_whole_records(jsonl))):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _whole_records(jsonl) -> list[dict]:
+    lines = jsonl.read_bytes().split(b"\n")[:-1]  # the last piece may be a line being written
+    return [json.loads(line) for line in lines]

@@ -1,0 +1,401 @@
+"""The sweep's rule: which k per concurrency, from measured cells, decided as vLLM's offline
+tuner does (`vllm bench sweep tune_speculative_k`; docs/tuning.md §10). The one selection
+every sweep surface paints: the sweep's table and sweep.json (specmon/sources/sweep.py), the
+live sweep view (tui/sweep_view.py), the arms' best fixed k (analysis/arms.py), and `specmon
+tune` / `specmon compare` given a sweep's directory.
+
+* per cell, over its repeats: median and MAD (median absolute deviation, unscaled) of output
+  token throughput; relative MAD = MAD / median; above 0.10 the cell is unstable and not
+  selected (specmon's exception: its slowest repeat beats every other k's fastest, so no
+  noise can reverse the order); score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a
+  normal sigma);
+* per concurrency: best_k = highest median; selected_k = the smallest k whose score is within
+  1% of the top score among stable cells; selected_vs_best_percent = 100 (score_sel / top - 1)
+  and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
+  (the k0 figure is omitted without a baseline cell at that concurrency).
+
+Health gates (specmon/decision/gates.py) come first: a cell whose repeats failed more than
+1% of their requests, ran with a saturated client, on a server behind its own step model,
+or counted too few requests is excluded from selection (as vLLM's tuner rejects a run with
+any failed request) and listed in `excluded` with why; when every cell at a load shares a
+machine-wide reason (a saturated client, a lagging server) the decision is taken among them
+and says so. With an SLO (decision/slo.py) a cell that misses it is excluded the same way.
+
+Where specmon differs (vLLM refuses these inputs): fewer than 3 repeats still decide, marked
+"few repeats" (1 repeat: MAD 0, score = median); a concurrency whose cells are all unstable
+selects nothing and says why; k values measured elsewhere but absent here are listed as
+missing and the decision is taken among the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.gates import Health, machine_wide
+from specmon.decision.slo import Slo
+
+MAX_RELATIVE_MAD = 0.10
+MAD_TO_SIGMA = 1.4826
+TIE_TOLERANCE = 0.01
+MIN_REPEATS = 3
+DRAWS = 200  # bootstrap draws for P(selected)
+
+# figures summarised by their median next to the objective (RepeatMeasurement fields)
+OTHER_FIGURES = (
+    "request_throughput",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "request_latency_ms",
+    "acceptance_length",
+)
+
+
+def median_and_mad(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, MAD, relative MAD); relative MAD is inf when the median is 0 and MAD is not."""
+    med = float(statistics.median(values))
+    mad = float(statistics.median(abs(v - med) for v in values))
+    if med != 0:
+        rel = mad / abs(med)
+    else:
+        rel = 0.0 if mad == 0 else math.inf
+    return med, mad, rel
+
+
+@dataclass(frozen=True)
+class CellStats:
+    k: int
+    concurrency: int
+    repeats: int
+    median: float  # output token throughput, tokens/s
+    mad: float
+    relative_mad: float
+    score: float  # max(median - 1.4826 MAD, 0)
+    unstable: bool
+    few_repeats: bool
+    medians: dict[str, float | None] = field(default_factory=dict)  # OTHER_FIGURES
+    excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
+    requests: int = 0
+    errors: int = 0
+    slowest: float = 0.0  # the slowest and fastest repeat's output token throughput
+    fastest: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "concurrency": self.concurrency,
+            "repeats": self.repeats,
+            "median_output_token_throughput": self.median,
+            "mad_output_token_throughput": self.mad,
+            "relative_mad": None if math.isinf(self.relative_mad) else self.relative_mad,
+            "score": self.score,
+            "unstable": self.unstable,
+            "few_repeats": self.few_repeats,
+            "medians": dict(self.medians),
+            "requests": self.requests,
+            "errors": self.errors,
+            "excluded": list(self.excluded),
+        }
+
+
+def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | None:
+    vals = [getattr(r, name) for r in repeats]
+    present = [float(v) for v in vals if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def slo_misses(cell: Cell, slo: Slo | None) -> list[str]:
+    """Why the cell misses the SLO (slo.check: the median over repeats of each repeat's
+    percentile)."""
+    if slo is None:
+        return []
+    return slo.check([r.latency_percentiles for r in cell.repeats])
+
+
+def summarize(cell: Cell, slo: Slo | None = None) -> CellStats | None:
+    """The cell's statistics; None when it has no repeat (not measured). A cell that fails
+    a health gate or misses the SLO carries why in `excluded`."""
+    if not cell.repeats:
+        return None
+    med, mad, rel = median_and_mad([r.output_token_throughput for r in cell.repeats])
+    return CellStats(
+        k=cell.k,
+        concurrency=cell.concurrency,
+        repeats=len(cell.repeats),
+        median=med,
+        mad=mad,
+        relative_mad=rel,
+        score=max(med - MAD_TO_SIGMA * mad, 0.0),
+        unstable=rel > MAX_RELATIVE_MAD,
+        few_repeats=len(cell.repeats) < MIN_REPEATS,
+        medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
+        excluded=tuple(cell_health(cell).reasons() + slo_misses(cell, slo)),
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+        slowest=min(r.output_token_throughput for r in cell.repeats),
+        fastest=max(r.output_token_throughput for r in cell.repeats),
+    )
+
+
+def cell_health(cell: Cell) -> Health:
+    """The cell's health over its repeats: counts summed, the worst lag share, saturated if
+    any repeat was."""
+    return Health(
+        requests=sum(r.request_count for r in cell.repeats),
+        errors=sum(r.error_count for r in cell.repeats),
+        saturated=any(r.client_saturated for r in cell.repeats),
+        server_lag_share=cell.server_lag_share,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    concurrency: int
+    selected_k: int | None  # None: nothing selectable (see reason)
+    best_k: int | None  # highest median among the measured cells
+    selected_score: float | None
+    selected_median: float | None
+    selected_vs_best_percent: float | None
+    selected_vs_k0_percent: float | None  # None without a baseline (k=0) cell here
+    candidates: list[CellStats]
+    unstable_ks: list[int]
+    missing_ks: list[int]  # measured at other concurrencies, not here
+    few_repeats: bool  # some candidate has fewer than MIN_REPEATS repeats
+    reason: str | None = None  # why selected_k is None
+    notes: list[str] = field(default_factory=list)
+    excluded: dict[int, list[str]] = field(default_factory=dict)  # k -> health gate reasons
+    p_selected: float | None = None  # bootstrap over repeats (`p_selected`)
+    slo: str | None = None  # the objective decided under (Slo.text()), None without one
+
+    def basis(self) -> str:
+        """What the decision rests on, in words (the same on every surface)."""
+        ks = ",".join(str(s.k) for s in self.candidates)
+        counts = sorted({s.repeats for s in self.candidates})
+        reps = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        plural = "" if counts == [1] else "s"
+        words = (
+            f"measured at k={ks} ({reps} repeat{plural}): median - {MAD_TO_SIGMA} MAD, ties "
+            f"within {TIE_TOLERANCE:.0%} to the smaller k"
+        )
+        return words + (f" · SLO {self.slo}" if self.slo else "")
+
+    def head(self) -> str:
+        """'selected k=4 (312.0 tok/s, +41.0% vs k=0, P(sel.)=0.93)', or why none."""
+        if self.selected_k is None or self.selected_median is None:
+            return f"no k selected: {self.reason}"
+        figures = [f"{self.selected_median:.1f} tok/s"]
+        if self.selected_vs_k0_percent is not None and self.selected_k > 0:
+            figures.append(f"{self.selected_vs_k0_percent:+.1f}% vs k=0")
+        if self.p_selected is not None:
+            figures.append(f"P(sel.)={self.p_selected:.2f}")
+        return f"selected k={self.selected_k} ({', '.join(figures)})"
+
+    def text(self) -> str:
+        """One line: head · basis (sweep.json's `text`)."""
+        return f"{self.head()} · {self.basis()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "text": self.text(),
+            "basis": self.basis(),
+            "slo": self.slo,
+            "selected_k": self.selected_k,
+            "best_k": self.best_k,
+            "selected_score": self.selected_score,
+            "selected_median": self.selected_median,
+            "selected_vs_best_percent": self.selected_vs_best_percent,
+            "selected_vs_k0_percent": self.selected_vs_k0_percent,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "unstable_ks": list(self.unstable_ks),
+            "missing_ks": list(self.missing_ks),
+            "few_repeats": self.few_repeats,
+            "reason": self.reason,
+            "notes": list(self.notes),
+            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
+            "p_selected": self.p_selected,
+        }
+
+
+def _percent(num: float, den: float) -> float | None:
+    return None if den <= 0 else 100.0 * (num / den - 1.0)
+
+
+def selectable(stats: Sequence[CellStats]) -> list[CellStats]:
+    """The cells a decision may pick: the healthy ones; when there are none and every
+    excluded cell is so only for machine-wide reasons (gates.MACHINE_WIDE), those."""
+    healthy = [s for s in stats if not s.excluded]
+    if healthy:
+        return healthy
+    return [s for s in stats if machine_wide(s.excluded)]
+
+
+def _select(stable: Sequence[CellStats]) -> CellStats:
+    """The smallest k whose score is within the tie tolerance of the top score."""
+    top = max(s.score for s in stable)
+    return min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
+
+
+def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float | None:
+    """How sure the selection is: the share of DRAWS bootstrap draws (each cell's repeats
+    resampled with replacement, seeded by the figures, so the same cells give the same
+    share) in which k is still selected; None when a cell has fewer than MIN_REPEATS."""
+    measured = [c for c in cells if c.repeats]
+    if not measured or min(len(c.repeats) for c in measured) < MIN_REPEATS:
+        return None
+    rng = random.Random(repr([(c.k, [r.output_token_throughput for r in c.repeats])
+                              for c in measured]))  # fmt: skip
+    wins = 0
+    for _ in range(DRAWS):
+        drawn = [
+            summarize(Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats]), slo)
+            for c in measured
+        ]
+        stats = [s for s in selectable([d for d in drawn if d]) if not s.unstable and s.score > 0]
+        wins += bool(stats) and _select(stats).k == k
+    return wins / DRAWS
+
+
+def _decision_notes(
+    stats: list[CellStats], missing: list[int], excluded: dict[int, list[str]], waived: list[int]
+) -> list[str]:
+    """What the row's decision should be read with: few repeats, unmeasured k, the cells
+    excluded (or only flagged, `waived`, when every cell failed a health gate)."""
+    notes = []
+    if any(s.few_repeats for s in stats):
+        n = min(s.repeats for s in stats)
+        notes.append(f"few repeats (as few as {n} < {MIN_REPEATS}): MAD is a weak guard")
+    if missing:
+        notes.append(f"k={','.join(map(str, missing))} not measured here")
+    notes += [
+        f"k={k} {'flagged' if k in waived else 'excluded'}: {'; '.join(why)}"
+        for k, why in excluded.items()
+    ]
+    if waived:
+        notes.append(
+            "every cell here ran on a saturated client or a lagging server: decided among "
+            "them anyway; remeasure on an idle machine before trusting it"
+        )
+    return notes
+
+
+def _dominates(cell: CellStats, cells: Sequence[CellStats]) -> bool:
+    """An unstable cell whose slowest repeat beats every other cell's fastest: no noise can
+    reverse that order, so it stays selectable (seen on a real vLLM with a drafter that never
+    agrees: k=0 repeats 192-406 tok/s, unstable, against 76-98 at k=1, which was selected)."""
+    others = [c for c in cells if c is not cell]
+    return bool(others) and all(cell.slowest > c.fastest for c in others)
+
+
+def _no_decision_reason(
+    stats: list[CellStats], healthy: list[CellStats], stable: list[CellStats]
+) -> str | None:
+    """Why no k can be selected at this load, or None when one can."""
+    if not stats:
+        return "no measured cell"
+    if not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
+        return "no k meets the SLO"
+    if not healthy:
+        return "every cell excluded by the health gates or the SLO"
+    if not stable:
+        return f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
+    if max(s.score for s in stable) <= 0:
+        return "no stable cell has a positive score"
+    return None
+
+
+def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> Decision:
+    stats = sorted(stats, key=lambda s: s.k)
+    missing = sorted(all_ks - {s.k for s in stats})
+    unstable = [s.k for s in stats if s.unstable]
+    few = any(s.few_repeats for s in stats)
+    excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
+    healthy = selectable(stats)
+    notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
+    best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+    stable = [s for s in healthy if not s.unstable or _dominates(s, healthy)]
+    notes += [
+        f"k={s.k} is unstable but its slowest repeat beats every other k's fastest: kept"
+        for s in stable
+        if s.unstable
+    ]
+    reason = _no_decision_reason(stats, healthy, stable)
+    if reason is not None:
+        return Decision(
+            concurrency, None, None if best is None else best.k, None, None, None, None,
+            stats, unstable, missing, few, reason, notes, excluded,
+        )  # fmt: skip
+    top = max(s.score for s in stable)
+    sel = _select(stable)
+    k0 = next((s for s in healthy if s.k == 0), None)
+    if k0 is not None and k0.unstable:
+        notes.append("the k=0 baseline is unstable: the speedup is uncertain")
+    return Decision(
+        concurrency=concurrency,
+        selected_k=sel.k,
+        best_k=None if best is None else best.k,
+        selected_score=sel.score,
+        selected_median=sel.median,
+        selected_vs_best_percent=_percent(sel.score, top),
+        selected_vs_k0_percent=None if k0 is None else _percent(sel.score, k0.score),
+        candidates=stats,
+        unstable_ks=unstable,
+        missing_ks=missing,
+        few_repeats=few,
+        notes=notes,
+        excluded=excluded,
+    )
+
+
+def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True) -> list[Decision]:
+    """One decision per concurrency that appears in cells, sorted by concurrency; with an
+    SLO, among the cells that meet it. `bootstrap` False leaves P(selected) out (the live
+    grid redraws too often for 200 draws per load)."""
+    by_conc: dict[int, list[CellStats]] = {}
+    all_ks: set[int] = set()
+    for cell in cells:
+        by_conc.setdefault(cell.concurrency, [])
+        st = summarize(cell, slo)
+        if st is not None:
+            by_conc[cell.concurrency].append(st)
+            all_ks.add(cell.k)
+    out = []
+    for c in sorted(by_conc):
+        d = replace(_decide_one(c, by_conc[c], all_ks), slo=None if slo is None else slo.text())
+        if bootstrap and d.selected_k is not None:
+            here = [cell for cell in cells if cell.concurrency == c]
+            d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
+        out.append(d)
+    return out
+
+
+def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> CellStats | None:
+    """The best fixed k at a load, as an arm is measured against it (analysis/arms.py): the
+    highest median among the measured cells there that pass the health gates and the SLO
+    (medians, not scores: an arm's median is compared like for like); None without one."""
+    stats = [summarize(c, slo) for c in cells if c.concurrency == concurrency and not c.error]
+    healthy = [s for s in stats if s is not None and not s.excluded]
+    return max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+
+
+def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:
+    """The sweep's answer per load, as its table and `specmon tune SWEEP_DIR` print it:
+    'decision at concurrency 4: selected k=2 (...)' per load, then the basis (once when
+    every load shares it), wrapped to `width`."""
+    lines = [f"decision at concurrency {d.concurrency}: {d.head()}" for d in decisions]
+    bases = {d.basis() for d in decisions}
+    said = (
+        [("basis", decisions[0].basis())]
+        if len(bases) == 1
+        else [(f"basis at concurrency {d.concurrency}", d.basis()) for d in decisions]
+    )
+    for name, basis in said:
+        lines += textwrap.wrap(f"{name}: {basis}", width, subsequent_indent="  ")
+    return lines
