@@ -245,9 +245,17 @@ def wait_ready(server: VllmServer) -> None:
         time.sleep(0.5)
 
 
+# vLLM's validator module (vllm/v1/spec_decode/dynamic/utils.py imports nothing) loaded from
+# the installed file alone: importing it through the `vllm` package would import torch and
+# most of vLLM first (15-20 s on a busy 2-core machine) to run the same function
 VALIDATE = (
-    "import json, sys\n"
-    "from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule\n"
+    "import importlib.util, json, pathlib, sys\n"
+    "root = pathlib.Path(importlib.util.find_spec('vllm').origin).parent\n"
+    "path = root / 'v1' / 'spec_decode' / 'dynamic' / 'utils.py'\n"
+    "spec = importlib.util.spec_from_file_location('vllm_sd_schedule_utils', path)\n"
+    "utils = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(utils)\n"
+    "validate_and_normalize_dynamic_sd_schedule = utils.validate_and_normalize_dynamic_sd_schedule\n"
     "out = []\n"
     "for entries in json.load(sys.stdin):\n"
     "    try:\n"
