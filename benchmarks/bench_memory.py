@@ -128,8 +128,11 @@ class HeadlessRun:
     """`specmon run --headless` as a child process."""
 
     def __init__(self, command: list[str]) -> None:
+        # stderr to a file: a pipe nobody reads until the end fills up (alarm lines,
+        # warnings) and blocks the run
+        self._stderr = tempfile.TemporaryFile()
         self.popen = subprocess.Popen(
-            [*command, "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            [*command, "--headless"], stdout=subprocess.DEVNULL, stderr=self._stderr
         )
         self.pid = self.popen.pid
 
@@ -140,7 +143,8 @@ class HeadlessRun:
         """The run reached its count: a headless run ends by itself."""
 
     def errors(self) -> str:
-        return self.popen.stderr.read().decode(errors="replace") if self.popen.stderr else ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def close(self) -> None:
         if self.popen.poll() is None:
@@ -187,6 +191,7 @@ class TuiRun:
 
     def close(self) -> None:
         self._tmux("kill-server")
+        shutil.rmtree(self._status.parent, ignore_errors=True)
 
 
 def _sample(run: HeadlessRun | TuiRun, lines: LineCounter, args: argparse.Namespace) -> int:

@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 SIGINT_BIT = 1 << (signal.SIGINT - 1)
-SPECMON_BITS = (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGHUP - 1))
+# under nohup the child inherits an ignored SIGHUP, which specmon keeps ignored
+_HUP_IGNORED = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+SPECMON_BITS = (1 << (signal.SIGTERM - 1)) | (0 if _HUP_IGNORED else 1 << (signal.SIGHUP - 1))
 POLL_LIMIT_S = 30.0
 POLL_S = 0.0005  # the figures' resolution
 

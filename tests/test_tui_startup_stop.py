@@ -47,7 +47,9 @@ def specmon_pid(pane: Pane, deadline: float) -> int:
         time.sleep(0.005)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name
+)
 def test_a_stop_before_the_monitor_mounts_ends_the_run(tmp_path: Path, signum: int):
     art = tmp_path / "art"
     with start_sim(["--seed", "11", "--ttft-ms", "50", "--step-ms", "15"]) as sim:

@@ -40,6 +40,7 @@ from typing import Any
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
+from specmon.records import json_record, stored_as
 
 MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
@@ -74,8 +75,9 @@ class CellStats:
     k: int
     concurrency: int
     repeats: int
-    median: float  # output token throughput, tokens/s
-    mad: float
+    # output token throughput, tokens/s
+    median: float = field(metadata=stored_as("median_output_token_throughput"))
+    mad: float = field(metadata=stored_as("mad_output_token_throughput"))
     relative_mad: float
     score: float  # max(median - 1.4826 MAD, 0)
     unstable: bool
@@ -84,25 +86,15 @@ class CellStats:
     excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
     requests: int = 0
     errors: int = 0
-    slowest: float = 0.0  # the slowest and fastest repeat's output token throughput
-    fastest: float = 0.0
+    # the slowest and fastest repeat's output token throughput: the instability rule's
+    # exception reads them; not stored
+    slowest: float = field(default=0.0, metadata=stored_as(None))
+    fastest: float = field(default=0.0, metadata=stored_as(None))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "concurrency": self.concurrency,
-            "repeats": self.repeats,
-            "median_output_token_throughput": self.median,
-            "mad_output_token_throughput": self.mad,
-            "relative_mad": None if math.isinf(self.relative_mad) else self.relative_mad,
-            "score": self.score,
-            "unstable": self.unstable,
-            "few_repeats": self.few_repeats,
-            "medians": dict(self.medians),
-            "requests": self.requests,
-            "errors": self.errors,
-            "excluded": list(self.excluded),
-        }
+        out = json_record(self)
+        out["relative_mad"] = None if math.isinf(self.relative_mad) else self.relative_mad
+        return out
 
 
 def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | None:
@@ -152,6 +144,7 @@ def cell_health(cell: Cell) -> Health:
         errors=sum(r.error_count for r in cell.repeats),
         saturated=any(r.client_saturated for r in cell.repeats),
         server_lag_share=cell.server_lag_share,
+        formula_off_share=cell.per_token_off_share,
     )
 
 
@@ -202,25 +195,12 @@ class Decision:
         return f"{self.head()} · {self.basis()}"
 
     def to_dict(self) -> dict[str, Any]:
+        # its fields (json_record), with the one line and the basis after the concurrency
         return {
             "concurrency": self.concurrency,
             "text": self.text(),
             "basis": self.basis(),
-            "slo": self.slo,
-            "selected_k": self.selected_k,
-            "best_k": self.best_k,
-            "selected_score": self.selected_score,
-            "selected_median": self.selected_median,
-            "selected_vs_best_percent": self.selected_vs_best_percent,
-            "selected_vs_k0_percent": self.selected_vs_k0_percent,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "unstable_ks": list(self.unstable_ks),
-            "missing_ks": list(self.missing_ks),
-            "few_repeats": self.few_repeats,
-            "reason": self.reason,
-            "notes": list(self.notes),
-            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
-            "p_selected": self.p_selected,
+            **json_record(self),
         }
 
 
@@ -386,7 +366,7 @@ def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> Ce
 
 
 def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:
-    """The sweep's answer per load, as its table and `specmon tune SWEEP_DIR` print it:
+    """The sweep's answer per load, as its table, `specmon tune` and `compare` print it:
     'decision at concurrency 4: selected k=2 (...)' per load, then the basis (once when
     every load shares it), wrapped to `width`."""
     lines = [f"decision at concurrency {d.concurrency}: {d.head()}" for d in decisions]

@@ -32,6 +32,7 @@ from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
 from specmon.tui.modes import Mode
 from specmon.tui.panels import PanelSpec, build_layout, by_id
+from specmon.tui.requests import alarm_notes, log_title
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.tuning_view import next_setting
 from specmon.tui.widgets.categories import CategoriesView
@@ -145,7 +146,10 @@ class MainScreen(Screen[None]):
             self._paint_figures(model.figures)
             for panel_id, suffix in model.title_suffixes().items():
                 self._title(panel_id, suffix)
-            self.query_one(RequestLog).sync()
+            log = self.query_one(RequestLog)
+            log.sync()
+            log.set_notes(alarm_notes(self.ui.session))
+            self._show_log_counts()  # with the rows just taken in, not a message later
         self._painted = model.figures  # only once every slice is painted
 
     def _paint_figures(self, f: Figures) -> None:
@@ -182,15 +186,17 @@ class MainScreen(Screen[None]):
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
     def _log_counts(self, event: RequestLog.PendingChanged) -> None:
+        self._show_log_counts()  # a scroll or a filter changed them between ticks
+
+    def _show_log_counts(self) -> None:
+        """The log's counts in its title, read from the log now: a count carried by a
+        message arrives after the rows it counts are on screen (a busy machine showed '57
+        shown' over rows up to #130)."""
         if not self.mode.has_requests:
             return  # the title says why the log stays empty
         log = self.query_one(RequestLog)
-        parts = [f"{event.shown:,} shown"]
-        if log.filter_text:
-            parts.append(f"filter '{log.filter_text}' of {event.total:,}")
-        parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
         # In the title: the compact layout has no bottom border to carry a subtitle.
-        self._title("panel-log", " · " + " · ".join(parts))
+        self._title("panel-log", " · " + log_title(log.counts, log.filter_text))
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:

@@ -125,6 +125,35 @@ def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
 
 
 @pytest.mark.e2e
+def test_itl_counters_hold_what_a_client_should_measure(tmp_path):
+    # k = 0, linear: T(1) = 10 ms, T(2) = 10 * (1 + 0.5) = 15 ms. Two streams of 21 tokens
+    # sent together (20 decode steps each, at B = 2 while both run), then one alone (B = 1:
+    # ITL exactly 10 ms); a non-streamed one and a 1-token stream have no ITL: not counted.
+    log = tmp_path / "sim.jsonl"
+    args = ["--num-spec-tokens", "0", "--step-ms", "10", "--batch-slope", "0.5"]
+    with start_sim([*args, "--ttft-ms", "0", "--log", str(log)]) as sim:
+        assert all(r.status_code == 200 for r in post_all(sim.url, [chat("a", 21), chat("b", 21)]))
+        for body in (chat("c", 21), chat("d", 21, stream=False), chat("e", 1)):
+            response = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=60)
+            assert response.status_code == 200
+        after = scrape(sim.url)
+    pair, alone = read_log(log)[:2], read_log(log)[2]
+    assert alone["step_ms"] == [10.0] * 20
+    for entry in pair:  # a step at B = 1 only where one ran without the other
+        assert len(entry["step_ms"]) == 20 and set(entry["step_ms"]) <= {10.0, 15.0}
+    assert after["specmon_sim_requests_timed_total"] == 3
+    formula = sum(sum(e["step_ms"]) / 20 for e in pair) / 1000 + 0.010
+    assert after["specmon_sim_request_itl_formula_seconds_total"] == pytest.approx(formula)
+    assert 2 * 0.0145 + 0.010 <= formula <= 2 * 0.015 + 0.010  # at most one step at B = 1
+    # as written: the first token's write to the last's, over 20 tokens (the log's chunk_ns)
+    written = sum((e["chunk_ns"][20] - e["chunk_ns"][0]) / 1e9 / 20 for e in [*pair, alone])
+    assert after["specmon_sim_request_itl_written_seconds_total"] == pytest.approx(written)
+    # every step's batch size is counted: B = 1 or 2 over the pair's steps, 1 for the rest
+    steps, batches = after["specmon_sim_steps_total"], after["specmon_sim_step_batch_total"]
+    assert steps < batches <= 2 * steps
+
+
+@pytest.mark.e2e
 def test_a_stall_the_simulator_recovers_from_is_not_lag():
     # SIGSTOP the simulator for 0.4 s in the middle of a 200-step stream of 10 ms steps: on
     # its absolute deadlines it then catches up (the 40 missed steps at once), so the

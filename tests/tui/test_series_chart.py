@@ -210,3 +210,30 @@ async def test_charts_take_the_new_theme_on_t():
             for chart in app.screen.query(SeriesChart):
                 assert _backgrounds(chart.render()) == {back}, (expected, chart.id)
             assert low_contrast(app) == [], expected
+
+
+async def test_a_chart_draws_again_only_when_its_data_changed(monkeypatch):
+    """Low CPU: the panel fetches at each paint, but a chart whose values did not move is not
+    drawn again (plotext builds the whole figure each time); new values draw once."""
+    drawn: list[str] = []
+    original = SeriesChart.draw
+
+    def counting(self, plt, palette):
+        drawn.append(self.spec.key)
+        original(self, plt, palette)
+
+    monkeypatch.setattr(SeriesChart, "draw", counting)
+    app = SeriesHarness()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(SeriesPanel)
+        first = len(drawn)
+        assert first >= 4  # each chart drew at least once
+        panel.show(lambda columns, min_s: {k: list(v) for k, v in KNOWN.items()})
+        await pilot.pause()
+        assert len(drawn) == first  # the same values: nothing drawn
+        moved = {k: list(v) for k, v in KNOWN.items()}
+        moved["tok_s"] = [*moved["tok_s"][:-1], 3000.0]
+        panel.show(lambda columns, min_s: moved)
+        await pilot.pause()
+        assert drawn[first:] == ["tok_s"]  # only the chart whose values moved

@@ -44,6 +44,9 @@ class HistogramChart(ThemedPlot):
         yt = nice_ticks(0.0, top, max(3, rows // 3))
         plt.ylim(0.0, yt[-1])
         plt.yticks(yt, tick_labels(yt))
-        row = yt[-1] / rows  # one text row in % of steps: each label just above its bar
+        # one text row in % of steps; a bar's top is rounded to a whole row, so its label
+        # goes 1.5 rows above its value, clear of the bar
+        row = yt[-1] / rows
         for x, b in enumerate(buckets, start=1):  # plotext puts string buckets at 1..n
-            plt.text(f"{b.pct:.1f}%", x, b.pct + row, color=palette.text, alignment="center")
+            y = b.pct + 1.5 * row
+            plt.text(f"{b.pct:.1f}%", x, y, color=palette.text, alignment="center")

@@ -28,10 +28,11 @@ from specmon.tui.widgets.series import NOW, SERIES, TIME, Fetch, SeriesSpec, Ser
 CHART_MIN_ROWS = 8  # title, x ticks, x label and five rows of plot
 CHART_MIN_W = 36  # y ticks (up to 8) and about 28 columns of plot
 Y_TICKS_W = 9  # what the y tick labels and the frame take of a chart's width
-CELLS_PER_POINT = 2  # a column every two cells: 2 s points over a 60 s window at 160 wide
-# a point covers at least this much: a 0.25 s column of a steady run wobbles by +-10%
-# (requests starting and ending), 1 s by a few %; the 10 s window gets 10 points
-POINT_MIN_S = 1.0
+CELLS_PER_POINT = 2  # at most a column every two cells
+# a point covers at least this much: on a steady simulator under load a 1 s point read up to
+# 6% off the run's figure, a 2 s point up to 3.3% (requests starting and ending in it); the
+# 10 s window gets 5 points, the sparklines keep 0.25 s columns
+POINT_MIN_S = 2.0
 HEADROOM = 0.04  # of the y range, above the highest point
 TIME_IN_MINUTES_S = 300.0  # longer than this since the start: the time axis is in minutes
 # each series' colour class (the sparklines use the same theme colours)
