@@ -293,8 +293,6 @@ class RunSnapshot:
     error_count: int
     warmup_count: int
     error_summary: dict[str, int]
-    spec_stats: dict[str, Block]
-    std_stats: dict[str, Block]
     pooled_histogram: dict[int, int]
     zero_step_requests: int
     spec_reasons: dict[str, int]
@@ -612,8 +610,6 @@ class RunAccumulator:
                     retried_count=self.retried_count,
                     warmup_count=self.warmup_count,
                     error_summary=dict(self.error_summary),
-                    spec_stats={},
-                    std_stats={},
                     pooled_histogram=dict(sorted(self.pooled_histogram.items())),
                     zero_step_requests=self.zero_step_requests,
                     spec_reasons=dict(self.spec_reasons),
@@ -629,7 +625,6 @@ class RunAccumulator:
             for tag, row in self._rows(frozen, derived, exact=False).items():
                 spec = is_spec_tag(tag)
                 (snap.spec_rows if spec else snap.std_rows)[tag] = row
-                (snap.spec_stats if spec else snap.std_stats)[tag] = row.block()
             self._snap = snap
             return snap
 

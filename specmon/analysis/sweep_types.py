@@ -58,6 +58,7 @@ class RepeatMeasurement:
     # between the two (the client's send, the HTTP path), which no step formula has
     ttft_mean_ms: float | None = None
     server_ttft_ms: float | None = None
+    request_latency_mean_ms: float | None = None  # the client's mean request latency
 
     @property
     def per_token_off_share(self) -> float | None:
@@ -66,9 +67,21 @@ class RepeatMeasurement:
             return None
         return self.itl_mean_ms / self.formula_itl_ms - 1.0
 
+    @property
+    def arrival_delay_share(self) -> float | None:
+        """(client mean TTFT - the simulator's mean arrival-to-first-write) / mean request
+        latency: the share of each request's time spent between the client and the
+        simulator, which the step formula has none of (a closed loop loses about that share
+        of its throughput). None without the three figures."""
+        ttft, server, latency = self.ttft_mean_ms, self.server_ttft_ms, self.request_latency_mean_ms
+        if ttft is None or server is None or not latency:
+            return None
+        return (ttft - server) / latency
+
     def to_dict(self) -> dict[str, Any]:
         out = json_record(self)
         out["per_token_off_share"] = self.per_token_off_share  # derived; not read back
+        out["arrival_delay_share"] = self.arrival_delay_share  # derived; not read back
         return out
 
     @classmethod

@@ -125,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
     if sweeps:
         if len(sweeps) != len(args.paths):
             raise UserError("a sweep directory is decided on its own: give it alone")
-        return _tune_sweeps(sweeps, slo, args.json)
+        return print_sweeps(sweeps, slo, args.json)
     inputs = gather_inputs(args.paths, args.num_spec_tokens)
     if args.by_category:
         inputs = [part for inp in inputs for part in split_by_category(inp)]
@@ -188,7 +188,8 @@ def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
     return decide(measured, slo if slo is not None else slo_of(stored))
 
 
-def _tune_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:
+def print_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:
+    """Each sweep's decisions per load (text, or JSON), as `tune` and `compare` print them."""
     made = [(p, sweep_decisions(p, slo)) for p in paths]
     if as_json:
         out = [{"sweep": str(p), "decisions": [d.to_dict() for d in ds]} for p, ds in made]

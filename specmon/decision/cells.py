@@ -366,7 +366,7 @@ def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> Ce
 
 
 def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:
-    """The sweep's answer per load, as its table and `specmon tune SWEEP_DIR` print it:
+    """The sweep's answer per load, as its table, `specmon tune` and `compare` print it:
     'decision at concurrency 4: selected k=2 (...)' per load, then the basis (once when
     every load shares it), wrapped to `width`."""
     lines = [f"decision at concurrency {d.concurrency}: {d.head()}" for d in decisions]

@@ -150,37 +150,21 @@ class SpecCounters:
             self.per_pos = Counter(*PER_POSITION, [*LABELS, "position"], registry=self.registry)
         families += [self._declare(*row) for row in SERIES]
         self.labels = [(str(e), model) for e in range(engines)]
-        # per engine: the fidelity counters' children, looked up once (add_step runs per step)
-        self._step_children = [
-            tuple(
-                c.labels(*lab)
-                for c in (
-                    self.steps,
-                    self.steps_late,
-                    self.formula_seconds,
-                    self.lag_seconds,
-                    self.step_batch,
-                )
-            )
-            for lab in self.labels
-        ]
-        self._itl_children = [
-            tuple(
-                c.labels(*lab)
-                for c in (
-                    self.requests_timed,
-                    self.itl_formula,
-                    self.itl_written,
-                    self.ttft_written,
-                )
-            )
-            for lab in self.labels
-        ]
+        self._step_children = self._children(
+            self.steps, self.steps_late, self.formula_seconds, self.lag_seconds, self.step_batch
+        )
+        self._itl_children = self._children(
+            self.requests_timed, self.itl_formula, self.itl_written, self.ttft_written
+        )
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
             for family in families:
                 family.labels(engine, name)
             for position in range(k):
                 self.per_pos.labels(engine, name, str(position))
+
+    def _children(self, *families: Counter) -> list[tuple[Counter, ...]]:
+        """Per engine: these counters' children, looked up once (add_step runs per step)."""
+        return [tuple(c.labels(*lab) for c in families) for lab in self.labels]
 
     def _declare(
         self, attribute: str, kind: type[Counter] | type[Gauge], name: str, help_text: str

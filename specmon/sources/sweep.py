@@ -315,6 +315,7 @@ def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
         itl_mean_ms=row_value(rows, "inter_token_latency"),
         ttft_mean_ms=row_value(rows, "time_to_first_token"),
+        request_latency_mean_ms=row_value(rows, "request_latency"),
         request_latency_ms=row_value(rows, "request_latency", "p50"),
         acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},

@@ -257,6 +257,8 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     )  # fmt: skip
     assert said.returncode == 0, said.stderr
     assert said.stdout.splitlines()[1:] == lines, said.stdout
+    compared = _cli("compare", sweep_dir)
+    assert compared.returncode == 0 and compared.stdout == said.stdout, compared.stderr
     got = subprocess.run(
         [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
         capture_output=True, text=True, timeout=120,

@@ -118,6 +118,22 @@ def analytic(model: str, p: dict[str, float]) -> dict[int, dict[int, float]]:
     return {c: {k: request_throughput(model, k, c, p) for k in [0, *KS]} for c in CONCURRENCY}
 
 
+def arrivals(doc: dict, c: int) -> dict[int, list[tuple[float | None, ...]]]:
+    """k -> per repeat (arrival delay share, per-token off share, lag share), for -s."""
+
+    def r3(v: float | None) -> float | None:
+        return None if v is None else round(v, 3)
+
+    return {
+        cell["k"]: [
+            (r3(r["arrival_delay_share"]), r3(r["per_token_off_share"]), r3(r["server_lag_share"]))
+            for r in cell["repeats"]
+        ]
+        for cell in doc["cells"]
+        if cell["concurrency"] == c
+    }
+
+
 def argmax(rates: dict[int, float]) -> int:
     return max(rates, key=lambda k: (rates[k], -k))
 
@@ -246,6 +262,7 @@ def test_sweep_selects_the_analytic_best_k(tmp_path: Path, model: str, params: d
         print(
             f"{model} c={c}: selected {selected}, analytic best {best}, measured/analytic {ratio}"
         )
+        print("  arrival delay share, per-token off, lag share per k:", arrivals(doc, c))
         # the two cells the comparison rests on: the one picked and the analytic best
         flagged = {k: behind[(k, c)] for k in {selected, best} if (k, c) in behind}
         missed = selected is None or rates[selected] < (1 - TOLERANCE) * rates[best]

@@ -127,8 +127,9 @@ def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
 @pytest.mark.e2e
 def test_itl_counters_hold_what_a_client_should_measure(tmp_path):
     # k = 0, linear: T(1) = 10 ms, T(2) = 10 * (1 + 0.5) = 15 ms. Two streams of 21 tokens
-    # sent together (20 decode steps each, at B = 2 while both run), then one alone (B = 1:
-    # ITL exactly 10 ms); a non-streamed one and a 1-token stream have no ITL: not counted.
+    # sent together (20 decode steps each, at B = 2 while both run, B = 1 while one runs
+    # alone), then one alone (B = 1: ITL exactly 10 ms); a non-streamed one and a 1-token
+    # stream have no ITL: not counted.
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "0", "--step-ms", "10", "--batch-slope", "0.5"]
     with start_sim([*args, "--ttft-ms", "0", "--log", str(log)]) as sim:
@@ -144,13 +145,15 @@ def test_itl_counters_hold_what_a_client_should_measure(tmp_path):
     assert after["specmon_sim_requests_timed_total"] == 3
     formula = sum(sum(e["step_ms"]) / 20 for e in pair) / 1000 + 0.010
     assert after["specmon_sim_request_itl_formula_seconds_total"] == pytest.approx(formula)
-    assert 2 * 0.0145 + 0.010 <= formula <= 2 * 0.015 + 0.010  # at most one step at B = 1
     # as written: the first token's write to the last's, over 20 tokens (the log's chunk_ns)
     written = sum((e["chunk_ns"][20] - e["chunk_ns"][0]) / 1e9 / 20 for e in [*pair, alone])
     assert after["specmon_sim_request_itl_written_seconds_total"] == pytest.approx(written)
-    # every step's batch size is counted: B = 1 or 2 over the pair's steps, 1 for the rest
-    steps, batches = after["specmon_sim_steps_total"], after["specmon_sim_step_batch_total"]
-    assert steps < batches <= 2 * steps
+    # every step counts the requests running in it: each request once per step it ran (its
+    # step_ms entries: 20 + 20 + 20 + 20 + 0), plus at most one step each that it spent
+    # admitted but waiting for the next boundary (a loop that woke late)
+    ran = sum(len(e["step_ms"]) for e in read_log(log))
+    assert ran == 80
+    assert ran <= after["specmon_sim_step_batch_total"] <= ran + 5
 
 
 @pytest.mark.e2e

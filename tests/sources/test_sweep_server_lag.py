@@ -81,6 +81,17 @@ def test_the_repeat_gets_the_formula_itl_of_the_requests_between_the_scrapes():
     assert with_sim_fidelity(measured, None, after) == measured  # no scrape: nothing made up
 
 
+def test_the_arrival_delay_is_the_clients_ttft_beyond_the_simulators_over_the_latency():
+    # client TTFT 30 ms, the simulator's arrival-to-first-write 24 ms: 6 ms between the two,
+    # of a 300 ms request: 2% of each request's time that no step formula has
+    got = RepeatMeasurement(
+        100.0, 2.0, 20, ttft_mean_ms=30.0, server_ttft_ms=24.0, request_latency_mean_ms=300.0
+    )
+    assert got.arrival_delay_share == pytest.approx(0.02)
+    assert got.to_dict()["arrival_delay_share"] == pytest.approx(0.02)
+    assert RepeatMeasurement(100.0, 2.0, 20, ttft_mean_ms=30.0).arrival_delay_share is None
+
+
 def test_a_per_token_time_off_the_formula_flags_the_cell_and_gates_it():
     def rep(itl: float) -> RepeatMeasurement:
         return RepeatMeasurement(100.0, 2.0, 10, itl_mean_ms=itl, formula_itl_ms=10.0)
