@@ -30,7 +30,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specmon.results_window import Tally
+from specmon.results_window import ResultWindow, Tally
 from specmon.tui.requests import LOG_HEADER, LogCounts, Note, log_row
 
 
@@ -121,7 +121,8 @@ class RequestLog(ScrollView, can_focus=True):
 
     def sync(self) -> int:
         """Take in results that arrived since the last call; returns how many passed the filter."""
-        tally = getattr(self._source, "tally", None)  # a ResultWindow's: rows and counts at once
+        # a ResultWindow keeps its own counts (rows, retried, cancelled at once)
+        tally = self._source.tally if isinstance(self._source, ResultWindow) else None
         total = len(self._source) if tally is None else tally.rows
         if total == self._seen:
             return 0
