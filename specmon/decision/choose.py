@@ -75,6 +75,10 @@ __all__ = [
 ROBUST_COSTS = tuple(i * 0.025 for i in range(9))
 EXTRA_KS = tuning.EXTRAPOLATE  # how far beyond the measured k the extrapolation looks
 DRAWS = 200  # bootstrap draws for P(best)
+# Fewer request blocks than this and the request bootstrap has next to no spread (one
+# request resamples to itself: P(best) = 1.00 from a single request); the verify steps are
+# resampled instead, as before request blocks existed.
+MIN_REQUEST_BLOCKS = 10
 NOISE_SHARE = 0.10  # a k picked in this share of the draws is "within noise"
 BOUND_SLACK = 1e-9
 
@@ -550,7 +554,7 @@ def _draws(spec: Sequence[Measurement], k_max: int) -> tuple[list[dict[int, floa
     steps: bucket shares ~ Dirichlet(counts), which treats steps as independent. Seeded by
     the data itself (the same data, the same draws)."""
     at_k = [m for m in spec if m.k == k_max]
-    if all(m.blocks for m in at_k):
+    if all(m.blocks for m in at_k) and sum(len(m.blocks) for m in at_k) >= MIN_REQUEST_BLOCKS:
         blocks = [tuning.dense_histogram(b, k_max) for m in at_k for b in m.blocks]
         rng = random.Random(repr(blocks))
         out = []
