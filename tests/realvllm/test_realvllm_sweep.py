@@ -19,6 +19,7 @@ One sweep, five server starts (k = 0, 1, 2, 3 and the schedule), read by every t
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -120,7 +121,8 @@ def healthy_cells(cells: list[dict]) -> list[dict]:
 def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, int | None]:
     """(best_k, selected_k) by hand: best = the highest median; selected = the smallest k
     whose score (median - 1.4826 MAD) is within 1% of the top score among stable cells (an
-    unstable cell stays when its slowest repeat beats every other cell's fastest)."""
+    unstable cell stays when its median is more than 3 standard errors above every other
+    cell's, or its slowest repeat beats every other cell's fastest)."""
     here = healthy_cells([c for c in cells if c["concurrency"] == concurrency])
     if not here:
         return None, None
@@ -129,8 +131,14 @@ def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, 
     scores = {}
     for cell in here:
         tput, med = throughputs(cell), medians[cell["k"]]
-        others = [max(throughputs(o)) for o in here if o is not cell]
-        dominates = bool(others) and min(tput) > max(others)
+        others = [o for o in here if o is not cell]
+
+        def se(c: dict) -> float:  # a median's standard error: sqrt(pi/2) sigma / sqrt(n)
+            return math.sqrt(math.pi / 2) * SIGMA * mad(throughputs(c)) / len(throughputs(c)) ** 0.5
+
+        apart = all(med - medians[o["k"]] > 3 * math.hypot(se(cell), se(o)) for o in others)
+        fastest = [max(throughputs(o)) for o in others]
+        dominates = bool(others) and (apart or all(min(tput) > f for f in fastest))
         if mad(tput) / med <= MAX_REL_MAD or dominates:
             scores[cell["k"]] = max(med - SIGMA * mad(tput), 0.0)
     if not scores or max(scores.values()) <= 0:
