@@ -71,6 +71,7 @@ class MainScreen(Screen[None]):
         self.plot = PlotPainter(self)
         self._painted: Figures | None = None  # the figures the panels show now
         self._alarms_told: set[str] = set()  # alarm names already told in a notification
+        self._log_suffix = ""  # what the log's title says after its name now
 
     @property
     def accumulator(self) -> ResultsView:
@@ -141,16 +142,22 @@ class MainScreen(Screen[None]):
             self.query_one(ServerLatencyView).show(model.server_latency, self.ui.selected)
         if model.figures is self._painted:
             self.plot.paint(model.figures.plot, stale_only=True)
+            self._paint_log()  # a source set after the last paint (mount) still gets its notes
             return
         with self.app.batch_update():
             self._paint_figures(model.figures)
             for panel_id, suffix in model.title_suffixes().items():
                 self._title(panel_id, suffix)
-            log = self.query_one(RequestLog)
-            log.sync()
-            log.set_notes(alarm_notes(self.ui.session))
-            self._show_log_counts()  # with the rows just taken in, not a message later
+            self._paint_log()
         self._painted = model.figures  # only once every slice is painted
+
+    def _paint_log(self) -> None:
+        """New rows, new alarm lines, and the counts in the title with the rows just taken
+        in (not a message later). Cheap when nothing moved: a length, a few alarms."""
+        log = self.query_one(RequestLog)
+        log.sync()
+        log.set_notes(alarm_notes(self.ui.session))
+        self._show_log_counts()
 
     def _paint_figures(self, f: Figures) -> None:
         self.query_one("#spec-table", StatsTable).show(f.spec_rows)
@@ -196,7 +203,10 @@ class MainScreen(Screen[None]):
             return  # the title says why the log stays empty
         log = self.query_one(RequestLog)
         # In the title: the compact layout has no bottom border to carry a subtitle.
-        self._title("panel-log", " · " + log_title(log.counts, log.filter_text))
+        suffix = " · " + log_title(log.counts, log.filter_text)
+        if suffix != self._log_suffix:  # a title set each tick would repaint its panel
+            self._log_suffix = suffix
+            self._title("panel-log", suffix)
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:

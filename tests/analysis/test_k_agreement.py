@@ -219,6 +219,7 @@ def _sweep_cells(tpot_p90: dict[tuple[int, int], float] | None = None) -> list:
     return [Cell(k, c, [rep(t, (k, c)) for t in ts]) for (k, c), ts in SWEEP_REPEATS.items()]
 
 
+@pytest.mark.e2e  # `specmon tune` as a process
 def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     """One sweep's cells -> the same decision line in the sweep's table, sweep.json, the
     live sweep view's decision row, and `specmon tune SWEEP_DIR` (text and --json): every
@@ -267,6 +268,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
 
 
+@pytest.mark.e2e  # `specmon tune` as a process
 def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     """A sweep run under --slo: its decisions, and `specmon tune` over its directory (which
     reads the stored objective, or the one given), choose among the cells meeting it."""

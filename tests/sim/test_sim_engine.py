@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -76,8 +77,11 @@ def test_one_step_serves_the_whole_batch(tmp_path):
     # timer, a request's writes would sit on its own phase (its arrival time); stepped by
     # one engine loop, the writes of one step leave in one event-loop pass: whenever two
     # requests run at once, each write of one has a write of the other within a few ms
-    # (under 1 ms on a quiet machine; a late step delays both alike; 5 ms allowed).
-    # One event per request per write (one token each at k = 0).
+    # (under 1 ms on a quiet machine; a late step delays both alike). Paced on their own
+    # timers they would sit 20 or 40 ms apart (the arrival offsets), so the median nearest
+    # partner must be under 5 ms; single writes may be later when the OS preempts the
+    # process between two writes of one pass (a loaded machine), so no write is held to
+    # it alone. One event per request per write (one token each at k = 0).
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "0", "--step-ms", "60", "--log", str(log)]
     with start_sim(args) as sim:
@@ -91,17 +95,16 @@ def test_one_step_serves_the_whole_batch(tmp_path):
         assert len(token_events) == 11  # one event per round: the first token + 10 steps
     entries = read_log(log)
     assert all(e["step_ms"] == [60.0] * 10 for e in entries)
-    shared = 0
+    nearest_ms = []
     for entry in entries:
         for written in entry["chunk_ns"][:11]:
             for other in entries:
                 writes = other["chunk_ns"][:11]
                 if other is entry or not writes[0] < written < writes[-1]:
                     continue  # the other was not running then
-                shared += 1
-                nearest = min(abs(written - t) for t in writes)
-                assert nearest < 5e6, (nearest / 1e6, entry["chunk_ns"], writes)
-    assert shared >= 10  # the three overlapped for most of their steps
+                nearest_ms.append(min(abs(written - t) for t in writes) / 1e6)
+    assert len(nearest_ms) >= 10  # the three overlapped for most of their steps
+    assert statistics.median(nearest_ms) < 5, sorted(nearest_ms)
     # the loop ran 10 steps plus the one or two the later joiners waited for, not 30
     assert 10 <= after["specmon_sim_steps_total"] <= 13
     assert after["specmon_sim_step_formula_seconds_total"] == pytest.approx(

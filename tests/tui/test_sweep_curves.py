@@ -70,3 +70,15 @@ async def test_curves_render_with_axes_and_read_in_every_theme(theme, monkeypatc
         assert any(line.split() == ["1", "4", "16"] for line in lines)  # x ticks, sweep order
         assert any(line.strip().startswith("400") for line in lines)  # y ticks from 0 to 400+
         assert low_contrast(app) == []
+
+
+async def test_one_concurrency_and_no_cells_draw(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for ks, concurrencies, cells in (([0], [1], CELLS[:1]), ([0, 2], [1, 4], [])):
+        app = CurvesHarness("specmon-dark")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            chart = app.query_one(SweepCurves)
+            chart.show(ks, concurrencies, cells)
+            await pilot.pause()
+            assert "chart not drawn" not in chart.render().plain

@@ -123,3 +123,18 @@ async def test_a_filter_keeps_the_alarm_line_and_it_opens_its_request(tmp_path):
         log.set_filter("")
         await pilot.pause()
         assert log.line_count == 39 and log.shown_count == 38  # 38 rows and the note
+
+
+async def test_a_source_set_after_a_paint_still_gets_its_alarm_line(tmp_path):
+    """A refresh tick can paint before the screen's mount sets the log's source (which
+    starts the log's notes afresh); the next ticks, with nothing new to paint, must still
+    place the alarm's line (it never showed on some starts)."""
+    session = live_session(tmp_path)
+    app = SpecmonApp(session, None, None, source="replay", freeze_elapsed=15.0)
+    async with app.run_test(size=(120, 36)) as pilot:
+        log = app.query_one(RequestLog)
+        await until(pilot, lambda: log.line_count == 39, "38 rows and the alarm line")
+        log.set_source(session.accumulator.results)  # as the mount does, after a paint
+        assert log.line_count == 38
+        app.screen.refresh_data()  # the same figures as painted: only the log moves
+        assert log.line_count == 39

@@ -14,6 +14,7 @@ charts, and a chart redraws only when its own column values changed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,11 +56,12 @@ def chart_columns(width: int, cols: int) -> int:
 
 
 def segments(times: Sequence[float], values: Sequence[float | None]) -> list[list[tuple]]:
-    """The plotted points, split where a column has no value (a gap, never a line to 0)."""
+    """The plotted points, split where a column has no (finite) value: a gap, never a line
+    to 0."""
     out: list[list[tuple]] = []
     run: list[tuple] = []
     for t, v in zip(times, values):
-        if v is None:
+        if v is None or not math.isfinite(v):
             if run:
                 out.append(run)
             run = []
@@ -128,6 +130,8 @@ class SeriesChart(ThemedPlot):
             plt.plot(xs, [v for _, v in run], marker=MARKER, color=palette.line)
         if data.times:
             x0, x1 = data.times[0] / scale, data.times[-1] / scale
+            if x1 <= x0:  # one column: half a point either side (plotext divides by x1 - x0)
+                x0, x1 = x0 - POINT_MIN_S / 2 / scale, x1 + POINT_MIN_S / 2 / scale
             plt.xlim(x0, x1)
             xt = [t for t in nice_ticks(x0, x1, max(3, self.size.width // 8)) if x0 <= t <= x1]
             plt.xticks(xt, tick_labels(xt))
