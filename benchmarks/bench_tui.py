@@ -236,8 +236,14 @@ def _press_q_when_done(tmux: Tmux, usage_file: Path, args: argparse.Namespace) -
     """Press q once the header says the load is done (or after the duration plus start-up
     grace), as a user would; then wait for the wrapper's usage file."""
     quit_at = time.monotonic() + args.duration + args.grace
+    # a loaded machine may not have drawn the monitor by then: wait (at most a minute more)
+    # until it has, so the screen shown is the monitor's, never a blank pane
+    drawn_by = quit_at + 60
     screen = ""
-    while time.monotonic() < quit_at and not usage_file.exists():
+    while not usage_file.exists():
+        now = time.monotonic()
+        if now >= drawn_by or (now >= quit_at and _drawn(screen)):
+            break
         time.sleep(0.25)
         screen = tmux("capture-pane", "-p", "-t", "bench", check=False) or screen
         if _load_done(screen):
@@ -250,6 +256,11 @@ def _press_q_when_done(tmux: Tmux, usage_file: Path, args: argparse.Namespace) -
         while time.monotonic() < deadline and not usage_file.exists():
             time.sleep(0.2)
     return screen
+
+
+def _drawn(screen: str) -> bool:
+    """The monitor has painted its headline (the acceptance figures)."""
+    return "tok-wtd AL" in screen
 
 
 def _load_done(screen: str) -> bool:
