@@ -293,8 +293,6 @@ class RunSnapshot:
     error_count: int
     warmup_count: int
     error_summary: dict[str, int]
-    spec_stats: dict[str, Block]
-    std_stats: dict[str, Block]
     pooled_histogram: dict[int, int]
     zero_step_requests: int
     spec_reasons: dict[str, int]
@@ -302,6 +300,8 @@ class RunSnapshot:
     num_spec_tokens: int | None
     version: int = 0  # bumps on every add; lets a view skip redraws
     cancelled_count: int = 0  # in flight when the user stopped the run: not server errors
+    # errors whose request was sent again (error "retried": true): attempts, not requests
+    retried_count: int = 0
     # The spec-decode totals as integers (the export's total_* blocks are floats, as
     # AIPerf's sums; the /metrics reconciliation compares these exact counts).
     total_steps: int = 0
@@ -349,7 +349,6 @@ class RunAccumulator:
         self.results = ResultWindow(window)
         self.request_count = 0
         self.error_count = 0
-        self.cancelled_count = 0
         self.warmup_count = 0
         self.error_summary: Counter[str] = Counter()
         # (status code, type) -> [count, the first few distinct messages]: bounded by the
@@ -391,11 +390,10 @@ class RunAccumulator:
             if result.phase == "warmup":
                 self.warmup_count += 1
                 return
-            self.results.append(result)
+            self.results.append(result)  # its tally counts cancelled and retried rows
             if result.error_kind == "cancelled":
                 # Cut short because the user stopped the run (q, Ctrl-C, SIGTERM): the server
                 # did not fail, so it is kept in the log and the JSONL but not in the errors.
-                self.cancelled_count += 1
                 return
             if result.error is not None:
                 self._add_error(result)
@@ -483,6 +481,16 @@ class RunAccumulator:
     @property
     def version(self) -> int:
         return self._version
+
+    @property
+    def cancelled_count(self) -> int:
+        """Requests in flight when the user stopped the run: rows, not server errors."""
+        return self.results.tally.cancelled
+
+    @property
+    def retried_count(self) -> int:
+        """Errors whose request the load loop sent again: attempts, not requests."""
+        return self.results.tally.retried
 
     @property
     def benchmark_duration_s(self) -> float | None:
@@ -599,10 +607,9 @@ class RunAccumulator:
                     request_count=self.request_count,
                     error_count=self.error_count,
                     cancelled_count=self.cancelled_count,
+                    retried_count=self.retried_count,
                     warmup_count=self.warmup_count,
                     error_summary=dict(self.error_summary),
-                    spec_stats={},
-                    std_stats={},
                     pooled_histogram=dict(sorted(self.pooled_histogram.items())),
                     zero_step_requests=self.zero_step_requests,
                     spec_reasons=dict(self.spec_reasons),
@@ -618,7 +625,6 @@ class RunAccumulator:
             for tag, row in self._rows(frozen, derived, exact=False).items():
                 spec = is_spec_tag(tag)
                 (snap.spec_rows if spec else snap.std_rows)[tag] = row
-                (snap.spec_stats if spec else snap.std_stats)[tag] = row.block()
             self._snap = snap
             return snap
 

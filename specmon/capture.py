@@ -8,7 +8,7 @@ thousands per second.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,18 +29,6 @@ ERROR_TYPES = (
     "invalid_json",
     "response_too_large",
     "cancelled",
-)
-
-
-EXTRA_KEYS = (
-    "x_request_id",
-    "category",
-    "question_id",
-    "turn",
-    "server",
-    "segment",
-    "worker_id",
-    "wall_start_ns",
 )
 
 
@@ -119,15 +107,8 @@ class RawCapture:
             response_ns=response_ns,
             end_ns=_opt_int(d, "end_ns"),
             error=error,
-            x_request_id=_opt_str(d, "x_request_id"),
-            category=_opt_str(d, "category"),
             benchmark_phase=phase,
-            server=_opt_str(d, "server"),
-            segment=_opt_int(d, "segment"),
-            worker_id=_opt_str(d, "worker_id"),
-            wall_start_ns=_opt_int(d, "wall_start_ns"),
-            question_id=_opt_question_id(d),
-            turn=_opt_int(d, "turn"),
+            **{key: read(d, key) for key, read in EXTRAS.items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,7 +124,7 @@ class RawCapture:
             "end_ns": self.end_ns,
             "error": self.error,
         }
-        for key in EXTRA_KEYS:
+        for key in EXTRAS:
             value = getattr(self, key)
             if value is not None:
                 d[key] = value
@@ -159,7 +140,7 @@ class RawCapture:
 TIME_NS_MAX = 2**63 - 1
 
 
-def _check_times(d: dict, response_ns: list) -> None:
+def _check_times(d: dict[str, Any], response_ns: list[int]) -> None:
     for key in ("start_ns", "end_ns", "wall_start_ns"):
         v = d.get(key)
         if is_int(v) and not 0 <= v <= TIME_NS_MAX:
@@ -171,7 +152,7 @@ def _check_times(d: dict, response_ns: list) -> None:
         raise CaptureError(f"'end_ns' ({end}) is before 'start_ns' ({start})")
 
 
-def _opt_int(d: dict, key: str) -> int | None:
+def _opt_int(d: dict[str, Any], key: str) -> int | None:
     v = d.get(key)
     if v is None:
         return None
@@ -180,20 +161,34 @@ def _opt_int(d: dict, key: str) -> int | None:
     return v
 
 
-def _opt_question_id(d: dict) -> int | str | None:
-    v = d.get("question_id")
+def _opt_int_or_str(d: dict[str, Any], key: str) -> int | str | None:
+    v = d.get(key)
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, str))):
-        raise CaptureError("'question_id' must be an integer or a string")
+        raise CaptureError(f"'{key}' must be an integer or a string")
     return v
 
 
-def _opt_str(d: dict, key: str) -> str | None:
+def _opt_str(d: dict[str, Any], key: str) -> str | None:
     v = d.get(key)
     if v is None:
         return None
     if not isinstance(v, str):
         raise CaptureError(f"'{key}' must be a string")
     return v
+
+
+# The optional extras (docs/architecture.md, "Raw capture"), each with the reader that
+# checks its type: read by from_dict, written by to_dict only when set.
+EXTRAS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    "x_request_id": _opt_str,
+    "category": _opt_str,
+    "question_id": _opt_int_or_str,  # a dataset row's id
+    "turn": _opt_int,
+    "server": _opt_str,
+    "segment": _opt_int,
+    "worker_id": _opt_str,
+    "wall_start_ns": _opt_int,
+}
 
 
 def parse_capture_line(line: str | bytes) -> RawCapture:

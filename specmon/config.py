@@ -44,6 +44,7 @@ from pydantic_core import PydanticUndefined
 from specmon.bounded_read import read_bounded  # a FIFO or device: refused
 from specmon.constants import PERCENTILES
 from specmon.errors import UserError
+from specmon.records import json_object
 from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import EngineChoice
 
@@ -666,12 +667,9 @@ def parse_extra_inputs(items: list[Any]) -> dict[str, Any]:
         text = str(item).strip()
         if text.startswith("{"):
             try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"'{text}' is not valid JSON ({exc.msg})") from None
-            if not isinstance(value, dict):
-                raise ValueError(f"'{text}' must be a JSON object")
-            merged.update(value)
+                merged.update(json_object(text))
+            except ValueError as exc:
+                raise ValueError(f"'{text}': {exc}") from None
         elif ":" in text:
             key, _, value = text.partition(":")
             merged[key.strip()] = _coerce_scalar(value.strip())

@@ -85,6 +85,68 @@ def stacked_rows(headers: Sequence[str], rows: Iterable[Sequence[str]], width: i
     return lines
 
 
+def grid_lines(
+    corner: str,
+    headers: Sequence[str],
+    rows: Sequence[tuple[str, Sequence[str]]],
+    width: int,
+    gap: int = 2,
+) -> list[str]:
+    """A labelled grid (the sweep's k x concurrency tables): a left-aligned label column,
+    then right-aligned value columns, each as wide as its widest cell. Wider than `width`,
+    the value columns split into blocks of as many as fit, each block under its own header
+    with the labels repeated; a column that fits in no block stacks (`stacked_rows`).
+    Nothing is cut."""
+    label_w = max([len(corner)] + [len(label) for label, _ in rows])
+    widths = [max([len(h)] + [len(cells[i]) for _, cells in rows]) for i, h in enumerate(headers)]
+    blocks: list[list[int]] = []
+    used = label_w
+    for i, w in enumerate(widths):
+        if blocks and used + gap + w <= width:
+            blocks[-1].append(i)
+            used += gap + w
+        else:
+            blocks.append([i])
+            used = label_w + gap + w
+    if not headers:
+        blocks = [[]]
+    if any(label_w + gap + widths[b[0]] > width for b in blocks if b):
+        table = [[corner, *headers]] + [[label, *cells] for label, cells in rows]
+        return stacked_rows(table[0], table[1:], width)
+    lines: list[str] = []
+    for n, block in enumerate(blocks):
+        if n:
+            lines.append("")
+        for label, cells in [(corner, headers), *rows]:
+            line = label.ljust(label_w) + "".join(
+                " " * gap + cells[i].rjust(widths[i]) for i in block
+            )
+            lines.append(line.rstrip())
+    return lines
+
+
+def wrap_lines(lines: Iterable[str], width: int, indent: str = "  ") -> list[str]:
+    """Prose lines (legends, notes) wrapped at spaces to `width`, continuations indented;
+    a word (a number, a URL) is never split."""
+    import textwrap
+
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(
+            line,
+            width,
+            initial_indent="",
+            subsequent_indent=lead + indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [line]
+    return out
+
+
 def pack(items: Sequence[str], width: int, indent: int = 2, sep: str = "  ") -> list[str]:
     """`items` joined by `sep` into lines of at most `width`, each line indented; an item
     longer than a line gets a line of its own, whole: nothing is cut."""

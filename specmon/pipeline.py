@@ -62,7 +62,7 @@ class RequestResult:
     # This request's record-metric values in their stored unit (BASE_SCALE: time metrics
     # in ns); `metrics` gives them in display units.
     values: dict[str, int | float] = field(default_factory=dict)
-    error: dict[str, Any] | None = None  # {"type", "message", "code"?}
+    error: dict[str, Any] | None = None  # {"type", "message", "code"?, "retried"?}
     phase: str = "profiling"
     category: str | None = None
     question_id: int | str | None = None
@@ -154,6 +154,8 @@ def _error_of(capture: RawCapture) -> dict[str, Any] | None:
         }
         if capture.status >= 400:
             err["code"] = capture.status
+        if capture.error.get("retried") is True:  # an attempt sent again: not a request
+            err["retried"] = True
         return err
     if capture.status >= 400:
         return {"type": "http_error", "message": f"HTTP {capture.status}", "code": capture.status}

@@ -10,6 +10,11 @@ whose outcome reason is `not_kept`, so the log still shows a row for it.
 
 Appends happen under the accumulator's lock; readers on other threads take one reference
 to the current (base, items) pair, so a compaction never shows them a torn state.
+
+`tally` counts, as they are appended, the rows that are not finished requests: attempts the
+load loop sent again (an error marked "retried") and requests cut by a stop ("cancelled");
+the header and the request log subtract the same counts (issue 20 item 5). It is replaced
+whole on each append, so a reader gets rows and counts of one moment.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, overload
 
@@ -27,6 +33,21 @@ from specmon.pipeline import RequestResult, SpecOutcome
 
 RESULTS_WINDOW = 10_000  # newest results kept in memory for the log and the drill-down
 NOT_KEPT = "not_kept"  # outcome reason of an evicted result nobody can read back
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Rows appended so far, and among them the retried attempts and the cancelled ones."""
+
+    rows: int = 0
+    retried: int = 0
+    cancelled: int = 0
+
+    def add(self, result: RequestResult) -> Tally:
+        error = result.error
+        retried = bool(error and error.get("retried"))
+        cancelled = not retried and result.error_kind == "cancelled"
+        return Tally(self.rows + 1, self.retried + retried, self.cancelled + cancelled)
 
 
 class ResultReader(Protocol):
@@ -42,10 +63,12 @@ class ResultWindow(Sequence[RequestResult]):
         self.window = window
         self.reader: ResultReader | None = None
         self._state: tuple[int, list[RequestResult]] = (0, [])  # (index of items[0], items)
+        self.tally = Tally()
 
     def append(self, result: RequestResult) -> None:
         base, items = self._state
         items.append(result)
+        self.tally = self.tally.add(result)  # after the append: its rows are all readable
         window = self.window
         if window is not None and len(items) >= max(2 * window, 1):  # amortised O(1)
             keep = len(items) - window  # drop the oldest half (window 0: keep none)

@@ -9,7 +9,7 @@ ranks (numpy's default), population std (ddof 0), count, sum. Pure Python, no nu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,6 +239,43 @@ class MetricRow:
         for key in ("avg",) if self.derived else JSON_STAT_KEYS:
             block[key] = getattr(self, key)
         return block
+
+    @classmethod
+    def of_block(cls, block: Mapping[str, Any]) -> MetricRow:
+        """The row a JSON export block was written from (block()'s inverse): a block with
+        only `avg` is a derived metric's; a column that is not a number reads as None."""
+        values = {key: _number(block.get(key)) for key in JSON_STAT_KEYS}
+        count = values.pop("count")
+        derived = all(values[key] is None for key in JSON_STAT_KEYS if key not in ("avg", "count"))
+        return cls(
+            str(block.get("unit", "")),
+            derived=derived and count is None,
+            count=None if count is None else int(count),
+            **values,
+        )
+
+
+Rows = Mapping[str, MetricRow]  # tag -> its statistics (RunSnapshot.spec_rows / std_rows)
+
+
+def row_value(rows: Rows, tag: str, column: str = "avg") -> float | None:
+    """One column of one metric's row, as a float; None when the run has no value for it."""
+    row = rows.get(tag)
+    value = None if row is None else row.get(column)
+    return None if value is None else float(value)
+
+
+def summary_rows(summary: Mapping[str, Any]) -> dict[str, MetricRow]:
+    """Every metric block of an export summary (a known tag holding a block), typed."""
+    return {
+        tag: MetricRow.of_block(block)
+        for tag, block in summary.items()
+        if tag in METRICS and isinstance(block, Mapping)
+    }
+
+
+def _number(value: Any) -> Number | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def metric_row(

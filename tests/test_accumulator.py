@@ -153,7 +153,7 @@ def test_no_records_means_no_spec_keys_and_no_error_key():
     s = acc.summary()
     assert not [t for t in s if "spec" in t or (t.startswith("total_") and "draft" in t)]
     assert "error_request_count" not in s
-    assert acc.snapshot().spec_stats == {} and acc.snapshot().pooled_histogram == {}
+    assert acc.snapshot().spec_rows == {} and acc.snapshot().pooled_histogram == {}
 
 
 def test_throughput_and_totals_by_hand():
@@ -200,13 +200,14 @@ def test_snapshot_is_cached_until_a_request_lands():
     second = acc.snapshot()
     assert second is not first and second.version > first.version
     assert second.request_count == 2 and second.engine == "vllm" and second.num_spec_tokens == 4
-    # the snapshot's blocks are the export's blocks (std from fsum, equal to ~1 ulp)
+    # the snapshot's rows are the export's blocks (std from fsum, equal to ~1 ulp)
     summary = acc.summary()
-    for tag, block in second.spec_stats.items():
+    for tag, row in second.spec_rows.items():
+        block = row.block()
         assert block.keys() == summary[tag].keys()
         for key, value in block.items():
             assert value == pytest.approx(summary[tag][key], rel=1e-12)
-    assert "request_latency" in second.std_stats and "request_latency" not in second.spec_stats
+    assert "request_latency" in second.std_rows and "request_latency" not in second.spec_rows
     assert second.pooled_histogram == {0: 2, 1: 3, 2: 2, 3: 3, 4: 1}
     assert second.elapsed_s >= 0
 
@@ -313,13 +314,12 @@ def test_snapshots_while_another_thread_adds():
     while thread.is_alive():
         snap = acc.snapshot()
         seen.append(snap.request_count)
-        if snap.spec_stats:
+        if snap.spec_rows:
             # a snapshot is internally consistent: the histogram sums to the step total
             assert (
-                sum(snap.pooled_histogram.values())
-                == snap.spec_stats["total_spec_decode_steps"]["avg"]
+                sum(snap.pooled_histogram.values()) == snap.spec_rows["total_spec_decode_steps"].avg
             )
-            assert snap.spec_stats["spec_decode_steps"]["count"] == snap.request_count
+            assert snap.spec_rows["spec_decode_steps"].count == snap.request_count
     thread.join()
     assert not errors
     assert seen == sorted(seen)  # never goes backwards
@@ -327,7 +327,7 @@ def test_snapshots_while_another_thread_adds():
     assert final.request_count == 3000
     # accepted per request = (i % 4) + 1 -> 750 * (1+2+3+4) = 7500
     assert acc.summary()["total_accepted_draft_tokens"]["avg"] == 7500.0
-    assert final.spec_stats["spec_decode_steps"]["count"] == 3000
+    assert final.spec_rows["spec_decode_steps"].count == 3000
 
 
 def test_requests_cut_short_by_a_stop_are_not_errors(tmp_path):

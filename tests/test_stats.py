@@ -8,11 +8,14 @@ from specmon.stats import (
     CSV_STAT_KEYS,
     JSON_STAT_KEYS,
     METRICS,
+    MetricRow,
     compute_stats,
     metric_block,
     metric_row,
     pairwise_sum,
     percentile,
+    row_value,
+    summary_rows,
 )
 
 
@@ -138,3 +141,27 @@ def test_the_typed_row_is_what_the_export_block_is_written_from():
     assert derived.block() == {"unit": "tokens", "avg": 44.0}
     with pytest.raises(KeyError):
         row.get("median")
+
+
+def test_a_block_reads_back_as_the_row_it_was_written_from():
+    row = metric_row("spec_decode_steps", compute_stats([1, 2, 6]))
+    assert MetricRow.of_block(row.block()) == row
+    derived = MetricRow.of_block({"unit": "tokens", "avg": 44.0})
+    assert derived == MetricRow("tokens", 44.0, derived=True)
+    # a column that is not a number (a hand-edited or foreign file) reads as None
+    assert MetricRow.of_block({"unit": "ms", "avg": "fast", "p50": True}).avg is None
+
+
+def test_summary_rows_and_row_value():
+    summary = {
+        "total_draft_tokens": {"unit": "tokens", "avg": 120.0},
+        "time_to_first_token": metric_row("time_to_first_token", compute_stats([10, 30])).block(),
+        "cancelled_request_count": 2,  # an extra, not a metric block
+        "pooled_spec_decode_acceptance_histogram": {"0": 3},
+    }
+    rows = summary_rows(summary)
+    assert set(rows) == {"total_draft_tokens", "time_to_first_token"}
+    assert row_value(rows, "total_draft_tokens") == 120.0
+    assert row_value(rows, "time_to_first_token", "p50") == 20.0  # (10 + 30) / 2
+    assert row_value(rows, "total_draft_tokens", "p50") is None  # derived: avg only
+    assert row_value(rows, "request_latency") is None

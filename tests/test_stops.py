@@ -3,7 +3,9 @@
 Real processes: `specmon run --headless` as a subprocess against `specmon sim` (or a
 socket that accepts and never answers, for "before the first request"); signals are sent
 at moments the test observes (a connection accepted, lines in the JSONL, a line on stdout),
-never after a fixed sleep.
+never after a fixed sleep. The module's runs share one simulator (`shared_sim`: at least
+20 ms per request, its time to the first token, so a signal sent on seeing a line in the
+JSONL lands mid-run); none reads its absolute counters.
 """
 
 from __future__ import annotations
@@ -125,13 +127,12 @@ def test_signal_before_the_first_request_writes_an_empty_run(tmp_path, signum):
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
-def test_signal_mid_run_drains_and_writes_complete_exports(tmp_path, signum):
+def test_signal_mid_run_drains_and_writes_complete_exports(tmp_path, signum, shared_sim):
     out = tmp_path / "run"
-    with start_sim(["--seed", "3", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        proc = Proc(run_args(sim.url, out, "--concurrency", "4"))
-        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
-        proc.popen.send_signal(signum)
-        code = proc.finish()
+    proc = Proc(run_args(shared_sim.url, out, "--concurrency", "4"))
+    poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
+    proc.popen.send_signal(signum)
+    code = proc.finish()
     assert code == 128 + signum, proc.seen
     doc, records = check_summary(out)
     assert doc["was_cancelled"] is True and len(records) >= 8
@@ -141,15 +142,14 @@ def test_signal_mid_run_drains_and_writes_complete_exports(tmp_path, signum):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
-def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
+def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum, shared_sim):
     out = tmp_path / "run"
     raw = out / "profile_export_raw.jsonl"
-    with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        args = ["--warmup-request-count", "100000", "--export-level", "raw"]
-        proc = Proc(run_args(sim.url, out, "--concurrency", "2", *args))
-        poll(lambda: jsonl_lines(raw) >= 4, "4 warmup captures")
-        proc.popen.send_signal(signum)
-        code = proc.finish()
+    args = ["--warmup-request-count", "100000", "--export-level", "raw"]
+    proc = Proc(run_args(shared_sim.url, out, "--concurrency", "2", *args))
+    poll(lambda: jsonl_lines(raw) >= 4, "4 warmup captures")
+    proc.popen.send_signal(signum)
+    code = proc.finish()
     assert code == 128 + signum, proc.seen
     doc, records = check_summary(out)
     assert records == [] and doc["was_cancelled"] is True  # warmup is left out, as AIPerf
@@ -158,58 +158,55 @@ def test_signal_during_warmup_writes_an_empty_profiling_run(tmp_path, signum):
 
 
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
-def test_signals_during_the_export_never_interrupt_it(tmp_path, signum):
+def test_signals_during_the_export_never_interrupt_it(tmp_path, signum, shared_sim):
     out = tmp_path / "run"
     release = tmp_path / "release"  # the export is held until both signals have been seen
-    with start_sim(["--seed", "4"]) as sim:
-        proc = Proc(
-            run_args(sim.url, out, "--request-count", "6"),
-            env={"SPECMON_TEST_EXPORT_DELAY_S": "60", "SPECMON_TEST_EXPORT_RELEASE": str(release)},
-        )
-        proc.wait_line("writing exports to")
-        proc.popen.send_signal(signum)
-        proc.wait_line("stop signal during the export")
-        proc.popen.send_signal(signum)
-        # a second Ctrl-C warns; a repeated hangup or terminate changes nothing
-        again = "press Ctrl-C again to abandon" if signum == signal.SIGINT else "already stopping"
-        proc.wait_line(again)
-        release.touch()
-        code = proc.finish()
+    proc = Proc(
+        run_args(shared_sim.url, out, "--request-count", "6"),
+        env={"SPECMON_TEST_EXPORT_DELAY_S": "60", "SPECMON_TEST_EXPORT_RELEASE": str(release)},
+    )
+    proc.wait_line("writing exports to")
+    proc.popen.send_signal(signum)
+    proc.wait_line("stop signal during the export")
+    proc.popen.send_signal(signum)
+    # a second Ctrl-C warns; a repeated hangup or terminate changes nothing
+    again = "press Ctrl-C again to abandon" if signum == signal.SIGINT else "already stopping"
+    proc.wait_line(again)
+    release.touch()
+    code = proc.finish()
     assert code == 128 + signum, proc.seen
     doc, records = check_summary(out)
     assert len(records) == 6 and doc["request_count"]["avg"] == 6
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=lambda s: s.name)
-def test_repeated_hangups_are_one_stop_and_never_abandon_the_exports(tmp_path, signum):
+def test_repeated_hangups_are_one_stop_and_never_abandon_the_exports(tmp_path, signum, shared_sim):
     """A dropped ssh connection can deliver several SIGHUPs: three 0.05 s apart during the
     export still end in complete exports (only an interactive third Ctrl-C abandons)."""
     out = tmp_path / "run"
-    with start_sim(["--seed", "4"]) as sim:
-        proc = Proc(
-            run_args(sim.url, out, "--request-count", "4"),
-            env={"SPECMON_TEST_EXPORT_DELAY_S": "3"},
-        )
-        proc.wait_line("writing exports to")
-        for _ in range(3):
-            proc.popen.send_signal(signum)
-            time.sleep(0.05)
-        code = proc.finish()
+    proc = Proc(
+        run_args(shared_sim.url, out, "--request-count", "4"),
+        env={"SPECMON_TEST_EXPORT_DELAY_S": "3"},
+    )
+    proc.wait_line("writing exports to")
+    for _ in range(3):
+        proc.popen.send_signal(signum)
+        time.sleep(0.05)
+    code = proc.finish()
     assert code == 128 + signum, proc.seen
     assert not any("abandoned" in line for line in proc.seen)
     doc, records = check_summary(out)
     assert len(records) == 4 and doc["request_count"]["avg"] == 4
 
 
-def test_nohup_keeps_the_hangup_ignored(tmp_path):
+def test_nohup_keeps_the_hangup_ignored(tmp_path, shared_sim):
     """`nohup specmon run ...`: the inherited SIG_IGN for SIGHUP stays, so a hangup mid-run
     changes nothing and the run ends by its own bound with exit 0."""
     out = tmp_path / "run"
-    with start_sim(["--seed", "4", "--step-ms", "5"]) as sim:
-        proc = Proc(run_args(sim.url, out, "--request-count", "30"), base=["nohup", *SPECMON])
-        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 2, "two requests in the JSONL")
-        proc.popen.send_signal(signal.SIGHUP)
-        code = proc.finish()
+    proc = Proc(run_args(shared_sim.url, out, "--request-count", "30"), base=["nohup", *SPECMON])
+    poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 2, "two requests in the JSONL")
+    proc.popen.send_signal(signal.SIGHUP)
+    code = proc.finish()
     assert code == 0, proc.seen
     doc, records = check_summary(out)
     assert len(records) == 30 and doc["was_cancelled"] is False
@@ -238,18 +235,17 @@ def test_the_console_script_installs_the_handlers_before_any_other_import(tmp_pa
     assert done.stdout.strip() == "True", done.stderr
 
 
-def test_third_signal_during_the_export_abandons_it(tmp_path):
+def test_third_signal_during_the_export_abandons_it(tmp_path, shared_sim):
     out = tmp_path / "run"
-    with start_sim(["--seed", "4"]) as sim:
-        proc = Proc(
-            run_args(sim.url, out, "--request-count", "2"),
-            env={"SPECMON_TEST_EXPORT_DELAY_S": "60"},
-        )
-        proc.wait_line("writing exports to")
-        for expect in ("stop signal during the export", "press Ctrl-C again", "abandoned"):
-            proc.popen.send_signal(signal.SIGINT)
-            proc.wait_line(expect)
-        code = proc.finish()
+    proc = Proc(
+        run_args(shared_sim.url, out, "--request-count", "2"),
+        env={"SPECMON_TEST_EXPORT_DELAY_S": "60"},
+    )
+    proc.wait_line("writing exports to")
+    for expect in ("stop signal during the export", "press Ctrl-C again", "abandoned"):
+        proc.popen.send_signal(signal.SIGINT)
+        proc.wait_line(expect)
+    code = proc.finish()
     assert code == 128 + signal.SIGINT
     assert not (out / SUMMARY[0]).exists()  # abandoned before the summary was written
 
@@ -311,28 +307,31 @@ def tree_hashes(root: Path) -> dict[str, str]:
     }
 
 
-def test_bad_input_leaves_an_earlier_run_byte_for_byte_and_a_new_run_goes_beside_it(tmp_path):
+def test_bad_input_leaves_an_earlier_run_byte_for_byte_and_a_new_run_goes_beside_it(
+    tmp_path, shared_sim
+):
     out = tmp_path / "run"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\nnot json\n')
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    with start_sim(["--seed", "6"]) as sim:
-        first = Proc(run_args(sim.url, out, "--request-count", "3"))
-        assert first.finish() == 0, first.seen
-        before = tree_hashes(tmp_path)
-        for source, message in (
-            (bad, "line 2: invalid JSON"),
-            (tmp_path / "missing.jsonl", "not found"),
-            (fifo, "not a regular file"),
-            (Path("/dev/zero"), "not a regular file"),
-        ):
-            proc = Proc(run_args(sim.url, out, "--request-count", "3", "--input-file", str(source)))
-            assert proc.finish() == 2, proc.seen
-            assert any(message in line for line in proc.seen), proc.seen
-            assert tree_hashes(tmp_path) == before
-        again = Proc(run_args(sim.url, out, "--request-count", "2"))
-        assert again.finish() == 0, again.seen
+    first = Proc(run_args(shared_sim.url, out, "--request-count", "3"))
+    assert first.finish() == 0, first.seen
+    before = tree_hashes(tmp_path)
+    for source, message in (
+        (bad, "line 2: invalid JSON"),
+        (tmp_path / "missing.jsonl", "not found"),
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+    ):
+        proc = Proc(
+            run_args(shared_sim.url, out, "--request-count", "3", "--input-file", str(source))
+        )
+        assert proc.finish() == 2, proc.seen
+        assert any(message in line for line in proc.seen), proc.seen
+        assert tree_hashes(tmp_path) == before
+    again = Proc(run_args(shared_sim.url, out, "--request-count", "2"))
+    assert again.finish() == 0, again.seen
     assert tree_hashes(out) == {
         k[len("run/") :]: v for k, v in before.items() if k.startswith("run/")
     }
@@ -341,16 +340,15 @@ def test_bad_input_leaves_an_earlier_run_byte_for_byte_and_a_new_run_goes_beside
     assert len(records) == 2
 
 
-def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
+def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path, shared_sim):
     out = tmp_path / "run"
     out.mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     for name in (*SUMMARY, "profile_export_raw.jsonl"):
         (out / name).symlink_to(victim)
-    with start_sim(["--seed", "7"]) as sim:
-        proc = Proc(run_args(sim.url, out, "--request-count", "2", "--overwrite"))
-        assert proc.finish() == 0, proc.seen
+    proc = Proc(run_args(shared_sim.url, out, "--request-count", "2", "--overwrite"))
+    assert proc.finish() == 0, proc.seen
     assert victim.read_text() == "keep me\n"
     for name in SUMMARY:
         assert not (out / name).is_symlink()
@@ -361,21 +359,20 @@ def test_a_symlink_in_the_artifact_dir_is_replaced_not_followed(tmp_path):
     assert len(records) == 2
 
 
-def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path):
+def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path, shared_sim):
     """A closed terminal sends SIGHUP to the whole process group, the workers included:
     they leave the stop to the parent, which drains them and writes every request."""
     out = tmp_path / "run"
-    with start_sim(["--seed", "8", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        proc = subprocess.Popen(
-            [*SPECMON, *run_args(sim.url, out, "--concurrency", "4", "--workers", "2")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
-        os.killpg(proc.pid, signal.SIGHUP)
-        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    proc = subprocess.Popen(
+        [*SPECMON, *run_args(shared_sim.url, out, "--concurrency", "4", "--workers", "2")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
+    os.killpg(proc.pid, signal.SIGHUP)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == 128 + signal.SIGHUP, stderr
     doc, records = check_summary(out)
     assert doc["was_cancelled"] is True and len(records) >= 8
@@ -394,26 +391,25 @@ def test_a_mistyped_model_is_refused_before_the_artifact_dir_is_made(tmp_path):
     assert not out.exists()
 
 
-def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_path):
+def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_path, shared_sim):
     """The workers are spawned with SIGHUP blocked, so one sent while they still import
     (before they can ignore it) stays pending in them instead of killing them."""
     out = tmp_path / "run"
-    with start_sim(["--seed", "8"]) as sim:
-        proc = subprocess.Popen(
-            [*SPECMON, *run_args(sim.url, out, "--request-count", "20", "--workers", "2")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+    proc = subprocess.Popen(
+        [*SPECMON, *run_args(shared_sim.url, out, "--request-count", "20", "--workers", "2")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
-        def workers_spawned() -> bool:
-            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
-            return len(found.stdout.split()) >= 2  # two workers (and the resource tracker)
+    def workers_spawned() -> bool:
+        found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+        return len(found.stdout.split()) >= 2  # two workers (and the resource tracker)
 
-        poll(workers_spawned, "the workers to be spawned")
-        os.killpg(proc.pid, signal.SIGHUP)
-        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    poll(workers_spawned, "the workers to be spawned")
+    os.killpg(proc.pid, signal.SIGHUP)
+    stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == 128 + signal.SIGHUP, stderr
     assert "Traceback" not in stderr and "worker" not in stderr.lower(), stderr
     check_summary(out)

@@ -11,36 +11,47 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tmux_pane import Pane
 
+from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("drain", ["0", "5"])
-def test_q_mid_run_reconciles_without_blaming_other_clients(tmp_path: Path, drain: str):
-    art = tmp_path / "art"
+@pytest.fixture(scope="module")
+def slow_sim() -> Iterator[ServerProcess]:
+    """10 ms steps: a 64-token request lasts ~0.3 s, so q lands with requests mid-stream.
+    Both drains share it: each run reconciles the deltas from its own first scrape."""
     with start_sim(["--seed", "9", "--ttft-ms", "20", "--step-ms", "10"]) as sim:
-        cmd = (
-            f"{shlex.quote(sys.executable)} -m specmon run --url {sim.url} --streaming "
-            f"--concurrency 4 --output-tokens-mean 64 --drain-timeout {drain} "
-            f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
-        )
-        pane = Pane(cmd)
-        try:
-            jsonl = art / "profile_export.jsonl"
-            deadline = time.monotonic() + 120
-            while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
-                assert time.monotonic() < deadline, pane.text()
-                time.sleep(0.1)
-            pane.keys("q")
-            after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit after q", 120)
-        finally:
-            pane.close()
+        yield sim
+
+
+@pytest.mark.parametrize("drain", ["0", "5"])
+def test_q_mid_run_reconciles_without_blaming_other_clients(
+    tmp_path: Path, drain: str, slow_sim: ServerProcess
+):
+    art = tmp_path / "art"
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon run --url {slow_sim.url} --streaming "
+        f"--concurrency 4 --output-tokens-mean 64 --drain-timeout {drain} "
+        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
+    )
+    pane = Pane(cmd)
+    try:
+        jsonl = art / "profile_export.jsonl"
+        deadline = time.monotonic() + 120
+        while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
+            assert time.monotonic() < deadline, pane.text()
+            time.sleep(0.1)
+        pane.keys("q")
+        after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit after q", 120)
+    finally:
+        pane.close()
     assert "SPECMON-EXITED 0" in after, after
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
     rec = doc["server_metrics"]["reconciliation"]
@@ -55,30 +66,29 @@ def test_q_mid_run_reconciles_without_blaming_other_clients(tmp_path: Path, drai
 
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
-def test_a_signal_closes_the_monitor_drains_and_exports(tmp_path: Path, signum):
+def test_a_signal_closes_the_monitor_drains_and_exports(tmp_path: Path, signum, shared_sim):
     """SIGHUP (the terminal went away) and SIGINT (kill -INT; Ctrl-C itself is a key in the
     TUI) quit the monitor like q, drain, write the exports and exit 128 + signal."""
     art = tmp_path / "art"
-    with start_sim(["--seed", "10", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        cmd = (
-            f"{shlex.quote(sys.executable)} -m specmon run --url {sim.url} --concurrency 2 "
-            f"--output-tokens-mean 16 --artifact-dir {shlex.quote(str(art))}; "
-            f"echo SPECMON-EXITED $?; sleep 60"
-        )
-        pane = Pane(cmd)
-        try:
-            jsonl = art / "profile_export.jsonl"
-            deadline = time.monotonic() + 120
-            while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
-                assert time.monotonic() < deadline, pane.text()
-                time.sleep(0.1)
-            shell = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
-            pids = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True)
-            (pid,) = pids.stdout.split()  # the specmon process the pane's shell started
-            os.kill(int(pid), signum)
-            after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 120)
-        finally:
-            pane.close()
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon run --url {shared_sim.url} --concurrency 2 "
+        f"--output-tokens-mean 16 --artifact-dir {shlex.quote(str(art))}; "
+        f"echo SPECMON-EXITED $?; sleep 60"
+    )
+    pane = Pane(cmd)
+    try:
+        jsonl = art / "profile_export.jsonl"
+        deadline = time.monotonic() + 120
+        while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
+            assert time.monotonic() < deadline, pane.text()
+            time.sleep(0.1)
+        shell = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
+        pids = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True)
+        (pid,) = pids.stdout.split()  # the specmon process the pane's shell started
+        os.kill(int(pid), signum)
+        after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 120)
+    finally:
+        pane.close()
     assert f"SPECMON-EXITED {128 + signum}" in after, after
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
     records = jsonl.read_text().splitlines()

@@ -1,6 +1,7 @@
 """Render the PNGs in this folder: the monitor on the tests' recorded run (tests/tui_fixtures)
 in the light and dark themes at 80x24 and 160x48, its charts (3: the time series, 2: the
-histogram, maximized) at 160x48, and the sweep view at 80x24.
+histogram, maximized) at 160x48, and the sweep view at 80x24 (the grid done, the schedule
+arm measured at concurrency 1 and being measured at 4).
 
     python docs/screens/render_screens.py            # needs rsvg-convert (librsvg2-bin)
     python docs/screens/render_screens.py series     # only the PNGs whose names start so
@@ -26,7 +27,7 @@ from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement  # noqa: E402
 from specmon.config import RunConfig  # noqa: E402
 from specmon.run.assemble import make_repeat  # noqa: E402
-from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings  # noqa: E402
+from specmon.sources.sweep import ARM_K, SweepNow, SweepRunner, SweepSettings  # noqa: E402
 from specmon.sources.sweep_control import SweepControl  # noqa: E402
 from specmon.tui.app import SpecmonApp  # noqa: E402
 from specmon.tui.sweep_app import SweepApp  # noqa: E402
@@ -59,19 +60,30 @@ def sweep(theme: str) -> SweepApp:
         baseline_serve="{python} -m specmon sim --port {port} --num-spec-tokens 0",
         repeats=3,
         segment_requests=8,
+        verify_schedule=True,
     )
     out = Path(tempfile.mkdtemp())
     runner = SweepRunner(
         settings, RunConfig(), out / "sweep", make_repeat=make_repeat, out=io.StringIO()
     )
     control = SweepControl(runner)
-    assert runner.on_cell is not None
-    for k, c, tputs in ((0, 1, (100, 110, 90)), (2, 1, (150, 152, 148)), (4, 1, (160, 171, 158))):
+    assert runner.on_cell is not None and runner.on_arm_cell is not None
+    grid = (
+        (0, 1, (100, 110, 90)),
+        (2, 1, (150, 152, 148)),
+        (4, 1, (160, 171, 158)),
+        (0, 4, (300, 300, 300)),
+        (2, 4, (410, 402, 398)),
+        (4, 4, (380, 391, 377)),
+    )
+    for k, c, tputs in grid:
         runner.on_cell(
             Cell(k, c, [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.0) for t in tputs])
         )
-    runner.on_cell(Cell(0, 4, [RepeatMeasurement(300, 1.0, 8, acceptance_length=1.0)] * 3))
-    runner.now = SweepNow("measuring", 2, 4, 2, 3, session=session_of([capture_k(1, H2, 2)]))
+    reps = [RepeatMeasurement(t, 1.0, 8, acceptance_length=2.1) for t in (163, 166, 160)]
+    runner.on_arm_cell("schedule", Cell(ARM_K, 1, reps))
+    session = session_of([capture_k(1, H2, 2)])
+    runner.now = SweepNow("measuring", None, 4, 2, 3, session=session, arm="schedule")
     return SweepApp(control, theme_name=theme)
 
 

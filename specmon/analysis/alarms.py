@@ -18,8 +18,22 @@ alarms that start with it. The rules (README, "Acceptance alarms"):
   acceptance bought no speed.
 
 The two window rules are looked at once per window (tumbling: drift at requests
-DRIFT_BASELINE + 30, + 60, ...; not-paying at 60, 90, ...), not at every request: sliding windows would test the same noise 30 times over (a steady run
-of 20,000 requests raised two dozen false alarms that way), and it keeps `observe` cheap.
+DRIFT_BASELINE + 30, + 60, ...; not-paying at 60, 90, ...), not at every request: sliding
+windows would test the same noise 30 times over (a steady run of 20,000 requests raised two
+dozen false alarms that way), and it keeps `observe` cheap.
+
+The window rules take the requests in the order they were sent, not the order they ended.
+Requests in flight together end in an order set by their own acceptance (the same output
+length at more tokens per step is fewer steps, an earlier end), and at a high concurrency
+they end in waves: the first completions of a batch of 64 read high, the last ones low. So
+a window of 30 completions was biased by where it fell in a wave, and the baseline (the
+first 100) high: a steady simulator at concurrency 64 raised "acceptance_drift ... 2.12 vs
+2.23 (drop 0.10, 4 s.e. = 0.10)" (a `specmon demo --sweep` cell), 10 runs in 20 in a model
+of it (tests/analysis/test_alarms_startup.py), none in send order. Once requests overlap,
+a request goes to the window rules when the newest end is HOLD_DURATIONS times the longest
+request seen past its start (all sent before it have surely ended), in send order; a run
+that never overlaps (concurrency 1) is in send order already and passes each at once. The
+last requests of a run, still held, are never looked at by these two rules.
 
 An alarm is active while its condition holds; it ends (`until_request` set) when the
 condition clears and may start again later.
@@ -27,10 +41,13 @@ condition clears and may start again later.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from specmon.records import json_record
 
 # Enough requests that a short streak of hard prompts is not a broken drafter.
 GARBLED_REQUESTS = 20
@@ -56,6 +73,9 @@ PAYING_WINDOW = DRIFT_WINDOW  # one cadence for both window rules
 PAYING_SIGMAS = DRIFT_SIGMAS
 # Output tok/s up by less than 2% counts as flat (noise in per-request speeds).
 PAYING_FLAT_TOLERANCE = 0.02
+# A request is surely ended this many of the longest durations seen after a later one was
+# sent (durations of a steady run vary by tens of percent, not by two times).
+HOLD_DURATIONS = 2.0
 
 ALARM_NAMES = (
     "garbled_drafter",
@@ -73,6 +93,7 @@ class Observation:
     k: float | None = None  # drafts per verify step (this request's mean)
     end_ns: int | None = None  # monotonic ns the request ended
     output_tps: float | None = None  # this request's output tokens / its latency
+    start_ns: int | None = None  # monotonic ns it was sent (the clock of end_ns)
 
 
 @dataclass
@@ -85,20 +106,16 @@ class Alarm:
     since_s: float | None
     message: str
     until_request: int | None = None  # set when the condition cleared
+    # the request's index in the session's results (the request log's row - 1; warmups and
+    # errors are rows too, so it may differ from since_request): set by the AlarmSink
+    log_index: int | None = None
 
     @property
     def active(self) -> bool:
         return self.until_request is None
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "since_request": self.since_request,
-            "since_s": self.since_s,
-            "message": self.message,
-            "active": self.active,
-            "until_request": self.until_request,
-        }
+        return {**json_record(self), "active": self.active}
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
@@ -125,11 +142,43 @@ def significant_drop(
 
 
 @dataclass
+class SendOrder:
+    """Requests as they end in, the same requests in the order they were sent out (module
+    docstring): each held until the newest end is HOLD_DURATIONS of the longest request
+    seen past its start; requests without times, or before any two overlapped, at once."""
+
+    overlapped: bool = False
+    _held: list[tuple[int, int, Observation]] = field(default_factory=list)  # a heap
+    _taken: int = 0  # a tie-break for equal starts: arrival order
+    _newest_end: int = 0
+    _longest: int = 0
+
+    def take(self, obs: Observation) -> list[Observation]:
+        """The requests that go to the window rules now, in send order."""
+        start, end = obs.start_ns, obs.end_ns
+        if start is None or end is None:
+            return [obs]
+        self.overlapped = self.overlapped or start < self._newest_end
+        self._newest_end = max(self._newest_end, end)
+        self._longest = max(self._longest, end - start)
+        if not self.overlapped:
+            return [obs]
+        self._taken += 1
+        heapq.heappush(self._held, (start, self._taken, obs))
+        out = []
+        while self._held and self._held[0][0] + HOLD_DURATIONS * self._longest <= self._newest_end:
+            out.append(heapq.heappop(self._held)[2])
+        return out
+
+
+@dataclass
 class AlarmMonitor:
     """Feed `observe` one Observation per valid profiling request, in arrival order."""
 
     count: int = 0
     alarms: list[Alarm] = field(default_factory=list)  # every alarm raised, in start order
+    ordered: int = 0  # requests the window rules have taken, in send order
+    _order: SendOrder = field(default_factory=lambda: SendOrder())
     _first_end_ns: int | None = None
     _baseline: list[float] = field(default_factory=list)
     _recent: deque[Observation] = field(
@@ -148,12 +197,22 @@ class AlarmMonitor:
         self.count += 1
         if self._first_end_ns is None and obs.end_ns is not None:
             self._first_end_ns = obs.end_ns
-        if len(self._baseline) < DRIFT_BASELINE:
-            self._baseline.append(obs.acceptance_length)
-        self._recent.append(obs)
         self._count_extremes(obs)
-        started = []
-        for name, message in self._conditions():
+        started: list[Alarm] = []
+        self._apply(self._extremes(), obs, started)
+        for sent in self._order.take(obs):  # the window rules, in send order
+            self.ordered += 1
+            if len(self._baseline) < DRIFT_BASELINE:
+                self._baseline.append(sent.acceptance_length)
+            self._recent.append(sent)
+            self._apply(self._windows(), obs, started)
+        return started
+
+    def _apply(
+        self, conditions: Iterable[tuple[str, str | None]], obs: Observation, started: list[Alarm]
+    ) -> None:
+        """Start the alarms whose condition holds (into `started`), end those that cleared."""
+        for name, message in conditions:
             current = self._current(name)
             if message is not None and current is None:
                 alarm = Alarm(name, self.count, self._since_s(obs), message)
@@ -161,7 +220,6 @@ class AlarmMonitor:
                 started.append(alarm)
             elif message is None and current is not None:
                 current.until_request = self.count
-        return started
 
     def _count_extremes(self, obs: Observation) -> None:
         if len(self._garbled) == GARBLED_REQUESTS:
@@ -183,14 +241,18 @@ class AlarmMonitor:
     def _last(self, n: int) -> list[Observation]:
         return list(self._recent)[-n:] if len(self._recent) >= n else []
 
-    def _conditions(self) -> Iterable[tuple[str, str | None]]:
-        """Each alarm's name and its message when its condition holds now (else None); the
-        window rules only at the end of each window (their state stands in between)."""
+    def _extremes(self) -> Iterable[tuple[str, str | None]]:
+        """The per-request rules' names and messages (None: the condition does not hold)."""
         yield "garbled_drafter", self._garbled_rule()
         yield "degenerate_repetition", self._repetition()
-        if self.count >= DRIFT_BASELINE and (self.count - DRIFT_BASELINE) % DRIFT_WINDOW == 0:
+
+    def _windows(self) -> Iterable[tuple[str, str | None]]:
+        """The window rules, only at the end of each window of requests in send order
+        (their state stands in between)."""
+        n = self.ordered
+        if n >= DRIFT_BASELINE and (n - DRIFT_BASELINE) % DRIFT_WINDOW == 0:
             yield "acceptance_drift", self._drift()
-        if self.count % PAYING_WINDOW == 0:
+        if n % PAYING_WINDOW == 0:
             yield "speculation_not_paying", self._not_paying()
 
     def _garbled_rule(self) -> str | None:
@@ -213,7 +275,7 @@ class AlarmMonitor:
         )
 
     def _drift(self) -> str | None:
-        if self.count < DRIFT_BASELINE + DRIFT_WINDOW:
+        if self.ordered < DRIFT_BASELINE + DRIFT_WINDOW:
             return None  # the window must not overlap the baseline
         window = [o.acceptance_length for o in self._last(DRIFT_WINDOW)]
         dropped, text = significant_drop(self._baseline, window)

@@ -12,12 +12,15 @@ cell that fails a gate there is no "vs k=0" (as in the grid), and the point's fl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from specmon.analysis.sweep import DEFAULT_WIDTH
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import best_fixed_k, summarize
 from specmon.decision.slo import Slo
+from specmon.formatting import grid_lines, wrap_lines
+from specmon.records import json_record, stored_as
 
 
 @dataclass(frozen=True)
@@ -27,21 +30,14 @@ class ArmPoint:
     concurrency: int
     output_token_throughput: float | None  # median over repeats, tok/s; None: not measured
     best_k: int | None  # the best fixed k here (None: no healthy fixed-k cell)
-    best_k_throughput: float | None
-    vs_best_percent: float | None  # (arm / best fixed k - 1) * 100
+    best_k_throughput: float | None = field(metadata=stored_as("best_k_output_token_throughput"))
+    # (arm / best fixed k - 1) * 100
+    vs_best_percent: float | None = field(metadata=stored_as("vs_best_k_percent"))
     vs_k0_percent: float | None  # (arm / k=0 - 1) * 100; None without a k=0 cell
     flags: tuple[str, ...] = ()  # health gates, instability, the cell's error
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "concurrency": self.concurrency,
-            "output_token_throughput": self.output_token_throughput,
-            "best_k": self.best_k,
-            "best_k_output_token_throughput": self.best_k_throughput,
-            "vs_best_k_percent": self.vs_best_percent,
-            "vs_k0_percent": self.vs_k0_percent,
-            "flags": list(self.flags),
-        }
+        return json_record(self)
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class ArmReport:
     points: tuple[ArmPoint, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "points": [p.to_dict() for p in self.points]}
+        return json_record(self)
 
     def summary(self) -> str:
         """'schedule: vs the best fixed k -0.9% at 1, +2.0% at 4; vs k=0 +41.0% at 1, ...'"""
@@ -117,28 +113,27 @@ def arm_reports(
     return out
 
 
-def render_arms(reports: Sequence[ArmReport]) -> list[str]:
-    """The arms table: per arm, median tok/s, vs the best fixed k and vs k=0 per load."""
+def render_arms(reports: Sequence[ArmReport], width: int = DEFAULT_WIDTH) -> list[str]:
+    """The arms table: per arm, median tok/s, vs the best fixed k and vs k=0 per load; at
+    most `width` columns (formatting.grid_lines: concurrencies in blocks that fit)."""
     if not reports:
         return []
     concs = [p.concurrency for p in reports[0].points]
-    lines = ["arms (median output tok/s; vs the best fixed k and vs k=0 at the same load):"]
-    lines.append(_row("arm \\ conc", [str(c) for c in concs]))
+    rows: list[tuple[str, list[str]]] = []
     for report in reports:
         pts = report.points
-        lines.append(_row(report.name, [_num(p.output_token_throughput) for p in pts]))
-        lines.append(_row("  vs best k", [_vs(p.vs_best_percent, p.best_k) for p in pts]))
-        lines.append(_row("  vs k=0", [_vs(p.vs_k0_percent) for p in pts]))
-        for p in pts:
+        rows.append((report.name, [_num(p.output_token_throughput) for p in pts]))
+        rows.append(("  vs best k", [_vs(p.vs_best_percent, p.best_k) for p in pts]))
+        rows.append(("  vs k=0", [_vs(p.vs_k0_percent) for p in pts]))
+    lines = ["arms (median output tok/s; vs the best fixed k and vs k=0 at the same load):"]
+    lines += grid_lines("arm \\ conc", [str(c) for c in concs], rows, width)
+    for report in reports:
+        for p in report.points:
             if p.flags:
                 lines.append(f"  {report.name} at {p.concurrency}: " + "; ".join(p.flags))
     lines += [r.summary() for r in reports]
     lines.append("an arm is not a k: it never becomes the selected or the best k")
-    return lines
-
-
-def _row(label: str, cols: list[str]) -> str:
-    return f"{label:<12}" + "".join(f"{col:>16}" for col in cols)
+    return wrap_lines(lines, width)
 
 
 def _num(value: float | None) -> str:

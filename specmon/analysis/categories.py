@@ -25,6 +25,7 @@ from typing import Any
 from specmon.accumulator import RunAccumulator
 from specmon.decision.acceptance import Z95
 from specmon.pipeline import RequestResult
+from specmon.stats import row_value
 
 UNCATEGORIZED = "(none)"
 HISTOGRAM_KEY = "pooled_spec_decode_acceptance_histogram"
@@ -155,16 +156,20 @@ class CategoryTable:
         out = []
         for name in self.categories():
             snap = self._by_category[name].snapshot()
-            spec, std = snap.spec_stats, snap.std_stats
+            spec, std = snap.spec_rows, snap.std_rows
             out.append(
                 CategoryRow(
                     category=name,
                     requests=snap.request_count,
-                    acceptance_length=_avg(spec, "spec_decode_token_weighted_acceptance_length"),
+                    acceptance_length=row_value(
+                        spec, "spec_decode_token_weighted_acceptance_length"
+                    ),
                     acceptance_length_ci95=self.interval(name),
-                    draft_acceptance_rate=_avg(spec, "spec_decode_overall_draft_acceptance_rate"),
-                    output_token_throughput=_avg(std, "output_token_throughput"),
-                    ttft_p50_ms=std.get("time_to_first_token", {}).get("p50"),
+                    draft_acceptance_rate=row_value(
+                        spec, "spec_decode_overall_draft_acceptance_rate"
+                    ),
+                    output_token_throughput=row_value(std, "output_token_throughput"),
+                    ttft_p50_ms=row_value(std, "time_to_first_token", "p50"),
                     errors=snap.error_count,
                 )
             )
@@ -198,11 +203,6 @@ class CategoryTable:
             if acc.num_spec_tokens is not None:
                 return acc.num_spec_tokens
         return None
-
-
-def _avg(blocks: dict[str, dict[str, Any]], tag: str) -> float | None:
-    value = blocks.get(tag, {}).get("avg")
-    return None if value is None else float(value)
 
 
 def table_of(results: Iterable[RequestResult]) -> CategoryTable:

@@ -21,24 +21,28 @@ SUMMARY_FILE = "profile_export_aiperf.json"
 RECORDS_FILE = "profile_export.jsonl"
 HISTOGRAM_KEY = "pooled_spec_decode_acceptance_histogram"
 
+
+def _averages(section: str, labels: Mapping[str, str]) -> list[tuple[str, str, str, str]]:
+    """One row per {tag: label}, each compared on its avg."""
+    return [(section, tag, "avg", label) for tag, label in labels.items()]
+
+
 # (section, tag, stat, label); stat "avg" for derived metrics.
-SPEC_ROWS = [
-    ("spec decode", "spec_decode_acceptance_length", "avg", "Acceptance Length"),
-    ("spec decode", "spec_decode_token_weighted_acceptance_length", "avg", "Token-Wtd Accept Len"),
-    ("spec decode", "spec_decode_draft_acceptance_rate", "avg", "Draft Accept Rate"),
-    (
-        "spec decode",
-        "spec_decode_overall_draft_acceptance_rate",
-        "avg",
-        "Overall Draft Accept Rate",
-    ),
-    ("spec decode", "spec_decode_accepted_per_verified", "avg", "Accepted / Verified"),
-    ("spec decode", "spec_decode_steps", "avg", "Spec Decode Steps / request"),
-    ("spec decode", "total_spec_decode_steps", "avg", "Total Spec Decode Steps"),
-    ("spec decode", "total_accepted_draft_tokens", "avg", "Total Accepted Draft"),
-    ("spec decode", "total_draft_tokens", "avg", "Total Draft"),
-    ("spec decode", "spec_decode_zero_step_requests", "avg", "Zero-Step Requests"),
-]
+SPEC_ROWS = _averages(
+    "spec decode",
+    {
+        "spec_decode_acceptance_length": "Acceptance Length",
+        "spec_decode_token_weighted_acceptance_length": "Token-Wtd Accept Len",
+        "spec_decode_draft_acceptance_rate": "Draft Accept Rate",
+        "spec_decode_overall_draft_acceptance_rate": "Overall Draft Accept Rate",
+        "spec_decode_accepted_per_verified": "Accepted / Verified",
+        "spec_decode_steps": "Spec Decode Steps / request",
+        "total_spec_decode_steps": "Total Spec Decode Steps",
+        "total_accepted_draft_tokens": "Total Accepted Draft",
+        "total_draft_tokens": "Total Draft",
+        "spec_decode_zero_step_requests": "Zero-Step Requests",
+    },
+)
 LATENCY_ROWS = [
     ("latency", tag, stat, f"{label} {stat}")
     for tag, label in (
@@ -58,14 +62,17 @@ CATEGORY_ROWS = [
     ("time_to_first_token", "p50", "TTFT p50"),
 ]
 PER_CATEGORY_KEY = "per_category"
-THROUGHPUT_ROWS = [
-    ("throughput", "output_token_throughput", "avg", "Output Token Throughput"),
-    ("throughput", "output_token_throughput_per_user", "avg", "Output Tokens/s/user (avg)"),
-    ("throughput", "request_throughput", "avg", "Request Throughput"),
-    ("throughput", "request_count", "avg", "Request Count"),
-    ("throughput", "error_request_count", "avg", "Error Request Count"),
-    ("throughput", "benchmark_duration", "avg", "Benchmark Duration"),
-]
+THROUGHPUT_ROWS = _averages(
+    "throughput",
+    {
+        "output_token_throughput": "Output Token Throughput",
+        "output_token_throughput_per_user": "Output Tokens/s/user (avg)",
+        "request_throughput": "Request Throughput",
+        "request_count": "Request Count",
+        "error_request_count": "Error Request Count",
+        "benchmark_duration": "Benchmark Duration",
+    },
+)
 
 
 # ---------------------------------------------------------------- loading artifacts

@@ -8,7 +8,6 @@ ranges starting at 1, sorted, contiguous; batch size is proxied by client concur
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from specmon.decision.cells import (
 )
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
+from specmon.formatting import grid_lines, wrap_lines
 
 __all__ = [
     "BATCH_SIZE_PROXY",
@@ -276,9 +276,11 @@ def write_schedule(path: str | Path, schedule: dict[str, Any]) -> Path:
 
 
 # --- console --------------------------------------------------------------------------
+# Whole at any width (issue 20 item 3): the grids' columns are as wide as their cells and
+# split into blocks of concurrencies that fit the terminal; legends and notes wrap at
+# spaces. No number is cut.
 
-_LABEL_W = 10
-_COL_W = 17
+DEFAULT_WIDTH = 120  # piped output (a log, a file): as wide as before
 
 
 def _num(v: float) -> str:
@@ -297,10 +299,6 @@ def _cell_text(st: CellStats | None, selected: bool) -> str:
     return f"{_num(st.median)}±{_num(st.mad)}{mark}"
 
 
-def _row(label: str, values: Sequence[str]) -> str:
-    return f"{label:<{_LABEL_W}}" + "".join(f"{v:>{_COL_W}}" for v in values)
-
-
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
 
@@ -309,23 +307,21 @@ def _share(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def _grid(cells: Sequence[Cell], decisions: Sequence[Decision]) -> list[str]:
+def _grid(cells: Sequence[Cell], decisions: Sequence[Decision], width: int) -> list[str]:
     concs = [d.concurrency for d in decisions]
     stats = {(s.k, s.concurrency): s for d in decisions for s in d.candidates}
     ks = sorted({c.k for c in cells})
     sel = {d.concurrency: d.selected_k for d in decisions}
+    rows = [(f"k={k}", [_cell_text(stats.get((k, c)), sel[c] == k) for c in concs]) for k in ks]
+    rows += [
+        ("selected", ["-" if d.selected_k is None else str(d.selected_k) for d in decisions]),
+        ("best med.", ["-" if d.best_k is None else str(d.best_k) for d in decisions]),
+        ("P(sel.)", [_share(d.p_selected) for d in decisions]),
+        ("vs k=0", [_pct(d.selected_vs_k0_percent) for d in decisions]),
+        ("vs best", [_pct(d.selected_vs_best_percent) for d in decisions]),
+    ]
     lines = ["output token throughput, tokens/s: median ± MAD over repeats, by k and concurrency"]
-    lines.append(_row("k \\ conc", [str(c) for c in concs]))
-    for k in ks:
-        row = [_cell_text(stats.get((k, c)), sel[c] == k) for c in concs]
-        lines.append(_row(f"k={k}", row))
-    lines.append(
-        _row("selected", ["-" if d.selected_k is None else str(d.selected_k) for d in decisions])
-    )
-    lines.append(_row("best med.", ["-" if d.best_k is None else str(d.best_k) for d in decisions]))
-    lines.append(_row("P(sel.)", [_share(d.p_selected) for d in decisions]))
-    lines.append(_row("vs k=0", [_pct(d.selected_vs_k0_percent) for d in decisions]))
-    lines.append(_row("vs best", [_pct(d.selected_vs_best_percent) for d in decisions]))
+    lines += grid_lines("k \\ conc", [str(c) for c in concs], rows, width)
     lines.append(
         f"* selected (score = median - {MAD_TO_SIGMA}·MAD, ties within {TIE_TOLERANCE:.0%} to "
         "the smaller k)"
@@ -351,7 +347,7 @@ def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
         return ["schedule: none (no concurrency with every k measured selected a k)"]
     entries = json.dumps(schedule["num_speculative_tokens_per_batch_size"])
     lines = ["schedule (num_speculative_tokens_per_batch_size, batch size = client concurrency):"]
-    lines += textwrap.wrap(entries, 98, initial_indent="  ", subsequent_indent="  ")
+    lines.append(f"  {entries}")  # wrapped at its spaces with the rest (wrap_lines)
     for r in schedule["ranges"]:
         at = f" (measured at {', '.join(map(str, r['measured_at']))})" if r["measured_at"] else ""
         lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
@@ -362,19 +358,18 @@ def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _model_lines(model: KModel | None, concs: Sequence[int], ks: Sequence[int]) -> list[str]:
+def _model_lines(
+    model: KModel | None, concs: Sequence[int], ks: Sequence[int], width: int
+) -> list[str]:
     if model is None:
         return ["model: not fitted (needs 3+ timed cells at 2+ k)"]
     lines = [f"model: step time {model.to_dict()['formula']}", f"  basis: {model.basis}"]
     lines.append("leave-one-out error (refit without the cell, predict it):")
-    lines.append(_row("k \\ conc", [str(c) for c in concs]))
+    rows = []
     for k in ks:
-        row = []
-        for c in concs:
-            e = model.loo_errors.get((k, c))
-            row.append("-" if e is None else f"{e * 100:+.1f}%")
-        lines.append(_row(f"k={k}", row))
-    return lines
+        errors = [model.loo_errors.get((k, c)) for c in concs]
+        rows.append((f"k={k}", ["-" if e is None else f"{e * 100:+.1f}%" for e in errors]))
+    return lines + grid_lines("k \\ conc", [str(c) for c in concs], rows, width)
 
 
 def render_sweep_tables(
@@ -382,10 +377,12 @@ def render_sweep_tables(
     decisions: Sequence[Decision],
     schedule: dict[str, Any] | None,
     model: KModel | None,
+    width: int = DEFAULT_WIDTH,
 ) -> str:
-    """The console summary of a sweep: throughput grid, decisions, schedule, model error."""
+    """The console summary of a sweep: throughput grid, decisions, schedule, model error;
+    every line at most `width` columns (a word longer than that keeps its own line)."""
     concs = [d.concurrency for d in decisions]
     ks = sorted({c.k for c in cells})
-    lines = _grid(cells, decisions) + [""] + _schedule_lines(schedule) + [""]
-    lines += _model_lines(model, concs, ks)
-    return "\n".join(lines) + "\n"
+    lines = _grid(cells, decisions, width) + [""] + _schedule_lines(schedule) + [""]
+    lines += _model_lines(model, concs, ks, width)
+    return "\n".join(wrap_lines(lines, width)) + "\n"

@@ -8,10 +8,13 @@ speculation.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-# A cell whose server ran more than this behind its own step model is flagged (and the
+from specmon.records import int_keys, json_record
+
+# A cell whose server ran more than this behind its own step model, or whose measured
+# per-token time is more than this off the simulator's formula, is flagged (and the
 # decision excludes it): the simulator's documented bar, 2%.
 SERVER_LAG_LIMIT = 0.02
 
@@ -40,18 +43,53 @@ class RepeatMeasurement:
     # specmon sim only: Δ specmon_sim_step_lag_seconds / Δ ..._formula_seconds over the
     # repeat, how far the server ran behind its own step model (None: not published)
     server_lag_share: float | None = None
+    # specmon sim only: what the per-token time should have been. The client's mean ITL
+    # (AIPerf's inter_token_latency avg) against the simulator's formula ITL of the requests
+    # that finished over the repeat (Δ specmon_sim_request_itl_formula_seconds / Δ
+    # ..._requests_timed), whatever made them differ: the step loop, the write path, the
+    # client. Also the mean running batch its steps ran with, and how far its own writes
+    # were off the formula (written / formula ITL - 1). None: not published.
+    itl_mean_ms: float | None = None
+    formula_itl_ms: float | None = None
+    written_itl_share: float | None = None
+    server_mean_batch: float | None = None
+    # the client's mean TTFT and the simulator's mean time from a request's arrival to its
+    # first token's write: the difference is the time requests and first tokens spent
+    # between the two (the client's send, the HTTP path), which no step formula has
+    ttft_mean_ms: float | None = None
+    server_ttft_ms: float | None = None
+    request_latency_mean_ms: float | None = None  # the client's mean request latency
+
+    @property
+    def per_token_off_share(self) -> float | None:
+        """Measured mean ITL / the formula's - 1 (None without both)."""
+        if self.itl_mean_ms is None or not self.formula_itl_ms:
+            return None
+        return self.itl_mean_ms / self.formula_itl_ms - 1.0
+
+    @property
+    def arrival_delay_share(self) -> float | None:
+        """(client mean TTFT - the simulator's mean arrival-to-first-write) / mean request
+        latency: the share of each request's time spent between the client and the
+        simulator, which the step formula has none of (a closed loop loses about that share
+        of its throughput). None without the three figures."""
+        ttft, server, latency = self.ttft_mean_ms, self.server_ttft_ms, self.request_latency_mean_ms
+        if ttft is None or server is None or not latency:
+            return None
+        return (ttft - server) / latency
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["histogram"] = {str(j): n for j, n in sorted(self.histogram.items())}
+        out = json_record(self)
+        out["per_token_off_share"] = self.per_token_off_share  # derived; not read back
+        out["arrival_delay_share"] = self.arrival_delay_share  # derived; not read back
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RepeatMeasurement:
-        data = dict(data)
-        data["histogram"] = {int(j): int(n) for j, n in (data.get("histogram") or {}).items()}
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        read = {k: v for k, v in data.items() if k in known}
+        read["histogram"] = {j: int(n) for j, n in int_keys(data.get("histogram")).items()}
+        return cls(**read)
 
 
 @dataclass
@@ -70,12 +108,31 @@ class Cell:
         return max(shares) if shares else None
 
     @property
+    def per_token_off_share(self) -> float | None:
+        """The repeat whose measured per-token time was furthest off the formula's: its
+        signed share (None when no repeat has both figures)."""
+        offs = [r.per_token_off_share for r in self.repeats if r.per_token_off_share is not None]
+        return max(offs, key=abs) if offs else None
+
+    @property
+    def off_model_share(self) -> float | None:
+        """The larger of the lag share and the per-token time's distance from the formula:
+        what the health gate compares with SERVER_LAG_LIMIT (None: neither is known)."""
+        shares = [s for s in (self.server_lag_share, self.per_token_off_share) if s is not None]
+        return max(abs(s) for s in shares) if shares else None
+
+    @property
     def server_behind(self) -> str | None:
-        """The flag of a cell whose server ran behind its own step model, or None."""
+        """The flag of a cell off its simulator's step model, or None: the server ran behind
+        it, or the per-token time measured was more than 2% off the formula's."""
+        why = []
         share = self.server_lag_share
-        if share is None or share <= SERVER_LAG_LIMIT:
-            return None
-        return f"server behind its own step model (+{share * 100:.1f}%)"
+        if share is not None and share > SERVER_LAG_LIMIT:
+            why.append(f"server behind its own step model (+{share * 100:.1f}%)")
+        off = self.per_token_off_share
+        if off is not None and abs(off) > SERVER_LAG_LIMIT:
+            why.append(f"per-token time {off * 100:+.1f}% off the simulator's formula")
+        return "; ".join(why) or None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,7 +140,9 @@ class Cell:
             "concurrency": self.concurrency,
             "repeats": [r.to_dict() for r in self.repeats],
             "error": self.error,
-            "server_behind": self.server_behind,  # derived from the repeats; not read back
+            # derived from the repeats; not read back
+            "server_behind": self.server_behind,
+            "per_token_off_share": self.per_token_off_share,
         }
 
     @classmethod

@@ -2,7 +2,8 @@
 
 The loaders, rows and rendering live in specmon/analysis/compare.py; this is the CLI. The
 last lines are specmon.decision's advice per load over the compared runs, read as `specmon
-tune` reads them (the same data, the same k, basis and numbers).
+tune` reads them (the same data, the same k, basis and numbers). Sweep directories print
+each sweep's own decision per load, as `specmon tune SWEEP_DIR` does.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
-from specmon.commands.tune import combined_lines, load_input, slo_of
+from specmon.commands.tune import (
+    add_slo_argument,
+    combined_lines,
+    is_sweep_dir,
+    load_input,
+    print_sweeps,
+    slo_of,
+)
 from specmon.decision.slo import Slo
 from specmon.errors import UserError
 
@@ -33,17 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--slo",
-        default=None,
-        metavar="ttft=S,tpot=MS[,p=90]",
-        help="the advice per load: the best k predicted to meet this latency objective "
+    add_slo_argument(
+        parser,
+        "the advice per load: the best k predicted to meet this latency objective "
         "(as specmon tune --slo)",
     )
 
 
 def main(args: argparse.Namespace) -> int:
     slo = slo_of(args.slo)
+    sweeps = [Path(d) for d in args.dirs if is_sweep_dir(d)]
+    if sweeps:  # a sweep's answer is its own decision per load (decision/cells.py), as tune's
+        if len(sweeps) != len(args.dirs):
+            raise UserError("compare sweeps with sweeps: give only sweep directories")
+        return print_sweeps(sweeps, slo, args.json)
     paths = [p for d in args.dirs for p in find_run_dirs(Path(d))]
     if len(paths) < 2:
         raise UserError("compare needs at least two runs (give two or more artifact dirs)")

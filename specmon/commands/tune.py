@@ -103,11 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON object (a list of them for several runs)",
     )
-    parser.add_argument(
-        "--slo",
-        default=None,
-        metavar="ttft=S,tpot=MS[,p=90]",
-        help="recommend per load the best k predicted to meet this latency objective "
+    add_slo_argument(
+        parser,
+        "recommend per load the best k predicted to meet this latency objective "
         "(TTFT seconds, TPOT ms, at percentile p, default 90); says so when none does",
     )
     parser.add_argument(
@@ -127,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
     if sweeps:
         if len(sweeps) != len(args.paths):
             raise UserError("a sweep directory is decided on its own: give it alone")
-        return _tune_sweeps(sweeps, slo, args.json)
+        return print_sweeps(sweeps, slo, args.json)
     inputs = gather_inputs(args.paths, args.num_spec_tokens)
     if args.by_category:
         inputs = [part for inp in inputs for part in split_by_category(inp)]
@@ -153,6 +151,12 @@ def main(args: argparse.Namespace) -> int:
     for line in combined_lines(per_load, len(inputs)):
         print(line)
     return 0
+
+
+def add_slo_argument(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """--slo of a command that reads finished runs (slo_of parses it); `purpose` says what
+    the command does with it."""
+    parser.add_argument("--slo", default=None, metavar="ttft=S,tpot=MS[,p=90]", help=purpose)
 
 
 def slo_of(text: str | None) -> Slo | None:
@@ -184,7 +188,8 @@ def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
     return decide(measured, slo if slo is not None else slo_of(stored))
 
 
-def _tune_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:
+def print_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:
+    """Each sweep's decisions per load (text, or JSON), as `tune` and `compare` print them."""
     made = [(p, sweep_decisions(p, slo)) for p in paths]
     if as_json:
         out = [{"sweep": str(p), "decisions": [d.to_dict() for d in ds]} for p, ds in made]

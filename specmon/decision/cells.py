@@ -6,8 +6,10 @@ tune` / `specmon compare` given a sweep's directory.
 
 * per cell, over its repeats: median and MAD (median absolute deviation, unscaled) of output
   token throughput; relative MAD = MAD / median; above 0.10 the cell is unstable and not
-  selected (specmon's exception: its slowest repeat beats every other k's fastest, so no
-  noise can reverse the order); score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a
+  selected (specmon's exception: its median is more than 3 standard errors above every other
+  k's, a median's standard error taken as sqrt(pi/2) 1.4826 MAD / sqrt(repeats), or its
+  slowest repeat beats every other k's fastest, so no noise of that size can reverse the
+  order); score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a
   normal sigma);
 * per concurrency: best_k = highest median; selected_k = the smallest k whose score is within
   1% of the top score among stable cells; selected_vs_best_percent = 100 (score_sel / top - 1)
@@ -40,9 +42,12 @@ from typing import Any
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
+from specmon.records import json_record, stored_as
 
 MAX_RELATIVE_MAD = 0.10
 MAD_TO_SIGMA = 1.4826
+MEDIAN_SE = math.sqrt(math.pi / 2)  # a median's standard error over a mean's (normal data)
+SEPARATION = 3.0  # standard errors between two medians for an unstable cell to be kept
 TIE_TOLERANCE = 0.01
 MIN_REPEATS = 3
 DRAWS = 200  # bootstrap draws for P(selected)
@@ -74,8 +79,9 @@ class CellStats:
     k: int
     concurrency: int
     repeats: int
-    median: float  # output token throughput, tokens/s
-    mad: float
+    # output token throughput, tokens/s
+    median: float = field(metadata=stored_as("median_output_token_throughput"))
+    mad: float = field(metadata=stored_as("mad_output_token_throughput"))
     relative_mad: float
     score: float  # max(median - 1.4826 MAD, 0)
     unstable: bool
@@ -84,25 +90,15 @@ class CellStats:
     excluded: tuple[str, ...] = ()  # health gate reasons: never selected when not empty
     requests: int = 0
     errors: int = 0
-    slowest: float = 0.0  # the slowest and fastest repeat's output token throughput
-    fastest: float = 0.0
+    # the slowest and fastest repeat's output token throughput: the instability rule's
+    # exception reads them; not stored
+    slowest: float = field(default=0.0, metadata=stored_as(None))
+    fastest: float = field(default=0.0, metadata=stored_as(None))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "concurrency": self.concurrency,
-            "repeats": self.repeats,
-            "median_output_token_throughput": self.median,
-            "mad_output_token_throughput": self.mad,
-            "relative_mad": None if math.isinf(self.relative_mad) else self.relative_mad,
-            "score": self.score,
-            "unstable": self.unstable,
-            "few_repeats": self.few_repeats,
-            "medians": dict(self.medians),
-            "requests": self.requests,
-            "errors": self.errors,
-            "excluded": list(self.excluded),
-        }
+        out = json_record(self)
+        out["relative_mad"] = None if math.isinf(self.relative_mad) else self.relative_mad
+        return out
 
 
 def _figure_median(repeats: Sequence[RepeatMeasurement], name: str) -> float | None:
@@ -152,6 +148,7 @@ def cell_health(cell: Cell) -> Health:
         errors=sum(r.error_count for r in cell.repeats),
         saturated=any(r.client_saturated for r in cell.repeats),
         server_lag_share=cell.server_lag_share,
+        formula_off_share=cell.per_token_off_share,
     )
 
 
@@ -202,25 +199,12 @@ class Decision:
         return f"{self.head()} · {self.basis()}"
 
     def to_dict(self) -> dict[str, Any]:
+        # its fields (json_record), with the one line and the basis after the concurrency
         return {
             "concurrency": self.concurrency,
             "text": self.text(),
             "basis": self.basis(),
-            "slo": self.slo,
-            "selected_k": self.selected_k,
-            "best_k": self.best_k,
-            "selected_score": self.selected_score,
-            "selected_median": self.selected_median,
-            "selected_vs_best_percent": self.selected_vs_best_percent,
-            "selected_vs_k0_percent": self.selected_vs_k0_percent,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "unstable_ks": list(self.unstable_ks),
-            "missing_ks": list(self.missing_ks),
-            "few_repeats": self.few_repeats,
-            "reason": self.reason,
-            "notes": list(self.notes),
-            "excluded": {str(k): list(v) for k, v in sorted(self.excluded.items())},
-            "p_selected": self.p_selected,
+            **json_record(self),
         }
 
 
@@ -286,12 +270,27 @@ def _decision_notes(
     return notes
 
 
+def _median_se(stats: CellStats) -> float:
+    """Standard error of a median of n repeats: sqrt(pi / 2) sigma / sqrt(n), sigma estimated
+    as 1.4826 MAD (normal repeats)."""
+    return MEDIAN_SE * MAD_TO_SIGMA * stats.mad / math.sqrt(stats.repeats)
+
+
 def _dominates(cell: CellStats, cells: Sequence[CellStats]) -> bool:
-    """An unstable cell whose slowest repeat beats every other cell's fastest: no noise can
-    reverse that order, so it stays selectable (seen on a real vLLM with a drafter that never
-    agrees: k=0 repeats 192-406 tok/s, unstable, against 76-98 at k=1, which was selected)."""
+    """An unstable cell that stays selectable because no noise of its size can reverse the
+    order: its median is more than SEPARATION standard errors above every other cell's, or
+    its slowest repeat beats every other cell's fastest. Seen on a real vLLM with a drafter
+    that never agrees: k=0 repeats 192-406 tok/s, unstable, against 76-98 at k=1, which was
+    selected; and under load k=0 at a median of 132 tok/s (relative MAD .16, one slow repeat
+    below k=1's fastest) against a steady 63 at k=1."""
     others = [c for c in cells if c is not cell]
-    return bool(others) and all(cell.slowest > c.fastest for c in others)
+    if not others:
+        return False
+    apart = all(
+        cell.median - c.median > SEPARATION * math.hypot(_median_se(cell), _median_se(c))
+        for c in others
+    )
+    return apart or all(cell.slowest > c.fastest for c in others)
 
 
 def _no_decision_reason(
@@ -322,7 +321,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
     stable = [s for s in healthy if not s.unstable or _dominates(s, healthy)]
     notes += [
-        f"k={s.k} is unstable but its slowest repeat beats every other k's fastest: kept"
+        f"k={s.k} is unstable but beats every other k beyond the noise: kept"
         for s in stable
         if s.unstable
     ]
@@ -386,7 +385,7 @@ def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> Ce
 
 
 def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:
-    """The sweep's answer per load, as its table and `specmon tune SWEEP_DIR` print it:
+    """The sweep's answer per load, as its table, `specmon tune` and `compare` print it:
     'decision at concurrency 4: selected k=2 (...)' per load, then the basis (once when
     every load shares it), wrapped to `width`."""
     lines = [f"decision at concurrency {d.concurrency}: {d.head()}" for d in decisions]

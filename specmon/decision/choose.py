@@ -75,6 +75,10 @@ __all__ = [
 ROBUST_COSTS = tuple(i * 0.025 for i in range(9))
 EXTRA_KS = tuning.EXTRAPOLATE  # how far beyond the measured k the extrapolation looks
 DRAWS = 200  # bootstrap draws for P(best)
+# Fewer request blocks than this and the request bootstrap has next to no spread (one
+# request resamples to itself: P(best) = 1.00 from a single request); the verify steps are
+# resampled instead, as before request blocks existed.
+MIN_REQUEST_BLOCKS = 10
 NOISE_SHARE = 0.10  # a k picked in this share of the draws is "within noise"
 BOUND_SLACK = 1e-9
 
@@ -436,20 +440,25 @@ def _segments(
 
 
 def least_regret(
-    tables: Sequence[Mapping[int, float]], k_max: int, allowed: AbstractSet[int] | None = None
+    tables: Sequence[Mapping[int, float]],
+    k_max: int,
+    allowed: AbstractSet[int] | None = None,
+    reference: Sequence[Mapping[int, float]] | None = None,
 ) -> int:
     """The k' in 0..k_max (and in `allowed`, when given) whose worst relative loss over the
     tables (one per plausible draft cost) is smallest; ties (within 0.1%) to the smaller k'.
-    The loss is against the best of all k' in range, allowed or not."""
+    The loss is against the best of all k' in range, allowed or not, in `reference` (the
+    central predictions, when `tables` hold cautious ones: the caution is about the
+    candidate, not about what the best k would give), else in `tables` themselves."""
     ks = sorted(k for k in tables[0] if k <= k_max and all(k in t for t in tables))
-    tops = [max(t[j] for j in ks) for t in tables]
+    tops = [max(t[j] for j in ks) for t in (reference or tables)]
     worst = {
         k: max(1 - t[k] / top for t, top in zip(tables, tops, strict=True))
         for k in ks
         if allowed is None or k in allowed
     }
     least = min(worst.values())
-    return min(k for k in ks if worst[k] <= least + 1e-3)
+    return min(k for k in worst if worst[k] <= least + 1e-3)
 
 
 def _step_by_load(timed: Sequence[Measurement]) -> dict[int, float]:
@@ -478,11 +487,18 @@ def _predict(lengths: Mapping[int, float], w: Mapping[int, float]) -> dict[int, 
 
 
 def _in_range(
-    basis: _Basis, lengths: Mapping[int, float], k_max: int, allowed: AbstractSet[int] | None
+    basis: _Basis,
+    lengths: Mapping[int, float],
+    k_max: int,
+    allowed: AbstractSet[int] | None,
+    central: Mapping[int, float] | None = None,
 ) -> int:
+    """The best k' in 0..k_max; with several tables the least-regret one, its loss read
+    against the `central` lengths' best (when `lengths` are the cautious ones)."""
     preds = [_predict(lengths, t) for t in basis.tables]
     if len(preds) > 1:
-        return least_regret(preds, k_max, allowed)
+        reference = None if central is None else [_predict(central, t) for t in basis.tables]
+        return least_regret(preds, k_max, allowed, reference)
     inside = {k: v for k, v in preds[0].items() if k <= k_max and (allowed is None or k in allowed)}
     top = max(inside.values())
     return min(k for k, v in inside.items() if v >= (1 - TIE_TOLERANCE) * top)
@@ -498,14 +514,20 @@ def _pick(
     """The answer over every k' (beyond the measured range with the band's low end of E(k'),
     `low`, so an extrapolated k wins only when even its pessimistic prediction does), the
     best k within the measured range, and the best extrapolated k' (central E) when it beats
-    that by more than a tie; with `allowed` (the k' that meet the SLO), among those only."""
+    that by more than a tie under some table (some plausible draft cost: a k the cost
+    decides is named, never hidden behind the middle cost); with `allowed` (the k' that
+    meet the SLO), among those only."""
     base = _in_range(basis, lengths, k_max, allowed)
     cautious = {k: low.get(k, e) if k > k_max else e for k, e in lengths.items()}
-    k = _in_range(basis, cautious, max(lengths), allowed)
-    shown = _predict(lengths, basis.tables[basis.shown])
-    beyond = {j: v for j, v in shown.items() if j > k_max and (allowed is None or j in allowed)}
-    ext = max(beyond, key=lambda j: (beyond[j], -j)) if beyond else None
-    if ext is not None and beyond[ext] <= (1 + TIE_TOLERANCE) * shown[base]:
+    k = _in_range(basis, cautious, max(lengths), allowed, lengths)
+    preds = [_predict(lengths, t) for t in basis.tables]
+    best_case = {
+        j: max(p[j] / p[base] for p in preds)
+        for j in preds[0]
+        if j > k_max and (allowed is None or j in allowed) and all(j in p for p in preds)
+    }
+    ext = max(best_case, key=lambda j: (best_case[j], -j)) if best_case else None
+    if ext is not None and best_case[ext] <= 1 + TIE_TOLERANCE:
         ext = None
     return _Pick(k, base, k if k > k_max else ext)
 
@@ -532,7 +554,7 @@ def _draws(spec: Sequence[Measurement], k_max: int) -> tuple[list[dict[int, floa
     steps: bucket shares ~ Dirichlet(counts), which treats steps as independent. Seeded by
     the data itself (the same data, the same draws)."""
     at_k = [m for m in spec if m.k == k_max]
-    if all(m.blocks for m in at_k):
+    if all(m.blocks for m in at_k) and sum(len(m.blocks) for m in at_k) >= MIN_REQUEST_BLOCKS:
         blocks = [tuning.dense_histogram(b, k_max) for m in at_k for b in m.blocks]
         rng = random.Random(repr(blocks))
         out = []
@@ -567,6 +589,27 @@ def _votes(
         got = _pick(basis, draw, low_d, k_max, allowed).k
         votes[got] = votes.get(got, 0) + 1
     return votes, over
+
+
+def _beyond(
+    basis: _Basis,
+    lengths: Mapping[int, float],
+    low: Mapping[int, float],
+    high: Mapping[int, float],
+    pick: _Pick,
+) -> tuple[float | None, tuple[float, float] | None]:
+    """The extrapolated k's predicted gain over the best measured-range k, % (the shown
+    table's central E), and its band: the E(k') band's ends, at the least and the most
+    favourable table (so over the plausible draft costs when the basis has several)."""
+    j, base = pick.ext, pick.base
+    if j is None:
+        return None, None
+    shown = basis.tables[basis.shown]
+    pct = 100 * (lengths[j] * shown[j] / (lengths[base] * shown[base]) - 1)
+    if j not in low:
+        return pct, None
+    ratios = [t[j] / t[base] / lengths[base] for t in basis.tables]
+    return pct, (100 * (low[j] * min(ratios) - 1), 100 * (high[j] * max(ratios) - 1))
 
 
 def _bands(pooled: Mapping[int, int], k_max: int) -> tuple[dict[int, float], dict[int, float]]:
@@ -607,12 +650,7 @@ def _decide(
     gain = {k: v / shown[0] for k, v in shown.items() if k <= k_max or k == pick.k}
     votes, over = _votes(basis, spec, lengths, low, allowed)
     noise = tuple(sorted(k for k, n in votes.items() if k != pick.k and n >= NOISE_SHARE * DRAWS))
-    ext_pct = band = None
-    if pick.ext is not None:
-        w, ref = basis.tables[basis.shown][pick.ext], shown[pick.base]
-        ext_pct = 100 * (shown[pick.ext] / ref - 1)
-        if pick.ext in low:
-            band = (100 * (low[pick.ext] * w / ref - 1), 100 * (high[pick.ext] * w / ref - 1))
+    ext_pct, band = _beyond(basis, lengths, low, high, pick)
     return KChoice(
         k=pick.k,
         basis=words,

@@ -9,6 +9,9 @@ The rules (docs/tuning.md "Health gates"), one list for every surface:
   queueing, so TPOT and throughput are the client's, not the server's;
 * a server behind its own step model (`server_lag_share` above MAX_SERVER_LAG_SHARE, the
   simulator's share of steps that ran late): the figures are not the configuration's;
+* a per-token time off the simulator's formula (`formula_off_share`, the client's mean ITL
+  against the formula ITL of the same requests, beyond MAX_SERVER_LAG_SHARE either way):
+  whatever slowed it (the simulator's loop, its writes, the client), not the configuration;
 * fewer than `min_requests` valid requests: too little to compare (MIN_REQUESTS for a sweep
   cell, its repeats summed; MIN_SEGMENT_REQUESTS for a run or a load segment, which the
   monitor shows from its first requests on).
@@ -36,6 +39,7 @@ class Health:
     saturated: bool = False
     server_lag_share: float | None = None
     min_requests: int = MIN_REQUESTS
+    formula_off_share: float | None = None  # measured / formula per-token time - 1 (sim)
 
     def reasons(self) -> list[str]:
         """Why the point is excluded (empty: healthy)."""
@@ -53,6 +57,12 @@ class Health:
                 f"server behind its step model ({100 * self.server_lag_share:.0f}% of steps "
                 f"late > {MAX_SERVER_LAG_SHARE:.0%})"
             )
+        off = self.formula_off_share
+        if off is not None and abs(off) > MAX_SERVER_LAG_SHARE:
+            out.append(
+                f"off the simulator's formula (per-token time {100 * off:+.1f}%, "
+                f"beyond {MAX_SERVER_LAG_SHARE:.0%})"
+            )
         if self.requests is not None and self.requests < self.min_requests:
             out.append(f"too few requests ({self.requests} < {self.min_requests})")
         return out
@@ -62,7 +72,7 @@ class Health:
 # shares one of them the sweep still decides among those cells, saying so loudly (an
 # overloaded machine slows every arm; excluding them all would hide what was measured).
 # Errors and too few requests always exclude.
-MACHINE_WIDE = ("client saturated", "server behind its step model")
+MACHINE_WIDE = ("client saturated", "server behind its step model", "off the simulator's")
 
 
 def machine_wide(reasons: list[str] | tuple[str, ...]) -> bool:

@@ -97,7 +97,8 @@ def make_session(config: RunConfig) -> RunSession:
     session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
     exporter = prometheus.attach(session, config.prometheus_port, config.prometheus_host)
     out = sys.stderr if config.headless else None  # the TUI shows them in its log
-    session.add_sink(AlarmSink(config.url[0] if config.url else None, out, exporter))
+    label = config.url[0] if config.url else None
+    session.add_sink(AlarmSink(label, out, exporter, log=session.accumulator.results))
     return session
 
 

@@ -16,6 +16,7 @@ from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
 from specmon.sources.load.loop_health import BUSY_WARN
 from specmon.sources.load.multi import MultiRun
+from specmon.stats import row_value
 
 PROGRESS_EVERY_S = 2.0
 
@@ -179,9 +180,7 @@ def _snapshot_avg(session: SessionView, table: str, tag: str) -> float | None:
         snapshot = session.accumulator.snapshot()
     except Exception:  # a progress line never ends the run
         return None
-    stats = snapshot.std_stats if table == "std" else snapshot.spec_stats
-    value = (stats.get(tag) or {}).get("avg")
-    return float(value) if value is not None else None
+    return row_value(snapshot.std_rows if table == "std" else snapshot.spec_rows, tag)
 
 
 def _warn_lag(progress: LoadProgress, already: bool, out: TextIO) -> bool:

@@ -38,6 +38,14 @@ COUNTERS = {
     # specmon sim only (sim/counters.py): how far its steps ran over its own step formula
     "specmon_sim_step_lag_seconds_total": "sim_lag_seconds",
     "specmon_sim_step_formula_seconds_total": "sim_formula_seconds",
+    "specmon_sim_steps_total": "sim_steps",
+    "specmon_sim_step_batch_total": "sim_step_batch",
+    # ... and what a client should measure as ITL: per finished request, by the formula and
+    # as the simulator wrote it
+    "specmon_sim_requests_timed_total": "sim_requests_timed",
+    "specmon_sim_request_itl_formula_seconds_total": "sim_itl_formula_seconds",
+    "specmon_sim_request_itl_written_seconds_total": "sim_itl_written_seconds",
+    "specmon_sim_request_ttft_written_seconds_total": "sim_ttft_written_seconds",
 }
 COUNTER_FIELDS = tuple(COUNTERS.values())
 
@@ -56,6 +64,12 @@ class HealthFigures:
     prompt_tokens: float | None = None
     sim_lag_seconds: float | None = None
     sim_formula_seconds: float | None = None
+    sim_steps: float | None = None
+    sim_step_batch: float | None = None
+    sim_requests_timed: float | None = None
+    sim_itl_formula_seconds: float | None = None
+    sim_itl_written_seconds: float | None = None
+    sim_ttft_written_seconds: float | None = None
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -151,6 +165,12 @@ class HealthDelta:
     prompt_tokens: float | None
     sim_lag_seconds: float | None
     sim_formula_seconds: float | None
+    sim_steps: float | None
+    sim_step_batch: float | None
+    sim_requests_timed: float | None
+    sim_itl_formula_seconds: float | None
+    sim_itl_written_seconds: float | None
+    sim_ttft_written_seconds: float | None
     reset: bool  # some counter went down: the server restarted during the interval
     per_labels: dict[LabelSet, HealthDelta]  # empty on the per-label-set deltas themselves
 
@@ -160,6 +180,33 @@ class HealthDelta:
         model over the interval (None from other servers, or when no step ran)."""
         lag, formula = self.sim_lag_seconds, self.sim_formula_seconds
         return lag / formula if formula and lag is not None else None
+
+    @property
+    def sim_mean_batch(self) -> float | None:
+        """specmon sim: the mean batch size its steps ran with over the interval."""
+        steps, batch = self.sim_steps, self.sim_step_batch
+        return batch / steps if steps and batch is not None else None
+
+    @property
+    def sim_itl_formula_ms(self) -> float | None:
+        """specmon sim: the mean inter-token latency, by its formula, of the streamed
+        requests that finished in the interval (what their client should measure)."""
+        timed, formula = self.sim_requests_timed, self.sim_itl_formula_seconds
+        return 1000.0 * formula / timed if timed and formula is not None else None
+
+    @property
+    def sim_ttft_written_ms(self) -> float | None:
+        """specmon sim: those requests' mean time from arrival to the first token's write
+        (a client's TTFT less the time its request took to arrive, and the token to return)."""
+        timed, ttft = self.sim_requests_timed, self.sim_ttft_written_seconds
+        return 1000.0 * ttft / timed if timed and ttft is not None else None
+
+    @property
+    def sim_itl_written_share(self) -> float | None:
+        """specmon sim: how far those requests' ITL as written ran over the formula's
+        (written / formula - 1): the step loop's and the write path's delay together."""
+        formula, written = self.sim_itl_formula_seconds, self.sim_itl_written_seconds
+        return written / formula - 1.0 if formula and written is not None else None
 
     @property
     def generation_tokens_per_s(self) -> float | None:
@@ -258,6 +305,10 @@ def delta_dict(delta: HealthDelta) -> dict[str, Any]:
         "prompt_tokens_per_s": delta.prompt_tokens_per_s,
         "prefix_cache_hit_rate": delta.prefix_cache_hit_rate,
         "sim_lag_share": delta.sim_lag_share,
+        "sim_mean_batch": delta.sim_mean_batch,
+        "sim_itl_formula_ms": delta.sim_itl_formula_ms,
+        "sim_itl_written_share": delta.sim_itl_written_share,
+        "sim_ttft_written_ms": delta.sim_ttft_written_ms,
     }
     out = {name: value for name, value in out.items() if value is not None}
     out["reset"] = delta.reset

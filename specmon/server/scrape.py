@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -43,6 +45,7 @@ from specmon.server.health import (
     health_from_families,
 )
 from specmon.specdecode.engines import metrics_counters, metrics_gauges
+from specmon.stats import Rows, row_value, summary_rows
 
 # counter name without `_total` -> (engine, field); gauge name -> engine
 ENGINE_COUNTERS = metrics_counters()
@@ -339,9 +342,12 @@ class RunTotals:
     cancelled: int = 0  # cut short by specmon's own stop: the server may have counted steps
 
 
-def run_totals_from(source: Any) -> RunTotals:
-    """RunTotals from a RunTotals, a RunSnapshot or an export summary dict (whose totals
-    are floats, as AIPerf writes them)."""
+RunCounts = RunTotals | RunSnapshot | Mapping[str, Any]  # what a reconciliation reads
+
+
+def run_totals_from(source: RunCounts) -> RunTotals:
+    """RunTotals from a RunTotals, a RunSnapshot or an export summary (whose totals are
+    floats, as AIPerf writes them; its blocks are read as the typed rows they hold)."""
     if isinstance(source, RunTotals):
         return source
     if isinstance(source, RunSnapshot):  # the live run's integer totals, as counted
@@ -355,32 +361,22 @@ def run_totals_from(source: Any) -> RunTotals:
             errors=source.error_count,
             cancelled=source.cancelled_count,
         )
-    if isinstance(source, Mapping):
-        stats, hist = source, source.get("pooled_spec_decode_acceptance_histogram")
-        reasons, errors = source.get("spec_reasons") or {}, _avg(source, "error_request_count")
-        cancelled = _avg(source, "cancelled_request_count")
-    else:
-        stats = getattr(source, "spec_stats", {}) or {}
-        hist = getattr(source, "pooled_histogram", None)
-        reasons = getattr(source, "spec_reasons", {}) or {}
-        errors = getattr(source, "error_count", 0) or 0
-        cancelled = getattr(source, "cancelled_count", 0) or 0
+    rows = summary_rows(source)
+    hist = source.get("pooled_spec_decode_acceptance_histogram")
+    cancelled = source.get("cancelled_request_count")  # the session's extra: a plain count
     return RunTotals(
-        steps=_avg(stats, "total_spec_decode_steps"),
-        accepted=_avg(stats, "total_accepted_draft_tokens"),
-        drafted=_avg(stats, "total_draft_tokens"),
+        steps=_total(rows, "total_spec_decode_steps"),
+        accepted=_total(rows, "total_accepted_draft_tokens"),
+        drafted=_total(rows, "total_draft_tokens"),
         histogram={int(j): int(n) for j, n in hist.items()} if hist else None,
-        spec_reasons=dict(reasons),
-        errors=int(errors),
-        cancelled=int(cancelled),
+        spec_reasons=dict(source.get("spec_reasons") or {}),
+        errors=_total(rows, "error_request_count"),
+        cancelled=int(cancelled) if isinstance(cancelled, int | float) else 0,
     )
 
 
-def _avg(stats: Mapping, tag: str) -> int:
-    entry = stats.get(tag)
-    if isinstance(entry, Mapping):
-        entry = entry.get("avg")
-    return int(entry or 0)
+def _total(rows: Rows, tag: str) -> int:
+    return int(row_value(rows, tag) or 0)
 
 
 @dataclass(frozen=True)
@@ -395,7 +391,7 @@ class Reconciliation:
 
 
 def reconcile(
-    server_delta: CounterDelta, run_totals: Any, cancelled_steps_bound: int | None = None
+    server_delta: CounterDelta, run_totals: RunCounts, cancelled_steps_bound: int | None = None
 ) -> Reconciliation:
     """Compare the server's counter deltas with the per-request totals; name likely causes.
 
@@ -524,12 +520,20 @@ async def _read_page(client: httpx.AsyncClient, url: str) -> bytes:
     return b"".join(chunks)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of every client here (httpx's default, which each new client would
+    build, even for http://): building one loads the CA bundle, tens of ms of CPU, and a
+    sweep makes about three clients a repeat (a third of a profiled demo sweep's samples)."""
+    return httpx.create_ssl_context()
+
+
 def fetch_counters(url: str, timeout_s: float = 5.0) -> CounterSample:
     """One synchronous scrape of `url` (base URL or /metrics). One-line UserError on failure."""
     target = metrics_url(url)
 
     async def once() -> CounterSample:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
+        async with httpx.AsyncClient(timeout=timeout_s, verify=tls_context()) as client:
             return await fetch_counters_async(client, target)
 
     try:
@@ -641,7 +645,7 @@ class ServerCounterPoller:
         # called on the scrape loop after every scrape, good or failed (specmon watch)
         self.on_sample: Callable[[ServerCounterView], None] | None = None
         self._client: httpx.AsyncClient | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._baseline: CounterSample | None = None
         # the window so far as a sum of scrape-to-scrape deltas, so a restart between two
         # scrapes is seen (a series going down) and counted, not hidden behind a total
@@ -655,7 +659,7 @@ class ServerCounterPoller:
         self._view = ServerCounterView(self.url, None, None, None, 0, None, probe is not None)
 
     async def start(self) -> None:
-        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        self._client = httpx.AsyncClient(timeout=self.timeout_s, verify=tls_context())
         await self.sample_now()
         self._task = asyncio.create_task(self._loop(), name=f"scrape {self.url}")
 

@@ -10,6 +10,20 @@ is in specmon/sim/engine.py; other parts of specmon read these exact names):
   specmon_sim_steps_late_total            steps whose actual duration > formula * 1.02
   specmon_sim_step_formula_seconds_total  sum of the steps' formula durations
   specmon_sim_step_lag_seconds_total      sum of max(0, actual - formula)
+  specmon_sim_step_batch_total            sum of the steps' batch sizes (B of the formula):
+                                          / steps = the mean running batch
+Per finished streamed request (one choice, at least two tokens: those with an ITL), what a
+client measures as its inter-token latency, (last token - first) / (tokens - 1):
+  specmon_sim_requests_timed_total        requests counted below
+  specmon_sim_request_itl_formula_seconds_total  sum of each one's ITL by the formula (the
+                                          formula durations of the steps it ran in)
+  specmon_sim_request_itl_written_seconds_total  sum of each one's ITL as written (the time
+                                          its last token's bytes went to the socket, less
+                                          its first's): the step loop and the write path
+  specmon_sim_request_ttft_written_seconds_total  sum of each one's time from its arrival
+                                          (parsed) to its first token's write
+A client's mean ITL over the same requests, against Δformula / Δtimed, says whether the
+per-token time it measured is the formula's (specmon sweep does this per repeat).
 """
 
 from __future__ import annotations
@@ -74,6 +88,31 @@ SERIES: tuple[tuple[str, type[Counter] | type[Gauge], str, str], ...] = (
         "specmon_sim_step_lag_seconds",
         "Sum of how far the simulator's steps ran over their formula durations.",
     ),
+    ("step_batch", Counter, "specmon_sim_step_batch", "Sum of the simulator steps' batch sizes."),
+    (
+        "requests_timed",
+        Counter,
+        "specmon_sim_requests_timed",
+        "Finished streamed requests with an inter-token latency (one choice, 2+ tokens).",
+    ),
+    (
+        "itl_formula",
+        Counter,
+        "specmon_sim_request_itl_formula_seconds",
+        "Sum of those requests' inter-token latencies by the step formula.",
+    ),
+    (
+        "itl_written",
+        Counter,
+        "specmon_sim_request_itl_written_seconds",
+        "Sum of those requests' inter-token latencies as their chunks were written.",
+    ),
+    (
+        "ttft_written",
+        Counter,
+        "specmon_sim_request_ttft_written_seconds",
+        "Sum of those requests' times from arrival to their first token's write.",
+    ),
 )
 
 
@@ -97,6 +136,11 @@ class SpecCounters:
     steps_late: Counter
     formula_seconds: Counter
     lag_seconds: Counter
+    step_batch: Counter
+    requests_timed: Counter
+    itl_formula: Counter
+    itl_written: Counter
+    ttft_written: Counter
 
     def __init__(self, model: str, k: int, engines: int) -> None:
         self.registry = CollectorRegistry()
@@ -106,19 +150,21 @@ class SpecCounters:
             self.per_pos = Counter(*PER_POSITION, [*LABELS, "position"], registry=self.registry)
         families += [self._declare(*row) for row in SERIES]
         self.labels = [(str(e), model) for e in range(engines)]
-        # per engine: the fidelity counters' children, looked up once (add_step runs per step)
-        self._step_children = [
-            tuple(
-                c.labels(*lab)
-                for c in (self.steps, self.steps_late, self.formula_seconds, self.lag_seconds)
-            )
-            for lab in self.labels
-        ]
+        self._step_children = self._children(
+            self.steps, self.steps_late, self.formula_seconds, self.lag_seconds, self.step_batch
+        )
+        self._itl_children = self._children(
+            self.requests_timed, self.itl_formula, self.itl_written, self.ttft_written
+        )
         for engine, name in self.labels:  # vLLM exposes every series from start, at 0
             for family in families:
                 family.labels(engine, name)
             for position in range(k):
                 self.per_pos.labels(engine, name, str(position))
+
+    def _children(self, *families: Counter) -> list[tuple[Counter, ...]]:
+        """Per engine: these counters' children, looked up once (add_step runs per step)."""
+        return [tuple(c.labels(*lab) for c in families) for lab in self.labels]
 
     def _declare(
         self, attribute: str, kind: type[Counter] | type[Gauge], name: str, help_text: str
@@ -145,17 +191,31 @@ class SpecCounters:
             if hits:
                 self.per_pos.labels(*labels, str(position)).inc(hits)
 
-    def add_step(self, engine: int, formula_s: float, lag_s: float, late: bool) -> None:
-        """One engine step: its formula duration, its lag and whether it was late (engine.py
-        decides: LATE_FACTOR)."""
-        steps, late_steps, formula, lag = self._step_children[engine]
+    def add_step(
+        self, engine: int, formula_s: float, lag_s: float, late: bool, batch: int = 1
+    ) -> None:
+        """One engine step: its formula duration, its lag, whether it was late (engine.py
+        decides: LATE_FACTOR) and the batch size its formula was given."""
+        steps, late_steps, formula, lag, batches = self._step_children[engine]
         steps.inc()
+        batches.inc(batch)
         if formula_s > 0:
             formula.inc(formula_s)
             if lag_s > 0:
                 lag.inc(lag_s)
                 if late:
                     late_steps.inc()
+
+    def add_request_itl(
+        self, engine: int, formula_s: float, written_s: float, ttft_s: float
+    ) -> None:
+        """One finished request's inter-token latency by the formula and as written, and its
+        time from arrival to the first token's write."""
+        timed, formula, written, ttft = self._itl_children[engine]
+        timed.inc()
+        formula.inc(formula_s)
+        written.inc(written_s)
+        ttft.inc(ttft_s)
 
     def add_lag(self, engine: int, lag_s: float) -> None:
         """Lag counted at the end of a busy period (engine.py), outside any step."""

@@ -188,7 +188,7 @@ class EngineLoop:
             now = time.perf_counter()
             step_lag = lag.step(now, now - deadline) if step_s > 0 else 0.0
             late = step_s > 0 and step_lag > (LATE_FACTOR - 1.0) * step_s
-            self.counters.add_step(self.engine, step_s, step_lag, late)
+            self.counters.add_step(self.engine, step_s, step_lag, late, batch_size)
             self._finish_step(step_s * 1000.0)
 
     def _boundary(self, deadline: float) -> None:

@@ -751,6 +751,18 @@ class SimRequest:
             payload = sent[0] if self.single else sent
         return b"".join(out), payload
 
+    def _count_itl(self) -> None:
+        """A finished stream's inter-token latency by the formula and as written, as a client
+        measures it: (last token - first) / (tokens - 1); one choice, two tokens or more
+        (specmon/sim/counters.py). chunk_ns holds one entry per round written so far."""
+        tokens = self.plans[0].completion_tokens
+        if not self.single or tokens < 2 or len(self.chunk_ns) < 2:
+            return
+        formula_s = sum(self.step_times) / 1000.0 / (tokens - 1)
+        written_s = (self.chunk_ns[-1] - self.chunk_ns[0]) / 1e9 / (tokens - 1)
+        ttft_s = (self.chunk_ns[0] - self.start_ns) / 1e9
+        self.state.counters.add_request_itl(self.engine, formula_s, written_s, ttft_s)
+
     def _stop_early(self, rounds_sent: int, reason: str) -> None:
         self.fault = reason
         self.rounds_sent = rounds_sent
@@ -789,6 +801,7 @@ class SimRequest:
             tail, payload = self._tail()
             self.rounds_sent = sent
             self.account()
+            self._count_itl()
             self.chunk_ns.append(time.monotonic_ns())
             self.log(200, payload)
             yield tail + b"data: [DONE]\n\n"

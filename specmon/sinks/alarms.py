@@ -1,11 +1,12 @@
 """Acceptance alarms as a sink: each valid profiling result goes to an AlarmMonitor
 (specmon/analysis/alarms.py); an alarm that starts is printed as one line (headless:
 stderr), set on the Prometheus exporter's `specmon_alarm` series and handed to any
-listener (the TUI's log); the summary gets every alarm under `alarms`."""
+listener; the monitor's request log shows a line for it after the request it started
+with (`log_index`); the summary gets every alarm under `alarms`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any, TextIO
 
 from specmon.analysis.alarms import ALARM_NAMES, Alarm, AlarmMonitor, Observation
@@ -27,7 +28,8 @@ def observation(result: RequestResult) -> Observation | None:
     else:
         k = spec.num_spec_tokens
     tps = result.values.get("e2e_output_token_throughput")
-    return Observation(float(al), k, result.end_ns, None if tps is None else float(tps))
+    tps_f = None if tps is None else float(tps)
+    return Observation(float(al), k, result.end_ns, tps_f, start_ns=result.start_ns)
 
 
 def alarm_line(alarm: Alarm, server: str | None) -> str:
@@ -43,9 +45,16 @@ class AlarmSink(BaseSink):
     session's lock: keep them short)."""
 
     def __init__(
-        self, server: str | None = None, out: TextIO | None = None, exporter: Any = None
+        self,
+        server: str | None = None,
+        out: TextIO | None = None,
+        exporter: Any = None,
+        log: Sized | None = None,
     ) -> None:
         self.monitor = AlarmMonitor()
+        # the session's results (the request log): a starting alarm notes the index of the
+        # request it started with; the accumulator's sink, registered before, appended it
+        self.log = log
         self.server = server
         self.out = out
         self.exporter = exporter
@@ -60,6 +69,8 @@ class AlarmSink(BaseSink):
             return
         was_active = {a.name for a in self.monitor.active}
         for alarm in self.monitor.observe(obs):
+            if self.log is not None:
+                alarm.log_index = len(self.log) - 1
             if self.out is not None:
                 print(alarm_line(alarm, self.server), file=self.out, flush=True)
             for listener in self.listeners:
@@ -73,10 +84,15 @@ class AlarmSink(BaseSink):
         return {"alarms": [a.to_dict() for a in self.monitor.alarms]}
 
 
-def active_alarms(session: object) -> tuple[str, ...]:
-    """The names of the alarms active now on `session` (a RunSession: its AlarmSink's),
-    for the monitor's header; () for a session without one (a replay, a watch)."""
+def session_alarms(session: object) -> list[Alarm]:
+    """Every alarm raised so far on `session` (a RunSession: its AlarmSink's), in start
+    order; [] for a session without one (a replay, a watch)."""
     for sink in getattr(session, "sinks", ()):
         if isinstance(sink, AlarmSink):
-            return tuple(a.name for a in list(sink.monitor.alarms) if a.active)
-    return ()
+            return list(sink.monitor.alarms)
+    return []
+
+
+def active_alarms(session: object) -> tuple[str, ...]:
+    """The names of the alarms active now on `session`, for the monitor's header."""
+    return tuple(a.name for a in session_alarms(session) if a.active)

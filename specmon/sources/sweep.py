@@ -31,11 +31,13 @@ from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
+from specmon.records import int_keys
 from specmon.server.health import HealthDelta, HealthSample
 from specmon.server.models import list_models
 from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
+from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
@@ -158,7 +160,7 @@ class SweepSettings:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSettings:
         data = dict(data)
-        data["urls"] = {int(k): u for k, u in (data.get("urls") or {}).items()}
+        data["urls"] = int_keys(data.get("urls"))
         return cls(**data)
 
 
@@ -298,32 +300,26 @@ def wait_ready(
 # Measuring.
 
 
-def _p50(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("p50")
-    return float(value) if value is not None else None
-
-
-def _avg(summary: dict[str, dict], tag: str) -> float | None:
-    value = (summary.get(tag) or {}).get("avg")
-    return float(value) if value is not None else None
-
-
 def measurement_of(session: Any, artifact_dir: Path) -> RepeatMeasurement:
     """One repeat's figures from its session's summary (the same numbers as its export)."""
     acc = session.accumulator
     summary = acc.summary()
-    itl = _p50(summary, "inter_token_latency")
+    rows = summary_rows(summary)
+    itl = row_value(rows, "inter_token_latency", "p50")
     return RepeatMeasurement(
-        output_token_throughput=_avg(summary, "output_token_throughput") or 0.0,
-        request_throughput=_avg(summary, "request_throughput") or 0.0,
-        request_count=int(_avg(summary, "request_count") or 0),
-        ttft_ms=_p50(summary, "time_to_first_token"),
+        output_token_throughput=row_value(rows, "output_token_throughput") or 0.0,
+        request_throughput=row_value(rows, "request_throughput") or 0.0,
+        request_count=int(row_value(rows, "request_count") or 0),
+        ttft_ms=row_value(rows, "time_to_first_token", "p50"),
         itl_ms=itl,
         tpot_ms=itl,  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1): the TPOT
-        request_latency_ms=_p50(summary, "request_latency"),
-        acceptance_length=_avg(summary, "spec_decode_token_weighted_acceptance_length"),
+        itl_mean_ms=row_value(rows, "inter_token_latency"),
+        ttft_mean_ms=row_value(rows, "time_to_first_token"),
+        request_latency_mean_ms=row_value(rows, "request_latency"),
+        request_latency_ms=row_value(rows, "request_latency", "p50"),
+        acceptance_length=row_value(rows, "spec_decode_token_weighted_acceptance_length"),
         histogram=acc.pooled_histogram_sorted() if acc.spec_request_count else {},
-        error_count=int(_avg(summary, "error_request_count") or 0),
+        error_count=int(row_value(rows, "error_request_count") or 0),
         artifact_dir=str(artifact_dir),
         latency_percentiles=percentiles_of_summary(summary),
     )
@@ -343,6 +339,29 @@ def server_lag_share(before: HealthSample | None, after: HealthSample | None) ->
     if before is None or after is None:
         return None
     return HealthDelta.between(before, after).sim_lag_share
+
+
+def with_sim_fidelity(
+    measured: RepeatMeasurement, before: HealthSample | None, after: HealthSample | None
+) -> RepeatMeasurement:
+    """The repeat with specmon sim's own figures between two scrapes around it: its lag
+    share, the formula ITL of the requests that finished (the client's mean ITL is held
+    against it: RepeatMeasurement.per_token_off_share), its writes' ITL share and mean
+    batch. Another server publishes none: the repeat is returned as it was.
+
+    The scrapes bracket the whole repeat, warm-up requests included (the client's mean
+    leaves them out): a sweep warms up only in the first cell of each k, a few requests."""
+    if before is None or after is None:
+        return measured
+    delta = HealthDelta.between(before, after)
+    return replace(
+        measured,
+        server_lag_share=delta.sim_lag_share,
+        formula_itl_ms=delta.sim_itl_formula_ms,
+        written_itl_share=delta.sim_itl_written_share,
+        server_mean_batch=delta.sim_mean_batch,
+        server_ttft_ms=delta.sim_ttft_written_ms,
+    )
 
 
 def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
@@ -391,8 +410,9 @@ class SweepRunner:
     """Runs the grid; `stop()` (from a signal handler or another thread) ends it cleanly.
 
     Live views read `now` (a SweepNow) and `last_measured` (the latest repeat's SweepNow,
-    kept between repeats) and get `on_cell(cell)` as each cell is recorded and
-    `on_repeat(now)` as each repeat's session starts (both on the sweep's thread)."""
+    kept between repeats) and get `on_cell(cell)` as each cell of the grid is recorded,
+    `on_arm_cell(name, cell)` as each arm's cell is, and `on_repeat(now)` as each repeat's
+    session starts (all on the sweep's thread)."""
 
     def __init__(
         self,
@@ -413,6 +433,7 @@ class SweepRunner:
         self.out = out or sys.stdout
         self.hash = settings.settings_hash()
         self.on_cell = on_cell
+        self.on_arm_cell: Callable[[str, Cell], None] | None = None
         self.on_repeat = on_repeat
         self.last_measured: SweepNow | None = None
         self.now = SweepNow(repeats=settings.repeats)
@@ -684,9 +705,7 @@ class SweepRunner:
             return None, None, 0
         acc = session.accumulator
         measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
-        share = server_lag_share(lag_before, lag_sample(url))
-        if share is not None:
-            measured = replace(measured, server_lag_share=share)
+        measured = with_sim_fidelity(measured, lag_before, lag_sample(url))
         return measured, acc.num_spec_tokens, acc.spec_request_count
 
     def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
@@ -709,16 +728,24 @@ class SweepRunner:
 
     # bookkeeping ------------------------------------------------------------------------
     def _record(self, cell: Cell, row: int | str | None = None) -> None:
-        if isinstance(row, str):  # an arm: kept apart, not on the live grid
+        if isinstance(row, str):  # an arm: kept apart from the grid's cells (never a k)
             self.arm_cells[(row, cell.concurrency)] = cell
             self.save()
             self._say(cell_line(cell, row_label(row)))
+            if self.on_arm_cell is not None:
+                self.on_arm_cell(row, cell)
             return
         self.cells[(cell.k, cell.concurrency)] = (cell, self.hash)
         self.save()
         self._say(cell_line(cell))
         if self.on_cell is not None:
             self.on_cell(cell)
+
+    def arm_names(self) -> list[str]:
+        """The arms this sweep measures after the grid, in order: the schedule it writes
+        (--verify-schedule), then each --variant."""
+        schedule = [SCHEDULE_ARM] if self.settings.verify_schedule else []
+        return schedule + list(self.settings.variants)
 
     def arms(self) -> dict[str, list[Cell]]:
         """arm name -> its cells by concurrency, in the order the arms ran."""
@@ -796,13 +823,16 @@ class SweepRunner:
         if result.decisions is None:
             return None
         decisions_mod, _ = _analysis()
+        from specmon.export.console import output_width
+
+        width = output_width(self.out)  # the terminal's columns (120 when piped)
         text: str = decisions_mod.render_sweep_tables(
-            result.cells, result.decisions, result.schedule, result.model
+            result.cells, result.decisions, result.schedule, result.model, width
         )
         if result.arm_reports:
             from specmon.analysis.arms import render_arms
 
-            text += "\n" + "\n".join(render_arms(result.arm_reports)) + "\n"
+            text += "\n" + "\n".join(render_arms(result.arm_reports, width)) + "\n"
         return text
 
 

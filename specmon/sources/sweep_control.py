@@ -36,6 +36,13 @@ class SweepControl(BackgroundRun):
                 previous(cell)
 
         runner.on_cell = on_cell
+        self._arm_cells: dict[tuple[str, int], Cell] = {}
+
+        def on_arm_cell(name: str, cell: Cell) -> None:
+            with self._lock:
+                self._arm_cells[(name, cell.concurrency)] = cell
+
+        runner.on_arm_cell = on_arm_cell
 
     def _main(self) -> None:
         self.result = self.runner.run()  # what it raises: `error`, for the screen and command
@@ -47,6 +54,16 @@ class SweepControl(BackgroundRun):
         """The cells recorded so far (kept from a resumed sweep included), in grid order."""
         with self._lock:
             return [cell for _, cell in sorted(self._cells.items())]
+
+    def arm_cells(self) -> dict[str, list[Cell]]:
+        """Each arm's cells recorded so far (arm name -> cells by concurrency), for the
+        live arm rows; the arms not measured yet are absent."""
+        with self._lock:
+            items = sorted(self._arm_cells.items())
+        out: dict[str, list[Cell]] = {}
+        for (name, _), cell in items:
+            out.setdefault(name, []).append(cell)
+        return out
 
     # RunLifecycle (the rest is BackgroundRun's) -------------------------------------------
     @property

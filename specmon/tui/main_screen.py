@@ -32,6 +32,7 @@ from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
 from specmon.tui.modes import Mode
 from specmon.tui.panels import PanelSpec, build_layout, by_id
+from specmon.tui.requests import alarm_notes, log_title
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.tuning_view import next_setting
 from specmon.tui.widgets.categories import CategoriesView
@@ -70,6 +71,7 @@ class MainScreen(Screen[None]):
         self.plot = PlotPainter(self)
         self._painted: Figures | None = None  # the figures the panels show now
         self._alarms_told: set[str] = set()  # alarm names already told in a notification
+        self._log_suffix = ""  # what the log's title says after its name now
 
     @property
     def accumulator(self) -> ResultsView:
@@ -140,13 +142,22 @@ class MainScreen(Screen[None]):
             self.query_one(ServerLatencyView).show(model.server_latency, self.ui.selected)
         if model.figures is self._painted:
             self.plot.paint(model.figures.plot, stale_only=True)
+            self._paint_log()  # a source set after the last paint (mount) still gets its notes
             return
         with self.app.batch_update():
             self._paint_figures(model.figures)
             for panel_id, suffix in model.title_suffixes().items():
                 self._title(panel_id, suffix)
-            self.query_one(RequestLog).sync()
+            self._paint_log()
         self._painted = model.figures  # only once every slice is painted
+
+    def _paint_log(self) -> None:
+        """New rows, new alarm lines, and the counts in the title with the rows just taken
+        in (not a message later). Cheap when nothing moved: a length, a few alarms."""
+        log = self.query_one(RequestLog)
+        log.sync()
+        log.set_notes(alarm_notes(self.ui.session))
+        self._show_log_counts()
 
     def _paint_figures(self, f: Figures) -> None:
         self.query_one("#spec-table", StatsTable).show(f.spec_rows)
@@ -182,15 +193,20 @@ class MainScreen(Screen[None]):
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
     def _log_counts(self, event: RequestLog.PendingChanged) -> None:
+        self._show_log_counts()  # a scroll or a filter changed them between ticks
+
+    def _show_log_counts(self) -> None:
+        """The log's counts in its title, read from the log now: a count carried by a
+        message arrives after the rows it counts are on screen (a busy machine showed '57
+        shown' over rows up to #130)."""
         if not self.mode.has_requests:
             return  # the title says why the log stays empty
         log = self.query_one(RequestLog)
-        parts = [f"{event.shown:,} shown"]
-        if log.filter_text:
-            parts.append(f"filter '{log.filter_text}' of {event.total:,}")
-        parts.append(f"{event.pending:,} new (end follows)" if event.pending else "following")
         # In the title: the compact layout has no bottom border to carry a subtitle.
-        self._title("panel-log", " · " + " · ".join(parts))
+        suffix = " · " + log_title(log.counts, log.filter_text)
+        if suffix != self._log_suffix:  # a title set each tick would repaint its panel
+            self._log_suffix = suffix
+            self._title("panel-log", suffix)
 
     @on(RequestLog.Open)
     def _open_request(self, event: RequestLog.Open) -> None:

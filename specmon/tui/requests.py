@@ -7,7 +7,10 @@ result_from_record), so live and replayed requests read the same.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from specmon.sinks.alarms import session_alarms
 
 if TYPE_CHECKING:
     from specmon.pipeline import RequestResult
@@ -29,8 +32,13 @@ def request_id(result: RequestResult, index: int) -> str:
 
 
 def status(result: RequestResult) -> tuple[str, str]:
-    """(text, kind) where kind is error | warmup | ok."""
+    """(text, kind) where kind is retry | cancelled | error | warmup | ok: a retried attempt
+    (the load loop sent the same request again) is a row but not a request."""
     error = result.error
+    if error and error.get("retried"):
+        return f"retried {error.get('type', 'error')}", "retry"
+    if error and result.error_kind == "cancelled":
+        return "ERR cancelled", "cancelled"
     if error:
         return f"ERR {error.get('type', 'error')}", "error"
     if result.phase == "warmup":
@@ -70,6 +78,66 @@ def log_row(result: RequestResult, index: int) -> tuple[str, str]:
         f"{_num(metric(result, 'request_latency'), 8, '.1f')} {text}"
     )
     return line, kind
+
+
+@dataclass(frozen=True)
+class Note:
+    """A log line after the row of results[at] (an alarm that started with that request)."""
+
+    at: int
+    text: str
+    kind: str = "alarm"
+
+
+def alarm_notes(session: object) -> list[Note]:
+    """The log's line for each alarm the session's AlarmSink raised, in start order:
+    'ALARM acceptance_drift at #203: acceptance length of the last 30 requests ...'."""
+    return [
+        Note(
+            alarm.log_index,
+            f"{'!':>5} ALARM {alarm.name} at #{alarm.log_index + 1}: {alarm.message}",
+        )
+        for alarm in session_alarms(session)
+        if alarm.log_index is not None
+    ]
+
+
+@dataclass(frozen=True)
+class LogCounts:
+    """What the log holds: its rows, and among them the retried attempts and the requests
+    cut by a stop (neither is a finished request); `shown` passes the filter."""
+
+    rows: int
+    retried: int = 0
+    cancelled: int = 0
+    shown: int | None = None  # None: no filter
+    pending: int = 0  # rows that arrived while scrolled up
+
+    @property
+    def requests(self) -> int:
+        """The header's count: finished requests, valid or failed (HeaderInfo: completed +
+        errors - retries)."""
+        return self.rows - self.retried - self.cancelled
+
+
+def log_title(counts: LogCounts, filter_text: str = "") -> str:
+    """'60 shown · following'; with retried attempts or cut requests among the rows,
+    '116 requests + 14 retried attempts shown': the requests as the header counts them."""
+    extra = []
+    if counts.retried:
+        extra.append(f"{counts.retried:,} retried attempt{'s' if counts.retried != 1 else ''}")
+    if counts.cancelled:
+        extra.append(f"{counts.cancelled:,} cancelled")
+    if counts.shown is not None:
+        parts = [f"{counts.shown:,} shown", f"filter '{filter_text}' of {counts.rows:,}"]
+        if extra:
+            parts[-1] += f" ({counts.requests:,} requests + {' + '.join(extra)})"
+    elif extra:
+        parts = [f"{counts.requests:,} requests + {' + '.join(extra)} shown"]
+    else:
+        parts = [f"{counts.rows:,} shown"]
+    parts.append(f"{counts.pending:,} new (end follows)" if counts.pending else "following")
+    return " · ".join(parts)
 
 
 def per_step(result: RequestResult) -> tuple[list[int] | None, list[int] | None]:

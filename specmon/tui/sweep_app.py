@@ -3,7 +3,10 @@
 The sweep runs on its own thread (sources/sweep_control.py SweepControl, a RunLifecycle);
 this app samples it on a timer: the k x concurrency grid filling in with each finished
 cell's median ± MAD, the cell and repeat being measured, the decision row forming
-(decision/cells.py decide over the finished cells), the server's log tail while it starts,
+        arms = Arms(tuple(runner.arm_names()), self.control.arm_cells())
+        narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
+        view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
+        self.query_one(SweepGrid).show(view)
 and the acceptance panels of the current repeat's session. q stops the sweep (the repeat in
 flight is not kept) and closes; the command then writes the decisions and prints the tables.
 """
@@ -22,7 +25,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Static
 
 from specmon.tui.app import keep_default_job_control
-from specmon.tui.sweep_view import grid_view, log_tail, status_line
+from specmon.tui.sweep_view import Arms, grid_view, log_tail, status_line
 from specmon.tui.themes import load_themes, resolve_theme
 from specmon.tui.view import SPEC_COLUMNS, SPEC_ROWS
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
@@ -36,7 +39,7 @@ NARROW_BELOW = 100  # columns: the acceptance panel keeps its bars, not the posi
 
 class SweepApp(App[int]):
     """`control`: a SweepControl (or anything with its members: runner.now / settings /
-    stopping / dir, cells(), stop(), finished, error)."""
+    stopping / dir / arm_names(), cells(), arm_cells(), stop(), finished, error)."""
 
     TITLE = "specmon sweep"
     ENABLE_COMMAND_PALETTE = False
@@ -117,7 +120,9 @@ class SweepApp(App[int]):
             return
         cells = self.control.cells()
         ks, concs = list(settings.grid_ks), list(settings.concurrencies)
-        line = status_line(now, len(cells), len(ks) * len(concs), runner.stopping.is_set())
+        total = len(ks) * len(concs) + len(runner.arm_names()) * len(concs)
+        done = len(cells) + sum(len(c) for c in self.control.arm_cells().values())
+        line = status_line(now, done, total, runner.stopping.is_set())
         error = self.control.error if self.control.finished else None
         if error is not None:
             line = f"the sweep failed: {error}"
@@ -128,7 +133,10 @@ class SweepApp(App[int]):
         self.query_one("#sweep-header", Static).update(
             Text(f"{head}\n{line}", no_wrap=True, overflow="ellipsis")
         )
-        self.query_one(SweepGrid).show(grid_view(ks, concs, cells, now, settings.objective()))
+        arms = Arms(tuple(runner.arm_names()), self.control.arm_cells())
+        narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
+        view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
+        self.query_one(SweepGrid).show(view)
         log_panel = self.query_one("#panel-serverlog")
         starting = now.phase == "starting"
         log_panel.set_class(starting, "visible")

@@ -1,5 +1,7 @@
 """View-model of the live sweep view: the k x concurrency grid filling in, the decision row
-forming, the current cell and the server's log tail. No Textual here (like tuning_view):
+forming, the arm rows (the schedule the sweep wrote, each --variant: median ± MAD and how
+they compare with the best fixed k, analysis/arms.py) filling in after the grid, the
+current cell and the server's log tail. No Textual here (like tuning_view):
 plain strings, testable without a terminal. Medians, MADs and decisions come from
 specmon/decision/cells.py (`summarize`, `decide`: median - 1.4826 MAD of output token
 throughput, unstable above relative MAD 10%, ties within 1% to the smaller k).
@@ -7,10 +9,11 @@ throughput, unstable above relative MAD 10%, ties within 1% to the smaller k).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specmon.analysis.arms import arm_reports
 from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import decide, summarize
 from specmon.decision.slo import Slo
@@ -31,17 +34,35 @@ class GridView:
     selected: tuple[int, ...]  # per concurrency: the row index of the selected k (-1: none)
     decision: tuple[str, ...]  # "selected k", then per concurrency
     speedup: tuple[str, ...]  # "vs k=0", then per concurrency
+    # per arm two rows: ("arm NAME", median ± MAD per concurrency) and ("  vs best k",
+    # "+1.2% (k=3)" per concurrency); empty for a sweep without arms
+    arm_rows: tuple[tuple[str, ...], ...] = ()
+    current_arm: tuple[int, int] | None = None  # (row in arm_rows, column) being measured
 
 
-def cell_text(cell: Cell) -> str:
-    """'1234.5 ± 6.7' (median ± MAD of output tok/s); '!' marks an unstable cell."""
+def cell_text(cell: Cell, compact: bool = False) -> str:
+    """'1234.5 ± 6.7' (median ± MAD of output tok/s); '!' marks an unstable cell.
+    compact (a narrow terminal): no decimals from 100 up, '1235 ± 6.7'."""
     if cell.error is not None:
         return "error"
     stats = summarize(cell)
     if stats is None:
         return PENDING
     mark = " !" if stats.unstable else ""
-    return f"{stats.median:.1f} ± {stats.mad:.1f}{mark}"
+    return f"{_fig(stats.median, compact)} ± {_fig(stats.mad, compact)}{mark}"
+
+
+def _fig(value: float, compact: bool) -> str:
+    return f"{value:.0f}" if compact and abs(value) >= 100 else f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class Arms:
+    """The arms of a sweep for the live view: their names in the order they run, and the
+    cells each has recorded so far (SweepControl.arm_cells)."""
+
+    names: tuple[str, ...] = ()
+    cells: Mapping[str, Sequence[Cell]] | None = None
 
 
 def grid_view(
@@ -50,13 +71,16 @@ def grid_view(
     cells: Sequence[Cell],
     now: SweepNow,
     slo: Slo | None = None,
+    arms: Arms | None = None,
+    compact: bool = False,
 ) -> GridView:
     """The grid as far as it has been measured; decisions over the finished cells (under
-    the sweep's --slo, as its table and sweep.json decide)."""
+    the sweep's --slo, as its table and sweep.json decide); the arm rows as far as they
+    have been measured, against the finished fixed-k cells."""
     by_key = {(c.k, c.concurrency): c for c in cells}
     rows = []
     for k in ks:
-        texts = [_slot_text(by_key.get((k, c)), k, c, now) for c in concurrencies]
+        texts = [_slot_text(by_key.get((k, c)), now, compact, k=k, c=c) for c in concurrencies]
         rows.append((f"k={k}", *texts))
     measured = [c for c in cells if c.error is None and c.repeats]
     made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)} if measured else {}
@@ -70,9 +94,10 @@ def grid_view(
         speed.append("-" if pct is None else f"{pct:+.1f}%")
     current = None
     at_k, at_c = now.k, now.concurrency
-    if now.phase == "measuring" and at_k in ks and at_c in concurrencies:
+    if now.phase == "measuring" and now.arm is None and at_k in ks and at_c in concurrencies:
         assert at_k is not None and at_c is not None
         current = (list(ks).index(at_k), list(concurrencies).index(at_c))
+    arm_rows, current_arm = _arm_rows(arms or Arms(), concurrencies, measured, now, compact, slo)
     return GridView(
         headers=("k", *(f"c={c}" for c in concurrencies)),
         rows=tuple(rows),
@@ -80,15 +105,63 @@ def grid_view(
         selected=tuple(selected),
         decision=("selected k", *picks),
         speedup=("vs k=0", *speed),
+        arm_rows=arm_rows,
+        current_arm=current_arm,
     )
 
 
-def _slot_text(cell: Cell | None, k: int, c: int, now: SweepNow) -> str:
-    if now.phase == "measuring" and (now.k, now.concurrency) == (k, c):
+def _arm_rows(
+    arms: Arms,
+    concs: Sequence[int],
+    fixed: Sequence[Cell],
+    now: SweepNow,
+    compact: bool,
+    slo: Slo | None,
+) -> tuple[tuple[tuple[str, ...], ...], tuple[int, int] | None]:
+    """Two rows per arm (its median ± MAD, then vs the best fixed k measured there)."""
+    recorded = dict(arms.cells or {})
+    measured = {n: [c for c in cs if c.error is None and c.repeats] for n, cs in recorded.items()}
+    done = {n: cs for n, cs in measured.items() if cs}
+    reports = {r.name: r for r in arm_reports(done, fixed, slo)}
+    rows: list[tuple[str, ...]] = []
+    current = None
+    for i, name in enumerate(arms.names):
+        by_c = {cell.concurrency: cell for cell in recorded.get(name, ())}
+        texts = [_slot_text(by_c.get(c), now, compact, arm=name, c=c) for c in concs]
+        points = {p.concurrency: p for p in reports[name].points} if name in reports else {}
+        vs = []
+        for c in concs:
+            p = points.get(c)
+            if p is None or p.output_token_throughput is None:
+                vs.append(PENDING)  # not measured yet
+            elif p.vs_best_percent is None:
+                vs.append("-")  # no healthy fixed-k cell here to compare with
+            else:
+                vs.append(f"{p.vs_best_percent:+.1f}% (k={p.best_k})")
+        rows += [(f"arm {name}", *texts), ("  vs best k", *vs)]
+        at = now.concurrency
+        if now.phase == "measuring" and now.arm == name and at is not None and at in concs:
+            current = (2 * i, list(concs).index(at))
+    return tuple(rows), current
+
+
+def _slot_text(
+    cell: Cell | None,
+    now: SweepNow,
+    compact: bool,
+    *,
+    c: int,
+    k: int | None = None,
+    arm: str | None = None,
+) -> str:
+    """A grid slot: the repeat being measured, 'starting' while its server starts, the
+    finished cell's median ± MAD, or pending."""
+    mine = now.arm == arm and (arm is not None or now.k == k)
+    if now.phase == "measuring" and mine and now.concurrency == c:
         return f"▶ repeat {now.repeat}/{now.repeats}"
-    if now.phase == "starting" and now.k == k and cell is None:
+    if now.phase == "starting" and mine and cell is None:
         return "starting"
-    return PENDING if cell is None else cell_text(cell)
+    return PENDING if cell is None else cell_text(cell, compact)
 
 
 def status_line(now: SweepNow, done: int, total: int, stopping: bool = False) -> str:

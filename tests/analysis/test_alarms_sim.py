@@ -51,6 +51,17 @@ def test_a_steady_simulator_raises_no_alarm(sims, tmp_path):
     assert alarms == [] and alarm_lines(stderr) == []
 
 
+def test_a_steady_simulator_at_concurrency_64_raises_no_alarm(sims, tmp_path):
+    """The demo sweep's simulator (roofline, one k) at concurrency 64: its requests end in
+    waves ordered by their own acceptance, which made a false drift (the window rules now
+    take them in send order: tests/analysis/test_alarms_startup.py)."""
+    roofline = ["--latency-model", "roofline", "--step-floor-ms", "4", "--compute-ms-per-token",
+                "0.05", "--draft-ms-per-token", "0.2", "--ttft-ms", "5"]  # fmt: skip
+    sim = sims([*roofline, "--num-spec-tokens", "2", "--acceptance", "0.7", "--seed", "7"])
+    alarms, stderr = run(sim.url, tmp_path / "run", 1_000, ["--concurrency", "64"])
+    assert alarms == [] and alarm_lines(stderr) == []
+
+
 def test_acceptance_zero_is_a_garbled_drafter(sims, tmp_path):
     sim = sims([*SIM, "--acceptance", "0"])  # every draft rejected: acceptance length 1.0
     alarms, stderr = run(sim.url, tmp_path / "run", 30, ["--concurrency", "1"])

@@ -219,6 +219,7 @@ def _sweep_cells(tpot_p90: dict[tuple[int, int], float] | None = None) -> list:
     return [Cell(k, c, [rep(t, (k, c)) for t in ts]) for (k, c), ts in SWEEP_REPEATS.items()]
 
 
+@pytest.mark.e2e  # `specmon tune` as a process
 def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     """One sweep's cells -> the same decision line in the sweep's table, sweep.json, the
     live sweep view's decision row, and `specmon tune SWEEP_DIR` (text and --json): every
@@ -257,6 +258,8 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     )  # fmt: skip
     assert said.returncode == 0, said.stderr
     assert said.stdout.splitlines()[1:] == lines, said.stdout
+    compared = _cli("compare", sweep_dir)
+    assert compared.returncode == 0 and compared.stdout == said.stdout, compared.stderr
     got = subprocess.run(
         [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
         capture_output=True, text=True, timeout=120,
@@ -265,19 +268,30 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
 
 
+@pytest.mark.e2e  # `specmon tune` as a process
 def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     """A sweep run under --slo: its decisions, and `specmon tune` over its directory (which
     reads the stored objective, or the one given), choose among the cells meeting it."""
-    # TPOT p90 per cell: k=4 at concurrency 4 misses a 30 ms objective, every other meets it
-    tpot = {key: 20.0 for key in SWEEP_REPEATS} | {(4, 4): 45.0}
-    _concluded(tmp_path, _sweep_cells(tpot), slo="tpot=30")
+    from specmon.sources.sweep import SweepNow
+    from specmon.tui.sweep_view import grid_view
+
+    # TPOT p90 per cell: k=4 at concurrency 1 misses a 30 ms objective, every other meets it
+    tpot = {key: 20.0 for key in SWEEP_REPEATS} | {(4, 1): 45.0}
+    cells = _sweep_cells(tpot)
+    _concluded(tmp_path, cells, slo="tpot=30")
     doc = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
-    four = doc["decisions"][1]
-    # without k=4 (excluded: 45 > 30 ms), k=2 is the top score itself at 4: +31.4% over k=0
-    assert four["selected_k"] == 2 and four["excluded"]["4"] == [
+    one = doc["decisions"][0]
+    # without k=4 (excluded: 45 > 30 ms) the top score at 1 is k=2's 148.5174: +50.8% over
+    # k=0's 98.5174 (without the SLO: k=4, test above)
+    assert one["selected_k"] == 2 and one["excluded"]["4"] == [
         "misses the SLO: TPOT p90 45.0 ms > 30 ms"
     ]
-    assert four["text"].endswith(SWEEP_BASIS + " · SLO TPOT p90 <= 30 ms")
+    assert one["text"].startswith("selected k=2 (150.0 tok/s, +50.8% vs k=0, ")
+    assert one["text"].endswith(SWEEP_BASIS + " · SLO TPOT p90 <= 30 ms")
+    # the live view decides under the sweep's SLO too
+    view = grid_view([0, 2, 4], [1, 4], cells, SweepNow("done"), parse_slo("tpot=30"))
+    assert view.decision == ("selected k", "k=2", "k=2")
+    assert grid_view([0, 2, 4], [1, 4], cells, SweepNow("done")).decision[1] == "k=4"
     sweep_dir = str(tmp_path / "sweep")
     stored = subprocess.run(
         [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],

@@ -3,13 +3,18 @@ what segment_table() gives on the full results, whatever batches the results arr
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+import segments_oracle
 from segments_oracle import segment_table
 
 from analysis.test_segments import result
+from specmon.analysis import segments
 from specmon.analysis.segments import SegmentTable
 from specmon.config import RunConfig
 from specmon.segment_plan import SegmentLog
@@ -47,6 +52,37 @@ def batches(rng: random.Random, items: list) -> list[list]:
     return [items[a:b] for a, b in zip(edges, edges[1:])]
 
 
+# What `_recommend` writes into a row (the table's rows carry some of these keys before it)
+ADVICE_KEYS = (
+    "recommended_k", "draft_cost", "recommended_from", "recommendation", "basis",
+    "predicted_gain_vs_k0", "p_best", "caveat", "hint", "flags",
+)  # fmt: skip
+
+
+def _no_advice(rows: list[dict], *settings: object) -> None:
+    """`_recommend`'s stand-in: the same advice keys, blank (whatever cost, SLO, ...)."""
+    for row in rows:
+        row.update(dict.fromkeys(ADVICE_KEYS))
+
+
+@contextlib.contextmanager
+def recommending(last: bool) -> Iterator[None]:
+    """Both sides recommend a k only at a test's last batch. The table's incremental part is
+    the per-segment sums; the recommendation is one deterministic function (`_recommend`:
+    decision.advise, its bootstrap seeded by the data) that both sides apply to their rows,
+    and it is most of a comparison's cost. So every batch compares the rows (sums, settings,
+    servers, order; the advice left blank alike on both sides) and the last one compares
+    them whole: an incremental sum that goes wrong still fails at the batch it goes wrong."""
+    if last:
+        yield
+        return
+    with (
+        mock.patch.object(segments, "_recommend", _no_advice),
+        mock.patch.object(segments_oracle, "_recommend", _no_advice),
+    ):
+        yield
+
+
 # Each case already draws hundreds of results over every branch (errors, warmup, no record,
 # no ITL, five segment values) and cuts them at up to 12 random points per server; more seeds
 # only repeat those paths with other numbers (each case costs ~0.3 s of fitting in
@@ -63,14 +99,16 @@ def test_servers_in_random_batches_equal_segment_table(seed, draft_cost, across)
     table = SegmentTable(draft_cost=draft_cost, across_servers=across)
     seen = {label: [] for label in KS}
     steps = list(zip(*(batches(rng, full[label]) for label in KS)))  # unequal numbers per server
-    for batch_per_server in steps:
+    for step, batch_per_server in enumerate(steps, start=1):
         for label, batch in zip(KS, batch_per_server):
             seen[label].extend(batch)  # the live list grows; update() reads its new tail
             table.update(label, seen[label])
-        expected = segment_table(
-            seen, settings=settings, draft_cost=draft_cost, across_servers=across
-        )
-        assert table.rows(settings) == expected
+        with recommending(last=step == len(steps)):
+            expected = segment_table(
+                seen, settings=settings, draft_cost=draft_cost, across_servers=across
+            )
+            assert table.rows(settings) == expected
+    assert all(isinstance(row["flags"], list) for row in expected)  # the last: advised too
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -80,11 +118,14 @@ def test_one_server_in_random_batches_equal_segment_table(seed):
     settings = {0: {"concurrency": 4}, 2: {"output_tokens": 64}}
     table = SegmentTable(draft_cost=0.05)
     live: list = []
-    for batch in batches(rng, full):
+    cuts = batches(rng, full)
+    for step, batch in enumerate(cuts, start=1):
         live.extend(batch)
         table.update(None, live)
         table.update(None, live)  # a second call with nothing new changes nothing
-        assert table.rows(settings) == segment_table(live, settings=settings, draft_cost=0.05)
+        with recommending(last=step == len(cuts)):
+            expected = segment_table(live, settings=settings, draft_cost=0.05)
+            assert table.rows(settings) == expected
 
 
 def fake_multi(urls: list[str], **kw) -> MultiRun:
@@ -106,21 +147,22 @@ def test_multirun_segment_rows_is_incremental_and_exact(urls):
     rng = random.Random(7)
     multi = fake_multi(urls, draft_cost=0.1)
     several = len(urls) > 1
-    for step in range(15):
+    for step in range(1, 16):
         for run in multi.runs:
             label = run.label if several else None
             for _ in range(rng.randint(0, 40)):  # each lands through the session's sinks
                 run.session.add_result(random_result(rng, label, 3))
-            if step == 5:
+            if step == 6:
                 run.runner.segment_log.change(concurrency=8)  # a knob: segment 1's settings
         results = {r.label: r.session.accumulator.results for r in multi.runs}
         settings = {r.label: r.runner.segment_log.settings() for r in multi.runs}
-        if several:
-            expected = segment_table(results, settings=settings, draft_cost=0.1)
-        else:
-            ((label, rs),) = results.items()
-            expected = segment_table(rs, settings=settings[label], draft_cost=0.1)
-        assert multi.segment_rows() == expected
+        with recommending(last=step == 15):
+            if several:
+                expected = segment_table(results, settings=settings, draft_cost=0.1)
+            else:
+                ((label, rs),) = results.items()
+                expected = segment_table(rs, settings=settings[label], draft_cost=0.1)
+            assert multi.segment_rows() == expected
     assert any(
         row["settings"] == {"concurrency": 8, "request_rate": None, "output_tokens": 128}
         for row in expected

@@ -276,4 +276,24 @@ def test_an_unstable_cell_that_beats_every_other_repeat_is_still_selected():
     (d,) = decide([cell(0, 1, 192, 219, 406, 381, 337), cell(1, 1, 76, 90, 98, 96, 89)])
     assert d.unstable_ks == [0] and d.selected_k == 0
     assert d.selected_score == pytest.approx(337 - 1.4826 * 69)
-    assert any("slowest repeat beats" in n for n in d.notes)
+    assert any("beats every other k beyond the noise" in n for n in d.notes)
+
+
+def test_an_unstable_cell_above_every_other_beyond_its_noise_is_still_selected():
+    """Under load one slow repeat must not hand the load to a k at half the speed (a real
+    vLLM at load 9-18: k=0 at a median of 132 tok/s, unstable, against a steady 63 at k=1).
+    A median's standard error: sqrt(pi/2) * 1.4826 * MAD / sqrt(n) = 1.85817 MAD / sqrt(n).
+    k=0: 60, 100, 130, 135, 150: median 130, deviations 70, 30, 0, 5, 20 -> MAD 20 (relative
+    .154: unstable), se = 1.85817 * 20 / sqrt 5 = 16.620; its slowest (60) is below k=1's
+    fastest (66). k=1: 62, 63, 64, 63, 66: median 63, MAD 1, se 0.831. 130 - 63 = 67 >
+    3 * hypot(16.620, 0.831) = 49.92: k=0 stays selectable and is selected (score 130 -
+    1.4826 * 20 = 100.35)."""
+    (d,) = decide([cell(0, 1, 60, 100, 130, 135, 150), cell(1, 1, 62, 63, 64, 63, 66)])
+    assert d.unstable_ks == [0] and d.selected_k == 0
+    assert d.selected_score == pytest.approx(130 - 1.4826 * 20)
+    # noise as large as the gap: k=0 at 50, 70, 100, 130, 140: median 100, deviations 50,
+    # 30, 0, 30, 40 -> MAD 30, se 24.93; 100 - 63 = 37 < 3 * hypot(24.93, 0.831) = 74.8:
+    # unstable and not kept, k=1 selected
+    (o,) = decide([cell(0, 1, 50, 70, 100, 130, 140), cell(1, 1, 62, 63, 64, 63, 66)])
+    assert o.unstable_ks == [0] and o.selected_k == 1
+    assert not any("beyond the noise" in n for n in o.notes)

@@ -9,11 +9,17 @@ from types import SimpleNamespace
 from specmon.config import RunConfig
 from specmon.run.headless import describe_run, format_progress, progress_line
 from specmon.sources.load.generator import LoadProgress
+from specmon.stats import MetricRow
 
 
 class FakeSession:
-    def __init__(self, spec_stats: dict, std_stats: dict | None = None) -> None:
-        snapshot = SimpleNamespace(spec_stats=spec_stats, std_stats=std_stats or {})
+    """A session whose snapshot has these averages: {tag: avg} per table."""
+
+    def __init__(self, spec_avgs: dict, std_avgs: dict | None = None) -> None:
+        def rows(avgs: dict) -> dict[str, MetricRow]:
+            return {tag: MetricRow("", avg, derived=True) for tag, avg in avgs.items()}
+
+        snapshot = SimpleNamespace(spec_rows=rows(spec_avgs), std_rows=rows(std_avgs or {}))
         self.accumulator = SimpleNamespace(snapshot=lambda: snapshot)
 
 
@@ -29,8 +35,8 @@ def test_progress_line_reads_well_when_piped():
         loop_busy=0.426,
     )
     session = FakeSession(
-        {"spec_decode_acceptance_length": {"avg": 2.456}},
-        {"request_throughput": {"avg": 48 / 9.6}},  # 48 valid over a 9.6 s benchmark duration
+        {"spec_decode_acceptance_length": 2.456},
+        {"request_throughput": 48 / 9.6},  # 48 valid over a 9.6 s benchmark duration
     )
     line = progress_line(progress, session)
     # req/s is AIPerf's request_throughput (the TUI's and the exports' figure): 48 / 9.6 = 5.00,

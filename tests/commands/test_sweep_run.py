@@ -180,13 +180,14 @@ def test_server_that_never_becomes_ready_is_killed_with_its_group(tmp_path: Path
 @pytest.mark.e2e
 def test_server_that_dies_mid_cell(tmp_path: Path) -> None:
     marker = new_marker()
-    # k=1 steps slowly, so its 300-request cell is still running when its server is killed;
-    # k=2 steps fast, so its two cells finish in seconds (the shell runs the --serve line)
+    # k=1 steps slowly, so its 100-request cell (~0.3 s a request: 30 s) is still running
+    # when its server is killed on its second record; k=2 steps fast, so its two cells finish
+    # in seconds (the shell runs the --serve line)
     slow_k1 = "--step-ms $(( {k} == 1 ? 20 : 1 ))"
     args = ["--serve", sim_template(marker, slow_k1), "--num-spec-tokens", "1,2"]
     args += ["--concurrency", "1,2", "--repeats", "1", "--artifact-dir", str(tmp_path)]
     with subprocess.Popen(
-        sweep_argv(args + load_flags(requests=300)),
+        sweep_argv(args + load_flags(requests=100)),
         stdout=subprocess.PIPE,
         text=True,
         env=child_env(),

@@ -5,7 +5,7 @@ one of steady requests with the same pooled histogram."""
 from __future__ import annotations
 
 from specmon.decision.acceptance import REQUEST_BLOCKS, add_request
-from specmon.decision.choose import KChoice, Measurement, choose
+from specmon.decision.choose import MIN_REQUEST_BLOCKS, KChoice, Measurement, choose
 
 # 40 requests of 50 steps at k=4, pooled {0: 800, 1: 600, 2: 400, 3: 200}: S = .6, .3, .1, 0
 POOLED = {0: 800, 1: 600, 2: 400, 3: 200}
@@ -46,3 +46,15 @@ def test_requests_fold_into_at_most_the_block_count_by_arrival():
     # request 40 joins request 0's block, 41 request 1's
     assert blocks[0] == {0: 2, 2: 0 + 40} and blocks[1] == {0: 2, 2: 1 + 41}
     assert blocks[2] == {0: 1, 2: 2}
+
+
+def test_too_few_requests_resample_the_verify_steps():
+    # one request resampled is itself in every draw: no spread, P(best) = 1.00 from a single
+    # request. Under MIN_REQUEST_BLOCKS blocks the verify steps are resampled instead, and
+    # the figure is the pooled one's (the same histogram, no blocks)
+    one = choose([Measurement(4, None, POOLED, blocks=(POOLED,))], draft_cost=0.05)
+    nine = at((HIGH, LOW, HIGH, LOW, HIGH, LOW, HIGH, LOW, POOLED))
+    assert MIN_REQUEST_BLOCKS == 10
+    for few in (one, nine):
+        assert few.p_best_over == "verify steps"
+        assert few.p_best == at(()).p_best

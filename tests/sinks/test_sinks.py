@@ -19,6 +19,7 @@ from specmon.server.scrape import run_totals_from
 from specmon.session import RunSession
 from specmon.sinks import BaseSink, ResultSink
 from specmon.sources.load.multi import MultiRun
+from specmon.stats import MetricRow
 
 S = 1_000_000_000
 
@@ -122,8 +123,6 @@ def test_run_totals_from_a_snapshot_stay_integers():
         error_count=0,
         warmup_count=0,
         error_summary={},
-        spec_stats={"total_spec_decode_steps": {"unit": "count", "avg": float(big)}},
-        std_stats={},
         pooled_histogram={0: 1},
         zero_step_requests=0,
         spec_reasons={},
@@ -132,6 +131,7 @@ def test_run_totals_from_a_snapshot_stay_integers():
         total_steps=big,
         total_accepted=big + 2,
         total_drafted=4 * big,
+        spec_rows={"total_spec_decode_steps": MetricRow("count", float(big), derived=True)},
     )
     totals = run_totals_from(snap)
     assert (totals.steps, totals.accepted, totals.drafted) == (big, big + 2, 4 * big)

@@ -5,14 +5,17 @@ is flagged there and on its headless line (the decision excludes such cells)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sweep_fakes import sweep_argv
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.cells import cell_health
+from specmon.decision.gates import machine_wide
 from specmon.server.health import parse_health
-from specmon.sources.sweep import cell_line, server_lag_share
+from specmon.sources.sweep import cell_line, server_lag_share, with_sim_fidelity
 
 
 def repeat(share: float | None) -> RepeatMeasurement:
@@ -47,6 +50,70 @@ def test_share_is_lag_over_formula_between_the_scrapes():
     assert server_lag_share(None, after) is None
 
 
+ITL_PAGE = """# TYPE specmon_sim_requests_timed counter
+specmon_sim_requests_timed_total{{engine="0",model_name="m"}} {timed}
+# TYPE specmon_sim_request_itl_formula_seconds counter
+specmon_sim_request_itl_formula_seconds_total{{engine="0",model_name="m"}} {formula}
+# TYPE specmon_sim_request_itl_written_seconds counter
+specmon_sim_request_itl_written_seconds_total{{engine="0",model_name="m"}} {written}
+# TYPE specmon_sim_steps counter
+specmon_sim_steps_total{{engine="0",model_name="m"}} {steps}
+# TYPE specmon_sim_step_batch counter
+specmon_sim_step_batch_total{{engine="0",model_name="m"}} {batch}
+"""
+
+
+def test_the_repeat_gets_the_formula_itl_of_the_requests_between_the_scrapes():
+    before = parse_health(
+        ITL_PAGE.format(timed=5, formula=0.05, written=0.051, steps=100, batch=300)
+    )
+    # 20 requests more, their formula ITLs summing to 0.2 s: 10 ms each on average; their
+    # writes 0.204 s (+2%); 400 steps more, with 6,000 batch slots: a mean batch of 15
+    after = parse_health(
+        ITL_PAGE.format(timed=25, formula=0.25, written=0.255, steps=500, batch=6300)
+    )
+    measured = RepeatMeasurement(100.0, 2.0, 20, itl_mean_ms=10.25)
+    got = with_sim_fidelity(measured, before, after)
+    assert got.formula_itl_ms == pytest.approx(10.0)
+    assert got.written_itl_share == pytest.approx(0.02)
+    assert got.server_mean_batch == pytest.approx(15.0)
+    assert got.per_token_off_share == pytest.approx(0.025)
+    assert with_sim_fidelity(measured, None, after) == measured  # no scrape: nothing made up
+
+
+def test_the_arrival_delay_is_the_clients_ttft_beyond_the_simulators_over_the_latency():
+    # client TTFT 30 ms, the simulator's arrival-to-first-write 24 ms: 6 ms between the two,
+    # of a 300 ms request: 2% of each request's time that no step formula has
+    got = RepeatMeasurement(
+        100.0, 2.0, 20, ttft_mean_ms=30.0, server_ttft_ms=24.0, request_latency_mean_ms=300.0
+    )
+    assert got.arrival_delay_share == pytest.approx(0.02)
+    assert got.to_dict()["arrival_delay_share"] == pytest.approx(0.02)
+    assert RepeatMeasurement(100.0, 2.0, 20, ttft_mean_ms=30.0).arrival_delay_share is None
+
+
+def test_a_per_token_time_off_the_formula_flags_the_cell_and_gates_it():
+    def rep(itl: float) -> RepeatMeasurement:
+        return RepeatMeasurement(100.0, 2.0, 10, itl_mean_ms=itl, formula_itl_ms=10.0)
+
+    assert Cell(2, 4, [rep(10.19), rep(9.81)]).server_behind is None  # within 2% either way
+    cell = Cell(2, 4, [rep(10.1), rep(10.31), rep(9.9)])
+    assert cell.per_token_off_share == pytest.approx(0.031)
+    assert cell.server_behind == "per-token time +3.1% off the simulator's formula"
+    assert cell.to_dict()["per_token_off_share"] == pytest.approx(0.031)
+    assert (
+        Cell(2, 4, [rep(9.65)]).server_behind == "per-token time -3.5% off the simulator's formula"
+    )
+    # both: the lag and the per-token time
+    both = Cell(2, 4, [replace(rep(10.5), server_lag_share=0.04)])
+    assert both.server_behind == (
+        "server behind its own step model (+4.0%); per-token time +5.0% off the simulator's formula"
+    )
+    reasons = cell_health(cell).reasons()
+    assert reasons == ["off the simulator's formula (per-token time +3.1%, beyond 2%)"]
+    assert machine_wide(reasons)  # a busy machine slows every arm alike
+
+
 @pytest.mark.e2e
 def test_a_sim_behind_its_model_is_flagged_in_sweep_json(tmp_path: Path):
     # 0.02 ms steps for 16 running requests: no Python loop does a step's work (16 chunks)
@@ -69,7 +136,11 @@ def test_a_sim_behind_its_model_is_flagged_in_sweep_json(tmp_path: Path):
     (measured,) = cell["repeats"]
     assert isinstance(measured["server_lag_share"], float)
     assert measured["server_lag_share"] > 0.02
+    # ... and the client measured its per-token time far off the formula's (0.02 ms a token)
+    off = measured["per_token_off_share"]
+    assert off > 0.02
     assert cell["server_behind"] == (
-        f"server behind its own step model (+{measured['server_lag_share'] * 100:.1f}%)"
+        f"server behind its own step model (+{measured['server_lag_share'] * 100:.1f}%); "
+        f"per-token time {off * 100:+.1f}% off the simulator's formula"
     )
     assert cell["server_behind"] in proc.stdout

@@ -226,7 +226,7 @@ def test_counts_only_records_enter_the_pooled_rate_but_no_step_based_sum(tmp_pat
     snap = acc.snapshot()
     assert snap.fidelity == COUNTS
     # the per-request AL column has the vLLM request only
-    assert snap.spec_stats["spec_decode_acceptance_length"]["count"] == 1
+    assert snap.spec_rows["spec_decode_acceptance_length"].count == 1
     doc = session.export_document()
     assert doc["acceptance_fidelity"]["requests"] == {HISTOGRAM: 1, COUNTS: 1}
 

@@ -69,3 +69,13 @@ async def test_maximizing_panel_2_shows_the_chart_instead_of_the_bars():
         await pilot.press("escape")
         await pilot.pause()
         assert bars.display and not chart.display
+
+
+@pytest.mark.parametrize("hist", [{0: 5}, {3: 1}, {0: 1, 9: 1}])
+async def test_edge_histograms_draw(hist):
+    """One bucket, leading empty buckets (0..2 at 0%), a folded '>=' bucket: all drawn."""
+    app = ChartHarness(hist)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        text = app.query_one(HistogramChart).render().plain
+        assert "chart not drawn" not in text and "verify steps" in text

@@ -57,6 +57,11 @@ def test_segments_leave_gaps_where_a_column_has_no_value():
     assert segments(times, [None] * 5) == []
 
 
+def test_segments_treat_a_non_finite_value_as_a_gap():
+    inf = float("inf")
+    assert segments([1.0, 2.0, 3.0], [1.0, inf, float("nan")]) == [[(1.0, 1.0)]]
+
+
 def test_time_axis_turns_to_minutes_past_five_minutes():
     assert time_axis([10.0, 300.0]) == (1.0, "s")
     assert time_axis([10.0, 301.0]) == (60.0, "min")
@@ -210,3 +215,45 @@ async def test_charts_take_the_new_theme_on_t():
             for chart in app.screen.query(SeriesChart):
                 assert _backgrounds(chart.render()) == {back}, (expected, chart.id)
             assert low_contrast(app) == [], expected
+
+
+async def test_a_chart_draws_again_only_when_its_data_changed(monkeypatch):
+    """Low CPU: the panel fetches at each paint, but a chart whose values did not move is not
+    drawn again (plotext builds the whole figure each time); new values draw once."""
+    drawn: list[str] = []
+    original = SeriesChart.draw
+
+    def counting(self, plt, palette):
+        drawn.append(self.spec.key)
+        original(self, plt, palette)
+
+    monkeypatch.setattr(SeriesChart, "draw", counting)
+    app = SeriesHarness()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(SeriesPanel)
+        first = len(drawn)
+        assert first >= 4  # each chart drew at least once
+        panel.show(lambda columns, min_s: {k: list(v) for k, v in KNOWN.items()})
+        await pilot.pause()
+        assert len(drawn) == first  # the same values: nothing drawn
+        moved = {k: list(v) for k, v in KNOWN.items()}
+        moved["tok_s"] = [*moved["tok_s"][:-1], 3000.0]
+        panel.show(lambda columns, min_s: moved)
+        await pilot.pause()
+        assert drawn[first:] == ["tok_s"]  # only the chart whose values moved
+
+
+async def test_a_single_column_draws_around_its_one_point():
+    """A run shorter than one 2 s point has one column (its middle at 1 s): the x axis spans
+    half a point either side (0..2 s) instead of a zero-width axis plotext cannot divide."""
+    app = SeriesHarness()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        panel = app.query_one(SeriesPanel)
+        one = {"@t": [1.0], "tok_s": [500.0], "al": [2.0], "ttft_p50": [40.0], "err_pct": [0.0]}
+        panel.show(lambda columns, min_s: one)
+        await pilot.pause()
+        text = app.query_one("#chart-tok-s", SeriesChart).render().plain
+        assert "chart not drawn" not in text
+        assert "output tok/s · now 500" in text and "time since start (s)" in text

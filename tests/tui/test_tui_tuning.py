@@ -386,3 +386,28 @@ async def test_header_counts_are_the_shown_servers_own(monkeypatch):
         second = screen_text(app).splitlines()[1]
     assert "in flight 3" in first and "1 done" in first
     assert "in flight 5" in second
+
+
+async def test_the_whatif_k_line_decides_under_the_slo():
+    """--slo reaches the what-if panel through the segments table's rows: the k line says
+    the SLO, and a run whose requests carry no TPOT percentiles (non-streaming here) meets
+    none and says so instead of a best k."""
+    from specmon.analysis.segments import SegmentTable
+    from specmon.decision.slo import parse_slo
+
+    class SloMulti(StubMulti):
+        def segment_rows(self, draft_cost: float | str | None = "run") -> list[dict]:
+            cost = None if draft_cost == "run" else draft_cost
+            assert not isinstance(cost, str)
+            table = SegmentTable(draft_cost=cost, slo=parse_slo("tpot=50"))
+            ((label, session),) = self.sessions.items()
+            table.update(None, list(session.accumulator.results))
+            return table.rows(self.log.settings())
+
+    session = session_of([capture_k(1, H4, 4)])
+    app = SpecmonApp(session, SloMulti({"run": session}), run_config(), freeze_elapsed=1.0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        text = " ".join(whatif_text(app).split())
+    assert "no recommendation: no k meets the SLO (TPOT p90 <= 50 ms)" in text, text
+    assert "best k=" not in text

@@ -29,7 +29,7 @@ def test_watch_screen_shows_server_figures_and_says_why_panels_are_empty(tmp_pat
             app.main.ui.tune_at = 0.0  # the 1 Hz views now, not after a second
             app.refresh_data()
             await pilot.pause()
-            head = app.main.query_one(HeadlineView)._headline
+            head = app.main.query_one(HeadlineView)._shown  # the Headline it painted
             assert head is not None
             # the counters pool every step, 1 + ΣA/ΣD: the token-weighted AL and the overall
             # rate; the per-request means (AL, draft acc) need requests

@@ -9,10 +9,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import orjson
-
 from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
+from specmon.records import json_object
 from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
 
 
@@ -53,25 +52,12 @@ class PromptSource:
         input_tokens_stddev: float = 0.0,
         input_file: str | None = None,
     ) -> None:
+        self._pool = _pool(kind, input_file)  # checks the kind and reads the file first
         self.kind = kind
         self.rng = rng
         self.input_tokens_mean = input_tokens_mean
         self.input_tokens_stddev = input_tokens_stddev
         self._index = 0
-        if kind == "builtin":
-            self._pool = [
-                Prompt(text, category)
-                for category, texts in BUILTIN_PROMPTS.items()
-                for text in texts
-            ]
-        elif kind == "file":
-            if not input_file:
-                raise UserError("--prompt-source file needs --input-file FILE")
-            self._pool = load_jsonl_prompts(input_file)
-        elif kind == "synthetic":
-            self._pool = []
-        else:
-            raise UserError(f"unknown prompt source '{kind}' (synthetic, builtin or file)")
 
     def next(self) -> Prompt:
         if self.kind == "synthetic":
@@ -82,6 +68,21 @@ class PromptSource:
         prompt = self._pool[self._index % len(self._pool)]  # a file is replayed in order
         self._index += 1
         return prompt
+
+
+def _pool(kind: str, input_file: str | None) -> list[Prompt]:
+    """The prompts a source draws from ([] for synthetic text, made per request)."""
+    if kind == "builtin":
+        return [
+            Prompt(text, category) for category, texts in BUILTIN_PROMPTS.items() for text in texts
+        ]
+    if kind == "file":
+        if not input_file:
+            raise UserError("--prompt-source file needs --input-file FILE")
+        return load_jsonl_prompts(input_file)
+    if kind == "synthetic":
+        return []
+    raise UserError(f"unknown prompt source '{kind}' (synthetic, builtin or file)")
 
 
 def load_jsonl_prompts(path: str) -> list[Prompt]:
@@ -98,11 +99,9 @@ def _parse_line(path: str, number: int, line: bytes) -> Prompt | None:
         return None
     where = f"input file {path} line {number}"
     try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise UserError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise UserError(f"{where}: expected a JSON object")
+        obj = json_object(line)
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
     unknown = set(obj) - {"text", "category", "max_tokens"}
     if unknown:
         raise UserError(f"{where}: unknown key '{sorted(unknown)[0]}' (text, category, max_tokens)")

@@ -85,6 +85,19 @@ def require(payload: dict[str, Any], key: str) -> Any:
     return value
 
 
+def counts(payload: dict[str, Any], *keys: str, required: bool = False) -> list[int]:
+    """Each key's value, every one a count (a non-negative int, not a bool); a value that is
+    not one rejects the payload as `bad_value`, naming the key. With `required`, a missing
+    or null key is `missing_field` first (`require`), before any value is judged."""
+    values = [require(payload, key) if required else payload.get(key) for key in keys]
+    checked: list[int] = []
+    for key, value in zip(keys, values):
+        if not is_count(value):
+            raise AdapterRejection("bad_value", f"{key}={value!r}")
+        checked.append(value)
+    return checked
+
+
 def completion_tokens(responses: Any) -> int | None:
     """completion_tokens of the LAST non-empty `usage` of the request (None without one).
 
@@ -157,9 +170,10 @@ def validation_kind(exc: ValidationError) -> str:
 class SpecDecodeAdapter:
     """Base for the built-in adapters: find payloads, take the last one, build a record.
 
-    Subclasses set `name` / `engine`, implement `payloads` (every truthy engine payload of
-    the request, in arrival order) and `build` (one payload -> record, raising
-    AdapterRejection for a malformed one).
+    Subclasses set `engine` (the registered name defaults to it; `name` only where the two
+    differ) and `priority`, implement `payloads` (every truthy engine payload of the
+    request, in arrival order) and `build` (one payload -> record, raising AdapterRejection
+    for a malformed one).
     """
 
     name: ClassVar[str] = ""
@@ -221,6 +235,60 @@ class SpecDecodeAdapter:
             OverflowError,
         ) as exc:
             return Adapted(None, "bad_value", f"{type(exc).__name__}: {exc}")
+
+
+class CountsAdapter(SpecDecodeAdapter):
+    """Counts only: accepted and proposed draft tokens, no verify steps and no histogram, so
+    no acceptance length (fidelity `counts`). Each response carries at most one report on
+    the request's one sequence (running totals, or request-level usage): a stream's reports
+    are snapshots of that one sequence, so they count once and the last wins.
+
+    Subclasses declare where a body carries the report (`path`, nested objects) and its two
+    keys (a report without both is none), and give `drafts`.
+    """
+
+    path: ClassVar[tuple[str, ...]] = ()
+    keys: ClassVar[tuple[str, str]] = ("", "")
+
+    @classmethod
+    def report(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The report one response body carries; None without one."""
+        obj: Any = data
+        for key in cls.path:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+        if isinstance(obj, dict) and all(key in obj for key in cls.keys):
+            return obj
+        return None
+
+    @classmethod
+    def drafts(cls, report: dict[str, Any]) -> tuple[int, int]:
+        """(accepted, drafted) of one report, checked (AdapterRejection otherwise)."""
+        raise NotImplementedError
+
+    @classmethod
+    def output_tokens(cls, responses: list[ParsedResponse]) -> int | None:
+        return completion_tokens(responses)
+
+    @classmethod
+    def payloads(cls, responses: list[ParsedResponse]) -> list[dict[str, Any]]:
+        return [p for data in response_data(responses) if (p := cls.report(data)) is not None]
+
+    @classmethod
+    def sequence_count(cls, payloads: list[Payload]) -> int:
+        return 1 if payloads else 0
+
+    @classmethod
+    def build(
+        cls, report: dict[str, Any], responses: list[ParsedResponse]
+    ) -> SpecDecodeAcceptanceRecord:
+        accepted, drafted = cls.drafts(report)
+        return SpecDecodeAcceptanceRecord.checked(
+            engine=cls.engine,
+            draft_acceptance_rate=accepted / drafted,
+            num_accepted_draft_tokens=accepted,
+            num_draft_tokens=drafted,
+            completion_tokens=cls.output_tokens(responses),
+        )
 
 
 class Adapted(NamedTuple):

@@ -14,65 +14,40 @@ from typing import Any
 from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
+    CountsAdapter,
     ParsedResponse,
-    SpecDecodeAdapter,
     completion_tokens,
+    counts,
     response_data,
 )
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 DRAFTED = "draft_n"
 ACCEPTED = "draft_n_accepted"
 
 
-def _timings(data: dict[str, Any]) -> dict[str, Any] | None:
-    timings = data.get("timings")
-    if isinstance(timings, dict) and DRAFTED in timings and ACCEPTED in timings:
-        return timings
-    return None
-
-
-def _completion_tokens(timings: dict[str, Any], responses: list[ParsedResponse]) -> int | None:
-    """OpenAI endpoints: usage.completion_tokens; native /completion: tokens_predicted."""
-    tokens = completion_tokens(responses)
-    if tokens is not None:
-        return tokens
-    for data in reversed(response_data(responses)):
-        predicted = data.get("tokens_predicted")
-        if is_count(predicted):
-            return int(predicted)
-    return None
-
-
-class LlamaCppSpecDecodeAdapter(SpecDecodeAdapter):
-    name = "llamacpp"
+class LlamaCppSpecDecodeAdapter(CountsAdapter):
     engine = "llamacpp"
     priority = 20
+    path = ("timings",)  # running totals of the one sequence
+    keys = (DRAFTED, ACCEPTED)
 
     @classmethod
-    def payloads(cls, responses: list[ParsedResponse]) -> list[dict[str, Any]]:
-        return [t for data in response_data(responses) if (t := _timings(data)) is not None]
-
-    @classmethod
-    def sequence_count(cls, payloads: list[dict[str, Any]]) -> int:
-        return 1 if payloads else 0  # running totals of one sequence, not one per choice
-
-    @classmethod
-    def build(
-        cls, timings: dict[str, Any], responses: list[ParsedResponse]
-    ) -> SpecDecodeAcceptanceRecord:
-        drafted, accepted = timings[DRAFTED], timings[ACCEPTED]
-        for key, value in ((DRAFTED, drafted), (ACCEPTED, accepted)):
-            if not is_count(value):
-                raise AdapterRejection("bad_value", f"{key}={value!r}")
+    def drafts(cls, timings: dict[str, Any]) -> tuple[int, int]:
+        drafted, accepted = counts(timings, *cls.keys)
         if accepted > drafted:
             raise AdapterRejection("inconsistent", f"{ACCEPTED}={accepted} > {DRAFTED}={drafted}")
         if drafted == 0:
             raise AdapterRejection("zero_drafts", "draft_n=0 (llama.cpp omits the keys then)")
-        return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
-            draft_acceptance_rate=accepted / drafted,
-            num_accepted_draft_tokens=accepted,
-            num_draft_tokens=drafted,
-            completion_tokens=_completion_tokens(timings, responses),
-        )
+        return accepted, drafted
+
+    @classmethod
+    def output_tokens(cls, responses: list[ParsedResponse]) -> int | None:
+        """OpenAI endpoints: usage.completion_tokens; native /completion: tokens_predicted."""
+        tokens = completion_tokens(responses)
+        if tokens is not None:
+            return tokens
+        for data in reversed(response_data(responses)):
+            predicted = data.get("tokens_predicted")
+            if is_count(predicted):
+                return int(predicted)
+        return None

@@ -12,58 +12,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmon.checks import is_count
-from specmon.specdecode.adapters.base import (
-    AdapterRejection,
-    ParsedResponse,
-    SpecDecodeAdapter,
-    completion_tokens,
-    response_data,
-)
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord
+from specmon.specdecode.adapters.base import CountsAdapter, counts
 
 ACCEPTED = "accepted_prediction_tokens"
 REJECTED = "rejected_prediction_tokens"
 
 
-def _details(data: dict[str, Any]) -> dict[str, Any] | None:
-    usage = data.get("usage")
-    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
-    if not isinstance(details, dict) or ACCEPTED not in details or REJECTED not in details:
-        return None
-    if details[ACCEPTED] == 0 and details[REJECTED] == 0:
-        return None  # OpenAI's default answer, not a spec-decode report
-    return details
-
-
-class OpenAIPredictionsAdapter(SpecDecodeAdapter):
-    name = "openai"
+class OpenAIPredictionsAdapter(CountsAdapter):
     engine = "openai"
     # Below every engine's own shape: a gateway may add these counts beside the richer
     # payload it read them from, and the richer one must win.
     priority = 10
+    path = ("usage", "completion_tokens_details")  # request-level: one report per request
+    keys = (ACCEPTED, REJECTED)
 
     @classmethod
-    def payloads(cls, responses: list[ParsedResponse]) -> list[dict[str, Any]]:
-        return [d for data in response_data(responses) if (d := _details(data)) is not None]
+    def report(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        details = super().report(data)
+        if details is not None and details[ACCEPTED] == 0 and details[REJECTED] == 0:
+            return None  # OpenAI's default answer, not a spec-decode report
+        return details
 
     @classmethod
-    def sequence_count(cls, payloads: list[dict[str, Any]]) -> int:
-        return 1 if payloads else 0  # usage is request-level: one report per request
-
-    @classmethod
-    def build(
-        cls, details: dict[str, Any], responses: list[ParsedResponse]
-    ) -> SpecDecodeAcceptanceRecord:
-        accepted, rejected = details[ACCEPTED], details[REJECTED]
-        for key, value in ((ACCEPTED, accepted), (REJECTED, rejected)):
-            if not is_count(value):
-                raise AdapterRejection("bad_value", f"{key}={value!r}")
-        drafted = accepted + rejected
-        return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
-            draft_acceptance_rate=accepted / drafted,
-            num_accepted_draft_tokens=accepted,
-            num_draft_tokens=drafted,
-            completion_tokens=completion_tokens(responses),
-        )
+    def drafts(cls, details: dict[str, Any]) -> tuple[int, int]:
+        accepted, rejected = counts(details, *cls.keys)
+        return accepted, accepted + rejected

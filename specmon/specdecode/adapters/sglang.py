@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmon.checks import is_count
 from specmon.specdecode.adapters.base import (
     AdapterRejection,
     ParsedResponse,
     SpecDecodeAdapter,
     completion_tokens,
+    counts,
     dense_histogram,
     require,
     response_data,
@@ -82,7 +82,6 @@ def _sglext_payloads(data: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
-    name = "sglang"
     engine = "sglang"
     priority = 80
 
@@ -119,12 +118,8 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
         if surface == "list":  # reached only through adapt(); detect() stops at n_gt_1
             raise AdapterRejection("n_gt_1", "one spec_tokens_details object per choice")
         names = FIELDS[surface]
-        steps = require(stats, names["steps"])
-        accepted = require(stats, names["accepted"])
-        drafted = require(stats, names["drafted"])
-        for key, value in (("steps", steps), ("accepted", accepted), ("drafted", drafted)):
-            if not is_count(value):
-                raise AdapterRejection("bad_value", f"{names[key]}={value!r}")
+        keys = (names["steps"], names["accepted"], names["drafted"])
+        steps, accepted, drafted = counts(stats, *keys, required=True)
         rate = stats.get(names["rate"])
         if rate is None:
             rate = accepted / drafted if drafted else 0.0

@@ -28,7 +28,6 @@ SIGNATURE = ("total_accepted_draft_tokens", "total_draft_tokens")
 
 
 class TensorRTLLMSpecDecodeAdapter(SpecDecodeAdapter):
-    name = "trtllm"
     engine = "trtllm"
     priority = 90
 

@@ -46,7 +46,6 @@ def _merged_payload(data: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
-    name = "vllm"
     engine = "vllm"
     priority = 100
 

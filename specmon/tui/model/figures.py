@@ -4,12 +4,11 @@ the server's counters when no response carried any), the what-if over it and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specmon.specdecode.fidelity import SERVER_WIDE as SERVER_WIDE_FIDELITY
-from specmon.stats import MetricRow, metric_row
+from specmon.stats import MetricRow, Rows, metric_row, row_value
 from specmon.tui.tuning_view import CounterStatus, WhatIf, recommendation_text
 
 if TYPE_CHECKING:
@@ -70,15 +69,6 @@ class Headline:
     fidelity: str | None = None  # what the engine reported (specmon/specdecode/fidelity.py)
 
 
-Rows = Mapping[str, MetricRow]  # tag -> its statistics (RunSnapshot.spec_rows / std_rows)
-
-
-def _get(rows: Rows, tag: str, col: str) -> float | None:
-    row = rows.get(tag)
-    value = None if row is None else row.get(col)
-    return None if value is None else float(value)
-
-
 def headline_of(
     spec: Rows,
     std: Rows,
@@ -89,14 +79,14 @@ def headline_of(
 ) -> Headline:
     """The headline figures from a snapshot's typed spec and std rows."""
     return Headline(
-        al=_get(spec, "spec_decode_acceptance_length", "avg"),
-        al_token_weighted=_get(spec, "spec_decode_token_weighted_acceptance_length", "avg"),
-        draft_rate_pct=_get(spec, "spec_decode_draft_acceptance_rate", "avg"),
-        overall_rate_pct=_get(spec, "spec_decode_overall_draft_acceptance_rate", "avg"),
-        output_tok_s=_get(std, "output_token_throughput", "avg"),
-        ttft_p50_ms=_get(std, "time_to_first_token", "p50"),
-        ttft_p99_ms=_get(std, "time_to_first_token", "p99"),
-        itl_p50_ms=_get(std, "inter_token_latency", "p50"),
+        al=row_value(spec, "spec_decode_acceptance_length", "avg"),
+        al_token_weighted=row_value(spec, "spec_decode_token_weighted_acceptance_length", "avg"),
+        draft_rate_pct=row_value(spec, "spec_decode_draft_acceptance_rate", "avg"),
+        overall_rate_pct=row_value(spec, "spec_decode_overall_draft_acceptance_rate", "avg"),
+        output_tok_s=row_value(std, "output_token_throughput", "avg"),
+        ttft_p50_ms=row_value(std, "time_to_first_token", "p50"),
+        ttft_p99_ms=row_value(std, "time_to_first_token", "p99"),
+        itl_p50_ms=row_value(std, "inter_token_latency", "p50"),
         errors=errors,
         recommendation=recommendation,
         basis=basis,

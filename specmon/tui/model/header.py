@@ -35,7 +35,9 @@ class HeaderInfo:
     error_kinds: dict[str, int] = field(default_factory=dict)  # kind -> count
     failure: str | None = None  # why the load loop ended abnormally
     phase: str | None = None  # the load loop's phase: warmup | profiling | stopping | done
-    retries: int = 0  # connection-failed attempts (in `errors`, but no request finished)
+    # attempts the load loop sent again (in `errors`, but no request finished): the
+    # session's count, so the header and the request log subtract the same rows
+    retries: int = 0
     down_since: float | None = None  # time.time() the current outage began (LoadProgress)
     # AIPerf's request_throughput (valid requests / benchmark duration), the one req/s figure
     request_throughput: float | None = None
@@ -64,6 +66,7 @@ def header_of(
         elapsed_s=elapsed(snap, ui),
         completed=int(snap.request_count),
         errors=int(snap.error_count),
+        retries=int(snap.retried_count),
         error_kinds=dict(snap.error_summary or {}),
         failure=failure(control),
         request_count=config.request_count if config else None,
@@ -140,7 +143,6 @@ def runner_progress(runner: RunLifecycle | None) -> dict[str, Any]:
     return {
         "in_flight": p.in_flight,
         "phase": p.phase,
-        "retries": p.retries,
         "down_since": p.down_since,
         "saturation": saturation_text(p) if p.lag_warning else None,
     }

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Sparkline, Static
 
+from specmon.stats import METRICS
 from specmon.tui.requests import (
     metric,
     payload_title,
@@ -20,14 +21,15 @@ from specmon.tui.requests import (
 )
 from specmon.tui.widgets.histogram import HistogramView
 
-TIMING_TAGS = (
-    ("TTFT", "time_to_first_token", "ms"),
-    ("TPOT", "inter_token_latency", "ms"),
-    ("request latency", "request_latency", "ms"),
-    ("output tokens", "output_sequence_length", ""),
-    ("input tokens", "input_sequence_length", ""),
-    ("output tok/s/user", "output_token_throughput_per_user", ""),
-)
+# label -> metric tag; a time metric's value is shown with its unit (the metric table's)
+TIMING_TAGS = {
+    "TTFT": "time_to_first_token",
+    "TPOT": "inter_token_latency",
+    "request latency": "request_latency",
+    "output tokens": "output_sequence_length",
+    "input tokens": "input_sequence_length",
+    "output tok/s/user": "output_token_throughput_per_user",
+}
 
 
 class RequestDetail(ModalScreen[None]):
@@ -85,8 +87,9 @@ class RequestDetail(ModalScreen[None]):
         text, _ = status(result)
         spec = result.spec
         lines = [f"status: {text}", f"category: {result.category or '-'}"]
-        for label, tag, unit in TIMING_TAGS:
+        for label, tag in TIMING_TAGS.items():
             value = metric(result, tag)
+            unit = "ms" if METRICS[tag].unit == "ms" else ""
             if value is not None:
                 text = (
                     f"{value:,.0f}" if float(value).is_integer() and not unit else f"{value:,.2f}"

@@ -8,9 +8,10 @@ from textual.widgets import Static
 from specmon.formatting import fmt_duration, run_progress, server_down_text
 from specmon.tui.model.header import HeaderInfo
 from specmon.tui.view import bar
+from specmon.tui.widgets.shaped import ShowsChanges
 
 
-class RunHeader(Static):
+class RunHeader(ShowsChanges[HeaderInfo], Static):
     COMPONENT_CLASSES = {"header--badge", "header--bar", "header--error", "header--title"}
     DEFAULT_CSS = """
     RunHeader > .header--badge { background: $warning; color: $background; text-style: bold; }
@@ -19,23 +20,12 @@ class RunHeader(Static):
     RunHeader > .header--title { color: $accent; text-style: bold; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._info: HeaderInfo | None = None
-
-    def forget_shown(self) -> None:
-        """The theme changed: the next show() paints with the new colours."""
-        self._info = None
-
-    def show(self, info: HeaderInfo) -> None:
-        if info == self._info:
-            return
-        self._info = info
+    def paint(self, info: HeaderInfo) -> None:
         self.update(self._render_info(info), layout=False)  # always two lines
 
     def on_resize(self) -> None:
-        if self._info is not None:
-            self.update(self._render_info(self._info))
+        if self._shown is not None:
+            self.update(self._render_info(self._shown))
 
     def _style(self, name: str):
         return self.get_component_rich_style(name, partial=True)

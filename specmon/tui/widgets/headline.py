@@ -19,6 +19,7 @@ from textual.widgets import Static
 from specmon.specdecode.fidelity import SHORT
 from specmon.tui.model.figures import Headline, headline_of
 from specmon.tui.view import NA
+from specmon.tui.widgets.shaped import ShowsChanges
 
 __all__ = ["Headline", "HeadlineView", "headline_of", "headline_text"]
 
@@ -63,7 +64,7 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
     return out
 
 
-class HeadlineView(Static):
+class HeadlineView(ShowsChanges[Headline], Static):
     COMPONENT_CLASSES = {"headline--label", "headline--good", "headline--error", "headline--accent"}
     DEFAULT_CSS = """
     HeadlineView { height: auto; }
@@ -73,18 +74,7 @@ class HeadlineView(Static):
     HeadlineView > .headline--accent { color: $accent; text-style: bold; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._headline: Headline | None = None
-
-    def forget_shown(self) -> None:
-        """The theme changed: the next show() paints with the new colours."""
-        self._headline = None
-
-    def show(self, headline: Headline) -> None:
-        if headline == self._headline:
-            return
-        self._headline = headline
+    def paint(self, headline: Headline) -> None:
         style = self.get_component_rich_style
         styles = {
             "label": style("headline--label", partial=True),

@@ -114,8 +114,12 @@ class ThemedPlot(PlotextPlot):
         plt.canvas_color(palette.back)
         plt.axes_color(palette.back)
         plt.ticks_color(palette.text)
-        self.draw(plt, palette)
-        return Text.from_ansi(plt.build(), no_wrap=True)
+        try:
+            self.draw(plt, palette)
+            return Text.from_ansi(plt.build(), no_wrap=True)
+        except (ArithmeticError, ValueError, IndexError) as exc:
+            # a figure plotext cannot draw must not take the monitor down: say why, in place
+            return Text(f"chart not drawn ({type(exc).__name__}: {exc})", style="italic")
 
     def draw(self, plt: Plot, palette: Palette) -> None:
         raise NotImplementedError

@@ -3,10 +3,18 @@
 It reads the accumulator's append-only results list by index (no copy), keeps a list of
 indices that pass the filter, follows the tail until the user scrolls up, and then counts
 pending rows instead of jumping (the toolong model).
+
+Notes (an acceptance alarm, issue 20 item 7) are lines of their own, each right after the
+row of the request it started with; they are not requests and not counted as rows. They
+are few, so they are kept apart (`_marks`) and the rows stay a range (or, filtered, an
+array). Its `counts` say how many rows are retried attempts or requests cut by a stop (the
+source's `Tally`, results_window.py), so the title counts requests as the header does
+(tui/requests.py LogCounts).
 """
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +30,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specmon.tui.requests import LOG_HEADER, log_row
+from specmon.results_window import ResultWindow, Tally
+from specmon.tui.requests import LOG_HEADER, LogCounts, Note, log_row
 
 
 class RequestLog(ScrollView, can_focus=True):
@@ -32,6 +41,7 @@ class RequestLog(ScrollView, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "requestlog--error",
         "requestlog--warmup",
+        "requestlog--note",
         "requestlog--cursor",
     }
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -47,6 +57,7 @@ class RequestLog(ScrollView, can_focus=True):
     RequestLog { overflow-y: scroll; overflow-x: hidden; }
     RequestLog > .requestlog--error { color: $error; text-style: bold; }
     RequestLog > .requestlog--warmup { color: $text-muted; }
+    RequestLog > .requestlog--note { color: $warning; text-style: bold; }
     RequestLog > .requestlog--cursor { background: $accent 40%; }
     """
 
@@ -71,6 +82,12 @@ class RequestLog(ScrollView, can_focus=True):
         # indices into _source that pass the filter: every index (a range, no memory) or,
         # filtered, the matching ones (8 bytes each): a million-request log keeps no list
         self._rows: range | array[int] = range(0)
+        # the lines are the rows with the notes between them: (position in _rows the note
+        # follows, -1 before the first; index in _notes), in display order
+        self._notes: list[Note] = []
+        self._marks: list[tuple[int, int]] = []
+        self._placed = 0  # _notes[:_placed] were looked at (placed, or filtered out)
+        self._tally = Tally()  # of _source[:_seen]: rows, retried attempts, cancelled
         self._seen = 0  # how much of _source has been looked at
         self._filter = ""
         self._text_cache: LRUCache[int, tuple[str, str]] = LRUCache(4096)
@@ -80,8 +97,19 @@ class RequestLog(ScrollView, can_focus=True):
     def set_source(self, source: Sequence[Any]) -> None:
         self._source = source
         self._rows, self._seen = (array("q") if self._filter else range(0)), 0
+        self._notes, self._marks, self._placed, self._tally = [], [], 0, Tally()
         self._text_cache.clear()
         self.sync()
+
+    def set_notes(self, notes: Sequence[Note]) -> None:
+        """Every note so far (the first ones as before, in order): the new ones are placed
+        after their request's row once it is in the log."""
+        self._notes.extend(notes[len(self._notes) :])
+        if self._place_notes():
+            self._set_row_count()
+            if self._following:
+                self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.refresh()
 
     def row_text(self, index: int) -> tuple[str, str]:
         """(line, kind) of results[index], cached (a row never changes once written)."""
@@ -93,17 +121,25 @@ class RequestLog(ScrollView, can_focus=True):
 
     def sync(self) -> int:
         """Take in results that arrived since the last call; returns how many passed the filter."""
-        total = len(self._source)
+        # a ResultWindow keeps its own counts (rows, retried, cancelled at once)
+        tally = self._source.tally if isinstance(self._source, ResultWindow) else None
+        total = len(self._source) if tally is None else tally.rows
         if total == self._seen:
             return 0
         at_end = self._following  # a selection or a scroll up holds the rows in place
-        before = len(self._rows)
+        before = self.line_count
         if isinstance(self._rows, array):
             self._rows.extend(i for i in range(self._seen, total) if self._matches(i))
         else:
             self._rows = range(total)
-        added = len(self._rows) - before
+        if tally is None:  # a plain list: count its new rows here
+            for i in range(self._seen, total):
+                self._tally = self._tally.add(self._source[i])
+        else:  # its own counts: a log that starts late reads no evicted row back to count it
+            self._tally = tally
         self._seen = total
+        self._place_notes()
+        added = self.line_count - before
         if added:
             self._set_row_count()
             if at_end:
@@ -121,7 +157,7 @@ class RequestLog(ScrollView, can_focus=True):
         the monitor's main CPU cost. The vertical scrollbar is always shown (overflow-y:
         scroll), so only its window sizes and the scroll limits need updating.
         """
-        size = Size(self.size.width, len(self._rows))
+        size = Size(self.size.width, self.line_count)
         if size == self.virtual_size:
             return
         self.set_reactive(RequestLog.virtual_size, size)
@@ -134,6 +170,8 @@ class RequestLog(ScrollView, can_focus=True):
             self._rows = array("q", (i for i in range(self._seen) if self._matches(i)))
         else:
             self._rows = range(self._seen)
+        self._marks, self._placed = [], 0
+        self._place_notes()
         self.cursor = -1
         self._following = True
         self.pending = 0
@@ -152,7 +190,61 @@ class RequestLog(ScrollView, can_focus=True):
 
     @property
     def shown_count(self) -> int:
+        """Result rows that pass the filter (notes are not rows)."""
         return len(self._rows)
+
+    @property
+    def line_count(self) -> int:
+        """Rows and notes: the log's height."""
+        return len(self._rows) + len(self._marks)
+
+    @property
+    def counts(self) -> LogCounts:
+        return LogCounts(
+            rows=self._seen,
+            retried=self._tally.retried,
+            cancelled=self._tally.cancelled,
+            shown=len(self._rows) if self._filter else None,
+            pending=self.pending,
+        )
+
+    # -- notes ------------------------------------------------------------------------
+    def _place_notes(self) -> int:
+        """Put the notes whose request is in the log after its row (after the last shown
+        row up to it when it is filtered out); returns how many were placed."""
+        placed = 0
+        while self._placed < len(self._notes) and self._notes[self._placed].at < self._seen:
+            n = self._placed
+            self._placed += 1
+            note = self._notes[n]
+            if self._filter and not (
+                self._filter in note.text.lower() or self._filter == note.kind
+            ):
+                continue
+            after = bisect.bisect_right(self._rows, note.at) - 1
+            line = after + 1 + sum(1 for pos, _ in self._marks if pos <= after)
+            bisect.insort(self._marks, (after, n))
+            if 0 <= line <= self.cursor:  # a late note above the cursor: keep its row
+                self.set_reactive(RequestLog.cursor, self.cursor + 1)
+            placed += 1
+        return placed
+
+    def _entry(self, line: int) -> int | Note:
+        """What line `line` shows: a results index, or a note."""
+        shift = 0
+        for pos, n in self._marks:
+            at = pos + 1 + shift  # the note's line: after its row, below earlier notes
+            if line < at:
+                break
+            if line == at:
+                return self._notes[n]
+            shift += 1
+        return self._rows[line - shift]
+
+    def _result_at(self, line: int) -> int:
+        """The results index of a line (a note's: its request's)."""
+        entry = self._entry(line)
+        return entry.at if isinstance(entry, Note) else entry
 
     def _matches(self, index: int) -> bool:
         if not self._filter:
@@ -175,14 +267,17 @@ class RequestLog(ScrollView, can_focus=True):
         row = int(self.scroll_y) + y
         width = self.size.width
         base = self.rich_style
-        if row >= len(self._rows):
+        if row >= self.line_count:
             return Strip.blank(width, base)
-        line, kind = self.row_text(self._rows[row])
+        entry = self._entry(row)
+        line, kind = (entry.text, entry.kind) if isinstance(entry, Note) else self.row_text(entry)
         style = base
         if kind == "error":
             style += self.get_component_rich_style("requestlog--error")
-        elif kind == "warmup":
+        elif kind in ("warmup", "retry", "cancelled"):  # not a finished request
             style += self.get_component_rich_style("requestlog--warmup")
+        elif kind == "alarm":
+            style += self.get_component_rich_style("requestlog--note")
         if row == self.cursor:
             style += self.get_component_rich_style("requestlog--cursor")
         return Strip([Segment(line[:width].ljust(width), style)], width)
@@ -198,7 +293,7 @@ class RequestLog(ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.virtual_size = Size(event.size.width, len(self._rows))
+        self.virtual_size = Size(event.size.width, self.line_count)
         # Following: re-anchor, or the wheel starts from a stale target. A shrinking panel
         # (another panel grew) leaves scroll_y short of the new end, hence the flag.
         if self._following:
@@ -206,11 +301,11 @@ class RequestLog(ScrollView, can_focus=True):
 
     # -- interaction --------------------------------------------------------------------
     def action_cursor(self, delta: int) -> None:
-        if not self._rows:
+        if not self.line_count:
             return
         self._following = False  # a selection stops following at once (a log viewer's way)
-        start = self.cursor if self.cursor >= 0 else len(self._rows)
-        self.cursor = min(max(start + delta, 0), len(self._rows) - 1)
+        start = self.cursor if self.cursor >= 0 else self.line_count
+        self.cursor = min(max(start + delta, 0), self.line_count - 1)
         self._keep_cursor_visible()
 
     def action_first(self) -> None:
@@ -225,14 +320,14 @@ class RequestLog(ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def action_open(self) -> None:
-        if not self._rows:
+        if not self.line_count:
             return
-        row = self.cursor if self.cursor >= 0 else len(self._rows) - 1
-        self.post_message(self.Open(self._rows[row]))
+        row = self.cursor if self.cursor >= 0 else self.line_count - 1
+        self.post_message(self.Open(self._result_at(row)))
 
     def selected_index(self) -> int | None:
-        """The results index under the cursor, if any."""
-        return self._rows[self.cursor] if 0 <= self.cursor < len(self._rows) else None
+        """The results index under the cursor, if any (on a note: its request's)."""
+        return self._result_at(self.cursor) if 0 <= self.cursor < self.line_count else None
 
     def _keep_cursor_visible(self) -> None:
         top = int(self.scroll_y)
@@ -247,12 +342,12 @@ class RequestLog(ScrollView, can_focus=True):
         if offset is None:
             return
         row = int(self.scroll_y) + offset.y
-        if row >= len(self._rows):
+        if row >= self.line_count:
             return
         self._following = False
         if row == self.cursor or event.chain >= 2:
-            self.post_message(self.Open(self._rows[row]))
+            self.post_message(self.Open(self._result_at(row)))
         self.cursor = row
 
 
-__all__ = ["LOG_HEADER", "RequestLog"]
+__all__ = ["LOG_HEADER", "Note", "RequestLog"]

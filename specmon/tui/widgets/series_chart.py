@@ -14,6 +14,7 @@ charts, and a chart redraws only when its own column values changed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,10 +29,11 @@ from specmon.tui.widgets.series import NOW, SERIES, TIME, Fetch, SeriesSpec, Ser
 CHART_MIN_ROWS = 8  # title, x ticks, x label and five rows of plot
 CHART_MIN_W = 36  # y ticks (up to 8) and about 28 columns of plot
 Y_TICKS_W = 9  # what the y tick labels and the frame take of a chart's width
-CELLS_PER_POINT = 2  # a column every two cells: 2 s points over a 60 s window at 160 wide
-# a point covers at least this much: a 0.25 s column of a steady run wobbles by +-10%
-# (requests starting and ending), 1 s by a few %; the 10 s window gets 10 points
-POINT_MIN_S = 1.0
+CELLS_PER_POINT = 2  # at most a column every two cells
+# a point covers at least this much: on a steady simulator under load a 1 s point read up to
+# 6% off the run's figure, a 2 s point up to 3.3% (requests starting and ending in it); the
+# 10 s window gets 5 points, the sparklines keep 0.25 s columns
+POINT_MIN_S = 2.0
 HEADROOM = 0.04  # of the y range, above the highest point
 TIME_IN_MINUTES_S = 300.0  # longer than this since the start: the time axis is in minutes
 # each series' colour class (the sparklines use the same theme colours)
@@ -54,11 +56,12 @@ def chart_columns(width: int, cols: int) -> int:
 
 
 def segments(times: Sequence[float], values: Sequence[float | None]) -> list[list[tuple]]:
-    """The plotted points, split where a column has no value (a gap, never a line to 0)."""
+    """The plotted points, split where a column has no (finite) value: a gap, never a line
+    to 0."""
     out: list[list[tuple]] = []
     run: list[tuple] = []
     for t, v in zip(times, values):
-        if v is None:
+        if v is None or not math.isfinite(v):
             if run:
                 out.append(run)
             run = []
@@ -127,6 +130,8 @@ class SeriesChart(ThemedPlot):
             plt.plot(xs, [v for _, v in run], marker=MARKER, color=palette.line)
         if data.times:
             x0, x1 = data.times[0] / scale, data.times[-1] / scale
+            if x1 <= x0:  # one column: half a point either side (plotext divides by x1 - x0)
+                x0, x1 = x0 - POINT_MIN_S / 2 / scale, x1 + POINT_MIN_S / 2 / scale
             plt.xlim(x0, x1)
             xt = [t for t in nice_ticks(x0, x1, max(3, self.size.width // 8)) if x0 <= t <= x1]
             plt.xticks(xt, tick_labels(xt))

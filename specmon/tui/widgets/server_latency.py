@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from specmon.stats import MetricRow
+from specmon.stats import MetricRow, row_value
 from specmon.tui.view import fmt_number
 from specmon.tui.widgets.shaped import ShapedStatic
 
@@ -33,14 +33,9 @@ ServerStats = Sequence[tuple[str, Mapping[str, MetricRow]]]  # (label, its std_r
 def server_rows(servers: ServerStats) -> list[list[str]]:
     """[label, cell...] per server from its std_rows (ms, tokens/s, requests/s)."""
     return [
-        [label, *(fmt_number(_cell(std, tag, col)) for _, tag, col in COLUMNS)]
+        [label, *(fmt_number(row_value(std, tag, col)) for _, tag, col in COLUMNS)]
         for label, std in servers
     ]
-
-
-def _cell(std: Mapping[str, MetricRow], tag: str, column: str) -> float | None:
-    row = std.get(tag)
-    return None if row is None else row.get(column)
 
 
 class ServerLatencyView(ShapedStatic):

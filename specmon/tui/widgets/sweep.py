@@ -1,6 +1,6 @@
 """The live sweep grid: k x concurrency cells (median ± MAD of output tok/s), the cell being
-measured highlighted, the selected k per column marked, and the decision rows below
-(tui/sweep_view.py builds every string)."""
+measured highlighted, the selected k per column marked, the decision rows below, and the
+arm rows under them (tui/sweep_view.py builds every string)."""
 
 from __future__ import annotations
 
@@ -9,30 +9,20 @@ from rich.table import Table
 from rich.text import Text
 
 from specmon.tui.sweep_view import GridView
-from specmon.tui.widgets.shaped import ShapedStatic
+from specmon.tui.widgets.shaped import ShapedStatic, ShowsChanges
 
 
-class SweepGrid(ShapedStatic):
+class SweepGrid(ShowsChanges[GridView], ShapedStatic):
     COMPONENT_CLASSES = {"sweep--current", "sweep--selected"}
     DEFAULT_CSS = """
     SweepGrid > .sweep--current { background: $accent; color: $background; text-style: bold; }
     SweepGrid > .sweep--selected { color: $success; text-style: bold; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._view: GridView | None = None
-
-    def forget_shown(self) -> None:
-        """The theme changed: the next show() paints with the new colours."""
-        self._view = None
-
-    def show(self, view: GridView) -> None:
-        if view == self._view:
-            return
-        self._view = view
-        # header, one line per k, the decision and speedup rows
-        self.show_content(self._table(view), len(view.rows), len(view.rows) + 3)
+    def paint(self, view: GridView) -> None:
+        # header, one line per k, the decision and speedup rows, the arm rows
+        shape = (len(view.rows), len(view.arm_rows))
+        self.show_content(self._table(view), shape, len(view.rows) + 3 + len(view.arm_rows))
 
     def _table(self, view: GridView) -> Table:
         current = self.get_component_rich_style("sweep--current", partial=True)
@@ -51,5 +41,10 @@ class SweepGrid(ShapedStatic):
                 cells.append(Text(text + (" *" if view.selected[c] == r else ""), style=style))
             table.add_row(*cells, end_section=r == len(view.rows) - 1)
         table.add_row(*(Text(t, style="bold") for t in view.decision))
-        table.add_row(*(Text(t) for t in view.speedup))
+        table.add_row(*(Text(t) for t in view.speedup), end_section=bool(view.arm_rows))
+        for r, row in enumerate(view.arm_rows):
+            arm = [Text(row[0], style="bold" if r % 2 == 0 else "")]
+            for c, text in enumerate(row[1:]):
+                arm.append(Text(text, style=current if view.current_arm == (r, c) else ""))
+            table.add_row(*arm)
         return table

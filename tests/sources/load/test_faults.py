@@ -176,6 +176,9 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
     # 8 slots backing off from 50 ms (doubling, capped at 2 s) over ~4 s: a few dozen
     # attempts, nothing like the thousands a full-speed retry loop makes
     assert 8 <= kinds["connection_error"] <= 300, kinds
+    # each of them is marked as an attempt sent again (the log's "retried" rows), no other
+    retried = [c["error"]["type"] for c in captures if c["error"] and c["error"].get("retried")]
+    assert retried == ["connection_error"] * kinds["connection_error"]
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["request_count"]["avg"] == valid
     assert doc["error_request_count"]["avg"] == sum(kinds.values())
