@@ -23,6 +23,15 @@ from specmon.sim.process import start_sim
 pytestmark = pytest.mark.e2e
 
 
+def wait_for_records(art: Path, pane: Pane, count: int = 6) -> None:
+    """Until the run has written `count` request records (at most 120 s)."""
+    jsonl = art / "profile_export.jsonl"
+    deadline = time.monotonic() + 120
+    while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < count:
+        assert time.monotonic() < deadline, pane.text()
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def slow_sim() -> Iterator[ServerProcess]:
     """10 ms steps: a 64-token request lasts ~0.3 s, so q lands with requests mid-stream.
@@ -43,11 +52,7 @@ def test_q_mid_run_reconciles_without_blaming_other_clients(
     )
     pane = Pane(cmd)
     try:
-        jsonl = art / "profile_export.jsonl"
-        deadline = time.monotonic() + 120
-        while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
-            assert time.monotonic() < deadline, pane.text()
-            time.sleep(0.1)
+        wait_for_records(art, pane)
         pane.keys("q")
         after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit after q", 120)
     finally:
@@ -77,11 +82,7 @@ def test_a_signal_closes_the_monitor_drains_and_exports(tmp_path: Path, signum, 
     )
     pane = Pane(cmd)
     try:
-        jsonl = art / "profile_export.jsonl"
-        deadline = time.monotonic() + 120
-        while not jsonl.exists() or len(jsonl.read_bytes().splitlines()) < 6:
-            assert time.monotonic() < deadline, pane.text()
-            time.sleep(0.1)
+        wait_for_records(art, pane)
         shell = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
         pids = subprocess.run(["pgrep", "-P", shell], capture_output=True, text=True)
         (pid,) = pids.stdout.split()  # the specmon process the pane's shell started
@@ -91,6 +92,6 @@ def test_a_signal_closes_the_monitor_drains_and_exports(tmp_path: Path, signum, 
         pane.close()
     assert f"SPECMON-EXITED {128 + signum}" in after, after
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
-    records = jsonl.read_text().splitlines()
+    records = (art / "profile_export.jsonl").read_text().splitlines()
     assert doc["was_cancelled"] is True and len(records) >= 6
     assert doc["request_count"]["avg"] == len(records)  # drained: none cancelled or failed
