@@ -28,6 +28,7 @@ RECORDS = "profile_export.jsonl"
 class ReplayItem:
     end_ns: int | None
     feed: Callable[[Any], None]  # session -> None
+    warmup: bool = False  # a warmup record: fed, but not a request of the run
 
 
 @dataclass
@@ -122,10 +123,12 @@ def load_source(path: str | Path) -> ReplaySource:
                 capture = RawCapture.from_dict(obj)
                 source.model = source.model or capture.request.get("model")
                 end = max(capture.response_ns) if capture.response_ns else capture.end_ns
-                source.items.append(ReplayItem(end, partial(_feed_capture, capture)))
+                warm = capture.benchmark_phase == "warmup"
+                source.items.append(ReplayItem(end, partial(_feed_capture, capture), warm))
             else:
                 result = result_from_record(obj)
-                source.items.append(ReplayItem(result.end_ns, partial(_feed_result, result)))
+                feed = partial(_feed_result, result)
+                source.items.append(ReplayItem(result.end_ns, feed, result.phase == "warmup"))
         except (CaptureError, ValueError, KeyError, TypeError) as exc:
             source.skipped.append(f"line {line_no}: {str(exc).splitlines()[0]}")
     if source is None:
@@ -147,6 +150,7 @@ class ReplayFeeder(BackgroundRun):
         self.session = session
         self.speed = speed
         self.fed = 0
+        self.fed_requests = 0  # fed records that are the run's requests (not warmup)
         self._stop = threading.Event()  # also the pacing sleep: wait(timeout)
 
     def _main(self) -> None:
@@ -161,15 +165,19 @@ class ReplayFeeder(BackgroundRun):
                 return
             item.feed(self.session)
             self.fed += 1
+            self.fed_requests += not item.warmup
 
     def _request_stop(self) -> None:
         self._stop.set()
 
     def progress(self) -> LoadProgress:
-        """Records fed so far of all there are; nothing is ever in flight."""
+        """The run's requests fed so far of all there are, warmup records left out as the
+        request log leaves them out (the header and the log count the same rows); nothing
+        is ever in flight."""
         phase = "done" if self.finished else "profiling" if self._thread else "starting"
-        total = len(self.source.items)
-        return LoadProgress(self.fed, self.fed, total, 0, 0, 0.0, phase)
+        total = sum(not item.warmup for item in self.source.items)
+        done = self.fed_requests
+        return LoadProgress(done, done, total, 0, 0, 0.0, phase)
 
     # RunView: one server, no /metrics, no segments
     @property

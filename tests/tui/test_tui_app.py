@@ -404,8 +404,9 @@ async def test_full_speed_replay_shows_every_record(tmp_path):
         text = screen_text(app)
     # 62 lines: 2 warmup (not shown) + 54 valid + 6 errors
     assert feeder.fed == 62
-    # the replay knows its 62 records (2 warmup): a finished bar, never "(until q)"
-    assert "100% 62/62 done" in text and "errors 6" in text and "until q" not in text
+    # the replay knows its 62 records (2 warmup): a finished bar over the 60 requests the
+    # log shows (warmups are not log rows), never "(until q)"
+    assert "100% 60/60 done" in text and "errors 6" in text and "until q" not in text
     assert "replay of raw capture, 62 records, full speed" in text
 
 
@@ -665,3 +666,26 @@ async def test_the_monitor_keeps_sigcont_and_sigtstp_at_their_defaults():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def test_a_replay_counts_its_requests_as_the_log_does(tmp_path):
+    """Two warmup records then 10 requests (tui_fixtures.run_captures): the header's done/total
+    comes from the replay's progress, and it counts the 10 requests the log shows, not the
+    12 records fed (warmups are never log rows)."""
+    raw = write_jsonl(tmp_path / "raw.jsonl", run_captures(10))
+    session = RunSession(tmp_path / "run", "records", {})
+    for c in run_captures(10):
+        session.add(RawCapture.from_dict(c))
+    session.finish()
+    # the raw capture holds the 2 warmups; profile_export.jsonl, as AIPerf's, only requests
+    for path, warmups in ((raw, 2), (tmp_path / "run" / "profile_export.jsonl", 0)):
+        src = load_source(path)
+        assert len(src.items) == 10 + warmups and sum(i.warmup for i in src.items) == warmups
+        replay = RunSession(None, "summary", live=False)
+        feeder = ReplayFeeder(src, replay, 0.0)
+        feeder.start()
+        assert feeder.join(10)
+        p = feeder.progress()
+        assert (p.completed, p.total) == (10, 10)
+        assert len(replay.accumulator.results) == 10  # the log's rows
+        assert replay.accumulator.snapshot().warmup_count == warmups
