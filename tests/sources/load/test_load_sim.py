@@ -299,6 +299,9 @@ def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
         runner = LoadRunner(config, None, sink=slow_sink)
         runner.start()
         assert runner.join(60)
+        # and the run's end, where a saturation shorter than the half-second hold is judged
+        # once (a loaded machine spreads the blocked spells out)
+        worst.append(runner.progress())
     assert max(p.loop_lag_ms for p in worst) >= 40  # the 100 ms timer fired >= 40 ms late
     assert any(p.lag_warning for p in worst)
 
