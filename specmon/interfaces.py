@@ -17,7 +17,7 @@ Textual, aiohttp or the load generator.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -196,6 +196,9 @@ class MonitoredRun(RunLifecycle, RunView, Protocol):
     knobs too where the run has them (`knobs_of`)."""
 
 
+_OWN = ("targets", "load_label")  # MonitorConfig's fields that RunConfig has not
+
+
 @dataclass
 class MonitorConfig:
     """The run's settings as the monitor shows them; every field optional (a replay knows
@@ -224,19 +227,7 @@ class MonitorConfig:
             targets = [url for _, url in config.targets()]
         except Exception:  # a half-built config must not break the header
             targets = list(config.url or [])
-        return cls(
-            targets=targets,
-            model=config.model,
-            concurrency=config.concurrency,
-            effective_concurrency=config.effective_concurrency,
-            request_rate=config.request_rate,
-            request_rate_mode=config.request_rate_mode,
-            request_count=config.request_count,
-            benchmark_duration=config.benchmark_duration,
-            output_tokens_mean=config.output_tokens_mean,
-            draft_cost=config.draft_cost,
-            refresh_hz=config.refresh_hz,
-            theme=config.theme,
-            artifact_dir=config.artifact_dir,
-            dataset=config.dataset,
-        )
+        # every other field is the RunConfig field of the same name (load_label is the
+        # monitor's own: a replay's or a watch's description of what it shows)
+        same = {f.name: getattr(config, f.name) for f in fields(cls) if f.name not in _OWN}
+        return cls(targets=targets, **same)

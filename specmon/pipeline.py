@@ -14,6 +14,7 @@ from typing import Any
 from specmon.capture import RawCapture
 from specmon.checks import is_count
 from specmon.constants import MS_PER_NS, S_PER_NS
+from specmon.records import same_named
 from specmon.specdecode.adapters.base import ParsedResponse
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
@@ -108,6 +109,20 @@ def parse_responses(capture: RawCapture) -> list[ParsedResponse]:
     return [ParsedResponse(data, None, request) for data in responses if isinstance(data, dict)]
 
 
+# RequestResult's fields taken from the capture as they are (end_ns and error are derived)
+_FROM_CAPTURE = (
+    "category",
+    "question_id",
+    "turn",
+    "server",
+    "segment",
+    "start_ns",
+    "x_request_id",
+    "worker_id",
+    "wall_start_ns",
+)
+
+
 def process_capture(
     capture: RawCapture, engine: str | None = None, note: str | None = None
 ) -> RequestResult:
@@ -118,15 +133,7 @@ def process_capture(
     result = RequestResult(
         capture=capture,
         phase=capture.benchmark_phase,
-        category=capture.category,
-        question_id=capture.question_id,
-        turn=capture.turn,
-        server=capture.server,
-        segment=capture.segment,
-        start_ns=capture.start_ns,
-        x_request_id=capture.x_request_id,
-        worker_id=capture.worker_id,
-        wall_start_ns=capture.wall_start_ns,
+        **same_named(RequestResult, capture, _FROM_CAPTURE),
     )
     result.end_ns = _last_ns(capture)
     error = _error_of(capture)

@@ -36,6 +36,14 @@ def json_record(obj: Any) -> dict[str, Any]:
     return out
 
 
+def same_named(cls: type, source: Any, names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Keyword arguments for dataclass `cls` copied from `source`'s attributes of the same
+    name: the fields in `names`, or (None) every field of `cls` that `source` has. One
+    declaration of a field then carries it across (a field added to both is copied)."""
+    wanted = names if names is not None else tuple(f.name for f in fields(cls))
+    return {name: getattr(source, name) for name in wanted if hasattr(source, name)}
+
+
 def _plain(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict) and not isinstance(value, type):

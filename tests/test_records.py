@@ -112,3 +112,24 @@ def test_json_object_reads_one_object_or_says_why():
         json_object("{broken")
     with pytest.raises(ValueError, match="^expected a JSON object, got list$"):
         json_object("[1, 2]")
+
+
+def test_same_named_copies_the_fields_the_source_has_and_no_other():
+    from dataclasses import dataclass
+
+    from specmon.records import same_named
+
+    @dataclass
+    class Target:
+        a: int = 0
+        b: str = ""
+        only_here: float = 1.5
+
+    class Source:
+        a = 7
+        b = "x"
+        extra = "never copied"
+
+    assert same_named(Target, Source()) == {"a": 7, "b": "x"}
+    assert same_named(Target, Source(), ("b",)) == {"b": "x"}
+    assert Target(**same_named(Target, Source())) == Target(7, "x", 1.5)

@@ -59,6 +59,10 @@ class RepeatMeasurement:
     ttft_mean_ms: float | None = None
     server_ttft_ms: float | None = None
     request_latency_mean_ms: float | None = None  # the client's mean request latency
+    # specmon sim only: the streamed requests it timed between the repeat's two scrapes,
+    # the ones its formula figures above are of (equal to request_count when they are the
+    # client's own requests)
+    server_requests: int | None = None
 
     @property
     def per_token_off_share(self) -> float | None:

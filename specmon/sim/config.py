@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
+from specmon.records import same_named
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 
@@ -151,14 +152,8 @@ class SimConfig(BaseModel):
         return sim_schedule.validate(json.loads(self.spec_schedule))
 
     def latency(self) -> LatencyModel:
-        return LatencyModel(
-            kind=self.latency_model,
-            step_ms=self.step_ms,
-            batch_slope=self.batch_slope,
-            step_floor_ms=self.step_floor_ms,
-            compute_ms_per_token=self.compute_ms_per_token,
-            draft_ms_per_token=self.draft_ms_per_token,
-        )
+        # the model's other fields are the options of the same name
+        return LatencyModel(kind=self.latency_model, **same_named(LatencyModel, self))
 
     def acceptance_for(self, category: str | None) -> list[float]:
         """Per-position conditional acceptance for a request of this category."""

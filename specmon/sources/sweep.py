@@ -347,10 +347,11 @@ def with_sim_fidelity(
     """The repeat with specmon sim's own figures between two scrapes around it: its lag
     share, the formula ITL of the requests that finished (the client's mean ITL is held
     against it: RepeatMeasurement.per_token_off_share), its writes' ITL share and mean
-    batch. Another server publishes none: the repeat is returned as it was.
+    batch, and how many requests it timed. Another server publishes none: the repeat is
+    returned as it was.
 
-    The scrapes bracket the whole repeat, warm-up requests included (the client's mean
-    leaves them out): a sweep warms up only in the first cell of each k, a few requests."""
+    The scrapes bracket the repeat alone: a sweep warms up in a run of its own before
+    them, so the simulator timed the requests the client measured (server_requests)."""
     if before is None or after is None:
         return measured
     delta = HealthDelta.between(before, after)
@@ -361,6 +362,7 @@ def with_sim_fidelity(
         written_itl_share=delta.sim_itl_written_share,
         server_mean_batch=delta.sim_mean_batch,
         server_ttft_ms=delta.sim_ttft_written_ms,
+        server_requests=None if delta.sim_requests_timed is None else int(delta.sim_requests_timed),
     )
 
 
@@ -667,22 +669,45 @@ class SweepRunner:
     ) -> tuple[RepeatMeasurement | None, int | None, int]:
         row_dir = f"k{k}" if isinstance(k, int) else f"arm-{k}"
         repeat_dir = self.dir / row_dir / f"c{c}" / f"r{rep + 1}"
-        warmup = 0 if k in self._warmed else self.settings.warmup_request_count
-        self._warmed.add(k)
-        config = self._cell_config(url, model, c, warmup, repeat_dir)
-        session, runner = self.make_repeat(config)
-        with self._lock:
-            if self.stopping.is_set():
+        if k not in self._warmed and self.settings.warmup_request_count:
+            # warm up in a run of its own, before the repeat's first /metrics scrape: the
+            # simulator's figures between the scrapes (formula ITL, lag) then cover exactly
+            # the requests the client measured (inside the repeat, a few warm-up requests
+            # of other acceptance moved the formula's mean ITL by 1.6-3.6% at c=1)
+            warm_dir = self.dir / row_dir / "warmup"
+            warm = self._cell_config(url, model, c, warm_dir, self.settings.warmup_request_count)
+            if self._drive(*self.make_repeat(warm)) is None:
                 return None, None, 0
-            self._runner = runner
+        self._warmed.add(k)
+        config = self._cell_config(url, model, c, repeat_dir)
+        session, runner = self.make_repeat(config)
         fixed, arm = (k, None) if isinstance(k, int) else (None, k)
         self.now = SweepNow(
             "measuring", fixed, c, rep + 1, self.settings.repeats, session=session, arm=arm
         )
         if self.on_repeat is not None:
             self.on_repeat(self.now)
-        saturated = False  # the loop-health warning at any poll: a health gate of the cell
         lag_before = lag_sample(url)
+        saturated = self._drive(session, runner)
+        if saturated is None:
+            return None, None, 0
+        error = getattr(runner, "error", None)
+        if error is not None and not isinstance(error, KeyboardInterrupt):
+            raise UserError(f"the load loop failed at {row_label(k)} concurrency {c}: {error}")
+        acc = session.accumulator
+        measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
+        measured = with_sim_fidelity(measured, lag_before, lag_sample(url))
+        return measured, acc.num_spec_tokens, acc.spec_request_count
+
+    def _drive(self, session: Any, runner: LoadControl) -> bool | None:
+        """Runs one load to its end and finishes its session: whether the client's loop
+        was saturated at any poll (a health gate of the cell), or None when the sweep is
+        stopping (before or during the run)."""
+        with self._lock:
+            if self.stopping.is_set():
+                return None
+            self._runner = runner
+        saturated = False
         try:
             runner.start()
             while not runner.join(0.2):
@@ -698,26 +723,21 @@ class SweepRunner:
             with self._lock:
                 self._runner = None
             session.finish(was_cancelled=self.stopping.is_set())
-        error = getattr(runner, "error", None)
-        if error is not None and not isinstance(error, KeyboardInterrupt):
-            raise UserError(f"the load loop failed at {row_label(k)} concurrency {c}: {error}")
-        if self.stopping.is_set():
-            return None, None, 0
-        acc = session.accumulator
-        measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
-        measured = with_sim_fidelity(measured, lag_before, lag_sample(url))
-        return measured, acc.num_spec_tokens, acc.spec_request_count
+        return None if self.stopping.is_set() else saturated
 
-    def _cell_config(self, url: str, model: str, c: int, warmup: int, where: Path) -> RunConfig:
+    def _cell_config(
+        self, url: str, model: str, c: int, where: Path, requests: int | None = None
+    ) -> RunConfig:
+        """One repeat's load (or, given `requests`, a warm-up of that many requests)."""
         s = self.settings
         data = self.load_config.model_dump()
         data.update(
             url=[url],
             model=model,
             concurrency=c,
-            request_count=s.segment_requests,
-            benchmark_duration=s.segment_duration,
-            warmup_request_count=warmup,
+            request_count=requests if requests is not None else s.segment_requests,
+            benchmark_duration=None if requests is not None else s.segment_duration,
+            warmup_request_count=0,  # a sweep warms up in a run of its own (_run_repeat)
             segments=None,
             segment_duration=None,
             segment_requests=None,

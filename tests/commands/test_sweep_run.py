@@ -121,15 +121,21 @@ def test_every_cell_is_measured_and_exported(tmp_path: Path) -> None:
             # throughput x duration = every output token: 6 requests x OUTPUT_TOKENS (ignore_eos)
             duration = export["benchmark_duration"]["avg"]
             assert repeat["output_token_throughput"] * duration == pytest.approx(6 * OUTPUT_TOKENS)
-            # 6 records in the JSONL: the 2 warmup requests are left out of it
+            # 6 records in the JSONL: the 2 warmup requests ran before, in a run of their own
             lines = Path(repeat["artifact_dir"], "profile_export.jsonl").read_text().splitlines()
             assert len(lines) == 6
+            # the sim's /metrics between the repeat's scrapes timed those 6 requests and no
+            # warm-up request: its formula ITL is of the requests the client measured
+            assert repeat["server_requests"] == 6
             # a k-draft step accepts 0..k drafts; acceptance length = 1 + accepted / steps
             hist = {int(j): n for j, n in repeat["histogram"].items()}
             assert max(hist) <= k
             steps = sum(hist.values())
             accepted = sum(j * n for j, n in hist.items())
             assert repeat["acceptance_length"] == pytest.approx(1 + accepted / steps)
+    for k in (1, 3):  # each k warmed up once, in its own run: 2 requests at c=1
+        warm = (tmp_path / f"k{k}" / "warmup" / "profile_export.jsonl").read_text()
+        assert len(warm.splitlines()) == 2
     # one line per finished cell, the stand-in's (or real) tables, the schedule file
     assert proc.stdout.count("cell k=") == 4
     assert (tmp_path / "speculative_k_schedule.json").exists()
