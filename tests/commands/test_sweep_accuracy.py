@@ -347,9 +347,10 @@ def measured_itl_by_request(repeat_dir: Path) -> dict[str, float]:
 
 def test_under_load_every_cell_holds_its_per_token_time_or_is_flagged(tmp_path: Path) -> None:
     """Both cores kept busy by other processes: each repeat's mean ITL as the client
-    measured it, against the formula ITL of the same requests (the simulator's --log), is
-    within 2%, or the cell is flagged in sweep.json; the flag's figure is that same
-    comparison (computed here from the exports, there from /metrics)."""
+    measured it is held against the formula ITL of the same requests (the simulator's
+    --log); each cell's median of those is within 2%, or the cell is flagged in sweep.json.
+    The flag's figure is that same comparison (computed here from the exports, there from
+    /metrics)."""
     log = tmp_path / "sim-k{k}.jsonl"
     with cores_kept_busy(2):
         proc = run_sweep(tmp_path / "sweep", "roofline", ROOFLINE, LOADED_GRID, 2, 0, log)
@@ -360,6 +361,7 @@ def test_under_load_every_cell_holds_its_per_token_time_or_is_flagged(tmp_path: 
     for cell in doc["cells"]:
         k, c = cell["k"], cell["concurrency"]
         formula = formula_itl_by_request(tmp_path / f"sim-k{k}.jsonl", k)
+        offs = []
         for rep in cell["repeats"]:
             measured = measured_itl_by_request(Path(rep["artifact_dir"]))
             assert measured and set(measured) <= set(formula)
@@ -368,10 +370,13 @@ def test_under_load_every_cell_holds_its_per_token_time_or_is_flagged(tmp_path: 
                 / statistics.mean(formula[rid] for rid in measured)
                 - 1
             )
-            print(f"k={k} c={c}: per-token {off:+.2%}, flag {cell['server_behind']}")
             assert rep["per_token_off_share"] == pytest.approx(off, abs=0.002)
-            if abs(off) > TOLERANCE and not cell["server_behind"]:
-                silent.append(f"k={k} concurrency {c}: {off:+.1%} off, not flagged")
+            offs.append(off)
+        # the cell's per-token time is the median of its repeats, as its throughput is
+        off = statistics.median(offs)
+        print(f"k={k} c={c}: per-token {off:+.2%} (repeats {offs}), flag {cell['server_behind']}")
+        if abs(off) > TOLERANCE and not cell["server_behind"]:
+            silent.append(f"k={k} concurrency {c}: {off:+.1%} off, not flagged")
     assert not silent, "\n".join(silent)
 
 
