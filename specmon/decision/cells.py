@@ -227,6 +227,23 @@ def _select(stable: Sequence[CellStats]) -> CellStats:
     return min((s for s in stable if s.score >= (1 - TIE_TOLERANCE) * top), key=lambda s: s.k)
 
 
+def _stable(healthy: Sequence[CellStats]) -> list[CellStats]:
+    """The cells that may win on their score: the stable ones, and an unstable one that is
+    ahead of every other beyond its noise (`_dominates`)."""
+    return [s for s in healthy if not s.unstable or _dominates(s, healthy)]
+
+
+def _pick(stats: Sequence[CellStats]) -> CellStats | None:
+    """The decision's pick among one load's cells: the selectable, then the stable (or
+    dominant), then the best score within the tie (`_select`); None when no such cell has
+    a positive score. `_decide_one` selects with it and `p_selected` re-decides every
+    bootstrap draw with it, so P(sel.) is the share of draws the same rule picks k in."""
+    stable = _stable(selectable(stats))
+    if not stable or max(s.score for s in stable) <= 0:
+        return None
+    return _select(stable)
+
+
 def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float | None:
     """How sure the selection is: the share of DRAWS bootstrap draws (each cell's repeats
     resampled with replacement, seeded by the figures, so the same cells give the same
@@ -242,8 +259,8 @@ def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float |
             summarize(Cell(c.k, c.concurrency, [rng.choice(c.repeats) for _ in c.repeats]), slo)
             for c in measured
         ]
-        stats = [s for s in selectable([d for d in drawn if d]) if not s.unstable and s.score > 0]
-        wins += bool(stats) and _select(stats).k == k
+        pick = _pick([d for d in drawn if d])  # each draw decided by the decision's rule
+        wins += pick is not None and pick.k == k
     return wins / DRAWS
 
 
@@ -319,7 +336,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     healthy = selectable(stats)
     notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
     best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
-    stable = [s for s in healthy if not s.unstable or _dominates(s, healthy)]
+    stable = _stable(healthy)
     notes += [
         f"k={s.k} is unstable but beats every other k beyond the noise: kept"
         for s in stable
@@ -332,7 +349,8 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
             stats, unstable, missing, few, reason, notes, excluded,
         )  # fmt: skip
     top = max(s.score for s in stable)
-    sel = _select(stable)
+    sel = _pick(stats)
+    assert sel is not None  # _no_decision_reason found a stable cell with a positive score
     k0 = next((s for s in healthy if s.k == 0), None)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")

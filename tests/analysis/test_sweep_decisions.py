@@ -277,6 +277,10 @@ def test_an_unstable_cell_that_beats_every_other_repeat_is_still_selected():
     assert d.unstable_ks == [0] and d.selected_k == 0
     assert d.selected_score == pytest.approx(337 - 1.4826 * 69)
     assert any("beats every other k beyond the noise" in n for n in d.notes)
+    # every bootstrap draw selects it too: k=0's slowest draw (>= 192) beats k=1's fastest
+    # (<= 98), and a stable draw scores over 0.85 x 192; so P(sel.) = 1.00 (0.47 when the
+    # draws were decided without the dominance rule)
+    assert d.p_selected == 1.0
 
 
 def test_an_unstable_cell_above_every_other_beyond_its_noise_is_still_selected():
@@ -297,3 +301,17 @@ def test_an_unstable_cell_above_every_other_beyond_its_noise_is_still_selected()
     (o,) = decide([cell(0, 1, 50, 70, 100, 130, 140), cell(1, 1, 62, 63, 64, 63, 66)])
     assert o.unstable_ks == [0] and o.selected_k == 1
     assert not any("beyond the noise" in n for n in o.notes)
+
+
+def test_p_selected_redecides_each_draw_by_the_rule_that_selected():
+    """k=0's repeats 300, 400, 500: median 400, MAD 100 (relative .25: unstable), but its
+    slowest (300) beats k=1's fastest (102), so k=0 is kept and selected (score 400 -
+    148.26 = 251.74 against k=1's 101 - 1.4826 = 99.52). Every bootstrap draw keeps it:
+    three values drawn from {300, 400, 500} either repeat one (MAD 0: stable, score >= 300
+    against k=1's at most 102) or are all three (unstable, and its slowest, 300, still beats
+    the fastest k=1 can draw, 102). So P(sel.) = 1.00. Drawn by a rule without the
+    dominance, the 6 of 27 draws of three distinct values went to k=1 (about 0.78)."""
+    (d,) = decide([cell(0, 1, 300, 400, 500), cell(1, 1, 100, 101, 102)])
+    assert d.unstable_ks == [0] and d.selected_k == 0
+    assert d.selected_score == pytest.approx(400 - 1.4826 * 100)
+    assert d.p_selected == 1.0
