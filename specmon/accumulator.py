@@ -316,23 +316,6 @@ class RunSnapshot:
     std_rows: dict[str, MetricRow] = field(default_factory=dict)
 
 
-def _floats() -> array[float]:
-    return array("d")
-
-
-def _ints() -> array[int]:
-    return array("q")
-
-
-@dataclass
-class _Timeline:
-    """One entry per spec-decode request, in typed arrays (8 bytes a value)."""
-
-    end_s: array[float] = field(default_factory=_floats)
-    steps: array[int] = field(default_factory=_ints)
-    accepted: array[int] = field(default_factory=_ints)
-
-
 ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
 
 # Only record metrics get a column: a column is kept for its statistics (docs/metrics.md).
@@ -340,9 +323,7 @@ _RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RE
 
 
 class RunAccumulator:
-    def __init__(
-        self, live: bool = True, window: int | None = RESULTS_WINDOW, timeline: bool = True
-    ) -> None:
+    def __init__(self, live: bool = True, window: int | None = RESULTS_WINDOW) -> None:
         # Profiling requests (ok + error), append-only in meaning: the newest `window` are
         # held, older ones are read back from the JSONL when a reader is attached
         # (specmon/results_window.py); window=None holds all.
@@ -371,13 +352,10 @@ class RunAccumulator:
         self.columns: dict[str, MetricColumn] = {}
         self.min_start_ns: int | None = None
         self.max_end_ns: int | None = None
-        self._timeline = _Timeline()
-        self._keeps_timeline = timeline  # False: a statistics-only accumulator (a category)
         self._version = 0
         self._live = live
         self._created_ns = time.perf_counter_ns()
         self._finished_ns: int | None = None
-        self._origin_ns: int | None = None  # fixed on first use so timeline points agree
         self._snap: RunSnapshot | None = None
         self._lock = threading.RLock()  # ingestion state
         self._stats_lock = threading.Lock()  # serialises statistics (sorted copies, caches)
@@ -434,9 +412,9 @@ class RunAccumulator:
             self.zero_step_requests += 1
             self._note_engine(outcome.trace)
         elif outcome.record is not None:
-            self._add_spec(result, outcome.record)
+            self._add_spec(outcome.record)
 
-    def _add_spec(self, result: RequestResult, rec: SpecDecodeAcceptanceRecord) -> None:
+    def _add_spec(self, rec: SpecDecodeAcceptanceRecord) -> None:
         self.spec_request_count += 1
         self.fidelity_counts[rec.fidelity] += 1
         if rec.verification_note is not None:
@@ -446,18 +424,12 @@ class RunAccumulator:
         self._note_engine(rec)
         steps, hist = rec.num_spec_steps, rec.acceptance_histogram
         if steps is None or hist is None:
-            return  # counts only: in the pooled rate, not in AL, the histogram or the timeline
+            return  # counts only: in the pooled rate, not in AL or the histogram
         pooled = self.pooled_histogram
         for j, n in hist.items():
             pooled[j] = pooled.get(j, 0) + n
         self.total_steps += steps
         self.stepped_accepted += rec.num_accepted_draft_tokens
-        if not self._keeps_timeline:
-            return
-        tl = self._timeline
-        tl.end_s.append(self._rel_s(result.end_ns))
-        tl.steps.append(steps)
-        tl.accepted.append(rec.num_accepted_draft_tokens)
 
     def _note_engine(self, rec: SpecDecodeAcceptanceRecord | None) -> None:
         if rec is None:
@@ -465,13 +437,6 @@ class RunAccumulator:
         self.engine = rec.engine
         if rec.num_spec_tokens is not None:
             self.num_spec_tokens = rec.num_spec_tokens
-
-    def _rel_s(self, ns: int | None) -> float:
-        if ns is None:
-            return 0.0
-        if self._origin_ns is None:
-            self._origin_ns = self.min_start_ns if self.min_start_ns is not None else ns
-        return (ns - self._origin_ns) / NS_PER_S
 
     def mark_finished(self) -> None:
         self._finished_ns = time.perf_counter_ns()
@@ -653,10 +618,3 @@ class RunAccumulator:
                 entry["examples"] = examples
             out.append(entry)
         return out
-
-    def timeline(self) -> tuple[Sequence[float], Sequence[int], Sequence[int]]:
-        """(end time s since the first request, steps, accepted) per spec-decode request,
-        in arrival order, for acceptance-over-time windows (copies, as typed arrays)."""
-        with self._lock:
-            tl = self._timeline
-            return array("d", tl.end_s), array("q", tl.steps), array("q", tl.accepted)

@@ -112,10 +112,10 @@ class CategoryTable:
                 self._categorised = True
             acc = self._by_category.get(name)
             if acc is None:
-                # statistics only: the run's own accumulator keeps the request log and the
-                # timeline, so a category keeps neither (10,000 results per category once
-                # cost 2.6 kB/request of growth)
-                acc = self._by_category[name] = RunAccumulator(live=False, window=0, timeline=False)
+                # statistics only: the run's own accumulator keeps the request log, so a
+                # category keeps none (10,000 results per category once cost 2.6 kB/request
+                # of growth)
+                acc = self._by_category[name] = RunAccumulator(live=False, window=0)
                 self._ratios[name] = _RatioSums()
             acc.add(result)
             rec = result.outcome.record

@@ -323,7 +323,6 @@ async def test_log_renders_only_visible_rows_for_50k_requests():
         accumulator=argparse.Namespace(
             results=rows,
             snapshot=accumulate(small_captures()).snapshot,
-            timeline=lambda: ([], [], []),
         ),
         artifact_dir=None,
     )

@@ -20,7 +20,6 @@ from specmon.tui.themes import (
 from specmon.tui.view import (
     SPEC_COLUMNS,
     SPEC_ROWS,
-    acceptance_series,
     fold_histogram,
     per_position,
     stat_rows,
@@ -106,22 +105,6 @@ def test_per_position_from_the_small_fixture():
     assert per_position({}, 3) == []
 
 
-def test_acceptance_series_bins_token_weighted():
-    times, steps, accepted = [1.0, 2.0, 11.0], [4, 4, 4], [8, 1, 10]
-    # window 10 s at now=12: start 2, two bins of 5 s; t=1 falls outside.
-    # bin 0 (t=2): 1 + 1/4 = 1.25 at x=7; bin 1 (t=11): 1 + 10/4 = 3.5 at x=12
-    assert acceptance_series(times, steps, accepted, 10.0, 12.0, bins=2) == (
-        [7.0, 12.0],
-        [1.25, 3.5],
-    )
-    # whole run: bins of 6 s; bin 0 holds t=1,2: 1 + (8+1)/(4+4) = 2.125
-    assert acceptance_series(times, steps, accepted, None, 12.0, bins=2) == (
-        [6.0, 12.0],
-        [2.125, 3.5],
-    )
-    assert acceptance_series([], [], [], 10.0, 0.0) == ([], [])
-
-
 def test_run_progress_bounded_and_unbounded():
     # 30 of 60 in 10 s -> 3 req/s, 30 left -> ETA 10 s
     p = run_progress(30, 10.0, 60, None)
@@ -203,14 +186,3 @@ def test_replay_source_errors(tmp_path):
     src = load_source(mixed)
     assert len(src.items) == 3
     assert [s.split(":")[0] for s in src.skipped] == ["line 4", "line 5"]
-
-
-def test_time_bins_feed_incrementally():
-    from specmon.tui.view import TimeBins
-
-    bins = TimeBins(width_s=1.0)
-    bins.add([0.5, 1.2], [4, 4], [8, 1])
-    bins.add([0.5, 1.2, 1.7], [4, 4, 2], [8, 1, 2])  # only the third entry is new
-    # bin 0 (ends at 1 s): 4 steps, 8 accepted; bin 1 (ends at 2 s): 4+2 steps, 1+2 accepted
-    assert bins.arrays() == ([1.0, 2.0], [4, 6], [8, 3])
-    assert bins.seen == 3
