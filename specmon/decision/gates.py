@@ -7,8 +7,9 @@ The rules (docs/tuning.md "Health gates"), one list for every surface:
   requests is not faster, it is broken (vLLM's closed tuner rejects any failed request);
 * a saturated client (the load loop's health warning): its timestamps include its own
   queueing, so TPOT and throughput are the client's, not the server's;
-* a server behind its own step model (`server_lag_share` above MAX_SERVER_LAG_SHARE, the
-  simulator's share of steps that ran late): the figures are not the configuration's;
+* a server behind its own step model (`server_lag_share` above MAX_SERVER_LAG_SHARE: the
+  seconds the simulator's steps ran late over the seconds its formula gave them, Δlag /
+  Δformula on its /metrics): the figures are not the configuration's;
 * a per-token time off the simulator's formula (`formula_off_share`, the client's mean ITL
   against the formula ITL of the same requests, beyond MAX_SERVER_LAG_SHARE either way):
   whatever slowed it (the simulator's loop, its writes, the client), not the configuration;
@@ -54,8 +55,8 @@ class Health:
             out.append("client saturated (the load loop's health warning)")
         if self.server_lag_share is not None and self.server_lag_share > MAX_SERVER_LAG_SHARE:
             out.append(
-                f"server behind its step model ({100 * self.server_lag_share:.0f}% of steps "
-                f"late > {MAX_SERVER_LAG_SHARE:.0%})"
+                f"server behind its step model (+{100 * self.server_lag_share:.1f}% of its "
+                f"formula's time > {MAX_SERVER_LAG_SHARE:.0%})"
             )
         off = self.formula_off_share
         if off is not None and abs(off) > MAX_SERVER_LAG_SHARE:

@@ -183,7 +183,8 @@ def test_a_lagging_server_or_too_few_requests_excludes_the_cell():
     few = Cell(2, 1, [RepeatMeasurement(250.0, 1.0, 1)] * 3)  # 3 requests over 3 repeats
     (d,) = decide([cell(0, 1, 100, 100, 100), lag, few])
     assert d.selected_k == 0
-    assert "server behind its step model (5% of steps late > 2%)" in d.excluded[4]
+    # a lag share is seconds behind over the formula's seconds (not a share of the steps)
+    assert "server behind its step model (+5.0% of its formula's time > 2%)" in d.excluded[4]
     assert "too few requests (3 < 5)" in d.excluded[2]
     # and a cell of sweep.json written before these fields existed still reads
     old = RepeatMeasurement(1.0, 1.0, 10).to_dict()
