@@ -260,3 +260,20 @@ def test_no_probing_in_the_monitor_or_the_live_verdict():
         if PROBE.search(line)
     ]
     assert hits == []
+
+
+def test_a_multi_run_reports_its_runners_error_without_being_joined():
+    """The monitor polls `finished` and never joins: the load's error (a --max-outage stop)
+    must show as soon as every runner has ended, not only after join()."""
+    from specmon.errors import ServerUnreachable
+
+    class Ended:
+        finished = True
+        error = ServerUnreachable("server unreachable since 10:00:00; stopped after 5 s")
+
+    multi = MultiRun(
+        config(), make_session, lambda cfg, s: LoadRunner(cfg, s), detect=lambda *a: None
+    )
+    assert multi.error is None  # nothing ran yet
+    multi.runs[0].runner = Ended()  # type: ignore[assignment]
+    assert isinstance(multi.error, ServerUnreachable)

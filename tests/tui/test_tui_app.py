@@ -688,3 +688,21 @@ def test_a_replay_counts_its_requests_as_the_log_does(tmp_path):
         assert (p.completed, p.total) == (10, 10)
         assert len(replay.accumulator.results) == 10  # the log's rows
         assert replay.accumulator.snapshot().warmup_count == warmups
+
+
+async def test_a_max_outage_stop_is_named_in_the_header_at_80_columns():
+    """--max-outage ended the load (the server stayed down): the header says so near its
+    start, where 80 columns still show it, not only after q on the console."""
+    from specmon.errors import ServerUnreachable
+
+    class StoppedRunner(StubRun):
+        finished = True
+        error = ServerUnreachable("server unreachable since 05:35:51; stopped after 5 s")
+
+    app = SpecmonApp(
+        session_view(accumulate(small_captures())), StoppedRunner(), None, freeze_elapsed=1.0
+    )
+    said = "3 done (finished) · stopped: server unreachable since 05:35:51 · "
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: said in screen_text(app), "the outage stop in the header")
+        assert "load failed" not in screen_text(app)

@@ -103,7 +103,6 @@ class MultiRun:
             if config.server_metrics
             else None
         )
-        self.error: BaseException | None = None
         self.segment_rows_final: list[dict] = []
         self._segments = SegmentTable(
             draft_cost=config.draft_cost,
@@ -212,9 +211,15 @@ class MultiRun:
         for run in self.runs:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             run.runner.join(left)
-        if self.finished:
-            self.error = next((r.runner.error for r in self.runs if r.runner.error), None)
         return self.finished
+
+    @property
+    def error(self) -> BaseException | None:
+        """The first server's load error once every load has ended (None before): read
+        live, so a monitor that never joins sees a --max-outage stop as it happens."""
+        if not self.finished:
+            return None
+        return next((r.runner.error for r in self.runs if r.runner.error), None)
 
     @property
     def finished(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from specmon.errors import ServerUnreachable
 from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
 from specmon.sinks.alarms import active_alarms
@@ -126,10 +127,14 @@ def shown_runner(
 
 
 def failure(runner: RunLifecycle | None) -> str | None:
+    """Why the load ended early, as the header says it (None: it did not)."""
     error = runner.error if runner is not None and runner.finished else None
     if error is None or isinstance(error, KeyboardInterrupt):
         return None
-    return f"{type(error).__name__}: {error}"
+    if isinstance(error, ServerUnreachable):  # --max-outage: "... since HH:MM:SS; stopped
+        # after S s", its first half, so that 80 columns show it (the console says it whole)
+        return f"stopped: {str(error).split(';')[0]}"
+    return f"load failed: {type(error).__name__}: {error}"
 
 
 def runner_progress(runner: RunLifecycle | None) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class RunHeader(ShowsChanges[HeaderInfo], Static):
             out.append(f"{prog.label}" + (" (finished)" if info.finished else ongoing))
         if info.phase == "warmup" and not info.finished:
             out.append(" · warmup")
+        if info.failure:  # why the load ended early, before what a narrow terminal cuts
+            out.append(f" · {info.failure}", style=self._style("header--error"))
         # Most needed first: what gets cut on a narrow terminal is at the end.
         out.append(f" · {rate} req/s · ")
         out.append(
@@ -89,8 +91,6 @@ class RunHeader(ShowsChanges[HeaderInfo], Static):
             out.append(f" · {down}", style=self._style("header--error"))
         if info.saturation and not info.finished:
             out.append(f" · {info.saturation}", style=self._style("header--error"))
-        if info.failure:
-            out.append(f" · load failed: {info.failure}", style=self._style("header--error"))
         if info.in_flight is not None and not info.finished:
             out.append(f" · in flight {info.in_flight}")
         out.append(f" · elapsed {fmt_duration(info.elapsed_s)}")
