@@ -107,6 +107,12 @@ class Cell:
     error: str | None = None  # why the cell could not be measured (server failed, ...)
 
     @property
+    def measured(self) -> bool:
+        """Whether a decision may read it: it has repeats and no error (a cell whose server
+        failed, or whose payloads contradicted its k, keeps what it measured, flagged)."""
+        return self.error is None and bool(self.repeats)
+
+    @property
     def server_lag_share(self) -> float | None:
         """The worst repeat's server lag share (None when the server publishes none)."""
         shares = [r.server_lag_share for r in self.repeats if r.server_lag_share is not None]

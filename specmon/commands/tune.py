@@ -182,10 +182,10 @@ def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
         stored = (doc.get("settings") or {}).get("slo")
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UserError(f"{path / SWEEP_JSON}: cannot read its cells ({exc})") from None
-    measured = [c for c in cells if c.error is None and c.repeats]
-    if not measured:
+    decisions = decide(cells, slo if slo is not None else slo_of(stored))
+    if not decisions:
         raise UserError(f"{path / SWEEP_JSON}: no measured cell")
-    return decide(measured, slo if slo is not None else slo_of(stored))
+    return decisions
 
 
 def print_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> int:

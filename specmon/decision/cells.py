@@ -314,8 +314,6 @@ def _no_decision_reason(
     stats: list[CellStats], healthy: list[CellStats], stable: list[CellStats]
 ) -> str | None:
     """Why no k can be selected at this load, or None when one can."""
-    if not stats:
-        return "no measured cell"
     if not healthy and all(w.startswith("misses the SLO") for s in stats for w in s.excluded):
         return "no k meets the SLO"
     if not healthy:
@@ -372,22 +370,22 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
 
 
 def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True) -> list[Decision]:
-    """One decision per concurrency that appears in cells, sorted by concurrency; with an
-    SLO, among the cells that meet it. `bootstrap` False leaves P(selected) out (the live
-    grid redraws too often for 200 draws per load)."""
+    """One decision per concurrency with a measured cell (`Cell.measured`: the others are
+    left out here, whoever calls), sorted by concurrency; with an SLO, among the cells that
+    meet it. `bootstrap` False leaves P(selected) out (the live grid redraws too often for
+    200 draws per load)."""
+    measured = [cell for cell in cells if cell.measured]
     by_conc: dict[int, list[CellStats]] = {}
-    all_ks: set[int] = set()
-    for cell in cells:
-        by_conc.setdefault(cell.concurrency, [])
+    for cell in measured:
         st = summarize(cell, slo)
-        if st is not None:
-            by_conc[cell.concurrency].append(st)
-            all_ks.add(cell.k)
+        assert st is not None  # it has repeats
+        by_conc.setdefault(cell.concurrency, []).append(st)
+    all_ks = {cell.k for cell in measured}
     out = []
     for c in sorted(by_conc):
         d = replace(_decide_one(c, by_conc[c], all_ks), slo=None if slo is None else slo.text())
         if bootstrap and d.selected_k is not None:
-            here = [cell for cell in cells if cell.concurrency == c]
+            here = [cell for cell in measured if cell.concurrency == c]
             d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
         out.append(d)
     return out
@@ -397,7 +395,7 @@ def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> Ce
     """The best fixed k at a load, as an arm is measured against it (analysis/arms.py): the
     highest median among the measured cells there that pass the health gates and the SLO
     (medians, not scores: an arm's median is compared like for like); None without one."""
-    stats = [summarize(c, slo) for c in cells if c.concurrency == concurrency and not c.error]
+    stats = [summarize(c, slo) for c in cells if c.concurrency == concurrency and c.measured]
     healthy = [s for s in stats if s is not None and not s.excluded]
     return max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
 

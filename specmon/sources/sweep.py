@@ -576,7 +576,7 @@ class SweepRunner:
     def _draft_schedule(self) -> dict[str, Any] | None:
         """The schedule of the fixed-k cells (as conclude() will write it), written now so
         the "schedule" arm's server can read it; None (and why) when there is none to run."""
-        measured = [c for c in self.ordered_cells() if c.error is None and c.repeats]
+        measured = [c for c in self.ordered_cells() if c.measured]
         decisions_mod, kmodel = _analysis()
         decisions = decisions_mod.decide(measured, self.settings.objective(), bootstrap=False)
         try:
@@ -803,7 +803,7 @@ class SweepRunner:
     def conclude(self, result: SweepResult) -> SweepResult:
         """Decide, fit, write the schedule and the final sweep.json; a failure of the analysis
         is reported and leaves the measured cells in sweep.json."""
-        measured = [cell for cell in result.cells if cell.error is None and cell.repeats]
+        measured = [cell for cell in result.cells if cell.measured]
         extra: dict[str, Any] = {"complete": not result.stopped}
         try:
             decisions_mod, kmodel = _analysis()

@@ -82,8 +82,8 @@ def grid_view(
     for k in ks:
         texts = [_slot_text(by_key.get((k, c)), now, compact, k=k, c=c) for c in concurrencies]
         rows.append((f"k={k}", *texts))
-    measured = [c for c in cells if c.error is None and c.repeats]
-    made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)} if measured else {}
+    measured = [c for c in cells if c.measured]
+    made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)}
     picks, selected, speed = [], [], []
     for c in concurrencies:
         d = made.get(c)
@@ -120,7 +120,7 @@ def _arm_rows(
 ) -> tuple[tuple[tuple[str, ...], ...], tuple[int, int] | None]:
     """Two rows per arm (its median ± MAD, then vs the best fixed k measured there)."""
     recorded = dict(arms.cells or {})
-    measured = {n: [c for c in cs if c.error is None and c.repeats] for n, cs in recorded.items()}
+    measured = {n: [c for c in cs if c.measured] for n, cs in recorded.items()}
     done = {n: cs for n, cs in measured.items() if cs}
     reports = {r.name: r for r in arm_reports(done, fixed, slo)}
     rows: list[tuple[str, ...]] = []

@@ -316,3 +316,22 @@ def test_p_selected_redecides_each_draw_by_the_rule_that_selected():
     assert d.unstable_ks == [0] and d.selected_k == 0
     assert d.selected_score == pytest.approx(400 - 1.4826 * 100)
     assert d.p_selected == 1.0
+
+
+def test_a_cell_with_an_error_is_never_a_candidate():
+    """A cell the runner flagged keeps the repeats it measured (here its payloads reported
+    another k); `decide` leaves it out whoever calls, as the arms' best fixed k does: at
+    concurrency 1 the slower, healthy k=2 (150 tok/s) is selected over the flagged k=4
+    (300), and concurrency 8, whose only cell is flagged, gets no decision at all."""
+    wrong = "the server for k=4 reports num_spec_tokens 3"
+    flagged = [RepeatMeasurement(300.0, 1.0, 10)] * 3
+    cells = [
+        cell(0, 1, 100, 100, 100),
+        cell(2, 1, 150, 150, 150),
+        Cell(4, 1, flagged, error=wrong),
+        Cell(4, 8, flagged, error=wrong),
+        Cell(6, 1),  # not measured yet
+    ]
+    (d,) = decide(cells)
+    assert d.concurrency == 1 and d.selected_k == 2
+    assert [s.k for s in d.candidates] == [0, 2] and d.missing_ks == []
