@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -203,14 +203,6 @@ class CategoryTable:
             if acc.num_spec_tokens is not None:
                 return acc.num_spec_tokens
         return None
-
-
-def table_of(results: Iterable[RequestResult]) -> CategoryTable:
-    """A table over finished results (tune, compare, report)."""
-    table = CategoryTable()
-    for result in results:
-        table.add(result)
-    return table
 
 
 def sort_rows(rows: list[CategoryRow], column: str, descending: bool = False) -> list[CategoryRow]:

@@ -138,13 +138,6 @@ class Cell:
         return [r.per_token_off_share for r in self.repeats if r.per_token_off_share is not None]
 
     @property
-    def off_model_share(self) -> float | None:
-        """The larger of the lag share and the per-token time's distance from the formula:
-        what the health gate compares with SERVER_LAG_LIMIT (None: neither is known)."""
-        shares = [s for s in (self.server_lag_share, self.per_token_off_share) if s is not None]
-        return max(abs(s) for s in shares) if shares else None
-
-    @property
     def server_behind(self) -> str | None:
         """The flag of a cell off its simulator's step model, or None: the server ran behind
         it, or the per-token time measured was more than 2% off the formula's."""

@@ -599,10 +599,6 @@ class ServerCounterView:
     failures: int = 0  # scrapes that failed (timeout, size, HTTP, unparseable page)
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason -> series, all scrapes
 
-    def health_window(self) -> HealthDelta | None:
-        """The health series over the window: baseline -> last (None without both)."""
-        return _health_between(self.baseline, self.last)
-
     def health_recent(self) -> HealthDelta | None:
         """The health series over the last scrape interval: previous -> last."""
         return _health_between(self.previous, self.last)

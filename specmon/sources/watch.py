@@ -489,10 +489,6 @@ class WatchRun(BackgroundRun):
         now = rows[-1].t_s if rows else 0.0
         return watch_series(rows, window_s, now, columns, self.interval_s)
 
-    def latest_row(self, label: str) -> WatchRow | None:
-        rows = self.tracks[label].rows
-        return rows[-1] if rows else None
-
 
 def watch_series(
     rows: list[WatchRow],

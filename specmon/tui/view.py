@@ -5,7 +5,7 @@ No Textual here, so every number the screen shows is testable without a terminal
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.constants import HIST_FOLD_CAP
@@ -91,7 +91,3 @@ def per_position(hist: dict[int, int], k: int | None) -> list[PositionEstimate]:
         return []
     observed = max((j for j, n in hist.items() if n), default=0)
     return position_estimates(hist, max(k or 0, observed))
-
-
-def join_nonempty(parts: Iterable[str], sep: str = "  ") -> str:
-    return sep.join(p for p in parts if p)

@@ -359,10 +359,6 @@ class WorkerPool(SegmentKnobs, BackgroundRun):
     def _request_stop(self) -> None:
         self._broadcast("stop")
 
-    @property
-    def worker_count(self) -> int:
-        return len(self._processes)
-
     def progress(self) -> LoadProgress:
         return merge_progress(list(self._progress.values()), total=self.config.request_count)
 
