@@ -27,9 +27,8 @@ from specmon.commands.tune import (
     is_sweep_dir,
     load_input,
     print_sweeps,
-    slo_of,
 )
-from specmon.decision.slo import Slo
+from specmon.decision.slo import Slo, slo_option
 from specmon.errors import UserError
 
 
@@ -49,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    slo = slo_of(args.slo)
+    slo = slo_option(args.slo)
     sweeps = [Path(d) for d in args.dirs if is_sweep_dir(d)]
     if sweeps:  # a sweep's answer is its own decision per load (decision/cells.py), as tune's
         if len(sweeps) != len(args.dirs):

@@ -13,8 +13,7 @@ import sys
 from typing import TextIO
 
 from specmon.config import RunConfig, add_run_arguments, build_config
-from specmon.decision.slo import parse_slo
-from specmon.errors import UserError
+from specmon.decision.slo import slo_option
 from specmon.run import execute as run_execute
 
 
@@ -51,11 +50,7 @@ def check_theme_early(config: RunConfig) -> None:
 def check_slo_early(config: RunConfig) -> None:
     """A malformed --slo fails before any server is contacted (decision/slo.py's parser;
     the options cannot parse it: config.py sits below the decision package)."""
-    if config.slo is not None:
-        try:
-            parse_slo(config.slo)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+    slo_option(config.slo)
 
 
 def open_monitor(config: RunConfig, out: TextIO) -> run_execute.Monitor | None:

@@ -39,7 +39,7 @@ from specmon.analysis.sweep_types import Cell
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision import acceptance as tuning
 from specmon.decision.cells import Decision, decide, decision_lines
-from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
+from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, format_table
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
@@ -120,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--draft-cost {args.draft_cost}: must be a number >= 0")
     if args.num_spec_tokens is not None and args.num_spec_tokens < 1:
         raise UserError(f"--num-spec-tokens {args.num_spec_tokens}: must be >= 1")
-    slo = slo_of(args.slo)
+    slo = slo_option(args.slo)
     sweeps = [Path(p) for p in args.paths if is_sweep_dir(p)]
     if sweeps:
         if len(sweeps) != len(args.paths):
@@ -154,19 +154,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_slo_argument(parser: argparse.ArgumentParser, purpose: str) -> None:
-    """--slo of a command that reads finished runs (slo_of parses it); `purpose` says what
+    """--slo of a command that reads finished runs (slo_option parses it); `purpose` says what
     the command does with it."""
     parser.add_argument("--slo", default=None, metavar="ttft=S,tpot=MS[,p=90]", help=purpose)
-
-
-def slo_of(text: str | None) -> Slo | None:
-    """--slo parsed by decision/slo.py; a one-line error when malformed."""
-    if text is None:
-        return None
-    try:
-        return parse_slo(text)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
 
 
 def is_sweep_dir(text: str) -> bool:
@@ -182,7 +172,7 @@ def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
         stored = (doc.get("settings") or {}).get("slo")
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UserError(f"{path / SWEEP_JSON}: cannot read its cells ({exc})") from None
-    decisions = decide(cells, slo if slo is not None else slo_of(stored))
+    decisions = decide(cells, slo if slo is not None else slo_option(stored))
     if not decisions:
         raise UserError(f"{path / SWEEP_JSON}: no measured cell")
     return decisions

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from specmon.errors import UserError
 from specmon.stats import percentile
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
@@ -126,3 +127,15 @@ def parse_slo(text: str) -> Slo:
     if any(v is not None and not v > 0 for v in (ttft, tpot)):
         raise ValueError(f"--slo: '{text}': limits must be positive")
     return Slo(ttft, tpot, percentile_name)
+
+
+def slo_option(text: str | None) -> Slo | None:
+    """--slo as any command got it (None: not given), parsed; malformed, a one-line
+    UserError (exit status 2), so every command refuses it in the same words and before
+    anything runs."""
+    if text is None:
+        return None
+    try:
+        return parse_slo(text)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None

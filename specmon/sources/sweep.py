@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
-from specmon.decision.slo import Slo, parse_slo, percentiles_of_summary
+from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -103,11 +103,7 @@ class SweepSettings:
             raise UserError("give exactly one of --segment-requests N or --segment-duration S")
         if self.repeats < 1:
             raise UserError("--repeats must be at least 1")
-        if self.slo is not None:
-            try:
-                parse_slo(self.slo)
-            except ValueError as exc:
-                raise UserError(str(exc)) from None
+        slo_option(self.slo)  # a malformed --slo: a UserError now, not at the end
         self._check_arms()
 
     def _check_arms(self) -> None:
@@ -128,7 +124,7 @@ class SweepSettings:
             )
 
     def objective(self) -> Slo | None:
-        return None if self.slo is None else parse_slo(self.slo)
+        return slo_option(self.slo)
 
     @property
     def grid_ks(self) -> list[int]:

@@ -7,7 +7,8 @@ import pytest
 
 from specmon.analysis.sweep import decide, render_sweep_tables
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
-from specmon.decision.slo import Slo, parse_slo
+from specmon.decision.slo import Slo, parse_slo, slo_option
+from specmon.errors import UserError
 
 
 def cell(k: int, tput: float, ttft_p90: float, tpot_p90: float) -> Cell:
@@ -23,6 +24,16 @@ def test_parse_slo_units_and_errors():
                        ("ttft=1,p=80", "choose one of"), ("tpot=-1", "positive")):  # fmt: skip
         with pytest.raises(ValueError, match=words):
             parse_slo(bad)
+
+
+def test_every_command_reads_a_given_slo_through_one_option_parser():
+    """`specmon run` / `demo` (checked early), `sweep`, `tune` and `compare` and the run's
+    segments table all read --slo with slo_option: not given is None, a malformed one the
+    parser's own one line as a UserError (exit status 2)."""
+    assert slo_option(None) is None
+    assert slo_option("ttft=1,tpot=50") == Slo(1000.0, 50.0, "p90")
+    with pytest.raises(UserError, match=r"^--slo: p=80: choose one of 50, 90, 95, 99$"):
+        slo_option("ttft=1,p=80")
 
 
 def test_the_best_k_that_meets_the_slo_wins_and_none_is_said():

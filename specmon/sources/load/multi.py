@@ -27,7 +27,7 @@ from typing import Any
 
 from specmon.analysis.segments import RUN, SegmentTable
 from specmon.config import RunConfig
-from specmon.decision.slo import parse_slo
+from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.segment_plan import format_segments, parse_segments, split_plan
@@ -107,7 +107,7 @@ class MultiRun:
         self._segments = SegmentTable(
             draft_cost=config.draft_cost,
             across_servers=self.mode != "split",
-            slo=None if config.slo is None else parse_slo(config.slo),
+            slo=slo_option(config.slo),
         )
         self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
 
