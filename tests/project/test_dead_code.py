@@ -7,7 +7,8 @@ A name counts as used when it appears as a word anywhere else: in specmon/ (a ca
 attribute, a string looked up), tests/, benchmarks/ or pyproject.toml. A definition under a
 decorator that registers it (Textual's `@on`, pydantic's validators) is used by that; so
 are the framework hooks named by convention (Textual's on_/action_/watch_/compose/render,
-dunders)."""
+dunders). The same for a module: one nothing imports (by an import, or by its dotted name
+as a string, as cli.py names the commands) is left over."""
 
 from __future__ import annotations
 
@@ -79,3 +80,66 @@ def test_the_rule_finds_a_definition_nothing_names(tmp_path):
 
 def test_nothing_in_specmon_is_defined_and_never_named():
     assert unused_definitions(ROOT) == []
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(path: Path, root: Path) -> set[str]:
+    """The specmon modules a file imports or names: `import a.b`, `from a import b` (a.b
+    and a), relative imports resolved, and string literals 'specmon.x.y'."""
+    here = _module_name(path, root)
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = here.split(".") if path.name == "__init__.py" else here.split(".")[:-1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("specmon."):
+                out.add(node.value)
+    return out
+
+
+def unimported_modules(root: Path) -> list[str]:
+    """Modules of root/specmon that no file of specmon/, tests/ or benchmarks/ imports (a
+    package counts as imported with any of its modules)."""
+    sources = sorted((root / "specmon").rglob("*.py"))
+    readers = [*sources, *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]
+    named: set[str] = set()
+    for path in readers:
+        for name in _imported(path, root):
+            parts = name.split(".")
+            named.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    entry = {"specmon", "specmon.__main__"}  # python -m specmon; the package itself
+    modules = (_module_name(p, root) for p in sources)
+    return sorted(m for m in modules if m not in named and m not in entry)
+
+
+def test_the_rule_finds_a_module_nothing_imports(tmp_path):
+    (tmp_path / "specmon" / "sub").mkdir(parents=True)
+    for name, text in {
+        "__init__.py": "",
+        "a.py": "from specmon.sub import b\nfrom . import c\n",
+        "c.py": "",
+        "named.py": "",
+        "left.py": "",
+        "sub/__init__.py": "",
+        "sub/b.py": "COMMANDS = {'x': 'specmon.named'}\n",
+    }.items():
+        (tmp_path / "specmon" / name).write_text(text)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import specmon.a\n")
+    assert unimported_modules(tmp_path) == ["specmon.left"]
+
+
+def test_no_module_in_specmon_is_left_unimported():
+    assert unimported_modules(ROOT) == []
