@@ -238,7 +238,9 @@ def test_alike_requests_cost_the_accumulator_no_memory_per_request():
         acc.add(result)
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    assert grown < 20_000 * 2  # under 2 bytes a request; the timeline alone took 24
+    # 0.06 bytes a request measured, the timeline 27; the bar leaves room for what another
+    # thread of the process allocates meanwhile (tracemalloc counts it too)
+    assert grown < 20_000 * 8
     assert acc.request_count == 22_000 and acc.spec_request_count == 22_000
 
 

@@ -36,7 +36,9 @@ def test_a_segment_keeps_ttft_and_tpot_in_typed_arrays():
         table.add("a", STREAMED)
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
-    assert grown < 20_000 * 24  # typed: about 18 bytes a request; a float list: 67
+    # typed: 18 bytes a request measured, a float list 67; the bar leaves room for what
+    # another thread of the process allocates meanwhile (tracemalloc counts it too)
+    assert grown < 20_000 * 40
     (row,) = table.rows(latency=True)
     assert row["latency_percentiles"]["ttft_ms"]["p90"] == 20.0
     assert row["latency_percentiles"]["tpot_ms"]["p50"] == 5.0
