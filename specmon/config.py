@@ -11,7 +11,8 @@ that starts a child) an argv. `RUN_OPTIONS` here declares `specmon run` / `specm
 `specmon.sim.config.SIM_OPTIONS` declares `specmon sim`, and demo reuses it.
 
 Adding an option is ONE edit: add a field to `RunConfig` (or `SimConfig`), e.g.
-    drain_timeout: float = option(30.0, "seconds to wait for in-flight requests at the end", gt=0)
+    settle_s: float = option(2.0, "seconds to wait before the first request", ge=0)
+(a made-up option: the real fields below are the ones to read)
 and every layer knows it (tests/test_options.py checks that each layer does).
 
 Precedence: command-line flags > environment variables > `--config FILE` > defaults.

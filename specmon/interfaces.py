@@ -177,7 +177,7 @@ class RunView(Protocol):
     its session), in display order. `poller(label)`: None without /metrics polling.
     `segment_rows(draft_cost)`: the live segments table, None when the run has none (a
     replay); `draft_cost` is the cost its recommendations use: "run" (the run's
-    --draft-cost), None (unknown: kchoice's stated assumption) or a number (the TUI's +/-).
+    --draft-cost), None (unknown: advise's stated assumption) or a number (the TUI's +/-).
     """
 
     @property

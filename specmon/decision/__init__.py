@@ -8,9 +8,12 @@ and only paints the answer.
 * `gates.py`: measurement health (errors, a saturated client, a lagging server, too few
   requests) that excludes a point from every selection;
 * `choose.py`: the decision: the basis the measurements allow, bounds, P(best), the
-  extrapolated k with its band, flags.
+  extrapolated k with its band, flags;
+* `cells.py`: the sweep's selection over measured cells (median - 1.4826 MAD, the
+  unstable-cell rule, P(sel.)), which the sweep table, sweep.json, tune and compare paint;
+* `slo.py`: the `--slo` parser and the one check of a point against it.
 
-`advise(measurements, concurrency, draft_cost)` is the entry point (a `KChoice`).
+`advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`).
 """
 
 # (the names are bound under new names: `specmon.decision.choose` stays the module)

@@ -37,7 +37,7 @@ class DraftCost:
 
     @property
     def given(self) -> float | None:
-        """What kchoice is told: None while assumed (it then states its own assumption)."""
+        """What decision.advise is told: None while assumed (it then states its own assumption)."""
         return None if self.assumed else self.value
 
     def step(self, direction: int) -> DraftCost:
@@ -94,8 +94,8 @@ def what_if(
 ) -> WhatIf | None:
     """The what-if for one server's pooled histogram; None with no steps or no k. The k is
     the segments table's answer for the server's current segment when `rows` has one (rows
-    computed with this `cost`), else kchoice over the histogram alone; `cost` None =
-    unknown (kchoice assumes its default and says so)."""
+    computed with this `cost`), else decision.advise over the histogram alone; `cost` None =
+    unknown (advise assumes its default and says so)."""
     kk = measured_k(hist, k)
     if not kk or sum(hist.values()) <= 0:
         return None

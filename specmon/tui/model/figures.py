@@ -101,7 +101,7 @@ def run_headline(
     counters: CounterStatus | None,
 ) -> Headline:
     """The headline of one server: its figures, and the recommended k with the basis
-    kchoice names (docs/tuning.md) after the measured steps it rests on."""
+    decision.advise names (docs/tuning.md) after the measured steps it rests on."""
     said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
     where = f" {SERVER_WIDE}" if acceptance.server_wide else ""
     basis = f"{acceptance.steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
