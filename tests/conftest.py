@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing.util
 import os
+import signal
 import subprocess
 import sys
 from collections import defaultdict
@@ -53,6 +54,19 @@ UNMARKED_PROCESS = (
 
 
 REALVLLM_TESTS = Path(__file__).resolve().parent / "realvllm"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start from the default signal dispositions, however the suite was launched: under
+    `nohup` SIGHUP arrives ignored, and a background job of a non-interactive shell gets
+    SIGINT ignored. specmon keeps an inherited SIG_IGN (README, "Stopping and exit status"),
+    so every process a test starts would ignore the signals the stop tests send (19 of them
+    failed, run as `nohup ... &`). The nohup test sets SIG_IGN for its own child. Runs in
+    the main process and in each xdist worker, before any test starts a process."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
