@@ -453,14 +453,15 @@ class LoadGenerator:
                 continue  # woken by a knob change, a completion or stop: re-check
             if not await self._wait_slot(deadline):
                 continue
-            if deadline is not None and time.perf_counter() >= deadline:
+            decided_s = time.perf_counter()  # the dispatch instant, checked and recorded
+            if deadline is not None and decided_s >= deadline:
                 return  # a slot freed after the deadline
             prompt = self.factory.next_prompt(phase)
             if prompt is None:  # the next turns wait for answers: a completion pokes
                 timeout = None if deadline is None else deadline - time.perf_counter()
                 await self._sleep_or_wake(timeout)
                 continue
-            self._launch(phase, prompt)
+            self._launch(phase, prompt, decided_s)
             issued += 1
 
     async def _wait_arrival(self, deadline: float | None) -> bool:
@@ -501,7 +502,7 @@ class LoadGenerator:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
 
-    def _launch(self, phase: str, prompt: Prompt) -> None:
+    def _launch(self, phase: str, prompt: Prompt, decided_s: float) -> None:
         body, category = self.factory.body(prompt), prompt.category
         streaming = body.get("stream") is True  # --extra-inputs may have turned it on or off
         capture = new_capture(
@@ -518,7 +519,9 @@ class LoadGenerator:
         )
         if phase == "profiling":
             self.sent += 1
-            self.last_dispatch_s = time.perf_counter()
+            # the instant the deadline was checked, not after building the body: under a
+            # busy core that took past a deadline the check had met (+24 us seen)
+            self.last_dispatch_s = decided_s
         task = asyncio.get_running_loop().create_task(self._one(capture, prompt))
         self._tasks.add(task)
         task.add_done_callback(self._done)
