@@ -672,7 +672,8 @@ class SweepRunner:
             # of other acceptance moved the formula's mean ITL by 1.6-3.6% at c=1)
             warm_dir = self.dir / row_dir / "warmup"
             warm = self._cell_config(url, model, c, warm_dir, self.settings.warmup_request_count)
-            if self._drive(*self.make_repeat(warm)) is None:
+            what = f"{row_label(k)} concurrency {c} (warm-up)"
+            if self._drive(*self.make_repeat(warm), what) is None:
                 return None, None, 0
         self._warmed.add(k)
         config = self._cell_config(url, model, c, repeat_dir)
@@ -684,21 +685,19 @@ class SweepRunner:
         if self.on_repeat is not None:
             self.on_repeat(self.now)
         lag_before = lag_sample(url)
-        saturated = self._drive(session, runner)
+        saturated = self._drive(session, runner, f"{row_label(k)} concurrency {c}")
         if saturated is None:
             return None, None, 0
-        error = getattr(runner, "error", None)
-        if error is not None and not isinstance(error, KeyboardInterrupt):
-            raise UserError(f"the load loop failed at {row_label(k)} concurrency {c}: {error}")
         acc = session.accumulator
         measured = replace(measurement_of(session, repeat_dir), client_saturated=saturated)
         measured = with_sim_fidelity(measured, lag_before, lag_sample(url))
         return measured, acc.num_spec_tokens, acc.spec_request_count
 
-    def _drive(self, session: Any, runner: LoadControl) -> bool | None:
-        """Runs one load to its end and finishes its session: whether the client's loop
-        was saturated at any poll (a health gate of the cell), or None when the sweep is
-        stopping (before or during the run)."""
+    def _drive(self, session: Any, runner: LoadControl, what: str) -> bool | None:
+        """Runs one load (`what`: which, for the error line) to its end and finishes its
+        session: whether the client's loop was saturated at any poll (a health gate of the
+        cell), or None when the sweep is stopping (before or during the run). A load loop
+        that failed raises UserError, a warm-up's as much as a repeat's."""
         with self._lock:
             if self.stopping.is_set():
                 return None
@@ -719,7 +718,12 @@ class SweepRunner:
             with self._lock:
                 self._runner = None
             session.finish(was_cancelled=self.stopping.is_set())
-        return None if self.stopping.is_set() else saturated
+        if self.stopping.is_set():
+            return None
+        error = getattr(runner, "error", None)
+        if error is not None and not isinstance(error, KeyboardInterrupt):
+            raise UserError(f"the load loop failed at {what}: {error}")
+        return saturated
 
     def _cell_config(
         self, url: str, model: str, c: int, where: Path, requests: int | None = None
