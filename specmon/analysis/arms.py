@@ -3,10 +3,11 @@ concurrency against the best fixed k and against k=0 measured at the same concur
 
 Pure: cells in, reports and text out. An arm is never "the best k" (it is not a k): it is
 reported beside the decisions. The best fixed k at a concurrency is the decision's
-(specmon/decision/cells.py `best_fixed_k`: the highest median output token throughput
-among that concurrency's fixed-k cells, k=0 included, that pass the health gates and the
-SLO); medians, not scores, so the arm's median is compared like for like. Against a k=0
-cell that fails a gate there is no "vs k=0" (as in the grid), and the point's flags say why.
+(specmon/decision/cells.py `best_median`: the highest median output token throughput among
+the cells that decision chose among, k=0 included: those that pass the health gates and
+the SLO, or, when none does, those flagged only for machine-wide reasons); medians, not
+scores, so the arm's median is compared like for like. Against a k=0 cell the decision
+could not choose there is no "vs k=0" (as in the grid), and the point's flags say why.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from specmon.analysis.sweep import DEFAULT_WIDTH
 from specmon.analysis.sweep_types import Cell
-from specmon.decision.cells import best_fixed_k, summarize
+from specmon.decision.cells import best_median, selectable, summarize
 from specmon.decision.slo import Slo
 from specmon.formatting import grid_lines, wrap_lines
 from specmon.records import json_record, stored_as
@@ -70,10 +71,11 @@ def _percent(value: float | None, ref: float | None) -> float | None:
 
 
 def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> ArmPoint:
-    top = best_fixed_k(cells, c, slo)
+    fixed = [st for x in cells if x.concurrency == c and x.measured and (st := summarize(x, slo))]
+    usable = selectable(fixed)  # the cells the decision at c chose among
+    top = best_median(fixed)
     best_k, best = (None, None) if top is None else (top.k, top.median)
-    k0 = next((x for x in cells if x.k == 0 and x.concurrency == c and not x.error), None)
-    k0_stats = summarize(k0, slo) if k0 is not None else None
+    k0_stats = next((s for s in fixed if s.k == 0), None)
     stats = summarize(arm, slo) if arm is not None and arm.error is None else None
     flags: list[str] = []
     if arm is None:
@@ -82,11 +84,14 @@ def _point(arm: Cell | None, c: int, cells: Sequence[Cell], slo: Slo | None) -> 
         flags.append(arm.error.splitlines()[0])
     if stats is not None:
         flags += list(stats.excluded) + (["unstable"] if stats.unstable else [])
-    if k0_stats is not None and k0_stats.excluded:  # as the grid: no speedup over a gated k=0
+    if k0_stats is not None and k0_stats not in usable:  # as the grid: no speedup over it
         flags.append("k=0 excluded: " + "; ".join(k0_stats.excluded))
         k0_stats = None
-    if best is None:
+    if top is None:
         flags.append("no fixed-k cell here passes the gates: no best fixed k")
+    elif top.excluded:  # every cell failed a machine-wide gate: the decision's fallback too
+        reasons = sorted({why for s in usable for why in s.excluded})
+        flags.append("every fixed-k cell here flagged, compared anyway: " + "; ".join(reasons))
     median = stats.median if stats is not None else None
     return ArmPoint(
         concurrency=c,

@@ -221,6 +221,13 @@ def selectable(stats: Sequence[CellStats]) -> list[CellStats]:
     return [s for s in stats if machine_wide(s.excluded)]
 
 
+def best_median(stats: Sequence[CellStats]) -> CellStats | None:
+    """The best fixed k among one load's cells: the highest median (the smaller k on a tie)
+    among the selectable ones; a decision's best_k and an arm's "best fixed k" both."""
+    healthy = selectable(stats)
+    return max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+
+
 def _select(stable: Sequence[CellStats]) -> CellStats:
     """The smallest k whose score is within the tie tolerance of the top score."""
     top = max(s.score for s in stable)
@@ -333,7 +340,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     excluded = {s.k: list(s.excluded) for s in stats if s.excluded}
     healthy = selectable(stats)
     notes = _decision_notes(stats, missing, excluded, [s.k for s in healthy if s.excluded])
-    best = max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
+    best = best_median(stats)
     stable = _stable(healthy)
     notes += [
         f"k={s.k} is unstable but beats every other k beyond the noise: kept"
@@ -389,15 +396,6 @@ def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True
             d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
         out.append(d)
     return out
-
-
-def best_fixed_k(cells: Sequence[Cell], concurrency: int, slo: Slo | None) -> CellStats | None:
-    """The best fixed k at a load, as an arm is measured against it (analysis/arms.py): the
-    highest median among the measured cells there that pass the health gates and the SLO
-    (medians, not scores: an arm's median is compared like for like); None without one."""
-    stats = [summarize(c, slo) for c in cells if c.concurrency == concurrency and c.measured]
-    healthy = [s for s in stats if s is not None and not s.excluded]
-    return max(healthy, key=lambda s: (s.median, -s.k)) if healthy else None
 
 
 def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:

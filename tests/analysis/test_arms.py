@@ -6,6 +6,7 @@ import pytest
 
 from specmon.analysis.arms import arm_reports, render_arms
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.cells import decide
 from specmon.errors import UserError
 from specmon.sources.sweep import SweepSettings, schedule_command
 
@@ -41,6 +42,27 @@ def test_an_unhealthy_fixed_cell_is_not_the_best_k() -> None:
     assert report.points[0].best_k == 2
     assert report.points[0].vs_best_percent == pytest.approx(-10.0)
     assert report.points[0].vs_k0_percent is None  # no k=0 cell
+
+
+def test_the_best_fixed_k_is_the_decisions_when_every_cell_is_flagged() -> None:
+    """Every fixed cell on a saturated client (a machine-wide gate): the decision decides
+    among them anyway, and the arm is held against that same best k (150 at k=2), flagged,
+    not left with "no best fixed k"."""
+
+    def saturated(k: int, *tputs: float) -> Cell:
+        return Cell(k, 1, [RepeatMeasurement(t, 1.0, 100, client_saturated=True) for t in tputs])
+
+    fixed = [saturated(0, 100, 100, 100), saturated(2, 150, 150, 150), saturated(4, 140, 140, 140)]
+    (decision,) = decide(fixed)
+    (report,) = arm_reports({"v": [cell(-1, 1, 120, 120, 120)]}, fixed)
+    point = report.points[0]
+    assert decision.best_k == point.best_k == 2 and point.best_k_throughput == 150
+    assert point.vs_best_percent == pytest.approx(-20.0)  # 120 / 150
+    assert point.vs_k0_percent == pytest.approx(20.0)  # k=0 is one of the cells decided among
+    assert point.flags == (
+        "every fixed-k cell here flagged, compared anyway: client saturated (the load loop's "
+        "health warning)",
+    )
 
 
 def test_no_speedup_over_a_gated_k0() -> None:

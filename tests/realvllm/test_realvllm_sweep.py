@@ -234,15 +234,17 @@ def test_vllm_serves_the_schedule_and_the_arms_table_is_right(sweep):
     table = sweep.proc.stdout
     for point in arm["points"]:
         c = point["concurrency"]
-        fixed = [x for x in doc["cells"] if x["concurrency"] == c and not gate_reasons(x)]
+        # the cells the decision chose among: its best_k is the arm's best fixed k
+        fixed = healthy_cells([x for x in doc["cells"] if x["concurrency"] == c])
         medians = {x["k"]: statistics.median(throughputs(x)) for x in fixed}
         median = statistics.median(throughputs(arm_cells[c]))
         assert point["output_token_throughput"] == pytest.approx(median, rel=1e-12)
-        if not medians:  # every fixed k gated (a saturated client): no best to compare with
+        if not medians:  # every fixed k gated (not only a saturated client): no best k
             assert point["best_k"] is None and point["vs_best_k_percent"] is None, point
             continue
         best = max(sorted(medians), key=lambda k: medians[k])
         assert (point["best_k"], point["best_k_output_token_throughput"]) == (best, medians[best])
+        assert best == next(d["best_k"] for d in doc["decisions"] if d["concurrency"] == c)
         vs_best = (median / medians[best] - 1) * 100
         assert point["vs_best_k_percent"] == pytest.approx(vs_best, rel=1e-9)
         if 0 in medians:
