@@ -507,26 +507,3 @@ def estimate_to_dict(est: TuningEstimate) -> dict[str, Any]:
 
 def tune_report(histogram: Histogram, k: int, draft_cost: float | None = None) -> dict[str, Any]:
     return estimate_to_dict(analyze(histogram, k, draft_cost))
-
-
-@dataclass(frozen=True)
-class RunPoint:
-    """One server / run at a fixed k: its pooled histogram and measured verify-step time."""
-
-    k: int
-    histogram: Histogram
-    step_time: float | None  # e.g. ms per verify step (TPOT x acceptance length)
-
-
-def recommend_across_runs(runs: Sequence[RunPoint]) -> TuningEstimate | None:
-    """Runs at several k under the same load (one segment): fit c from their step times,
-    then predict from the largest-k histogram (exact for every k' up to it).
-
-    At higher concurrency verifying k+1 tokens costs more, the fitted c grows and the
-    recommended k falls: the per-segment answer of docs/tuning.md §6. None without runs.
-    """
-    if not runs:
-        return None
-    cost = estimate_draft_cost([(r.k, r.step_time) for r in runs if r.step_time is not None])
-    widest = max(runs, key=lambda r: r.k)
-    return analyze(widest.histogram, widest.k, cost)

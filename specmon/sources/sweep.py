@@ -21,7 +21,7 @@ import statistics
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -191,16 +191,6 @@ def _analysis() -> tuple[Any, Any]:
     from specmon.decision import stepcost as kmodel
 
     return decisions, kmodel
-
-
-def _as_dict(obj: Any) -> Any:
-    if obj is None:
-        return None
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return asdict(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------------------
@@ -808,10 +798,10 @@ class SweepRunner:
         try:
             decisions_mod, kmodel = _analysis()
             result.decisions = decisions_mod.decide(measured, self.settings.objective())
-            extra["decisions"] = [_as_dict(d) for d in result.decisions]
+            extra["decisions"] = [d.to_dict() for d in result.decisions]
             try:
                 result.model = kmodel.fit(measured)
-                extra["model"] = _as_dict(result.model)
+                extra["model"] = result.model.to_dict()
             except Exception as exc:  # too few cells or k values to fit: decisions still stand
                 extra["model"] = None
                 extra["model_error"] = str(exc)

@@ -238,11 +238,15 @@ def _sim_step_ms(k: int, batch: int, step_ms=10.0, draft_ms=1.0, slope=0.01) -> 
 
 
 def test_recommended_k_falls_as_concurrency_rises():
+    """Runs at k = 2, 4, 6 under one load: the draft cost c fitted from their step times
+    (as decision/choose.py does at one load), then the k=6 histogram's predictions."""
     hist6 = _geometric_counts(0.8, 6, 1_000_000)  # flat alpha 0.8 at k = 6
-    runs_at = lambda b: [
-        tuning.RunPoint(k, hist6 if k == 6 else {0: 1}, _sim_step_ms(k, b)) for k in (2, 4, 6)
-    ]
-    low, high = tuning.recommend_across_runs(runs_at(1)), tuning.recommend_across_runs(runs_at(33))
+
+    def at(batch: int) -> tuning.TuningEstimate:
+        cost = estimate_draft_cost([(k, _sim_step_ms(k, batch)) for k in (2, 4, 6)])
+        return tuning.analyze(hist6, 6, cost)
+
+    low, high = at(1), at(33)
     # B = 1: t = 10 + 1 k -> c = 0.1 ; B = 33: t = 10 (1 + .32 (k+1)) + k = 13.2 + 4.2 k
     # -> c = 4.2 / 13.2 = 0.318
     assert low.draft_cost == pytest.approx(0.1) and high.draft_cost == pytest.approx(4.2 / 13.2)
@@ -250,4 +254,3 @@ def test_recommended_k_falls_as_concurrency_rises():
     # and > E(7)/1.7 = 4.161/1.7 = 2.448 -> 6 ; c = .318: E(3)/1.954 = 2.952/1.954 = 1.511 >
     # E(2)/1.636 = 1.491 and E(4)/2.272 = 1.480 -> 3
     assert low.recommended_k == 6 and high.recommended_k == 3
-    assert tuning.recommend_across_runs([]) is None
