@@ -7,7 +7,9 @@ cell's median ± MAD, the cell and repeat being measured, the decision row formi
         narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
         view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
         self.query_one(SweepGrid).show(view)
-and the acceptance panels of the current repeat's session. q stops the sweep (the repeat in
+and the acceptance panels of the current repeat's session; `c` swaps those panels for the
+grid as curves (tokens/s against concurrency, one line per k: widgets/sweep_curves.py) and
+back. q stops the sweep (the repeat in
 flight is not kept) and closes; the command then writes the decisions and prints the tables.
 """
 
@@ -32,6 +34,7 @@ from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.panel import HPanel, Panel
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.sweep import SweepGrid
+from specmon.tui.widgets.sweep_curves import SweepCurves
 
 REFRESH_HZ = 4.0
 NARROW_BELOW = 100  # columns: the acceptance panel keeps its bars, not the positions
@@ -58,9 +61,13 @@ class SweepApp(App[int]):
     #cell-positions { width: auto; }
     /* under 100 columns the histogram's bars keep the panel; the positions give way */
     Screen.narrow #cell-positions { display: none; }
+    #panel-curves { height: 1fr; display: none; }
+    Screen.curves #panel-curves { display: block; }
+    Screen.curves #row-cell { display: none; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_sweep", "Stop and quit"),
+        Binding("c", "toggle_curves", "Curves"),
         Binding("s", "screenshot", "Save"),
         Binding("ctrl+c", "quit_sweep", "Quit", show=False, priority=True),
     ]
@@ -78,6 +85,8 @@ class SweepApp(App[int]):
             yield SweepGrid(id="grid")
         with Panel(id="panel-serverlog", classes="panel"):
             yield Static("", id="server-log", markup=False)
+        with Panel(id="panel-curves", classes="panel"):
+            yield SweepCurves(id="curves")
         with Horizontal(id="row-cell"):
             with Panel(id="panel-cellspec", classes="panel"):
                 yield StatsTable(SPEC_ROWS, SPEC_COLUMNS, "no cell measured yet", id="cell-spec")
@@ -103,6 +112,7 @@ class SweepApp(App[int]):
             "#panel-grid"
         ).border_title = "Sweep · output tok/s, median ± MAD over repeats · * selected k"
         self.query_one("#panel-serverlog").border_title = "Server log"
+        self.query_one("#panel-curves").border_title = "Sweep curves · c: back to the cell"
         self.refresh_data()
         self.set_interval(1.0 / REFRESH_HZ, self.refresh_data)
 
@@ -137,6 +147,8 @@ class SweepApp(App[int]):
         narrow = self.size.width < NARROW_BELOW  # figures without decimals from 100 up
         view = grid_view(ks, concs, cells, now, settings.objective(), arms, narrow)
         self.query_one(SweepGrid).show(view)
+        if self.screen.has_class("curves"):  # drawn only while shown (it repaints on change)
+            self.query_one(SweepCurves).show(ks, concs, cells)
         log_panel = self.query_one("#panel-serverlog")
         starting = now.phase == "starting"
         log_panel.set_class(starting, "visible")
@@ -168,6 +180,10 @@ class SweepApp(App[int]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.screen.set_class(event.size.width < NARROW_BELOW, "narrow")
+
+    def action_toggle_curves(self) -> None:
+        self.screen.toggle_class("curves")
+        self.refresh_data()
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """An SVG of the screen into the sweep's folder, as the monitor's `s` does."""

@@ -105,6 +105,35 @@ async def test_sweep_view_pilot_and_q_stops(tmp_path):
     assert runner.stopping.is_set()  # q went through RunControl.stop()
 
 
+async def test_c_shows_the_grid_as_curves_and_back(tmp_path):
+    """`c`: the cell's panels give way to the curves of the cells measured so far (k=0 at
+    c=1 and 4, k=2 at c=1: the medians 100, 300 and 150 by hand); `c` again brings them
+    back. Cells landing while the curves are up are drawn at the next refresh."""
+    from specmon.tui.widgets.sweep_curves import SweepCurves
+
+    control, runner = fake_control(tmp_path)
+    feed(runner)
+    app = SweepApp(control)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        curves = app.query_one(SweepCurves)
+        assert not curves.display or not curves.parent.display  # type: ignore[union-attr]
+        await pilot.press("c")
+        await pilot.pause()
+        assert curves.curves == ((0, ((1, 100.0), (2, 300.0))), (2, ((1, 150.0),)))
+        text = screen_text(app)
+        assert "Sweep curves" in text and "Spec decode ·" not in text
+        assert "k=0" in text and "k=2" in text and "by concurrency" in text
+        runner.on_cell(Cell(2, 4, repeats(400, 400, 400)))  # type: ignore[misc]
+        app.refresh_data()
+        await pilot.pause()
+        assert curves.curves[1] == (2, ((1, 150.0), (2, 400.0)))
+        await pilot.press("c")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Sweep curves" not in text and "Spec decode · k=2 concurrency=4" in text
+
+
 def test_sweep_view_snapshot(snap_compare, tmp_path, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     control, runner = fake_control(tmp_path)

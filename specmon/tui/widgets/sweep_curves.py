@@ -1,7 +1,7 @@
 """The sweep's k x concurrency grid as curves: output tokens/s (the median over a cell's
 repeats, decision/cells.py `summarize`, the figure the grid prints) against concurrency, one
-line per k, with axes. Offered to the sweep view (tui/sweep_app.py) for a maximized or tall
-panel; the grid stays the place for the exact figures and the decision.
+line per k, with axes. The sweep view (tui/sweep_app.py) shows it in place of the current
+cell's panels on `c`; the grid stays the place for the exact figures and the decision.
 
 x: the concurrencies in sweep order, evenly spaced (a sweep's grid is usually 1, 4, 16, 64:
 even spacing reads as a log axis) and labelled with their values; y: tokens/s from 0. A cell
