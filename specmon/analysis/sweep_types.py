@@ -20,6 +20,25 @@ from specmon.records import int_keys, json_record
 SERVER_LAG_LIMIT = 0.02
 
 
+def fidelity_reasons(lag_share: float | None, off_share: float | None) -> list[str]:
+    """Why a simulator's figures are not its configuration's, worded once for the sweep's
+    flag (`Cell.server_behind`) and the health gate (decision/gates.py `Health.reasons`):
+    its steps ran behind its own step model (lag / formula seconds), or the per-token time
+    the client measured is off the formula's for the same requests (either way)."""
+    out = []
+    if lag_share is not None and lag_share > SERVER_LAG_LIMIT:
+        out.append(
+            f"server behind its step model (+{100 * lag_share:.1f}% of its formula's time "
+            f"> {SERVER_LAG_LIMIT:.0%})"
+        )
+    if off_share is not None and abs(off_share) > SERVER_LAG_LIMIT:
+        out.append(
+            f"off the simulator's formula (per-token time {100 * off_share:+.1f}%, "
+            f"beyond {SERVER_LAG_LIMIT:.0%})"
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class RepeatMeasurement:
     """One repeat of one (k, concurrency) cell: figures from that repeat's summary export."""
@@ -139,16 +158,9 @@ class Cell:
 
     @property
     def server_behind(self) -> str | None:
-        """The flag of a cell off its simulator's step model, or None: the server ran behind
-        it, or the per-token time measured was more than 2% off the formula's."""
-        why = []
-        share = self.server_lag_share
-        if share is not None and share > SERVER_LAG_LIMIT:
-            why.append(f"server behind its own step model (+{share * 100:.1f}%)")
-        off = self.per_token_off_share
-        if off is not None and abs(off) > SERVER_LAG_LIMIT:
-            why.append(f"per-token time {off * 100:+.1f}% off the simulator's formula")
-        return "; ".join(why) or None
+        """The flag of a cell off its simulator's step model (`fidelity_reasons`: the same
+        words as the health gate that excludes it), or None."""
+        return "; ".join(fidelity_reasons(self.server_lag_share, self.per_token_off_share)) or None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specmon.analysis.sweep_types import SERVER_LAG_LIMIT
+from specmon.analysis.sweep_types import SERVER_LAG_LIMIT, fidelity_reasons
 
 MAX_ERROR_RATE = 0.01
 MAX_SERVER_LAG_SHARE = SERVER_LAG_LIMIT  # the sweep's flag and the gate: one bar
@@ -53,17 +53,7 @@ class Health:
             )
         if self.saturated:
             out.append("client saturated (the load loop's health warning)")
-        if self.server_lag_share is not None and self.server_lag_share > MAX_SERVER_LAG_SHARE:
-            out.append(
-                f"server behind its step model (+{100 * self.server_lag_share:.1f}% of its "
-                f"formula's time > {MAX_SERVER_LAG_SHARE:.0%})"
-            )
-        off = self.formula_off_share
-        if off is not None and abs(off) > MAX_SERVER_LAG_SHARE:
-            out.append(
-                f"off the simulator's formula (per-token time {100 * off:+.1f}%, "
-                f"beyond {MAX_SERVER_LAG_SHARE:.0%})"
-            )
+        out += fidelity_reasons(self.server_lag_share, self.formula_off_share)
         if self.requests is not None and self.requests < self.min_requests:
             out.append(f"too few requests ({self.requests} < {self.min_requests})")
         return out
