@@ -464,6 +464,13 @@ class RunAccumulator:
             return None
         return (self.max_end_ns - self.min_start_ns) * S_PER_NS
 
+    @property
+    def request_throughput(self) -> float | None:
+        """Valid profiling requests per second of benchmark duration (AIPerf's figure), in
+        O(1): the headless progress line reads it every 2 s without a snapshot."""
+        duration = self.benchmark_duration_s
+        return self.request_count / duration if duration and self.request_count else None
+
     def elapsed_s(self) -> float:
         if not self._live:
             return self.benchmark_duration_s or 0.0
@@ -492,9 +499,9 @@ class RunAccumulator:
             out["request_error_rate"] = (
                 100.0 * self.error_count / (self.request_count + self.error_count)
             )
+        if (rate := self.request_throughput) is not None:
+            out["request_throughput"] = rate
         if duration:
-            if self.request_count:
-                out["request_throughput"] = self.request_count / duration
             if osl is not None:
                 out["output_token_throughput"] = osl.total / duration
             if isl is not None:

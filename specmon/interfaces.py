@@ -129,6 +129,11 @@ class ResultsView(Protocol):
     @property
     def num_spec_tokens(self) -> int | None: ...
 
+    @property
+    def request_throughput(self) -> float | None:
+        """Valid requests/s so far (AIPerf's request_throughput), without a snapshot."""
+        ...
+
     def snapshot(self) -> RunSnapshot:
         """The statistics now, typed (cheap: the screen takes one at every refresh)."""
         ...

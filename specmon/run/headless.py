@@ -11,12 +11,11 @@ from typing import TextIO
 from specmon import stops
 from specmon.config import RunConfig
 from specmon.formatting import saturation_text, server_down_text
-from specmon.interfaces import LoadProgress, RunLifecycle, SessionView
+from specmon.interfaces import LoadProgress, RunLifecycle
 from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
 from specmon.sources.load.loop_health import BUSY_WARN
 from specmon.sources.load.multi import MultiRun
-from specmon.stats import row_value
 
 PROGRESS_EVERY_S = 2.0
 
@@ -36,7 +35,7 @@ class HeadlessProgress:
     def line(self) -> str:
         """With several servers, each one's running acceptance length."""
         progress = self.multi.progress()
-        rates = [_request_throughput(run.session) for run in self.multi.runs]
+        rates = [run.session.accumulator.request_throughput for run in self.multi.runs]
         known = [r for r in rates if r is not None]
         rate = sum(known) if known else None  # several servers: their throughputs add up
         duration = self.multi.config.benchmark_duration
@@ -127,13 +126,6 @@ def _load_text(config: RunConfig) -> str:
     return load + (f", concurrency cap {config.concurrency}" if config.concurrency else "")
 
 
-def progress_line(progress: LoadProgress, session: SessionView) -> str:
-    """The progress line with the running acceptance length from a session's snapshot."""
-    return format_progress(
-        progress, _running_acceptance_length(session), _request_throughput(session)
-    )
-
-
 def format_progress(
     progress: LoadProgress, al: float | None, rate: float | None, duration_s: float | None = None
 ) -> str:
@@ -164,23 +156,6 @@ def _eta_text(progress: LoadProgress, duration_s: float | None) -> str:
     if prog.fraction is None:
         return ""
     return f" ({prog.fraction * 100:.0f}%, ETA {fmt_duration(prog.eta_s)})"
-
-
-def _request_throughput(session: SessionView) -> float | None:
-    return _snapshot_avg(session, "std", "request_throughput")
-
-
-def _running_acceptance_length(session: SessionView) -> float | None:
-    return _snapshot_avg(session, "spec", "spec_decode_acceptance_length")
-
-
-def _snapshot_avg(session: SessionView, table: str, tag: str) -> float | None:
-    """A metric's running avg from the session's snapshot; None when there is none (yet)."""
-    try:
-        snapshot = session.accumulator.snapshot()
-    except Exception:  # a progress line never ends the run
-        return None
-    return row_value(snapshot.std_rows if table == "std" else snapshot.spec_rows, tag)
 
 
 def _warn_lag(progress: LoadProgress, already: bool, out: TextIO) -> bool:

@@ -7,20 +7,38 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from specmon.config import RunConfig
-from specmon.run.headless import describe_run, format_progress, progress_line
+from specmon.pipeline import RequestResult
+from specmon.run.headless import HeadlessProgress, describe_run, format_progress
+from specmon.sinks.progress import TAG
 from specmon.sources.load.generator import LoadProgress
-from specmon.stats import MetricRow
 
 
 class FakeSession:
-    """A session whose snapshot has these averages: {tag: avg} per table."""
+    """A session as HeadlessProgress reads it: the sinks added to it, and its accumulator's
+    running request throughput."""
 
-    def __init__(self, spec_avgs: dict, std_avgs: dict | None = None) -> None:
-        def rows(avgs: dict) -> dict[str, MetricRow]:
-            return {tag: MetricRow("", avg, derived=True) for tag, avg in avgs.items()}
+    def __init__(self, request_throughput: float | None = None) -> None:
+        self.sinks: list = []
+        self.accumulator = SimpleNamespace(request_throughput=request_throughput)
 
-        snapshot = SimpleNamespace(spec_rows=rows(spec_avgs), std_rows=rows(std_avgs or {}))
-        self.accumulator = SimpleNamespace(snapshot=lambda: snapshot)
+    def add_sink(self, sink) -> None:
+        self.sinks.append(sink)
+
+    def land(self, *acceptance_lengths: float | None, phase: str = "profiling") -> None:
+        for al in acceptance_lengths:
+            values = {} if al is None else {TAG: al}
+            result = RequestResult(None, values=values, phase=phase)
+            for sink in self.sinks:
+                sink.on_result(result, None)
+
+
+def progress_of(progress: LoadProgress, *sessions: FakeSession, duration=None):
+    runs = [SimpleNamespace(label=f"s{i}", session=s) for i, s in enumerate(sessions)]
+    multi = SimpleNamespace(
+        runs=runs, progress=lambda: progress,
+        config=SimpleNamespace(benchmark_duration=duration),
+    )  # fmt: skip
+    return HeadlessProgress(multi)  # type: ignore[arg-type]
 
 
 def test_progress_line_reads_well_when_piped():
@@ -34,11 +52,12 @@ def test_progress_line_reads_well_when_piped():
         elapsed_s=10.0,
         loop_busy=0.426,
     )
-    session = FakeSession(
-        {"spec_decode_acceptance_length": 2.456},
-        {"request_throughput": 48 / 9.6},  # 48 valid over a 9.6 s benchmark duration
-    )
-    line = progress_line(progress, session)
+    session = FakeSession(48 / 9.6)  # 48 valid over a 9.6 s benchmark duration
+    printer = progress_of(progress, session)
+    # the running mean of the per-request acceptance length: warm-up and errors left out
+    session.land(2.0, 2.912, None)  # (2.0 + 2.912) / 2 = 2.456
+    session.land(9.0, phase="warmup")
+    line = printer.line()
     # req/s is AIPerf's request_throughput (the TUI's and the exports' figure): 48 / 9.6 = 5.00,
     # not completed / elapsed. 50 of 200 in 10 s: 25%, 150 left at 5/s -> ETA 30 s
     assert line == (
@@ -58,8 +77,18 @@ def test_progress_line_of_a_duration_run_has_percent_and_eta():
 
 def test_progress_line_without_total_or_spec_and_in_warmup():
     progress = LoadProgress(0, 0, None, 4, 0, 0.0, phase="warmup", elapsed_s=0.0)
-    line = progress_line(progress, FakeSession({}))
+    line = progress_of(progress, FakeSession()).line()
     assert "[warmup] done 0  errors 0  n/a req/s" in line and "accept-len n/a" in line
+
+
+def test_progress_line_of_several_servers_adds_rates_and_names_each_al():
+    progress = LoadProgress(20, 20, 40, 0, 0, 0.5, elapsed_s=4.0)
+    a, b = FakeSession(3.0), FakeSession(2.0)
+    printer = progress_of(progress, a, b)
+    a.land(2.5)
+    line = printer.line()
+    assert "5.00 req/s" in line  # 3 + 2: the servers' throughputs add up
+    assert "accept-len s0=2.50 s1=n/a" in line
 
 
 def test_describe_run_names_the_load():
