@@ -642,6 +642,11 @@ class ServerCounterPoller:
         self.on_sample: Callable[[ServerCounterView], None] | None = None
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task[None] | None = None
+        # set before the poll task is cancelled, and read by its loop: Python 3.11's
+        # asyncio.wait_for (the scrape's time limit) can swallow a cancel that lands as the
+        # scrape completes (CPython gh-86296), and the loop then polled for ever while
+        # stop() awaited it (seen: a test hung 95 min on a busy core)
+        self._polling = False
         self._baseline: CounterSample | None = None
         # the window so far as a sum of scrape-to-scrape deltas, so a restart between two
         # scrapes is seen (a series going down) and counted, not hidden behind a total
@@ -657,6 +662,7 @@ class ServerCounterPoller:
     async def start(self) -> None:
         self._client = httpx.AsyncClient(timeout=self.timeout_s, verify=tls_context())
         await self.sample_now()
+        self._polling = True
         self._task = asyncio.create_task(self._loop(), name=f"scrape {self.url}")
 
     async def stop(self, settle_s: float = 0.0) -> ServerCounterView:
@@ -678,6 +684,7 @@ class ServerCounterPoller:
             await client.aclose()
 
     async def _cancel_polling(self) -> None:
+        self._polling = False
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -804,9 +811,10 @@ class ServerCounterPoller:
         )
 
     async def _loop(self) -> None:
-        while True:
+        while self._polling:
             await asyncio.sleep(self.interval_s)
-            await self.sample_now()
+            if self._polling:
+                await self.sample_now()
 
 
 # ---------------------------------------------------------------- one-line summaries

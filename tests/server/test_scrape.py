@@ -414,3 +414,29 @@ async def test_a_restart_between_scrapes_is_counted_even_when_the_total_hides_it
     assert d.resets == 6  # drafts, draft tokens, accepted and the three positions went down
     rec = reconcile(d, RunTotals(35, 48, 105))
     assert not rec.equal and "went backwards" in rec.reasons[0]
+
+
+async def test_stop_ends_the_poll_loop_when_a_scrape_swallows_the_cancel(monkeypatch):
+    """Python 3.11's asyncio.wait_for (the scrape's time limit) can swallow a cancel that
+    lands as the scrape completes; the poll loop then went on polling and stop(), awaiting
+    it, never returned (a test hung 95 minutes on a busy core). Here every scrape swallows
+    its cancel: stop() must still end, the loop with it."""
+    scrapes = 0
+
+    async def swallowing(client, url):
+        nonlocal scrapes
+        scrapes += 1
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass  # what wait_for does when the inner scrape finished at the cancel
+        return scrape.parse_counters(b"# no counters\n")
+
+    monkeypatch.setattr(scrape, "fetch_counters_async", swallowing)
+    poller = ServerCounterPoller("http://127.0.0.1:9", interval_s=0.001, timeout_s=1)
+    await poller.start()
+    await asyncio.sleep(0.02)  # the loop is inside a scrape now
+    await asyncio.wait_for(poller.stop(), 5)
+    done = scrapes
+    await asyncio.sleep(0.2)
+    assert scrapes == done  # nothing polls after stop()
