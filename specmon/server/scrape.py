@@ -500,8 +500,11 @@ def _server_higher(run: RunTotals) -> list[str]:
 
 async def fetch_counters_async(client: httpx.AsyncClient, url: str) -> CounterSample:
     """One scrape within SCRAPE_TIMEOUT_S and MAX_PAGE_BYTES, whatever the server does."""
+    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
+    # lands as the read completes (CPython gh-86296), and the poll task then goes on
     try:
-        page = await asyncio.wait_for(_read_page(client, url), SCRAPE_TIMEOUT_S)
+        async with asyncio.timeout(SCRAPE_TIMEOUT_S):
+            page = await _read_page(client, url)
     except TimeoutError:
         raise MetricsUnavailable(f"no complete page within {SCRAPE_TIMEOUT_S:g} s") from None
     return parse_counters(page)
@@ -642,10 +645,10 @@ class ServerCounterPoller:
         self.on_sample: Callable[[ServerCounterView], None] | None = None
         self._client: httpx.AsyncClient | None = None
         self._task: asyncio.Task[None] | None = None
-        # set before the poll task is cancelled, and read by its loop: Python 3.11's
-        # asyncio.wait_for (the scrape's time limit) can swallow a cancel that lands as the
-        # scrape completes (CPython gh-86296), and the loop then polled for ever while
-        # stop() awaited it (seen: a test hung 95 min on a busy core)
+        # set before the poll task is cancelled, and read by its loop, so that the loop ends
+        # whatever the cancel meets: when a scrape swallowed it (Python 3.11's wait_for,
+        # CPython gh-86296, since replaced in fetch_counters_async), the loop polled for
+        # ever while stop() awaited it (seen: a test hung 95 min on a busy core)
         self._polling = False
         self._baseline: CounterSample | None = None
         # the window so far as a sum of scrape-to-scrape deltas, so a restart between two

@@ -492,8 +492,9 @@ class LoadGenerator:
         """Wait for a poke (completion, knob, stop) or the timeout; True when poked."""
         assert self._wake is not None
         self._wake.clear()
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
+        try:  # asyncio.timeout: wait_for can swallow a cancel on 3.11 (gh-86296)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
             return True
         except TimeoutError:
             return False
