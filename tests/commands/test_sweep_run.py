@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -389,7 +390,11 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path:
     second warns, the third force-quits with 128 + the FIRST signal, and the server it
     started is killed first, its whole process group."""
     marker = new_marker()
-    stubborn = f"trap '' TERM; sleep 600; echo {{port}} {{k}} {marker}"  # never ready, deaf to TERM
+    # never ready, deaf to TERM; `deaf` is written once the trap is set: a SIGTERM sent while the
+    # shell is still starting would kill it at once (seen under a busy core) and test nothing
+    # (not under tmp_path: processes_with() passes over command lines that say "pytest")
+    deaf = Path(tempfile.gettempdir()) / f"specmon-deaf-{marker}"
+    stubborn = f"trap '' TERM; : > {deaf}; sleep 600; echo {{port}} {{k}} {marker}"
     args = ["--serve", stubborn, "--num-spec-tokens", "2", "--concurrency", "1"]
     args += ["--repeats", "1", "--ready-timeout", "300", "--artifact-dir", str(tmp_path)]
     args += load_flags()
@@ -400,6 +405,7 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path:
         (group,) = poll(
             lambda: [p for p in processes_with(marker) if p != proc.pid], what="the server"
         )
+        poll(deaf.exists, what="the server's TERM trap")
         proc.send_signal(signal.SIGTERM)
         time.sleep(1.0)  # the sweep now waits for its server to die (SIGTERM is ignored)
         assert proc.poll() is None
@@ -418,3 +424,4 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path:
         return False
 
     poll(group_gone, timeout=10, what="the server's process group gone")
+    deaf.unlink()

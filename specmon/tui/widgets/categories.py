@@ -19,6 +19,7 @@ from rich import box
 from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
+from textual import events
 
 from specmon.analysis.categories import ROW_FIELDS, CategoryRow, CategoryTable, sort_rows
 from specmon.tui.widgets.shaped import ShapedStatic
@@ -144,6 +145,14 @@ class CategoriesView(ShapedStatic):
             table = self._tables.setdefault(id(source), CategoryTable())
             table.catch_up(source)
         self.rows = sort_rows(table.rows(), self.sort_column, self.descending)
+        self._repaint()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # a maximized (or un-maximized) panel picks its headers for its new width now, not
+        # at the next refresh tick (a snapshot taken between the two showed the narrow form)
+        self._repaint()
+
+    def _repaint(self) -> None:
         width = self.content_region.width or None  # None before the first layout
         key = (tuple(self.rows), self.sort_column, self.descending, width)
         if key == self._shown:
