@@ -62,7 +62,12 @@ SEGMENT_S = 2.0  # profiling seconds per repeat (in-flight requests then finish)
 REPEATS = 3
 TOLERANCE = 0.02  # the issue's bar: selected k within 2% of the analytic best throughput
 LINEAR = {"step_ms": 10.0, "batch_slope": 0.03, "draft_ms_per_token": 0.3}
-ROOFLINE = {"step_floor_ms": 12.0, "compute_ms_per_token": 0.5, "draft_ms_per_token": 0.1}
+# compute 0.6 (not 0.5): at concurrency 4 the runner-up (k=6) is 21% behind k=4, not 6%. At
+# 0.5, under one busy core, k=4's median came in 8% under its formula and k=6's 2% (its
+# per-token time intact): late arrivals leave k=4's batch part-empty at the step floor, where
+# a part-empty batch does not step faster, while k=6's compute-bound step does; a 6% gap
+# was then decided by that, not by the decision
+ROOFLINE = {"step_floor_ms": 12.0, "compute_ms_per_token": 0.6, "draft_ms_per_token": 0.1}
 SWEEP_TIMEOUT_S = 480  # generous: a busy 2-core machine
 
 
