@@ -384,7 +384,9 @@ def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path: Path) -> None:
+def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """The stop signals go through specmon/stops.py as for `specmon run`: the first stops the
     sweep (here its server ignores SIGTERM, so stopping it waits out the 15 s grace), the
     second warns, the third force-quits with 128 + the FIRST signal, and the server it
@@ -395,6 +397,7 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path:
     # (not under tmp_path: processes_with() passes over command lines that say "pytest")
     deaf = Path(tempfile.gettempdir()) / f"specmon-deaf-{marker}"
     stubborn = f"trap '' TERM; : > {deaf}; sleep 600; echo {{port}} {{k}} {marker}"
+    request.addfinalizer(lambda: deaf.unlink(missing_ok=True))  # a failed run leaves none either
     args = ["--serve", stubborn, "--num-spec-tokens", "2", "--concurrency", "1"]
     args += ["--repeats", "1", "--ready-timeout", "300", "--artifact-dir", str(tmp_path)]
     args += load_flags()
@@ -424,4 +427,3 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(tmp_path:
         return False
 
     poll(group_gone, timeout=10, what="the server's process group gone")
-    deaf.unlink()
