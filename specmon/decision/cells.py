@@ -10,7 +10,8 @@ tune` / `specmon compare` given a sweep's directory.
   k's, a median's standard error taken as sqrt(pi/2) 1.4826 MAD / sqrt(repeats), or its
   slowest repeat beats every other k's fastest, so no noise of that size can reverse the
   order); score = max(median - 1.4826 MAD, 0) (1.4826 MAD estimates a
-  normal sigma);
+  normal sigma); a k > 0 is selected over an unstable k=0 only when its score beats k=0's
+  (else nothing is selected: "the k=0 baseline is unstable ... measure again");
 * per concurrency: best_k = highest median; selected_k = the smallest k whose score is within
   1% of the top score among stable cells; selected_vs_best_percent = 100 (score_sel / top - 1)
   and selected_vs_k0_percent = 100 (score_sel / score_k0 - 1), both on scores as vLLM does
@@ -245,10 +246,22 @@ def _pick(stats: Sequence[CellStats]) -> CellStats | None:
     dominant), then the best score within the tie (`_select`); None when no such cell has
     a positive score. `_decide_one` selects with it and `p_selected` re-decides every
     bootstrap draw with it, so P(sel.) is the share of draws the same rule picks k in."""
-    stable = _stable(selectable(stats))
+    healthy = selectable(stats)
+    stable = _stable(healthy)
     if not stable or max(s.score for s in stable) <= 0:
         return None
-    return _select(stable)
+    sel = _select(stable)
+    return sel if _clears_the_baseline(sel, healthy) else None
+
+
+def _clears_the_baseline(sel: CellStats, healthy: Sequence[CellStats]) -> bool:
+    """A k > 0 is picked over an unstable k=0 (which is not picked itself) only when its
+    score beats k=0's score: the noise that keeps k=0 out must not hand the pick to a k that
+    measured worse. Seen on a real vLLM with a drafter that never agrees, at concurrency 1:
+    k=0 repeats 101/128/135/153/177 tok/s (unstable, score about 97) against k=1 at
+    90-112 (score about 91), and k=1 was selected."""
+    k0 = next((s for s in healthy if s.k == 0), None)
+    return sel.k == 0 or k0 is None or not k0.unstable or sel.score > k0.score
 
 
 def p_selected(cells: Sequence[Cell], k: int, slo: Slo | None = None) -> float | None:
@@ -329,6 +342,12 @@ def _no_decision_reason(
         return f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
     if max(s.score for s in stable) <= 0:
         return "no stable cell has a positive score"
+    k0 = next((s for s in healthy if s.k == 0), None)
+    if k0 is not None and not _clears_the_baseline(_select(stable), healthy):
+        return (
+            f"the k=0 baseline is unstable (relative MAD {k0.relative_mad:.2f} > "
+            f"{MAX_RELATIVE_MAD:.2f}) and no k scores above its {k0.score:,.1f}: measure again"
+        )
     return None
 
 
@@ -355,7 +374,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
         )  # fmt: skip
     top = max(s.score for s in stable)
     sel = _pick(stats)
-    assert sel is not None  # _no_decision_reason found a stable cell with a positive score
+    assert sel is not None  # _no_decision_reason found a cell _pick selects
     k0 = next((s for s in healthy if s.k == 0), None)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")

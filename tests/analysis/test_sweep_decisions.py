@@ -304,6 +304,30 @@ def test_an_unstable_cell_above_every_other_beyond_its_noise_is_still_selected()
     assert not any("beyond the noise" in n for n in o.notes)
 
 
+def test_a_k_that_scores_below_an_unstable_baseline_is_not_selected_over_it():
+    """A real vLLM with a drafter that never agrees, at concurrency 1 on a busy machine.
+    k=0: 101, 128, 135, 153, 177: median 135, deviations 34, 7, 0, 18, 42 -> MAD 18
+    (relative .133: unstable), score 135 - 1.4826 * 18 = 108.31; not kept, since 135 - 94
+    = 41 < 3 * hypot(1.85817 * 18 / sqrt 5, 1.85817 * 4 / sqrt 5) = 45.97 and its slowest
+    (101) is below k=1's fastest (112). k=1: 90, 93, 94, 102, 112: median 94, MAD 4, score
+    94 - 5.93 = 88.07, below k=0's: nothing is selected (k=1 was, before)."""
+    k0 = cell(0, 1, 101, 128, 135, 153, 177)
+    (d,) = decide([k0, cell(1, 1, 90, 93, 94, 102, 112)])
+    assert d.unstable_ks == [0] and d.selected_k is None and d.best_k == 0
+    assert d.reason == (
+        "the k=0 baseline is unstable (relative MAD 0.13 > 0.10) and no k scores above "
+        "its 108.3: measure again"
+    )
+    assert d.p_selected is None
+    # k=1 at 110, 112, 113, 114, 115: median 113, MAD 1, score 111.52 > 108.31: selected,
+    # with the baseline's instability said; every bootstrap draw of k=0 scores at most
+    # 177 - 0 (one value drawn five times) and k=1's at least 110, so P(sel.) < 1
+    (o,) = decide([k0, cell(1, 1, 110, 112, 113, 114, 115)])
+    assert o.selected_k == 1 and o.selected_score == pytest.approx(113 - 1.4826)
+    assert "the k=0 baseline is unstable: the speedup is uncertain" in o.notes
+    assert o.p_selected is not None and 0 < o.p_selected < 1
+
+
 def test_p_selected_redecides_each_draw_by_the_rule_that_selected():
     """k=0's repeats 300, 400, 500: median 400, MAD 100 (relative .25: unstable), but its
     slowest (300) beats k=1's fastest (102), so k=0 is kept and selected (score 400 -

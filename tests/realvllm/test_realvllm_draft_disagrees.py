@@ -56,12 +56,12 @@ def draft_acceptance(cell: dict) -> tuple[int, int]:
 
 
 def check_k0_decision(decision: dict) -> None:
-    """k=0 selected; or, where every cell's repeats spread too far for the tuner's rule
-    (a machine too busy to measure: the sweep rightly selects nothing), never a k > 0 and
-    k=0 still the best median, with a warning that names the load and the spread."""
-    if decision["selected_k"] is not None or not (decision["reason"] or "").startswith(
-        "every cell is unstable"
-    ):
+    """k=0 selected; or, where every cell's repeats (or k=0's, with no k scoring above it)
+    spread too far for the tuner's rule (a machine too busy to measure: the sweep rightly
+    selects nothing), never a k > 0 and k=0 still the best median, with a warning that
+    names the load and the spread."""
+    refusals = ("every cell is unstable", "the k=0 baseline is unstable")
+    if decision["selected_k"] is not None or not (decision["reason"] or "").startswith(refusals):
         assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
         return
     assert decision["best_k"] == 0, decision
@@ -70,8 +70,8 @@ def check_k0_decision(decision: dict) -> None:
         for c in decision["candidates"]
     }
     warnings.warn(
-        f"concurrency {decision['concurrency']}: every cell unstable (relative MAD by k "
-        f"{spread} > 0.10) at load {os.getloadavg()[0]:.1f}: no k selected there, k=0 "
+        f"concurrency {decision['concurrency']}: {decision['reason']} (relative MAD by k "
+        f"{spread}) at load {os.getloadavg()[0]:.1f}: no k selected there, k=0 "
         "the best median; the selection of k=0 is not checked at this load",
         stacklevel=2,
     )

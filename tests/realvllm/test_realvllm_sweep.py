@@ -122,13 +122,14 @@ def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, 
     """(best_k, selected_k) by hand: best = the highest median; selected = the smallest k
     whose score (median - 1.4826 MAD) is within 1% of the top score among stable cells (an
     unstable cell stays when its median is more than 3 standard errors above every other
-    cell's, or its slowest repeat beats every other cell's fastest)."""
+    cell's, or its slowest repeat beats every other cell's fastest); a k > 0 selected over an
+    unstable k=0 only when its score beats k=0's, else none."""
     here = healthy_cells([c for c in cells if c["concurrency"] == concurrency])
     if not here:
         return None, None
     medians = {c["k"]: statistics.median(throughputs(c)) for c in here}
     best = max(sorted(medians), key=lambda k: medians[k])
-    scores = {}
+    scores, k0_score = {}, None
     for cell in here:
         tput, med = throughputs(cell), medians[cell["k"]]
         others = [o for o in here if o is not cell]
@@ -139,12 +140,18 @@ def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, 
         apart = all(med - medians[o["k"]] > 3 * math.hypot(se(cell), se(o)) for o in others)
         fastest = [max(throughputs(o)) for o in others]
         dominates = bool(others) and (apart or all(min(tput) > f for f in fastest))
+        score = max(med - SIGMA * mad(tput), 0.0)
         if mad(tput) / med <= MAX_REL_MAD or dominates:
-            scores[cell["k"]] = max(med - SIGMA * mad(tput), 0.0)
+            scores[cell["k"]] = score
+        elif cell["k"] == 0:
+            k0_score = score
     if not scores or max(scores.values()) <= 0:
         return best, None
     top = max(scores.values())
-    return best, min(k for k, s in scores.items() if s >= top * (1 - TIE))
+    selected = min(k for k, s in scores.items() if s >= top * (1 - TIE))
+    if k0_score is not None and scores[selected] <= k0_score:
+        return best, None
+    return best, selected
 
 
 def k_at(schedule: list[list[int]], batch: int) -> int:
