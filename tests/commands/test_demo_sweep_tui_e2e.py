@@ -13,12 +13,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-from sweep_fakes import sweep_argv
+from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 from tmux_pane import Pane
 
 pytestmark = pytest.mark.e2e
 
-PRELUDE = (
+PRELUDE = NO_FIDELITY_GATE + (
     "import specmon.commands.demo as s; "
     "s.DEMO_KS = [2]; s.DEMO_CONCURRENCY = [1, 4]; s.DEMO_SEGMENT_DURATION_S = 0.5"
 )

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sweep_fakes import sweep_argv
+from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from specmon.sim.process import start_sim
 
@@ -343,7 +343,7 @@ def test_a_speculating_baseline_is_an_error(tmp_path: Path) -> None:
 
 # Until `specmon sim` has the roofline model and k=0, the demo's template is swapped in the
 # child for today's linear model and a no-payload k=1 baseline (same grid, same counts).
-DEMO_PRELUDE = (
+DEMO_PRELUDE = NO_FIDELITY_GATE + (
     "import specmon.commands.demo as s; "
     # the whole grid's wiring is under test, not the measurement: 84 segments of 0.25 s
     # (each still ends its in-flight requests) instead of the demo's 1 s
