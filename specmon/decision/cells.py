@@ -254,13 +254,18 @@ def _pick(stats: Sequence[CellStats]) -> CellStats | None:
     return sel if _clears_the_baseline(sel, healthy) else None
 
 
+def _baseline(cells: Sequence[CellStats]) -> CellStats | None:
+    """The k=0 cell among `cells`, if measured."""
+    return next((s for s in cells if s.k == 0), None)
+
+
 def _clears_the_baseline(sel: CellStats, healthy: Sequence[CellStats]) -> bool:
     """A k > 0 is picked over an unstable k=0 (which is not picked itself) only when its
     score beats k=0's score: the noise that keeps k=0 out must not hand the pick to a k that
     measured worse. Seen on a real vLLM with a drafter that never agrees, at concurrency 1:
-    k=0 repeats 101/128/135/153/177 tok/s (unstable, score about 97) against k=1 at
-    90-112 (score about 91), and k=1 was selected."""
-    k0 = next((s for s in healthy if s.k == 0), None)
+    k=0 repeats 101/128/135/153/177 tok/s (unstable, score 108.3) against k=1 at 90/93/94/
+    102/112 (score 88.1), and k=1 was selected (tests/analysis/test_sweep_decisions.py)."""
+    k0 = _baseline(healthy)
     return sel.k == 0 or k0 is None or not k0.unstable or sel.score > k0.score
 
 
@@ -342,7 +347,7 @@ def _no_decision_reason(
         return f"every cell is unstable (relative MAD > {MAX_RELATIVE_MAD:.0%})"
     if max(s.score for s in stable) <= 0:
         return "no stable cell has a positive score"
-    k0 = next((s for s in healthy if s.k == 0), None)
+    k0 = _baseline(healthy)
     if k0 is not None and not _clears_the_baseline(_select(stable), healthy):
         return (
             f"the k=0 baseline is unstable (relative MAD {k0.relative_mad:.2f} > "
@@ -375,7 +380,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     top = max(s.score for s in stable)
     sel = _pick(stats)
     assert sel is not None  # _no_decision_reason found a cell _pick selects
-    k0 = next((s for s in healthy if s.k == 0), None)
+    k0 = _baseline(healthy)
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")
     return Decision(
