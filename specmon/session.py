@@ -228,16 +228,26 @@ class RunSession:
             return dict(self.paths)
 
     def _write_summary(self, directory: Path, doc: dict[str, Any]) -> None:
-        self.paths["json"] = write_json(directory / JSON_NAME, doc)
+        """The CSV first, the JSON last: the JSON's presence is what a watcher (a script, a
+        test, AIPerf's own tooling) takes as "the run is written", so it must not appear
+        while the CSV is still to come (a reader that polled for the JSON after a hangup
+        found no CSV yet). A CSV that cannot be written does not cost the JSON."""
         blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
         per_category = doc.get(PER_CATEGORY_KEY)
-        self.paths["csv"] = write_csv(
-            directory / CSV_NAME, blocks, per_category, doc.get(FIDELITY_KEY)
-        )
+        csv_error: OSError | None = None
+        try:
+            self.paths["csv"] = write_csv(
+                directory / CSV_NAME, blocks, per_category, doc.get(FIDELITY_KEY)
+            )
+        except OSError as exc:
+            csv_error = exc
+        self.paths["json"] = write_json(directory / JSON_NAME, doc)
+        if csv_error is not None:
+            raise csv_error
 
     def _summary_to_stderr(self, doc: dict[str, Any], exc: OSError) -> None:
         why = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or exc
-        name = CSV_NAME if "json" in self.paths else JSON_NAME
+        name = JSON_NAME if "csv" in self.paths else CSV_NAME  # the first that failed
         message = f"{why} writing {name}: the summary is the next line on stderr"
         self._write_failed(message)
         sys.stderr.write(f"specmon: {message}\n")

@@ -13,7 +13,7 @@ from metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, vl
 from specmon.accumulator import RunSnapshot
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
-from specmon.export.common import JSON_NAME
+from specmon.export.common import CSV_NAME, JSON_NAME
 from specmon.pipeline import RequestResult
 from specmon.server.scrape import run_totals_from
 from specmon.session import RunSession
@@ -81,6 +81,38 @@ def test_a_registered_sink_sees_every_result_and_the_finish_once(tmp_path, monke
     snap = session.accumulator.snapshot()  # WORKED: 8 steps, 18 accepted; SECOND: 3, 2
     assert (snap.total_steps, snap.total_accepted, snap.total_drafted) == (11, 20, 44)
     assert replaced.count(str(tmp_path / JSON_NAME)) == 1
+
+
+def test_the_json_summary_is_renamed_into_place_after_the_csv(tmp_path, monkeypatch):
+    """A reader that polls for the JSON (after a hangup, say) must find the CSV already there:
+    the JSON is the last export to appear."""
+    replaced = count_replaces(monkeypatch)
+    session = RunSession(tmp_path, "records", {})
+    session.add(nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0))
+    session.finish(was_cancelled=True)
+    names = [os.path.basename(t) for t in replaced]
+    assert names.index(CSV_NAME) < names.index(JSON_NAME) == len(names) - 1
+
+
+def test_a_csv_that_cannot_be_written_still_leaves_the_json(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import specmon.session as session_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(session_module, "write_csv", full)
+    session = RunSession(tmp_path, "records", {})
+    session.add(nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0))
+    session.finish()
+    doc = orjson.loads((tmp_path / JSON_NAME).read_bytes())
+    assert doc["request_count"]["avg"] == 1 and not (tmp_path / CSV_NAME).exists()
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err[0] == f"specmon: disk full writing {CSV_NAME}: the summary is the next line on stderr"
+    )
+    assert orjson.loads(err[1])["request_count"]["avg"] == 1
 
 
 def test_multirun_writes_each_summary_once_with_segments_and_server_metrics(tmp_path, monkeypatch):
