@@ -229,9 +229,9 @@ class RunSession:
 
     def _write_summary(self, directory: Path, doc: dict[str, Any]) -> None:
         """The CSV first, the JSON last: the JSON's presence is what a watcher (a script, a
-        test, AIPerf's own tooling) takes as "the run is written", so it must not appear
-        while the CSV is still to come (a reader that polled for the JSON after a hangup
-        found no CSV yet). A CSV that cannot be written does not cost the JSON."""
+        test) takes as "the run is written", so it must not appear while the CSV is still
+        to come (a reader that polled for the JSON after a hangup found no CSV yet). A CSV
+        that cannot be written does not cost the JSON."""
         blocks = {k: v for k, v in doc.items() if isinstance(v, dict) and "unit" in v}
         per_category = doc.get(PER_CATEGORY_KEY)
         csv_error: OSError | None = None

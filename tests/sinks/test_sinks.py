@@ -3,6 +3,7 @@ the summary export is composed once and written once (with specmon's extras in i
 
 from __future__ import annotations
 
+import errno
 import os
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import orjson
 from metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, vllm_payload
 
+import specmon.session as session_module
 from specmon.accumulator import RunSnapshot
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
@@ -95,10 +97,6 @@ def test_the_json_summary_is_renamed_into_place_after_the_csv(tmp_path, monkeypa
 
 
 def test_a_csv_that_cannot_be_written_still_leaves_the_json(tmp_path, monkeypatch, capsys):
-    import errno
-
-    import specmon.session as session_module
-
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
