@@ -48,7 +48,7 @@ class Health:
         decided = (self.requests or 0) + self.errors
         if decided and self.errors / decided > MAX_ERROR_RATE:
             out.append(
-                f"error rate {100 * self.errors / decided:.0f}% > {MAX_ERROR_RATE:.0%} "
+                f"error rate {100 * self.errors / decided:.1f}% > {MAX_ERROR_RATE:.0%} "
                 f"({self.errors} of {decided} requests failed)"
             )
         if self.saturated:

@@ -151,13 +151,13 @@ def test_segment_row_figures_by_hand():
     # health gates (issue 17): segment 1 failed 1 of 3 requests (33% > 1%): excluded and
     # named; the answer rests on segment 0 alone (S_1 = 3/4, S_2 = 2/4 -> E = 1.75, 2.25;
     # 1.75/1.1 = 1.591 < 2.25/1.2 = 1.875 -> k = 2)
-    assert seg1["flags"] == ["(k=2 at concurrency 8) excluded: error rate 33% > 1% "
+    assert seg1["flags"] == ["(k=2 at concurrency 8) excluded: error rate 33.3% > 1% "
                              "(1 of 3 requests failed)"]  # fmt: skip
     assert seg1["recommended_k"] == seg0["recommended_k"] == 2
     assert seg1["predicted_gain_vs_k0"]["2"] == pytest.approx(2.25 / 1.2)
     table = render_segment_table(rows)
     assert "Segments" in table and "conc=8" in table
-    assert "health: (k=2 at concurrency 8) excluded: error rate 33% > 1%" in table
+    assert "health: (k=2 at concurrency 8) excluded: error rate 33.3% > 1%" in table
     # without the error: no draft cost, one k, no load known: the histogram with the
     # assumed c = 0.10, said so (issue 11: never a silent default). Pooled over both
     # segments: h = 2/4/2 + seg 0's 1/1/2 = 3/5/4 -> S_1 = 9/12, S_2 = 4/12 -> E = 1.75,

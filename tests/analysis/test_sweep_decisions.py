@@ -167,12 +167,12 @@ def test_a_k_failing_half_its_requests_is_never_selected():
     cells = [cell(0, 4, 100, 100, 100), cell(2, 4, 200, 200, 200), failing(4, 4, 300, 10)]
     (d,) = decide(cells)
     assert d.selected_k == 2 and d.best_k == 2
-    assert "error rate 50% > 1%" in d.excluded[4][0]
-    assert any(n.startswith("k=4 excluded: error rate 50%") for n in d.notes)
+    assert "error rate 50.0% > 1%" in d.excluded[4][0]
+    assert any(n.startswith("k=4 excluded: error rate 50.0%") for n in d.notes)
     assert d.to_dict()["excluded"] == {"4": d.excluded[4]}
     # the grid marks it and the table says why; the decision survives the JSON round trip
     text = render_sweep_tables(cells, [d], build_schedule([d]), None)
-    assert "300±0.0x" in text and "k=4 excluded: error rate 50%" in text
+    assert "300±0.0x" in text and "k=4 excluded: error rate 50.0%" in text
     # 1 error in 100 requests is within the 1% gate: still selectable
     (ok,) = decide([cell(0, 4, 100, 100, 100), failing(4, 4, 300, 1, requests=99)])
     assert ok.selected_k == 4 and not ok.excluded

@@ -14,7 +14,11 @@ HIST = {0: 40, 1: 30, 2: 20, 3: 10}
 
 def test_health_reasons_by_rule():
     assert Health(requests=99, errors=1).reasons() == []  # 1.0%: not above 1%
-    assert Health(requests=98, errors=2).reasons()[0].startswith("error rate 2% > 1%")
+    assert Health(requests=98, errors=2).reasons()[0].startswith("error rate 2.0% > 1%")
+    # 37 of 3,176 (a server killed mid-run) is 1.165%: one decimal, never "1% > 1%"
+    assert Health(requests=3139, errors=37).reasons() == [
+        "error rate 1.2% > 1% (37 of 3176 requests failed)"
+    ]
     assert Health(requests=10, saturated=True).reasons() == [
         "client saturated (the load loop's health warning)"
     ]
@@ -31,9 +35,9 @@ def test_a_k_failing_half_its_requests_is_excluded_and_flagged():
     bad = decision.Measurement(4, 8, HIST, 15.0, label="k4", requests=20, errors=20)
     got = decision.advise([ok, bad], 8)
     assert got.measured_k == 2 and got.source == "histogram"
-    assert got.flags == ("k4 (k=4 at concurrency 8) excluded: error rate 50% > 1% "
+    assert got.flags == ("k4 (k=4 at concurrency 8) excluded: error rate 50.0% > 1% "
                          "(20 of 40 requests failed)",)  # fmt: skip
-    assert "excluded: error rate 50%" in got.text()
+    assert "excluded: error rate 50.0%" in got.text()
     both_bad = decision.advise([bad], 8)
     assert both_bad.k is None and "every measurement excluded" in (both_bad.why or "")
 
