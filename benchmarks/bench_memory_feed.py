@@ -44,8 +44,8 @@ from bench_memory import _check_summary
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.run.assemble import make_runner, make_session
+from specmon.run.multi import MultiRun
 from specmon.sim.process import start_sim
-from specmon.sources.load.multi import MultiRun
 
 
 def record_captures(count: int, output_tokens: int, tmp: Path) -> tuple[str, list[dict]]:

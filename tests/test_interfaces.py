@@ -23,15 +23,15 @@ from specmon.interfaces import (
     RunView,
     knobs_of,
 )
+from specmon.run.load.control import knob_shares, merge_progress
+from specmon.run.load.runner import LoadRunner
+from specmon.run.load.workers import WorkerPool
+from specmon.run.multi import MultiRun
+from specmon.run.sweep.control import SweepControl
+from specmon.run.watch.runner import WatchRun
 from specmon.session import RunSession
 from specmon.sources.lifecycle import BackgroundRun
-from specmon.sources.load.control import knob_shares, merge_progress
-from specmon.sources.load.multi import MultiRun
-from specmon.sources.load.runner import LoadRunner
-from specmon.sources.load.workers import WorkerPool
 from specmon.sources.replay import ReplayFeeder, ReplaySource
-from specmon.sources.sweep_control import SweepControl
-from specmon.sources.watch import WatchRun
 
 ROOT = Path(__file__).resolve().parent.parent
 LOAD_CLASSES = (LoadRunner, WorkerPool, MultiRun)  # they send requests

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from specmon.interfaces import MonitorConfig
+from specmon.run.watch.runner import NO_LOAD_LABEL, WatchRun
 from specmon.server.scrape import ServerCounterView, counter_delta, parse_counters
-from specmon.sources.watch import NO_LOAD_LABEL, WatchRun
 from specmon.tui.app import SpecmonApp
 
 URL = "http://sim.invalid:8000"

@@ -27,8 +27,8 @@ from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement  # noqa: E402
 from specmon.config import RunConfig  # noqa: E402
 from specmon.run.assemble import make_repeat  # noqa: E402
-from specmon.sources.sweep import ARM_K, SweepNow, SweepRunner, SweepSettings  # noqa: E402
-from specmon.sources.sweep_control import SweepControl  # noqa: E402
+from specmon.run.sweep.control import SweepControl  # noqa: E402
+from specmon.run.sweep.runner import ARM_K, SweepNow, SweepRunner, SweepSettings  # noqa: E402
 from specmon.tui.app import SpecmonApp  # noqa: E402
 from specmon.tui.sweep_app import SweepApp  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The data a k sweep passes between its parts (shared contract; see docs/architecture.md).
 
-The sweep runner (specmon/sources/sweep.py) measures cells and fills these; the decision
+The sweep runner (specmon/run/sweep/runner.py) measures cells and fills these; the decision
 and model code (specmon/decision/cells.py, specmon/decision/stepcost.py) reads them;
 `sweep.json` stores them with `to_dict()` / `from_dict()`. k = 0 is the baseline without
 speculation.

@@ -7,9 +7,9 @@
 Placeholders: {k}, {port} (a free loopback port), {python} (this Python); other braces (JSON)
 are left as written. Or `--url k2=URL --url k4=URL` for servers that cannot be restarted.
 On a terminal without --headless the live sweep view (specmon/tui/sweep_app.py) shows the grid
-filling in; q stops. The sweep is assembled and driven in specmon/run/sweep.py. Headless: one line per finished cell, then the tables and the schedule.
+filling in; q stops. The sweep is assembled and driven in specmon/run/sweep/execute.py. Headless: one line per finished cell, then the tables and the schedule.
 Ctrl-C, SIGTERM and SIGHUP stop cleanly through specmon/stops.py (exit 128 + the signal);
-`--resume DIR` continues (see specmon/sources/sweep.py).
+`--resume DIR` continues (see specmon/run/sweep/runner.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
 
 if TYPE_CHECKING:
-    from specmon.sources.sweep import SweepSettings
-    from specmon.sources.sweep_control import SweepControl
+    from specmon.run.sweep.control import SweepControl
+    from specmon.run.sweep.runner import SweepSettings
 
 DEFAULT_SEGMENT_REQUESTS = 64
 DEFAULT_SEED = 0  # every cell gets the same prompts unless --random-seed says otherwise
@@ -46,7 +46,7 @@ def int_list(text: str) -> list[int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
     # --concurrency is a list here, and the segment length is per cell: these replace the
-    # run flags of the same name (the per-cell RunConfig is built in sources/sweep.py)
+    # run flags of the same name (the per-cell RunConfig is built in run/sweep/runner.py)
     parser.conflict_handler = "resolve"
     group = parser.add_argument_group("sweep options")
     group.add_argument(
@@ -135,7 +135,7 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from specmon.sources.sweep import read_sweep
+    from specmon.run.sweep.runner import read_sweep
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
 
@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunConfig]:
-    from specmon.sources.sweep import SweepSettings, load_settings_of, parse_url_labels
+    from specmon.run.sweep.runner import SweepSettings, load_settings_of, parse_url_labels
 
     config = build_config(args, defaults={"streaming": True})  # TTFT and ITL need streaming
     if config.random_seed is None:
@@ -206,7 +206,7 @@ def parse_variants(entries: list[str]) -> dict[str, str]:
 
 
 def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:
-    from specmon.sources.sweep import SweepSettings
+    from specmon.run.sweep.runner import SweepSettings
 
     settings = SweepSettings.from_dict(previous["settings"])
     config = build_config(overrides=dict(settings.load))
@@ -225,10 +225,10 @@ def execute(
     previous: dict[str, Any] | None = None,
     out: TextIO | None = None,
 ) -> int:
-    """The sweep (specmon/run/sweep.py), under the live view on a terminal without
+    """The sweep (specmon/run/sweep/execute.py), under the live view on a terminal without
     --headless, else headless."""
     from specmon.commands.run import check_theme_early
-    from specmon.run.sweep import execute_sweep
+    from specmon.run.sweep.execute import execute_sweep
 
     check_theme_early(config)  # an unknown --theme is an error headless too
     out = out or sys.stdout
@@ -241,7 +241,7 @@ def execute(
 
 
 class TextualSweepScreen:
-    """The live sweep view (tui/sweep_app.py) as run/sweep.py's SweepScreen."""
+    """The live sweep view (tui/sweep_app.py) as run/sweep/execute.py's SweepScreen."""
 
     def show(self, control: SweepControl, theme: str | None) -> None:
         from specmon.tui.sweep_app import SweepApp

@@ -2,8 +2,8 @@
 
 Server-wide acceptance (rate, length, per position, the derived accepted-drafts histogram)
 and the health series, per scrape (`--interval S`), per server and label set
-(specmon/sources/watch.py). `--headless` prints one line per scrape and server; otherwise
-the monitor opens over a WatchRun (assembled in specmon/run/watch.py). The time series goes
+(specmon/run/watch/runner.py). `--headless` prints one line per scrape and server; otherwise
+the monitor opens over a WatchRun (assembled in specmon/run/watch/execute.py). The time series goes
 to the artifact dir (watch_timeseries.csv / .jsonl). Stops on q, Ctrl-C, SIGTERM, SIGHUP or after
 `--duration S`, with the files complete. `--prometheus-port` serves the endpoint while the
 watch goes on (no requests are sent, so only the process's own series are there).
@@ -21,7 +21,7 @@ from specmon.config import RUN_OPTIONS, RunConfig, build_config
 from specmon.errors import UserError
 
 if TYPE_CHECKING:
-    from specmon.run.watch import WatchMonitor
+    from specmon.run.watch.execute import WatchMonitor
 
 # the run options that mean something without load (declared once in config.py)
 WATCH_FIELDS = (
@@ -80,9 +80,9 @@ def execute(
     out: TextIO | None = None,
     alert: AlertRule | None = None,
 ) -> int:
-    """The watch (specmon/run/watch.py), under the monitor on a terminal without --headless."""
+    """The watch (specmon/run/watch/execute.py), under the monitor on a terminal without --headless."""
     from specmon.commands.run import check_theme_early
-    from specmon.run.watch import execute_watch
+    from specmon.run.watch.execute import execute_watch
 
     check_theme_early(config)  # an unknown --theme is an error headless too
     headless = config.headless or not sys.stdout.isatty()

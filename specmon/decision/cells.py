@@ -1,6 +1,6 @@
 """The sweep's rule: which k per concurrency, from measured cells, decided as vLLM's offline
 tuner does (`vllm bench sweep tune_speculative_k`; docs/tuning.md §10). The one selection
-every sweep surface paints: the sweep's table and sweep.json (specmon/sources/sweep.py), the
+every sweep surface paints: the sweep's table and sweep.json (specmon/run/sweep/runner.py), the
 live sweep view (tui/sweep_view.py), the arms' best fixed k (analysis/arms.py), and `specmon
 tune` / `specmon compare` given a sweep's directory.
 

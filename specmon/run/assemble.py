@@ -13,9 +13,9 @@ from typing import TextIO
 from specmon import stops
 from specmon.config import RunConfig, save_config
 from specmon.interfaces import LoadControl
+from specmon.run.multi import MultiRun
 from specmon.session import RunSession
 from specmon.sinks.alarms import AlarmSink
-from specmon.sources.load.multi import MultiRun
 
 
 def assemble(config: RunConfig, out: TextIO, save_config_path: str | None = None) -> MultiRun:
@@ -41,7 +41,7 @@ def assemble(config: RunConfig, out: TextIO, save_config_path: str | None = None
 def check_inputs(config: RunConfig) -> None:
     """Every input, before anything is written: prompt file or dataset, the servers and the
     model (preflight). A failure is a UserError; the artifact dir is untouched."""
-    from specmon.sources.load.runner import preflight
+    from specmon.run.load.runner import preflight
 
     if config.dataset:
         from specmon.sources.datasets import prepare_run
@@ -105,10 +105,10 @@ def make_session(config: RunConfig) -> RunSession:
 def make_runner(config: RunConfig, session: RunSession) -> LoadControl:
     """One server's load: N worker processes with --workers N > 1, else one event loop."""
     if config.workers > 1:
-        from specmon.sources.load.workers import WorkerPool
+        from specmon.run.load.workers import WorkerPool
 
         return WorkerPool(config, session)
-    from specmon.sources.load.runner import LoadRunner
+    from specmon.run.load.runner import LoadRunner
 
     return LoadRunner(config, session)
 

@@ -16,9 +16,9 @@ from specmon.config import RunConfig
 from specmon.errors import ServerUnreachable, UserError
 from specmon.run.assemble import assemble, empty_run
 from specmon.run.headless import HeadlessProgress, describe_run, print_results, wait_printing
+from specmon.run.multi import MultiRun
 from specmon.session import RunSession
 from specmon.sinks.prometheus import close_exporters
-from specmon.sources.load.multi import MultiRun
 
 # shows the run until the user quits (tui/app.py run_monitor); the load runs meanwhile
 Monitor = Callable[[RunConfig, MultiRun, RunSession], object]

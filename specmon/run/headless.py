@@ -12,10 +12,10 @@ from specmon import stops
 from specmon.config import RunConfig
 from specmon.formatting import saturation_text, server_down_text
 from specmon.interfaces import LoadProgress, RunLifecycle
+from specmon.run.multi import MultiRun
 from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
 from specmon.sources.load.loop_health import BUSY_WARN
-from specmon.sources.load.multi import MultiRun
 
 PROGRESS_EVERY_S = 2.0
 

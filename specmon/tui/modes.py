@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specmon.sources.watch import NO_REQUESTS
+from specmon.run.watch.runner import NO_REQUESTS
 
 SEGMENTS_HINT = "segments: < > concurrency, r R rate, o O output length; each change starts one"
 

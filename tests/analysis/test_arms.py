@@ -8,7 +8,7 @@ from specmon.analysis.arms import arm_reports, render_arms
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.cells import decide
 from specmon.errors import UserError
-from specmon.sources.sweep import SweepSettings, schedule_command
+from specmon.run.sweep.runner import SweepSettings, schedule_command
 
 
 def cell(k: int, c: int, *tputs: float) -> Cell:

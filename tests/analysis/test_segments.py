@@ -12,9 +12,9 @@ from specmon.analysis.segments import recommended_by_segment, render_segment_tab
 from specmon.config import RunConfig, add_run_arguments, build_config
 from specmon.errors import UserError
 from specmon.pipeline import RequestResult, SpecOutcome
+from specmon.run.multi import MultiRun, folder_name
 from specmon.segment_plan import SegmentLog, format_segments, parse_segments, split_plan
 from specmon.session import RunSession
-from specmon.sources.load.multi import MultiRun, folder_name
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 S = 1_000_000_000

@@ -17,9 +17,9 @@ from analysis.test_segments import result
 from specmon.analysis import segments
 from specmon.analysis.segments import SegmentTable
 from specmon.config import RunConfig
+from specmon.run.multi import MultiRun
 from specmon.segment_plan import SegmentLog
 from specmon.session import RunSession
-from specmon.sources.load.multi import MultiRun
 
 KS = {"a": 2, "b": 4, "c": 6}
 

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.config import build_config
+from specmon.run.sweep.runner import free_port
 from specmon.server.health import parse_health
 from specmon.sim.process import start_sim
-from specmon.sources.sweep import free_port
 
 SIM_ARGS = ["--num-spec-tokens", "3", "--seed", "3"]
 
@@ -65,8 +65,8 @@ def test_endpoint_scraped_during_a_run_process(tmp_path):
 @pytest.mark.e2e
 def test_endpoint_totals_equal_the_exports(tmp_path):
     from specmon.run.assemble import make_runner, make_session
+    from specmon.run.multi import MultiRun
     from specmon.sinks.prometheus import close_exporters
-    from specmon.sources.load.multi import MultiRun
 
     sim = start_sim(SIM_ARGS)
     port = free_port()

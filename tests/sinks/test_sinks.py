@@ -17,10 +17,10 @@ from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.export.common import CSV_NAME, JSON_NAME
 from specmon.pipeline import RequestResult
+from specmon.run.multi import MultiRun
 from specmon.server.scrape import run_totals_from
 from specmon.session import RunSession
 from specmon.sinks import BaseSink, ResultSink
-from specmon.sources.load.multi import MultiRun
 from specmon.stats import MetricRow
 
 S = 1_000_000_000

@@ -12,7 +12,7 @@ import pytest
 
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.sources.sweep import SweepRunner, SweepSettings
+from specmon.run.sweep.runner import SweepRunner, SweepSettings
 
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens: the lag probe around a repeat says None
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from specmon.errors import UserError
-from specmon.sources.sweep import SweepSettings, k_mismatch, parse_url_labels, substitute
+from specmon.run.sweep.runner import SweepSettings, k_mismatch, parse_url_labels, substitute
 
 
 def settings(**changes) -> SweepSettings:

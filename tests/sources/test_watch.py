@@ -1,4 +1,4 @@
-"""`specmon watch` (specmon/sources/watch.py) as a real process against `specmon sim`, loaded
+"""`specmon watch` (specmon/run/watch/runner.py) as a real process against `specmon sim`, loaded
 by a SEPARATE specmon process; its figures checked against the simulator's counter deltas
 scraped here (before and after), by the formulas of docs/metrics.md §11; a counter reset
 (the simulator killed by PID and restarted on the same port) survived."""
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from specmon.run.sweep.runner import free_port
+from specmon.run.watch.runner import JSONL_NAME, SpecFigures, headless_line
 from specmon.server.scrape import CounterSample, fetch_counters
 from specmon.sim.process import start_sim
-from specmon.sources.sweep import free_port
-from specmon.sources.watch import JSONL_NAME, SpecFigures, headless_line
 
 TIMEOUT_S = 60.0
 SIM_ARGS = ["--num-spec-tokens", "3", "--seed", "7"]
@@ -202,7 +202,7 @@ def test_watch_duration_stops_by_itself_and_bad_interval_is_one_line(tmp_path):
 
 
 def test_headless_line_formats_interval_total_health_and_reset():
-    from specmon.sources.watch import HealthFiguresRow, WatchRow
+    from specmon.run.watch.runner import HealthFiguresRow, WatchRow
 
     interval = SpecFigures(10, 30, 15, 0.5, 2.5, [0.8, 0.5, 0.2], [2, 3, 3, 2])
     total = SpecFigures(40, 120, 48, 0.4, 2.2, [0.7, 0.4, 0.1], [12, 12, 12, 4])

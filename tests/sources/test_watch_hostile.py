@@ -23,8 +23,8 @@ from hostile_server import (
     metrics_trickle,
 )
 
+from specmon.run.watch.runner import CSV_NAME
 from specmon.server.scrape import MAX_LINE_BYTES, SCRAPE_TIMEOUT_S
-from specmon.sources.watch import CSV_NAME
 
 HANG_GUARD_S = 120  # only against a hang: the watch's own bounds are what is tested
 

@@ -17,9 +17,9 @@ import pytest
 from tmux_pane import Pane
 
 from sources.test_watch import SIM_ARGS, _load, _poll
+from specmon.run.watch.runner import CSV_NAME
 from specmon.server.scrape import fetch_counters
 from specmon.sim.process import start_sim
-from specmon.sources.watch import CSV_NAME
 
 pytestmark = pytest.mark.e2e
 HEADLINE_AL = re.compile(r"^ AL N/A  tok-wtd AL (\d+\.\d\d) ", re.M)  # pooled: 1 + ΣA/ΣD

@@ -297,7 +297,7 @@ def _serve_once(body: dict) -> tuple[str, object]:
 
 
 def test_the_note_is_asked_of_the_server_and_written_on_every_record(tmp_path):
-    from specmon.sources.load.runner import verification_note
+    from specmon.run.load.runner import verification_note
     from specmon.specdecode.fidelity import LOSSY, fidelity_line
 
     url, server = _serve_once(FLY)
@@ -324,7 +324,7 @@ def test_the_note_is_asked_of_the_server_and_written_on_every_record(tmp_path):
 
 
 def test_a_server_without_server_info_gives_no_note():
-    from specmon.sources.load.runner import verification_note
+    from specmon.run.load.runner import verification_note
 
     url, server = _serve_once({})
     try:

@@ -26,6 +26,7 @@ from tui_tuning_fixtures import (
 
 from specmon.config import RunConfig
 from specmon.run.assemble import make_runner, make_session
+from specmon.run.multi import MultiRun
 from specmon.server.scrape import (
     ClientMark,
     ClientProbe,
@@ -37,7 +38,6 @@ from specmon.server.scrape import (
 )
 from specmon.server.server_view import live_verdict
 from specmon.sim.process import start_sim
-from specmon.sources.load.multi import MultiRun
 from specmon.tui.app import SpecmonApp
 from specmon.tui.tuning_view import counter_status
 

@@ -14,8 +14,8 @@ from tui_tuning_fixtures import H2, capture_k, session_of
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
 from specmon.run.assemble import make_repeat
-from specmon.sources.sweep import SweepNow, SweepRunner, SweepSettings
-from specmon.sources.sweep_control import SweepControl
+from specmon.run.sweep.control import SweepControl
+from specmon.run.sweep.runner import SweepNow, SweepRunner, SweepSettings
 from specmon.tui.sweep_app import SweepApp
 from specmon.tui.sweep_view import grid_view, log_tail, status_line
 

@@ -14,8 +14,8 @@ from tui_screen import screen_text, until
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
 from specmon.run.assemble import make_repeat
-from specmon.sources.sweep import ARM_K, SweepNow, SweepRunner, SweepSettings
-from specmon.sources.sweep_control import SweepControl
+from specmon.run.sweep.control import SweepControl
+from specmon.run.sweep.runner import ARM_K, SweepNow, SweepRunner, SweepSettings
 from specmon.tui.sweep_app import SweepApp
 
 SERVE = "{python} -m specmon sim --port {port} --num-spec-tokens {k}"

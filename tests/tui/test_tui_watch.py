@@ -9,7 +9,7 @@ import asyncio
 
 from watch_fixtures import EXPECTED_HIST, fed_watch, watch_app
 
-from specmon.sources.watch import NO_REQUESTS, watch_series
+from specmon.run.watch.runner import NO_REQUESTS, watch_series
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView

@@ -16,10 +16,10 @@ from sources.datasets.test_datasets import spec_bench_file
 from specmon.capture import RawCapture
 from specmon.config import build_config
 from specmon.export.common import RAW_NAME
+from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.sources.datasets import prepare_run
-from specmon.sources.load.runner import LoadRunner
 
 pytestmark = pytest.mark.e2e
 FAST_SIM = ["--ttft-ms", "0", "--step-ms", "0", "--draft-ms-per-token", "0", "--seed", "3"]

@@ -8,9 +8,9 @@ import pytest
 from sources.datasets.test_datasets import spec_bench_file
 from specmon.config import build_config
 from specmon.errors import UserError
+from specmon.run.load.workers import worker_configs
+from specmon.run.multi import MultiRun
 from specmon.sources.datasets import load_selected, parse_shard, sub_shard
-from specmon.sources.load.multi import MultiRun
-from specmon.sources.load.workers import worker_configs
 
 
 def _config(**overrides):

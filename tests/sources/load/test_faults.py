@@ -21,8 +21,8 @@ import pytest
 
 from specmon.interfaces import LoadProgress
 from specmon.run.headless import format_progress
+from specmon.run.load.control import merge_progress
 from specmon.sim.process import start_sim
-from specmon.sources.load.control import merge_progress
 from specmon.sources.load.generator import (
     BACKOFF_BASE_S,
     BACKOFF_CAP_S,

@@ -16,10 +16,10 @@ import pytest
 
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
+from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.sources.load.client import LoadClient, new_capture
-from specmon.sources.load.runner import LoadRunner
 
 pytestmark = pytest.mark.e2e
 

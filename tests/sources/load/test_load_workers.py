@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specmon.config import RunConfig
-from specmon.sources.load.workers import effective_workers, split_int, worker_configs
+from specmon.run.load.workers import effective_workers, split_int, worker_configs
 
 
 def test_split_int_is_even_and_sums_to_total():

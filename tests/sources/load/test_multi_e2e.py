@@ -438,7 +438,7 @@ def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
     """The TUI's path: a knob on the (multi) runner; later requests carry the new segment."""
     from specmon.config import RunConfig
     from specmon.run.assemble import make_runner, make_session
-    from specmon.sources.load.multi import MultiRun
+    from specmon.run.multi import MultiRun
 
     with start_sim(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"]) as sim:
         config = RunConfig(

@@ -17,6 +17,7 @@ import time
 import pytest
 from hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
+from specmon.run.sweep.runner import free_port
 from specmon.sim.process import start_sim
 from specmon.sources.load.generator import (
     RETRY_AFTER_CAP_S,
@@ -26,7 +27,6 @@ from specmon.sources.load.generator import (
     merge_spells,
     retry_after_s,
 )
-from specmon.sources.sweep import free_port
 
 SPECMON = [sys.executable, "-m", "specmon", "run", "--headless", "--output-tokens-mean", "8"]
 SIM_ARGS = ["--seed", "5", "--ttft-ms", "5", "--step-ms", "2"]

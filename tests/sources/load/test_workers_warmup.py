@@ -16,8 +16,8 @@ import pytest
 
 from specmon.config import RunConfig
 from specmon.run.assemble import make_session
+from specmon.run.load.workers import WorkerPool
 from specmon.sim.process import start_sim
-from specmon.sources.load.workers import WorkerPool
 
 pytestmark = pytest.mark.e2e
 SPECMON = [sys.executable, "-m", "specmon"]

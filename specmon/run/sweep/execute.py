@@ -14,9 +14,9 @@ from typing import Protocol, TextIO
 from specmon import stops
 from specmon.config import RunConfig
 from specmon.run.assemble import make_repeat
+from specmon.run.sweep.control import SweepControl
+from specmon.run.sweep.runner import SWEEP_JSON, SweepResult, SweepRunner, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
-from specmon.sources.sweep import SWEEP_JSON, SweepResult, SweepRunner, SweepSettings
-from specmon.sources.sweep_control import SweepControl
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
 

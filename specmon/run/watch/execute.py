@@ -1,6 +1,6 @@
 """Assembling and driving `specmon watch`: a WatchRun over the servers' /metrics (no load),
 headless (one line per scrape and server) or under the monitor the command hands in; the
-time series goes to the artifact dir (sources/watch.py)."""
+time series goes to the artifact dir (run/watch/runner.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import TextIO
 from specmon.analysis.alerts import AlertRule, AlertTracker
 from specmon.config import RunConfig
 from specmon.interfaces import MonitorConfig
+from specmon.run.watch.runner import NO_LOAD_LABEL, WatchRow, WatchRun, headless_line
 from specmon.server.scrape import metrics_url
 from specmon.sinks.prometheus import close_exporters, exporter_for
-from specmon.sources.watch import NO_LOAD_LABEL, WatchRow, WatchRun, headless_line
 
 # shows the watch until the user quits (tui/app.py run_watch_monitor)
 WatchMonitor = Callable[[MonitorConfig, WatchRun], object]

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
@@ -878,4 +878,4 @@ def read_sweep(artifact_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"--resume {artifact_dir}: cannot read {SWEEP_JSON} ({exc})") from None
     if doc.get("schema") != SCHEMA:
         raise UserError(f"--resume {artifact_dir}: {SWEEP_JSON} is not a {SCHEMA} document")
-    return doc
+    return cast(dict[str, Any], doc)

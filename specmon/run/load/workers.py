@@ -29,12 +29,12 @@ from specmon.config import RunConfig
 from specmon.errors import ServerUnreachable, UserError
 from specmon.export.safe_json import dumps_safe
 from specmon.interfaces import LoadProgress
+from specmon.run.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
+from specmon.run.load.runner import LoadRunner, preflight
 from specmon.segment_plan import SegmentLog
 from specmon.sources.datasets import sub_shard
 from specmon.sources.lifecycle import BackgroundRun
-from specmon.sources.load.control import SegmentKnobs, knob_shares, merge_progress, split_int
 from specmon.sources.load.generator import Spell, merge_spells
-from specmon.sources.load.runner import LoadRunner, preflight
 
 __all__ = ["WorkerPool", "effective_workers", "split_int", "worker_configs"]
 
@@ -287,7 +287,7 @@ class WorkerPool(SegmentKnobs, BackgroundRun):
         if errors and not isinstance(self.error, (UserError, ServerUnreachable)):
             self.error = RuntimeError("; ".join(errors))
 
-    def _handle(self, message: tuple, errors: list[str]) -> None:
+    def _handle(self, message: tuple[Any, ...], errors: list[str]) -> None:
         kind, index = message[0], message[1]
         if kind == "cap":
             self.session.add(RawCapture(**orjson.loads(message[2])))

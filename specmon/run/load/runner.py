@@ -18,6 +18,7 @@ from specmon.config import RunConfig
 from specmon.errors import UserError
 from specmon.event_loop import new_event_loop
 from specmon.interfaces import LoadProgress
+from specmon.run.load.control import SegmentKnobs
 from specmon.segment_plan import SegmentLog
 from specmon.server.models import (
     UNREACHABLE,
@@ -27,7 +28,6 @@ from specmon.server.models import (
     model_ids,
 )
 from specmon.sources.lifecycle import BackgroundRun
-from specmon.sources.load.control import SegmentKnobs
 from specmon.sources.load.generator import LoadGenerator
 from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
 from specmon.specdecode.fidelity import verification_notes
@@ -136,7 +136,7 @@ class LoadRunner(SegmentKnobs, BackgroundRun):
         config: RunConfig,
         session: Any,
         *,
-        sink: Callable | None = None,
+        sink: Callable[..., Any] | None = None,
         worker_id: str | None = None,
         arrival_offset_s: float = 0.0,
     ) -> None:

@@ -30,6 +30,8 @@ from specmon.config import RunConfig
 from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
+from specmon.run.load.control import knob_shares, merge_progress, split_int
+from specmon.run.load.runner import detect_engine, verification_note
 from specmon.segment_plan import format_segments, parse_segments, split_plan
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
@@ -37,9 +39,7 @@ from specmon.session import RunSession
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
-from specmon.sources.load.control import knob_shares, merge_progress, split_int
 from specmon.sources.load.generator import describe_outages
-from specmon.sources.load.runner import detect_engine, verification_note
 from specmon.specdecode.engines import as_choice
 
 
@@ -50,10 +50,10 @@ class ServerRun:
     config: RunConfig
     runner: LoadControl
     session: RunSession
-    server_metrics: dict | None = None  # the export's server_metrics object, after finish
+    server_metrics: dict[str, Any] | None = None  # the export's server_metrics object, after finish
     counter_view: ServerCounterView | None = None
     metrics_unavailable: str | None = None  # why server_metrics is None, after finish
-    segments: list[dict] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
 
 
 def folder_name(label: str) -> str:
@@ -103,7 +103,7 @@ class MultiRun:
             if config.server_metrics
             else None
         )
-        self.segment_rows_final: list[dict] = []
+        self.segment_rows_final: list[dict[str, Any]] = []
         self._segments = SegmentTable(
             draft_cost=config.draft_cost,
             across_servers=self.mode != "split",
@@ -126,7 +126,7 @@ class MultiRun:
         run.session.add_sink(counters)
         return counters
 
-    def _segment_settings(self) -> dict[str, dict[int, dict]]:
+    def _segment_settings(self) -> dict[str, dict[int, dict[str, Any]]]:
         return {r.label: _segment_settings(r.runner) for r in self.runs}
 
     # per-server configuration ---------------------------------------------------------
@@ -184,7 +184,7 @@ class MultiRun:
     def poller(self, label: str) -> ServerCounterPoller | None:
         return self.watch.pollers.get(label) if self.watch is not None else None
 
-    def segment_rows(self, draft_cost: float | str | None = RUN) -> list[dict]:
+    def segment_rows(self, draft_cost: float | str | None = RUN) -> list[dict[str, Any]]:
         """The segments table over every server, as segment_table() gives it on every result
         so far (the sessions' SegmentSinks fold each result in as it lands); `draft_cost`
         as SegmentTable.rows takes it (the TUI passes its live +/- cost)."""
@@ -276,6 +276,6 @@ def _outage(runner: Any) -> str | None:
     return describe_outages(spells()) if spells is not None else None
 
 
-def _segment_settings(runner: Any) -> dict[int, dict]:
+def _segment_settings(runner: Any) -> dict[int, dict[str, Any]]:
     log = getattr(runner, "segment_log", None)
     return log.settings() if log is not None else {}

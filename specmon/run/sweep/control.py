@@ -11,8 +11,8 @@ import threading
 
 from specmon.analysis.sweep_types import Cell
 from specmon.interfaces import LoadProgress
+from specmon.run.sweep.runner import SweepResult, SweepRunner
 from specmon.sources.lifecycle import BackgroundRun
-from specmon.sources.sweep import SweepResult, SweepRunner
 
 
 class SweepControl(BackgroundRun):

@@ -1,0 +1,1 @@
+"""The load run: one generator per server (`LoadRunner`), or worker processes (`WorkerPool`)."""

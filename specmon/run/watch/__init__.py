@@ -1,0 +1,1 @@
+"""`specmon watch`: the /metrics runner and its driver."""
