@@ -26,7 +26,7 @@ from specmon.errors import UserError
 
 if TYPE_CHECKING:
     from specmon.run.sweep.control import SweepControl
-    from specmon.run.sweep.runner import SweepSettings
+    from specmon.run.sweep.settings import SweepSettings
 
 DEFAULT_SEGMENT_REQUESTS = 64
 DEFAULT_SEED = 0  # every cell gets the same prompts unless --random-seed says otherwise
@@ -135,7 +135,7 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from specmon.run.sweep.runner import read_sweep
+    from specmon.run.sweep.settings import read_sweep
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
 
@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunConfig]:
-    from specmon.run.sweep.runner import SweepSettings, load_settings_of, parse_url_labels
+    from specmon.run.sweep.settings import SweepSettings, load_settings_of, parse_url_labels
 
     config = build_config(args, defaults={"streaming": True})  # TTFT and ITL need streaming
     if config.random_seed is None:
@@ -206,7 +206,7 @@ def parse_variants(entries: list[str]) -> dict[str, str]:
 
 
 def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:
-    from specmon.run.sweep.runner import SweepSettings
+    from specmon.run.sweep.settings import SweepSettings
 
     settings = SweepSettings.from_dict(previous["settings"])
     config = build_config(overrides=dict(settings.load))

@@ -42,7 +42,7 @@ from specmon.decision.cells import Decision, decide, decision_lines
 from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, format_table
-from specmon.run.sweep.runner import SWEEP_JSON
+from specmon.run.sweep.settings import SWEEP_JSON
 from specmon.server.scrape import CounterSample, counter_delta, fetch_counters, metrics_url
 
 

@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from specmon.errors import UserError
-from specmon.run.sweep.runner import SweepSettings, k_mismatch, parse_url_labels, substitute
+from specmon.run.sweep.measure import k_mismatch
+from specmon.run.sweep.servers import substitute
+from specmon.run.sweep.settings import SweepSettings, parse_url_labels
 
 
 def settings(**changes) -> SweepSettings:

@@ -15,7 +15,8 @@ from specmon import stops
 from specmon.config import RunConfig
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import SWEEP_JSON, SweepResult, SweepRunner, SweepSettings
+from specmon.run.sweep.runner import SweepResult, SweepRunner
+from specmon.run.sweep.settings import SWEEP_JSON, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
