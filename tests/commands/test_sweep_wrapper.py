@@ -13,8 +13,14 @@ import pytest
 
 from specmon.errors import UserError
 from specmon.run.sweep.runner import SweepSettings
-from tests.commands.test_sweep_run import cells_of, load_flags, processes_with, read_doc
-from tests.commands.test_sweep_run import new_marker, run_sweep
+from tests.commands.test_sweep_run import (
+    cells_of,
+    load_flags,
+    new_marker,
+    processes_with,
+    read_doc,
+    run_sweep,
+)
 
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 PROFILE = "0.95,0.9,0.9,0.85"  # four positions: longer than any k swept here
