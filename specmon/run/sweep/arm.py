@@ -29,8 +29,15 @@ from specmon.run.sweep.servers import (
     start_server,
     substitute,
     wait_ready,
+    write_fragment,
 )
-from specmon.run.sweep.settings import SCHEDULE_JSON, SweepSettings, row_dir, row_label
+from specmon.run.sweep.settings import (
+    SCHEDULE_JSON,
+    SCHEDULE_PLACEHOLDER,
+    SweepSettings,
+    row_dir,
+    row_label,
+)
 from specmon.server.process import ServerProcess
 
 
@@ -55,7 +62,12 @@ class ArmSpec:
     def command(self, port: int, gpus: list[str], artifact_dir: Path) -> str:
         if self.schedule is None:
             k = self.row if isinstance(self.row, int) else 0
-            return substitute(self.template, k, port, gpus)
+            fragment = (  # a wrapper script's {schedule}: this k's speculative config
+                write_fragment(artifact_dir, k, {"num_speculative_tokens": k})
+                if SCHEDULE_PLACEHOLDER in self.template and isinstance(self.row, int)
+                else None
+            )
+            return substitute(self.template, k, port, gpus, fragment)
         path = artifact_dir / SCHEDULE_JSON
         if not path.exists():  # on another node than the driver, which wrote it
             atomic_write(path, json.dumps(self.schedule, indent=2).encode() + b"\n")

@@ -249,8 +249,8 @@ class SweepRunner:
         if self.settings.verify_schedule:
             schedule = self._draft_schedule()
             if schedule is not None:
-                assert self.settings.serve is not None
-                specs.append(ArmSpec(SCHEDULE_ARM, self.settings.serve, concs, schedule))
+                template = self.settings.schedule_template()
+                specs.append(ArmSpec(SCHEDULE_ARM, template, concs, schedule))
         specs += [ArmSpec(name, cmd, concs) for name, cmd in self.settings.variants.items()]
         if specs:
             self._run_batch(specs)

@@ -12,7 +12,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from specmon.run.sweep.settings import PLACEHOLDERS, VLLM_K, row_label, schedule_placement
+from specmon.export.common import atomic_write
+from specmon.run.sweep.settings import (
+    PLACEHOLDERS,
+    SCHEDULE_ARM,
+    SCHEDULE_PLACEHOLDER,
+    VLLM_K,
+    row_label,
+    schedule_placement,
+)
 from specmon.server.process import ServerProcess, shell
 
 STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL; vLLM ends its engine tree in a few seconds
@@ -29,10 +37,17 @@ def schedule_command(
     template: str, schedule: dict[str, Any], path: Path, port: int, gpus: list[str] | None = None
 ) -> str:
     """The --serve command with the schedule: k is the schedule's largest K (vLLM's and the
-    simulator's num_speculative_tokens is the schedule's maximum)."""
+    simulator's num_speculative_tokens is the schedule's maximum). With {schedule} the
+    fragment is written to a file beside `path` and the placeholder names it."""
     entries = schedule["num_speculative_tokens_per_batch_size"]
     max_k = max(int(entry[2]) for entry in entries)
-    if schedule_placement(template) == "vllm":
+    placement = schedule_placement(template)
+    if placement == "file":
+        fragment = write_fragment(
+            path.parent, SCHEDULE_ARM, schedule["speculative_config_fragment"]
+        )
+        return substitute(template, max_k, port, gpus, fragment)
+    if placement == "vllm":
         extra = ', "num_speculative_tokens_per_batch_size": ' + json.dumps(entries)
         template = VLLM_K.sub(lambda m: m.group(0) + extra, template, count=1)
     else:
@@ -40,18 +55,42 @@ def schedule_command(
     return substitute(template, max_k, port, gpus)
 
 
-def substitute(template: str, k: int, port: int, gpus: list[str] | None = None) -> str:
-    """Fill {k} {port} {gpus} {python} (shell-quoted); any other brace (JSON) is left alone.
-    {gpus}: the arm's GPU ids, comma-separated ("" without a slice)."""
+def write_fragment(directory: Path, row: int | str, fragment: dict[str, Any]) -> Path:
+    """The speculative-config fragment a {schedule} placeholder names, written atomically:
+    `{"num_speculative_tokens": k}` for a fixed k, the schedule's fragment (with
+    `num_speculative_tokens_per_batch_size`) for the schedule arm."""
+    name = (
+        f"speculative-config-k{row}.json"
+        if isinstance(row, int)
+        else f"speculative-config-{row}.json"
+    )
+    return atomic_write(directory / name, (json.dumps(fragment) + "\n").encode("utf-8"))
+
+
+def substitute(
+    template: str,
+    k: int,
+    port: int,
+    gpus: list[str] | None = None,
+    schedule: Path | None = None,
+) -> str:
+    """Fill {k} {port} {gpus} {python} {schedule} (shell-quoted); any other brace (JSON) is
+    left alone. {gpus}: the arm's GPU ids, comma-separated ("" without a slice); {schedule}
+    needs the fragment file's path."""
     values = {
         "{k}": str(k),
         "{port}": str(port),
         "{gpus}": ",".join(gpus or []),
         "{python}": sys.executable,
     }
+    if schedule is not None:
+        values[SCHEDULE_PLACEHOLDER] = str(schedule)
+    elif SCHEDULE_PLACEHOLDER in template:
+        raise ValueError("substitute: {schedule} in the template and no fragment file")
     out = template
     for placeholder in PLACEHOLDERS:
-        out = out.replace(placeholder, shlex.quote(values[placeholder]))
+        if placeholder in values:
+            out = out.replace(placeholder, shlex.quote(values[placeholder]))
     return out
 
 

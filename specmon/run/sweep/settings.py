@@ -19,7 +19,7 @@ from specmon.records import int_keys
 SWEEP_JSON = "sweep.json"
 SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
-PLACEHOLDERS = ("{k}", "{port}", "{gpus}", "{python}")
+PLACEHOLDERS = ("{k}", "{port}", "{gpus}", "{python}", "{schedule}")
 # RunConfig fields the sweep sets per cell, or that do not change what is measured
 _PER_CELL_FIELDS = (
     "url",
@@ -42,7 +42,7 @@ class SweepSettings:
 
     ks: list[int]
     concurrencies: list[int]
-    serve: str | None = None  # template with {k} {port} {gpus} {python}
+    serve: str | None = None  # template with {k} {port} {gpus} {python} [{schedule}]
     baseline_serve: str | None = None  # template with {port} {gpus} {python}: k = 0
     urls: dict[int, str] = field(default_factory=dict)  # --url kN=URL: k -> base URL
     repeats: int = 3
@@ -57,6 +57,8 @@ class SweepSettings:
     # --resume, so they are left out of the hash): --variant NAME='CMD {port}' ...
     variants: dict[str, str] = field(default_factory=dict)
     verify_schedule: bool = False  # measure the schedule just written as the arm "schedule"
+    # the schedule arm's own command (default --serve): {port} {schedule} [{k} {python}]
+    schedule_serve: str | None = None
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -82,6 +84,14 @@ class SweepSettings:
     def _check_arms(self) -> None:
         if (self.variants or self.verify_schedule) and self.serve is None:
             raise UserError("--variant and --verify-schedule need --serve (servers it starts)")
+        if self.schedule_serve is not None:
+            if not self.verify_schedule:
+                raise UserError("--schedule-serve is the command of --verify-schedule's arm")
+            for needed in ("{port}", "{schedule}"):
+                if needed not in self.schedule_serve:
+                    raise UserError(
+                        f"--schedule-serve needs the {needed} placeholder: '{self.schedule_serve}'"
+                    )
         for name, template in self.variants.items():
             if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
                 raise UserError(
@@ -90,11 +100,18 @@ class SweepSettings:
                 )
             if "{port}" not in template:
                 raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
-        if self.verify_schedule and schedule_placement(self.serve or "") is None:
+            if SCHEDULE_PLACEHOLDER in template:
+                raise UserError(f"--variant {name}: {{schedule}} is for --serve / --schedule-serve")
+        if self.verify_schedule and schedule_placement(self.schedule_template()) is None:
             raise UserError(
-                "--verify-schedule: --serve has neither '\"num_speculative_tokens\": {k}' in "
-                "its --speculative-config JSON nor `specmon sim`: cannot add the schedule"
+                "--verify-schedule: --serve has no {schedule} placeholder (a JSON file holding "
+                "the speculative-config fragment), no '\"num_speculative_tokens\": {k}' in its "
+                "--speculative-config JSON and no `specmon sim`: cannot add the schedule"
             )
+
+    def schedule_template(self) -> str:
+        """The command of the schedule arm: --schedule-serve, else --serve."""
+        return self.schedule_serve or self.serve or ""
 
     def objective(self) -> Slo | None:
         return slo_option(self.slo)
@@ -115,6 +132,7 @@ class SweepSettings:
         for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo") + (
             "variants",
             "verify_schedule",
+            "schedule_serve",
         ):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
@@ -156,14 +174,18 @@ def parse_url_labels(entries: list[str]) -> dict[int, str]:
 
 ARM_NAME = re.compile(r"[A-Za-z0-9._-]+")
 SCHEDULE_ARM = "schedule"
+SCHEDULE_PLACEHOLDER = "{schedule}"
 ARM_K = -1  # the k of an arm's Cell: not a k (arms are kept apart from the grid's cells)
 # where vLLM's schedule goes: beside num_speculative_tokens in the --speculative-config JSON
 VLLM_K = re.compile(r'"num_speculative_tokens"\s*:\s*\{k\}')
 
 
 def schedule_placement(template: str) -> str | None:
-    """How a schedule is added to the --serve template: "vllm" (into the JSON), "sim"
-    (`specmon sim --spec-schedule`) or None (not known)."""
+    """How a schedule is added to the --serve template: "file" (the {schedule} placeholder:
+    the path of a JSON file holding the speculative-config fragment, for a wrapper script),
+    "vllm" (into the JSON), "sim" (`specmon sim --spec-schedule`) or None (not known)."""
+    if SCHEDULE_PLACEHOLDER in template:
+        return "file"
     if VLLM_K.search(template):
         return "vllm"
     return "sim" if "specmon sim" in template else None
