@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import time
 
 from specmon.errors import UserError
 from specmon.sim.config import SIM_OPTIONS, SimConfig
@@ -81,6 +82,8 @@ def main(args: argparse.Namespace) -> int:
         app = build_app(cfg)
     except OSError as exc:
         raise UserError(f"cannot open --log {cfg.log_path}: {exc.strerror}") from None
+    # a model load: nothing listens until it is over, so readiness fails as a real server's
+    time.sleep(cfg.startup_delay)
     sock = _bind(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

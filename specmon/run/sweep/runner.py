@@ -98,9 +98,11 @@ class SweepRunner:
         self.now = SweepNow(repeats=settings.repeats)
         # cells kept from an earlier run of this sweep: (k, c) -> (cell, its settings hash)
         self.cells: dict[tuple[int, int], tuple[Cell, str]] = {}
+        self._kept_at_once: dict[tuple[int | str, int], int | None] = {}
         for entry in previous or []:
             cell = Cell.from_dict(entry)
             self.cells[(cell.k, cell.concurrency)] = (cell, entry.get("settings_hash", ""))
+            self._kept_at_once[(cell.k, cell.concurrency)] = entry.get("arms_at_once")
         self.stopping = threading.Event()
         self.placement = placement or Placement()
         self.arm_cells: dict[tuple[str, int], Cell] = {}  # (arm, concurrency) -> cell
@@ -310,11 +312,11 @@ class SweepRunner:
             self._servers[spec.row] = server
 
     def arms_at_once(self, row: int | str, c: int) -> int | None:
-        """How many arms ran while this cell was measured, its own included (None for a
-        cell kept from an earlier run)."""
+        """How many arms ran while this cell was measured, its own included (a cell kept
+        from an earlier run: as that run recorded it)."""
         times = self.cell_times.get((row, c))
         if times is None:
-            return None
+            return self._kept_at_once.get((row, c))
         start, end = times
         return sum(1 for run in self.arm_runs if run.started <= end and (run.ended or end) >= start)
 
