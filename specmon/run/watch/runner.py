@@ -186,7 +186,9 @@ def _num(value: Any) -> Any:
 
 def split_labels(sample: CounterSample) -> dict[tuple[tuple[str, str], ...], CounterSample]:
     """One sample per engine / DP label set (the `position` label kept within each)."""
-    out: dict[tuple[tuple[str, str], ...], dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    out: dict[
+        tuple[tuple[str, str], ...], dict[tuple[str, tuple[tuple[str, str], ...]], float]
+    ] = {}
     for key, value in sample.series.items():
         labels = tuple(pair for pair in key[1] if pair[0] != "position")
         out.setdefault(labels, {})[key] = value
@@ -428,7 +430,7 @@ class WatchRun(BackgroundRun):
             await poller.start()  # the baseline row
 
     def outcome(self) -> tuple[int, list[str]]:
-        """The exit status of a watch that ended by itself (README, "specmon watch" exit
+        """The exit status of a watch that ended by itself (docs/monitoring.md, "specmon watch" exit
         statuses) and why, one line per server: 2 when no server was ever reached, 1 when
         a scrape failed (or series were rejected) after a good one, else 0."""
         lines: list[str] = []
