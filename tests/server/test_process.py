@@ -113,7 +113,7 @@ def test_a_server_whose_starter_is_killed_dies_with_it(tmp_path: Path):
 def test_a_normal_stop_ends_the_watchdog_too(tmp_path: Path):
     server = ServerProcess(shell("sleep 300"), log_path=tmp_path / "log", watchdog_s=5.0)
     assert wait_for(lambda: server._watchdog is not None and server._watchdog.poll() is None)
-    members = lambda: [  # noqa: E731
+    members = lambda: [
         p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == server.pid
     ]
     assert len(members()) >= 2  # the shell's sleep and the watchdog

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon.config import RunConfig
+from specmon.decision.schedule import SCHEDULE_NAME
 from specmon.export.common import atomic_write
 from specmon.records import json_record
 from specmon.run.sweep.measure import MakeRepeat, Measurer, SweepNow, TimedCell, new_cell
@@ -32,7 +33,6 @@ from specmon.run.sweep.servers import (
     write_fragment,
 )
 from specmon.run.sweep.settings import (
-    SCHEDULE_JSON,
     SCHEDULE_PLACEHOLDER,
     SweepSettings,
     row_dir,
@@ -68,7 +68,7 @@ class ArmSpec:
                 else None
             )
             return substitute(self.template, k, port, gpus, fragment)
-        path = artifact_dir / SCHEDULE_JSON
+        path = artifact_dir / SCHEDULE_NAME
         if not path.exists():  # on another node than the driver, which wrote it
             atomic_write(path, json.dumps(self.schedule, indent=2).encode() + b"\n")
         return schedule_command(self.template, self.schedule, path, port, gpus)

@@ -13,10 +13,11 @@ from typing import Protocol, TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
 from specmon.run.sweep.runner import SweepResult, SweepRunner
-from specmon.run.sweep.settings import SWEEP_JSON, Placement, SweepSettings
+from specmon.run.sweep.settings import Placement, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
 from specmon.decision.slo import percentiles_of_summary
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl
 from specmon.run.sweep.servers import server_failure

@@ -9,8 +9,8 @@ RunSession (AIPerf-compatible exports in `k{k}/c{c}/r{rep}/`), then the server s
 side on a local GPU pool (run/sweep/pool.py) or as Ray tasks (run/sweep/ray_pool.py).
 `sweep.json` is rewritten atomically after every cell, so a stop (Ctrl-C, SIGTERM) or a
 crash keeps every finished cell, and `--resume` skips the cells measured with the same
-settings hash. The decision math, the schedule and the model live in specmon/analysis (see
-docs/architecture.md, "k sweep").
+settings hash. The decision math, the schedule and the model live in specmon/decision, the
+console tables in specmon/analysis (see docs/architecture.md, "k sweep").
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from specmon.analysis.sweep_types import Cell
+from specmon.analysis.arms import ArmReport, arm_reports, render_arms
+from specmon.analysis.sweep import render_sweep_tables
 from specmon.config import RunConfig
+from specmon.decision import stepcost
+from specmon.decision.cells import Decision, decide
+from specmon.decision.schedule import SCHEDULE_NAME, build_schedule, write_schedule
+from specmon.decision.stepcost import KModel
+from specmon.decision.sweep_types import SWEEP_JSON, Cell
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.run.sweep.arm import ArmHooks, ArmJob, ArmOutcome, ArmRun, ArmSpec
@@ -34,9 +40,7 @@ from specmon.run.sweep.measure import MakeRepeat, Measurer, SweepNow, TimedCell
 from specmon.run.sweep.pool import ArmPool, LocalPool
 from specmon.run.sweep.settings import (
     SCHEDULE_ARM,
-    SCHEDULE_JSON,
     SCHEMA,
-    SWEEP_JSON,
     Placement,
     SweepSettings,
     row_label,
@@ -45,23 +49,15 @@ from specmon.server.models import list_models
 from specmon.server.process import ServerProcess
 
 
-def _analysis() -> tuple[Any, Any]:
-    """(specmon.analysis.sweep, specmon.decision.stepcost), imported when first needed."""
-    from specmon.analysis import sweep as decisions
-    from specmon.decision import stepcost as kmodel
-
-    return decisions, kmodel
-
-
 @dataclass
 class SweepResult:
     cells: list[Cell]
     stopped: bool
-    decisions: list[Any] | None = None
-    model: Any = None
-    schedule: Any = None
+    decisions: list[Decision] | None = None
+    model: KModel | None = None
+    schedule: dict[str, Any] | None = None
     arms: dict[str, list[Cell]] = field(default_factory=dict)  # arm name -> its cells
-    arm_reports: list[Any] | None = None  # analysis/arms.py ArmReport, after conclude
+    arm_reports: list[ArmReport] | None = None  # after conclude
 
 
 class SweepRunner:
@@ -261,21 +257,20 @@ class SweepRunner:
         """The schedule of the fixed-k cells (as conclude() will write it), written now so
         the "schedule" arm's server can read it; None (and why) when there is none to run."""
         measured = [c for c in self.ordered_cells() if c.measured]
-        decisions_mod, kmodel = _analysis()
-        decisions = decisions_mod.decide(measured, self.settings.objective(), bootstrap=False)
+        decisions = decide(measured, self.settings.objective(), bootstrap=False)
         try:
-            model = kmodel.fit(measured)
+            model: KModel | None = stepcost.fit(measured)
         except Exception:  # too few cells to fit: the schedule carries measured k only
             model = None
         try:
-            schedule: dict[str, Any] = decisions_mod.build_schedule(decisions, model)
+            schedule = build_schedule(decisions, model)
         except ValueError as exc:
             self._say(f"specmon sweep: arm schedule not measured: {exc}")
             return None
         if schedule["speculative_config_fragment"] is None:
             self._say("specmon sweep: arm schedule not measured: it is k=0 everywhere")
             return None
-        decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, schedule)
+        write_schedule(self.dir / SCHEDULE_NAME, schedule)
         return schedule
 
     # what the arms report ---------------------------------------------------------------
@@ -417,25 +412,24 @@ class SweepRunner:
         extra: dict[str, Any] = {"complete": not result.stopped, "wall_s": self.wall_s}
         extra["arm_time_s"] = round(sum(run.wall_s for run in self.arm_runs), 3)
         try:
-            decisions_mod, kmodel = _analysis()
-            result.decisions = decisions_mod.decide(measured, self.settings.objective())
+            result.decisions = decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
             try:
-                result.model = kmodel.fit(measured)
+                result.model = stepcost.fit(measured)
                 extra["model"] = result.model.to_dict()
             except Exception as exc:  # too few cells or k values to fit: decisions still stand
                 extra["model"] = None
                 extra["model_error"] = str(exc)
                 self._say(f"specmon sweep: model not fitted: {exc}")
             try:
-                result.schedule = decisions_mod.build_schedule(
+                result.schedule = build_schedule(
                     result.decisions, result.model, complete=not result.stopped
                 )
             except ValueError as exc:  # nothing can anchor a schedule: none, and why
                 extra["schedule_error"] = str(exc)
                 self._say(f"specmon sweep: no schedule written: {exc}")
             else:
-                decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+                write_schedule(self.dir / SCHEDULE_NAME, result.schedule)
             if result.arms:
                 result.arm_reports = self._arm_reports(result)
                 extra["arms"] = [report.to_dict() for report in result.arm_reports]
@@ -445,24 +439,19 @@ class SweepRunner:
         self.save(extra)
         return result
 
-    def _arm_reports(self, result: SweepResult) -> list[Any]:
-        from specmon.analysis.arms import arm_reports
-
+    def _arm_reports(self, result: SweepResult) -> list[ArmReport]:
         return arm_reports(result.arms, result.cells, self.settings.objective())
 
     def tables(self, result: SweepResult) -> str | None:
         if result.decisions is None:
             return None
-        decisions_mod, _ = _analysis()
         from specmon.export.console import output_width
 
         width = output_width(self.out)  # the terminal's columns (120 when piped)
-        text: str = decisions_mod.render_sweep_tables(
+        text = render_sweep_tables(
             result.cells, result.decisions, result.schedule, result.model, width
         )
         if result.arm_reports:
-            from specmon.analysis.arms import render_arms
-
             text += "\n" + "\n".join(render_arms(result.arm_reports, width)) + "\n"
         return text
 

@@ -13,11 +13,10 @@ from typing import Any, cast
 
 from specmon.config import RunConfig
 from specmon.decision.slo import Slo, slo_option
+from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.errors import UserError
 from specmon.records import int_keys
 
-SWEEP_JSON = "sweep.json"
-SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
 PLACEHOLDERS = ("{k}", "{port}", "{gpus}", "{python}", "{schedule}")
 # RunConfig fields the sweep sets per cell, or that do not change what is measured
