@@ -381,7 +381,7 @@ def gate_sweeps(
         (
             f"k={k} c={c}",
             evaluate(read_rows(*base[(k, c)]), read_rows(*new[(k, c)]), thresholds, seed=seed),
-        )  # fmt: skip
+        )
         for k, c in shared
     ]
 

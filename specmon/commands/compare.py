@@ -12,7 +12,6 @@ import argparse
 import json
 from pathlib import Path
 
-from specmon import decision
 from specmon.analysis.compare import (
     build_rows,
     find_run_dirs,
@@ -22,14 +21,9 @@ from specmon.analysis.compare import (
     unique_labels,
 )
 from specmon.analysis.gate import gate, parse_fail_on
-from specmon.commands.tune import (
-    add_slo_argument,
-    combined_lines,
-    is_sweep_dir,
-    load_input,
-    print_sweeps,
-)
-from specmon.decision.slo import Slo, slo_option
+from specmon.analysis.tune import advice, combined_lines, is_sweep_dir, render_sweeps
+from specmon.commands import add_slo_argument
+from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 
 
@@ -63,12 +57,13 @@ def main(args: argparse.Namespace) -> int:
         if len(sweeps) != len(args.dirs):
             raise UserError("compare sweeps with sweeps: give only sweep directories")
         if not thresholds:
-            return print_sweeps(sweeps, slo, args.json)
+            print(render_sweeps(sweeps, slo, args.json))
+            return 0
         sweep_gate = gate(sweeps, thresholds, sweeps=True)
         if args.json:  # one JSON object: the gate's (the decisions are `specmon tune --json`'s)
             print(json.dumps(sweep_gate.to_json(), indent=2))
         else:
-            print_sweeps(sweeps, slo, False)
+            print(render_sweeps(sweeps, slo, False))
             print("\n".join(["", *sweep_gate.lines()]))
         return sweep_gate.exit_status
     paths = [p for d in args.dirs for p in find_run_dirs(Path(d))]
@@ -94,17 +89,3 @@ def main(args: argparse.Namespace) -> int:
         if report is not None:
             print("\n".join(["", *report.lines()]))
     return report.exit_status if report is not None else 0
-
-
-def advice(
-    paths: list[Path], labels: list[str], slo: Slo | None = None
-) -> dict[int | None, decision.KChoice]:
-    """The decision per load over every run with spec-decode records (others are left out:
-    a k=0 baseline has no histogram to predict from)."""
-    measured = []
-    for path, label in zip(paths, labels):
-        try:
-            measured += load_input(path, None, label).measurements()
-        except UserError:
-            continue
-    return decision.advise_per_load(measured, None, slo) if measured else {}
