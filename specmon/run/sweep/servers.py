@@ -110,9 +110,13 @@ def start_server(command: str, port: int, log_path: Path, gpus: list[str]) -> Se
 
 
 def server_failure(server: ServerProcess, k: int | str, what: str) -> ServerFailed:
+    """The failure with its log's last line on the first line (a cell's error shows only
+    that line: `command not found` must be there), then the log's last lines."""
     tail = server.log_tail(LOG_TAIL_LINES)
+    said = [line.strip() for line in tail.splitlines() if line.strip()]
+    last = said[-1] if said and not said[-1].startswith("$ ") else "(nothing after its command)"
     return ServerFailed(
-        f"server for {row_label(k)} {what}; last lines of {server.log_path}:\n{tail}".rstrip()
+        f"server for {row_label(k)} {what}; {server.log_path} ends: {last}\n{tail}".rstrip()
     )
 
 
