@@ -81,3 +81,41 @@ def test_alert_each_fires_on_the_degraded_replica(fleet: Fleet, tmp_path: Path) 
         fleet, tmp_path / "f", "--interval", "1", "--duration", "8", "--alert", "al<2 for 5s"
     )
     assert fleet_only.returncode == 0, fleet_only.stderr
+
+
+def test_no_series_match_names_the_selector(fleet: Fleet, tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "specmon", "watch", "--prometheus", fleet.prometheus.url,
+        "--selector", '{job="nope"}', "--headless", "--duration", "3", "--interval", "1",
+        "--artifact-dir", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert 'no series match {job="nope"}' in done.stderr
+    # the rows written so far are kept: one failed row per tick
+    rows = (tmp_path / "watch_timeseries.jsonl").read_text().splitlines()
+    assert rows and all(json.loads(r)["error"] for r in rows)
+
+
+def test_unreachable_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from specmon.run.sweep.runner import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    command = [
+        sys.executable, "-m", "specmon", "watch", "--prometheus", url, "--headless",
+        "--duration", "2", "--interval", "1", "--artifact-dir", str(tmp_path),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ConnectError" in lines[0] and url in lines[0], lines
+
+
+def test_bad_selector_is_a_user_error(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "specmon", "watch", "--prometheus", "http://127.0.0.1:9",
+        "--selector", "job=vllm", "--headless", "--duration", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "give label matchers in braces" in done.stderr

@@ -252,9 +252,7 @@ class FleetWatchRun(WatchRun):
         if self.fatal is not None:
             return 2, [self.fatal]
         if self.good_ticks == 0:
-            return 2, [
-                f"no data from {self.client.url}: {self.last_error or 'no tick before the end'}"
-            ]
+            return 2, [self.last_error or f"no data from {self.client.url} before the end"]
         if self.failed_ticks:
             return 1, [
                 f"{self.failed_ticks} of {self.ticks} queries of {self.client.url} failed "
