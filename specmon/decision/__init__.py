@@ -13,13 +13,16 @@ and only paints the answer.
   unstable-cell rule, P(sel.)), which the sweep table, sweep.json, tune and compare paint;
 * `slo.py`: the `--slo` parser and the one check of a point against it.
 
+* `measured.py`: the measured answer at one load (the best arm measured, its margins with
+  90% intervals, P(best)) and the proposal's shape;
+* `answer.py`: the entry point: the measurement leads, the model proposes the next k.
+
 `advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`).
 """
 
 # (the names are bound under new names: `specmon.decision.choose` stays the module)
+from specmon.decision.answer import advise, advise_per_load
 from specmon.decision.choose import KChoice, Measurement
-from specmon.decision.choose import choose as advise
-from specmon.decision.choose import choose_per_load as advise_per_load
 from specmon.decision.gates import Health
 
 __all__ = ["Health", "KChoice", "Measurement", "advise", "advise_per_load"]
