@@ -44,7 +44,7 @@ MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
 SWEEP_JSON = "sweep.json"
 SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
-PLACEHOLDERS = ("{k}", "{port}", "{python}")
+PLACEHOLDERS = ("{k}", "{port}", "{python}", "{schedule}")
 STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL; vLLM ends its engine tree in a few seconds
 LOG_TAIL_LINES = 12
 # RunConfig fields the sweep sets per cell, or that do not change what is measured
@@ -69,7 +69,7 @@ class SweepSettings:
 
     ks: list[int]
     concurrencies: list[int]
-    serve: str | None = None  # template with {k} {port} {python}
+    serve: str | None = None  # template with {k} {port} {python} [{schedule}]
     baseline_serve: str | None = None  # template with {port} {python}: k = 0
     urls: dict[int, str] = field(default_factory=dict)  # --url kN=URL: k -> base URL
     repeats: int = 3
@@ -84,6 +84,8 @@ class SweepSettings:
     # --resume, so they are left out of the hash): --variant NAME='CMD {port}' ...
     variants: dict[str, str] = field(default_factory=dict)
     verify_schedule: bool = False  # measure the schedule just written as the arm "schedule"
+    # the schedule arm's own command (default --serve): {port} {schedule} [{k} {python}]
+    schedule_serve: str | None = None
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -109,6 +111,14 @@ class SweepSettings:
     def _check_arms(self) -> None:
         if (self.variants or self.verify_schedule) and self.serve is None:
             raise UserError("--variant and --verify-schedule need --serve (servers it starts)")
+        if self.schedule_serve is not None:
+            if not self.verify_schedule:
+                raise UserError("--schedule-serve is the command of --verify-schedule's arm")
+            for needed in ("{port}", "{schedule}"):
+                if needed not in self.schedule_serve:
+                    raise UserError(
+                        f"--schedule-serve needs the {needed} placeholder: '{self.schedule_serve}'"
+                    )
         for name, template in self.variants.items():
             if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
                 raise UserError(
@@ -117,11 +127,18 @@ class SweepSettings:
                 )
             if "{port}" not in template:
                 raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
-        if self.verify_schedule and schedule_placement(self.serve or "") is None:
+            if SCHEDULE_PLACEHOLDER in template:
+                raise UserError(f"--variant {name}: {{schedule}} is for --serve / --schedule-serve")
+        if self.verify_schedule and schedule_placement(self.schedule_template()) is None:
             raise UserError(
-                "--verify-schedule: --serve has neither '\"num_speculative_tokens\": {k}' in "
-                "its --speculative-config JSON nor `specmon sim`: cannot add the schedule"
+                "--verify-schedule: --serve has no {schedule} placeholder (a JSON file holding "
+                "the speculative-config fragment), no '\"num_speculative_tokens\": {k}' in its "
+                "--speculative-config JSON and no `specmon sim`: cannot add the schedule"
             )
+
+    def schedule_template(self) -> str:
+        """The command of the schedule arm: --schedule-serve, else --serve."""
+        return self.schedule_serve or self.serve or ""
 
     def objective(self) -> Slo | None:
         return slo_option(self.slo)
@@ -142,6 +159,7 @@ class SweepSettings:
         for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo") + (
             "variants",
             "verify_schedule",
+            "schedule_serve",
         ):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
@@ -205,14 +223,18 @@ def free_port() -> int:
 
 ARM_NAME = re.compile(r"[A-Za-z0-9._-]+")
 SCHEDULE_ARM = "schedule"
+SCHEDULE_PLACEHOLDER = "{schedule}"
 ARM_K = -1  # the k of an arm's Cell: not a k (arms are kept apart from the grid's cells)
 # where vLLM's schedule goes: beside num_speculative_tokens in the --speculative-config JSON
 _VLLM_K = re.compile(r'"num_speculative_tokens"\s*:\s*\{k\}')
 
 
 def schedule_placement(template: str) -> str | None:
-    """How a schedule is added to the --serve template: "vllm" (into the JSON), "sim"
-    (`specmon sim --spec-schedule`) or None (not known)."""
+    """How a schedule is added to the --serve template: "file" (the {schedule} placeholder:
+    the path of a JSON file holding the speculative-config fragment, for a wrapper script),
+    "vllm" (into the JSON), "sim" (`specmon sim --spec-schedule`) or None (not known)."""
+    if SCHEDULE_PLACEHOLDER in template:
+        return "file"
     if _VLLM_K.search(template):
         return "vllm"
     return "sim" if "specmon sim" in template else None
@@ -220,10 +242,17 @@ def schedule_placement(template: str) -> str | None:
 
 def schedule_command(template: str, schedule: dict[str, Any], path: Path, port: int) -> str:
     """The --serve command with the schedule: k is the schedule's largest K (vLLM's and the
-    simulator's num_speculative_tokens is the schedule's maximum)."""
+    simulator's num_speculative_tokens is the schedule's maximum). With {schedule} the
+    fragment is written to a file beside `path` and the placeholder names it."""
     entries = schedule["num_speculative_tokens_per_batch_size"]
     max_k = max(int(entry[2]) for entry in entries)
-    if schedule_placement(template) == "vllm":
+    placement = schedule_placement(template)
+    if placement == "file":
+        fragment = write_fragment(
+            path.parent, SCHEDULE_ARM, schedule["speculative_config_fragment"]
+        )
+        return substitute(template, max_k, port, fragment)
+    if placement == "vllm":
         extra = ', "num_speculative_tokens_per_batch_size": ' + json.dumps(entries)
         template = _VLLM_K.sub(lambda m: m.group(0) + extra, template, count=1)
     else:
@@ -231,17 +260,35 @@ def schedule_command(template: str, schedule: dict[str, Any], path: Path, port: 
     return substitute(template, max_k, port)
 
 
+def write_fragment(directory: Path, row: int | str, fragment: dict[str, Any]) -> Path:
+    """The speculative-config fragment a {schedule} placeholder names, written atomically:
+    `{"num_speculative_tokens": k}` for a fixed k, the schedule's fragment (with
+    `num_speculative_tokens_per_batch_size`) for the schedule arm."""
+    name = (
+        f"speculative-config-k{row}.json"
+        if isinstance(row, int)
+        else f"speculative-config-{row}.json"
+    )
+    return atomic_write(directory / name, (json.dumps(fragment) + "\n").encode("utf-8"))
+
+
 def row_label(row: int | str) -> str:
     """A row of the sweep: an int is a fixed k, a str an arm's name."""
     return f"k={row}" if isinstance(row, int) else f"arm {row}"
 
 
-def substitute(template: str, k: int, port: int) -> str:
-    """Fill {k} {port} {python} (shell-quoted); any other brace (JSON) is left alone."""
+def substitute(template: str, k: int, port: int, schedule: Path | None = None) -> str:
+    """Fill {k} {port} {python} {schedule} (shell-quoted); any other brace (JSON) is left
+    alone. {schedule} needs the fragment file's path."""
     values = {"{k}": str(k), "{port}": str(port), "{python}": sys.executable}
+    if schedule is not None:
+        values[SCHEDULE_PLACEHOLDER] = str(schedule)
+    elif SCHEDULE_PLACEHOLDER in template:
+        raise ValueError("substitute: {schedule} in the template and no fragment file")
     out = template
     for placeholder in PLACEHOLDERS:
-        out = out.replace(placeholder, shlex.quote(values[placeholder]))
+        if placeholder in values:
+            out = out.replace(placeholder, shlex.quote(values[placeholder]))
     return out
 
 
@@ -503,7 +550,12 @@ class SweepRunner:
             template = self.settings.baseline_serve if k == 0 else self.settings.serve
             assert template is not None
             port = free_port()
-            if self._serve_row(k, substitute(template, k, port), port, todo):
+            fragment = (  # a wrapper script's {schedule}: this k's speculative config
+                write_fragment(self.dir, k, {"num_speculative_tokens": k})
+                if SCHEDULE_PLACEHOLDER in template
+                else None
+            )
+            if self._serve_row(k, substitute(template, k, port, fragment), port, todo):
                 if self.settings.stop_on_error:
                     self._say("specmon sweep: stopping (--stop-on-error)")
                     return
@@ -549,9 +601,8 @@ class SweepRunner:
             schedule = self._draft_schedule()
             if schedule is not None:
                 port = free_port()
-                assert self.settings.serve is not None
                 path = self.dir / SCHEDULE_JSON
-                command = schedule_command(self.settings.serve, schedule, path, port)
+                command = schedule_command(self.settings.schedule_template(), schedule, path, port)
                 self._serve_row(SCHEDULE_ARM, command, port, concs)
         for name, template in self.settings.variants.items():
             if self.stopping.is_set():

@@ -186,7 +186,9 @@ def _num(value: Any) -> Any:
 
 def split_labels(sample: CounterSample) -> dict[tuple[tuple[str, str], ...], CounterSample]:
     """One sample per engine / DP label set (the `position` label kept within each)."""
-    out: dict[tuple[tuple[str, str], ...], dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    out: dict[
+        tuple[tuple[str, str], ...], dict[tuple[str, tuple[tuple[str, str], ...]], float]
+    ] = {}
     for key, value in sample.series.items():
         labels = tuple(pair for pair in key[1] if pair[0] != "position")
         out.setdefault(labels, {})[key] = value
