@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specmon.decision import Measurement, advise  # noqa: E402
+from specmon.decision.answer import advise
+from specmon.decision.choose import Measurement
 
 K_RANGE = 10
 JITTER = 0.10

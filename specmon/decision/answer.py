@@ -32,6 +32,11 @@ from specmon.decision.slo import Slo
 
 __all__ = ["advise", "advise_per_load"]
 
+# The model's error where leave-one-k-out cannot read it: a floor of 3% of the predicted
+# figure per k between the proposal and the nearest measured k (the band under-covered
+# without it: 80% of 179 proposals in benchmarks/bench_calibration.py).
+FORM_PER_K = 0.03
+
 
 def advise(
     measurements: Sequence[Measurement],
@@ -48,8 +53,11 @@ def advise(
     answer = meas.answer(arms)
     spec = [m for m in healthy if m.k > 0 and m.steps > 0]
     if answer is None:
-        if not spec or fitted.refused:
+        if not spec or fitted.refused or fitted.k is None:
             return model._with(fitted, lead=True, model_k=fitted.k, k=None)
+        if slo is not None and _arms(healthy, concurrency, None):
+            why = f"no measured k meets the SLO ({slo.text()})"
+            return model._with(fitted, lead=True, model_k=fitted.k, k=None, why=why)
         k = max(m.k for m in spec)
         proposal = _propose(spec, k, {k}, concurrency, draft_cost, slo)
         return model._with(
@@ -100,7 +108,7 @@ def _arms(ms: Sequence[Measurement], concurrency: int | None, slo: Slo | None) -
 def _draws(m: Measurement) -> tuple[float, ...]:
     al_blocks: list[list[int]] = []
     if m.k > 0 and m.steps > 0:
-        dense = lambda h: tuning.dense_histogram(h, m.k)  # noqa: E731
+        dense = lambda h: tuning.dense_histogram(h, m.k)
         al_blocks = [dense(b) for b in m.blocks] if m.blocks else [dense(m.histogram)]
     seed = repr((m.k, m.concurrency, m.throughput, m.rate_blocks, m.steps))
     return meas.rate_draws(float(m.throughput or 0), m.rate_blocks, al_blocks, seed)
@@ -156,7 +164,10 @@ def _propose(
     if central <= 1 + TIE_TOLERANCE:
         return None
     low, high = _band(spec, preds, lengths, k_max, j, answer_k)
-    form = _form_error(spec, arms, answer_k, concurrency, draft_cost)
+    form = max(
+        _form_error(spec, arms, answer_k, concurrency, draft_cost),
+        FORM_PER_K * min(abs(j - k) for k in measured_ks),
+    )
     low, high = low * (1 - form), high * (1 + form)
     return meas.Proposal(j, answer_k, 100 * (central - 1), 100 * (low - 1), 100 * (high - 1))
 
@@ -198,7 +209,7 @@ def _form_error(
         if arm.k == a or a not in figure:
             continue
         rest = [m for m in spec if m.k != arm.k]
-        if not rest or not any(m.k == a for m in rest) and a > 0:
+        if not rest or (not any(m.k == a for m in rest) and a > 0):
             continue
         fit = _tables(rest, concurrency, draft_cost)
         if fit is None or arm.k not in fit[0][0] or a not in fit[0][0]:

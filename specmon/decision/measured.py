@@ -178,7 +178,9 @@ class MeasuredAnswer:
     def head(self) -> str:
         """'measured best k=6: 12,790 tok/s, +2.2% over k=4 [-0.5..+4.8], 2.40x k=0 [..]'."""
         if len(self.arms) == 1:
-            return f"measured {name(self.k)}: {self.throughput:,.0f} tok/s (the only k measured here)"
+            return (
+                f"measured {name(self.k)}: {self.throughput:,.0f} tok/s (the only k measured here)"
+            )
         parts = [f"measured best {name(self.k)}: {self.throughput:,.0f} tok/s"]
         if self.top is not None:
             parts.append(
