@@ -453,6 +453,11 @@ class RunConfig(BaseModel):
         gt=0,
         le=MAX_SECONDS,
     )
+    fail_on_errors: bool = option(
+        False,
+        "exit 1 when more than 1% of the requests failed (the share that excludes a run's "
+        "measurements from the advice)",
+    )
     max_response_bytes: int = option(
         64 * 2**20,
         "a response body larger than this is an error of its own (response_too_large)",

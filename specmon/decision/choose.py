@@ -47,7 +47,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.constants import DEFAULT_DRAFT_COST  # always reported as assumed
 from specmon.decision import acceptance as tuning
 from specmon.decision import stepcost as kmodel
@@ -57,6 +56,7 @@ from specmon.decision.measured import MeasuredAnswer, Proposal
 from specmon.decision.measured import name as measured_name
 from specmon.decision.slo import Percentiles, Slo
 from specmon.decision.stepcost import SegmentModel, fit_segment_model
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 __all__ = [
     "ACROSS_K",

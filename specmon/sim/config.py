@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
 from specmon.records import same_named
+from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 
@@ -60,6 +61,12 @@ class SimConfig(BaseModel):
         "(per position: code=0.9:0.8:0.7)",
         metavar="CAT=P[:P...],...",
         validate_default=True,
+    )
+    preset: str | None = option(
+        None,
+        f"GPU-like latency and acceptance, listed below (without it and without latency "
+        f"options: {presets.DEFAULT_PRESET})",
+        metavar="NAME",
     )
     ttft_ms: float = option(0.0, "time to first token", ge=0)
     step_ms: float = option(0.0, "target step time at batch 1", ge=0)
@@ -107,6 +114,11 @@ class SimConfig(BaseModel):
         0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
     )
     disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("preset", mode="after")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return presets.lookup(value).name if value else None
 
     @field_validator("shape", mode="after")
     @classmethod
@@ -161,6 +173,17 @@ class SimConfig(BaseModel):
         if category and category in self.category_acceptance:
             return self.category_acceptance[category]
         return self.acceptance
+
+
+def with_preset(cfg: SimConfig) -> tuple[SimConfig, presets.Preset | None, bool]:
+    """`cfg` with its preset's values under the options given explicitly (presets.choose
+    says which preset), the preset, and whether it is the implicit default."""
+    given = set(cfg.model_fields_set)
+    preset, implicit = presets.choose(cfg.preset, given)
+    if preset is None:
+        return cfg, None, False
+    data = {**preset.values(cfg.num_spec_tokens), **cfg.model_dump(include=given)}
+    return SimConfig(**{**data, "preset": preset.name}), preset, implicit
 
 
 SIM_OPTIONS: OptionSet[SimConfig] = OptionSet(
