@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from specmon.run.sweep.runner import SweepSettings
 
 DEFAULT_SEGMENT_REQUESTS = 64
+DEFAULT_SERVE_KS = (1, 2, 3, 4, 5)  # --serve without --num-spec-tokens
 DEFAULT_SEED = 0  # every cell gets the same prompts unless --random-seed says otherwise
 
 
@@ -64,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int_list,
         default=None,
         metavar="K,K,...",
-        help="the k values to measure (with --serve)",
+        help="the k values to measure (with --serve; default "
+        + ",".join(map(str, DEFAULT_SERVE_KS))
+        + ")",
     )
     group.add_argument(
         "--concurrency",
@@ -166,8 +169,14 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunCon
     if config.random_seed is None:
         config.random_seed = DEFAULT_SEED
     urls = parse_url_labels(config.url) if config.url else {}
-    if args.serve is not None and not args.sweep_ks:
-        raise UserError("--serve needs --num-spec-tokens K,K,... (the k values to measure)")
+    if args.serve is not None and not args.sweep_ks:  # a first sweep needs no list of k
+        args.sweep_ks = list(DEFAULT_SERVE_KS)
+        print(
+            "specmon sweep: no --num-spec-tokens given: measuring k="
+            + ",".join(map(str, DEFAULT_SERVE_KS)),
+            file=sys.stderr,
+            flush=True,
+        )
     if urls and (args.sweep_ks or args.baseline_serve):
         raise UserError(
             "with --url kN=URL the labels give k: drop --num-spec-tokens / --baseline-serve"
