@@ -510,6 +510,12 @@ class RunConfig(BaseModel):
         metavar="ttft=S,tpot=MS[,p=90]",
     )
     server_metrics: bool = option(True, "poll each server's /metrics during the run")
+    selector: str = option(
+        "",
+        "label matchers picking the fleet's series in the Prometheus store, "
+        "e.g. '{job=\"vllm\"}' (watch --prometheus)",
+        metavar='{LABEL="VALUE",...}',
+    )
     prometheus_port: int | None = option(
         None,
         "serve specmon's own metrics for Prometheus on this port (0: a free one)",

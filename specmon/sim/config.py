@@ -28,6 +28,7 @@ Shape = Literal[
     "vllm", "vllm-legacy", "trtllm", "sglang", "sglext", "openai-predictions", "llamacpp", "none"
 ]
 Level = Literal["summary", "detailed"]
+Spelling = Literal["vllm", "ray"]  # vLLM's own /metrics names, or Ray Serve's
 LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
 SHAPES: tuple[str, ...] = typing.get_args(Shape)
 LEVELS: tuple[str, ...] = typing.get_args(Level)
@@ -89,6 +90,9 @@ class SimConfig(BaseModel):
         None, "append one JSON line per request (ground truth)", flag="--log", metavar="FILE"
     )
     engines: int = option(1, "split /metrics counters over N engine label sets", ge=1)
+    metrics_spelling: Spelling = option(
+        "vllm", "/metrics names: vllm (vllm:...) or ray (Ray Serve's ray_vllm_...)"
+    )
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
     # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
     # output is capped at max_model_len - prompt tokens.

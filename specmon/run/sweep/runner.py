@@ -65,7 +65,8 @@ _PER_CELL_FIELDS = (
 )
 # (slo: the objective is SweepSettings.slo, outside the hash: it decides, it is not measured)
 _NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics",
-                 "prometheus_port", "prometheus_host", "slo")  # fmt: skip
+                 "selector", "prometheus_port", "prometheus_host",
+                 "slo")  # fmt: skip
 
 
 @dataclass
