@@ -212,7 +212,7 @@ def test_ray_arms_overlap_on_disjoint_gpus_and_decide_as_the_sequential_sweep(
     ray_dir, seq_dir = tmp_path / "ray", tmp_path / "seq"
     ray_args = ["--executor", "ray", "--ray-address", ray_cluster, "--gpus-per-server", "1"]
     proc = subprocess.run(
-        sweep_argv(grid_args(marker, ray_dir, *ray_args), prelude=NO_FIDELITY_GATE),
+        sweep_argv(grid_args(marker, ray_dir, *ray_args), prelude=NO_FIDELITY_GATE + "pass"),
         capture_output=True, text=True, timeout=WAIT_S, env=child_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr + proc.stdout
@@ -228,7 +228,7 @@ def test_ray_arms_overlap_on_disjoint_gpus_and_decide_as_the_sequential_sweep(
     # the exports are the driver's, as a local sweep's
     assert (ray_dir / "k1" / "c1" / "r1" / "profile_export_aiperf.json").exists()
     seq = subprocess.run(
-        sweep_argv(grid_args(marker, seq_dir), prelude=NO_FIDELITY_GATE),
+        sweep_argv(grid_args(marker, seq_dir), prelude=NO_FIDELITY_GATE + "pass"),
         capture_output=True, text=True, timeout=WAIT_S, env=child_env(),
     )  # fmt: skip
     assert seq.returncode == 0, seq.stderr + seq.stdout
@@ -267,7 +267,7 @@ def test_ray_arm_whose_worker_is_killed_is_retried(tmp_path: Path, ray_cluster: 
     args = grid_args(marker, tmp_path, "--executor", "ray", "--ray-address", ray_cluster)
     args[args.index("--num-spec-tokens") + 1] = "2"
     proc = subprocess.Popen(
-        sweep_argv(args, prelude=NO_FIDELITY_GATE), stdout=subprocess.PIPE,
+        sweep_argv(args, prelude=NO_FIDELITY_GATE + "pass"), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, env=child_env(),
     )  # fmt: skip
     log = tmp_path / "arm-k2.log"
