@@ -178,6 +178,9 @@ def ray_cluster(tmp_path_factory):
     """One local Ray cluster with 4 logical GPUs for the session (~13 s to start): a child
     that runs ray.init and waits; its address is given to each sweep (--ray-address)."""
     pytest.importorskip("ray", reason="the ray extra: pip install 'specmon[ray]'")
+    # Ray 2.60 turns on token authentication: the sweeps, other drivers, would need the
+    # token of this session's cluster; a loopback test cluster runs without it
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     code = (
         "import ray, sys; ray.init(num_cpus=2, num_gpus=4, include_dashboard=False,"
         " object_store_memory=200*1024*1024, log_to_driver=False);"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import tarfile
 import threading
 import time
@@ -27,6 +28,7 @@ from specmon.run.sweep.pool import OnOutcome, Pending, Queued, retry_or_fail
 from specmon.run.sweep.servers import STOP_GRACE_S
 from specmon.run.sweep.settings import Placement, row_dir
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCAL_OBJECT_STORE = 200 * 1024 * 1024  # arms hand back cells, not data: keep it small
 ARM_LOG = "arm-{row}.log"  # a task's progress lines, beside its server's log
 
@@ -47,6 +49,18 @@ def connect(placement: Placement) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    # ray.init installs its own SIGTERM handler (log and exit 1): specmon's stop handlers
+    # (specmon/stops.py) are put back, so a SIGTERM stops the sweep as without Ray
+    saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    try:
+        return _init(ray, placement)
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def _init(ray: Any, placement: Placement) -> Any:
     quiet = {"log_to_driver": False, "logging_level": "warning"}
     if placement.ray_address is not None:
         try:
