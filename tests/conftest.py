@@ -30,7 +30,7 @@ import pytest
 from peer.aiperf_peer import aiperf_ready  # noqa: F401  (fixture)
 from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
 from realvllm.server import STATUS_ENV, ensure_installed
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim

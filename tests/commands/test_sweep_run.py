@@ -1,6 +1,6 @@
 """`specmon sweep` as a real process against `specmon sim` servers it starts (or is given).
 
-The decision code is the stand-in of tests/sweep_fakes.py until the real one is merged
+The decision code is the stand-in of tests/support/sweep_fakes.py until the real one is merged
 (sweep_fakes.install() steps aside then). SIM_HAS_K0 / SIM_HAS_ROOFLINE switch on the
 checks that need `specmon sim --num-spec-tokens 0` and `--latency-model roofline`.
 """
@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from specmon.sim.process import start_sim
 

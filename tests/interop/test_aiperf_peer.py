@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from paths import TESTS
+from support.paths import TESTS
 from peer.aiperf_peer import (
     HISTOGRAM_LINE,
     SPEC_SECTION_TITLE,

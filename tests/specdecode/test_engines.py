@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from adapters_support import load_capture, parsed, responses_of
+from support.adapters_support import load_capture, parsed, responses_of
 
 from specmon.capture import RawCapture
 from specmon.session import RunSession

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import math
 
-from adapters_support import PAYLOADS, load_capture, parsed
+from support.adapters_support import PAYLOADS, load_capture, parsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

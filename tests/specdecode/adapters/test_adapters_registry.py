@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from adapters_support import PAYLOADS, load_capture, parsed, responses_of, wrap
+from support.adapters_support import PAYLOADS, load_capture, parsed, responses_of, wrap
 
 from specmon.specdecode import adapters as registry
 from specmon.specdecode.adapters import (
