@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
 from specmon.records import same_named
+from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 
@@ -27,6 +28,7 @@ Shape = Literal[
     "vllm", "vllm-legacy", "trtllm", "sglang", "sglext", "openai-predictions", "llamacpp", "none"
 ]
 Level = Literal["summary", "detailed"]
+Spelling = Literal["vllm", "ray"]  # vLLM's own /metrics names, or Ray Serve's
 LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
 SHAPES: tuple[str, ...] = typing.get_args(Shape)
 LEVELS: tuple[str, ...] = typing.get_args(Level)
@@ -49,7 +51,8 @@ class SimConfig(BaseModel):
     # Conditional acceptance per draft position 1..k (P(accept i | accepted i-1)).
     acceptance: list[float] = option(
         "0.7",
-        "conditional acceptance per position: one value or K values (e.g. 0.8,0.7,0.6)",
+        "conditional acceptance per position: one value, or K or more (the first K are used; "
+        "e.g. 0.8,0.7,0.6)",
         metavar="P[,P...]",
         validate_default=True,
     )
@@ -59,6 +62,12 @@ class SimConfig(BaseModel):
         "(per position: code=0.9:0.8:0.7)",
         metavar="CAT=P[:P...],...",
         validate_default=True,
+    )
+    preset: str | None = option(
+        None,
+        f"GPU-like latency and acceptance, listed below (without it and without latency "
+        f"options: {presets.DEFAULT_PRESET})",
+        metavar="NAME",
     )
     ttft_ms: float = option(0.0, "time to first token", ge=0)
     step_ms: float = option(0.0, "target step time at batch 1", ge=0)
@@ -81,7 +90,16 @@ class SimConfig(BaseModel):
         None, "append one JSON line per request (ground truth)", flag="--log", metavar="FILE"
     )
     engines: int = option(1, "split /metrics counters over N engine label sets", ge=1)
+    metrics_spelling: Spelling = option(
+        "vllm", "/metrics names: vllm (vllm:...) or ray (Ray Serve's ray_vllm_...)"
+    )
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
+    startup_delay: float = option(
+        0.0,
+        "seconds before the port opens, as a server loading its model (a sweep's start-up)",
+        ge=0,
+        metavar="S",
+    )
     # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
     # output is capped at max_model_len - prompt tokens.
     max_model_len: int = option(131072, "context length: prompt + output tokens", ge=1)
@@ -106,6 +124,11 @@ class SimConfig(BaseModel):
         0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
     )
     disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("preset", mode="after")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return presets.lookup(value).name if value else None
 
     @field_validator("shape", mode="after")
     @classmethod
@@ -162,6 +185,17 @@ class SimConfig(BaseModel):
         return self.acceptance
 
 
+def with_preset(cfg: SimConfig) -> tuple[SimConfig, presets.Preset | None, bool]:
+    """`cfg` with its preset's values under the options given explicitly (presets.choose
+    says which preset), the preset, and whether it is the implicit default."""
+    given = set(cfg.model_fields_set)
+    preset, implicit = presets.choose(cfg.preset, given)
+    if preset is None:
+        return cfg, None, False
+    data = {**preset.values(cfg.num_spec_tokens), **cfg.model_dump(include=given)}
+    return SimConfig(**{**data, "preset": preset.name}), preset, implicit
+
+
 SIM_OPTIONS: OptionSet[SimConfig] = OptionSet(
     SimConfig, env_prefix="SPECMON_SIM_", title="simulator options", dest_prefix="sim_"
 )
@@ -194,7 +228,9 @@ def _probability(text: str, what: str) -> float:
 
 
 def parse_acceptance(text: str, k: int, what: str = "--acceptance", sep: str = ",") -> list[float]:
-    """'0.8' -> [0.8]*k; '0.8,0.7,0.6' -> one conditional probability per position (k of them)."""
+    """'0.8' -> [0.8]*k; '0.8,0.7,0.6' -> one conditional probability per position. A profile
+    longer than k gives its first k values (a drafter's profile serves a sweep over k: each
+    server keeps the positions it drafts); a shorter one (but not 1) is refused."""
     parts = [p.strip() for p in text.split(sep) if p.strip()]
     if not parts and k == 0:  # no draft positions: the k = 0 baseline's own (empty) list
         return []
@@ -203,9 +239,11 @@ def parse_acceptance(text: str, k: int, what: str = "--acceptance", sep: str = "
     values = [_probability(p, what) for p in parts]
     if len(values) == 1:
         return values * k
-    if len(values) != k:
-        raise UserError(f"{what}: {len(values)} values for {k} draft positions; give 1 or {k}")
-    return values
+    if len(values) < k:
+        raise UserError(
+            f"{what}: {len(values)} values for {k} draft positions; give 1 or at least {k}"
+        )
+    return values[:k]
 
 
 def parse_category_acceptance(text: str, k: int) -> dict[str, list[float]]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from support.segments_oracle import segment_table
-from support.tui_fixtures import accumulate, make_capture
-
 from specmon.interfaces import LoadProgress, MonitorConfig
 from specmon.segment_plan import SegmentLog
 from specmon.server.scrape import CounterDelta, ServerCounterView
 from specmon.tui.app import SpecmonApp
+from support.segments_oracle import segment_table
+from support.tui_fixtures import accumulate, make_capture
 
 # The example: h = [2, 2, 4, 6, 2] at k = 4 (N = 16 verify steps).
 H4 = [2, 2, 4, 6, 2]

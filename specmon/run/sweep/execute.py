@@ -13,9 +13,11 @@ from typing import Protocol, TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import SWEEP_JSON, SweepResult, SweepRunner, SweepSettings
+from specmon.run.sweep.runner import SweepResult, SweepRunner
+from specmon.run.sweep.settings import Placement, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
@@ -39,6 +41,7 @@ def execute_sweep(
     screen: SweepScreen | None = None,
     previous_cells: list[dict[str, object]] | None = None,
     out: TextIO | None = None,
+    placement: Placement | None = None,
 ) -> int:
     """Run the sweep, headless or under `screen`; Ctrl-C / SIGTERM / q stop it and keep every
     finished cell. `previous_cells`: an earlier sweep.json's cells (--resume). Exit 1 when a
@@ -51,6 +54,7 @@ def execute_sweep(
         make_repeat=make_repeat,
         out=_progress_log(artifact_dir) if screen is not None else out,
         previous=previous_cells,
+        placement=placement,  # --executor ray connects (or starts Ray) here, before the screen
     )
     on_stop = _stop_handler(runner, screen, out)
     # up before the first server is ready; every repeat's session feeds it (make_session)

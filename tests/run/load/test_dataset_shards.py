@@ -4,8 +4,8 @@ worker / server its shard (rows i, i+N, ...), --mirror sends every server the sa
 from __future__ import annotations
 
 import pytest
-
 from sources.datasets.test_datasets import spec_bench_file
+
 from specmon.config import build_config
 from specmon.errors import UserError
 from specmon.run.load.workers import worker_configs

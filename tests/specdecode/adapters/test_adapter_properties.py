@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 import math
 
-from support.adapters_support import PAYLOADS, load_capture, parsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.adapters_support import PAYLOADS, load_capture, parsed
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 from specmon.specdecode.adapters.llamacpp import LlamaCppSpecDecodeAdapter

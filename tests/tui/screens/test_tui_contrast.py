@@ -11,12 +11,12 @@ checked by hand first.
 from __future__ import annotations
 
 import pytest
-from textual.color import Color
-from textual.geometry import Region
-from textual.screen import ModalScreen
 from support.tui_fixtures import accumulate, run_captures, session_view
 from support.tui_tuning_fixtures import three_server_app
 from support.watch_fixtures import watch_app
+from textual.color import Color
+from textual.geometry import Region
+from textual.screen import ModalScreen
 
 from specmon.tui.app import SpecmonApp
 from specmon.tui.themes import (

@@ -10,10 +10,10 @@ import re
 import time
 
 import pytest
-from textual.widgets import Static
 from support.tui_fixtures import accumulate, run_captures, session_view, small_captures, write_jsonl
 from support.tui_screen import screen_text, until
 from support.tui_tuning_fixtures import one_server_app
+from textual.widgets import Static
 
 from specmon.commands.replay import build
 from specmon.stats import MetricRow

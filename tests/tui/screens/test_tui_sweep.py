@@ -11,11 +11,13 @@ import signal
 from support.tui_screen import screen_text
 from support.tui_tuning_fixtures import H2, capture_k, session_of
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import SweepNow, SweepRunner, SweepSettings
+from specmon.run.sweep.measure import SweepNow
+from specmon.run.sweep.runner import SweepRunner
+from specmon.run.sweep.settings import SweepSettings
 from specmon.tui.sweep_app import SweepApp
 from specmon.tui.sweep_view import grid_view, log_tail, status_line
 

@@ -4,8 +4,8 @@ histogram as a plotext bar chart with axes, in place of the text bars."""
 from __future__ import annotations
 
 import pytest
-from textual.app import App, ComposeResult
 from support.tui_fixtures import accumulate, run_captures, session_view
+from textual.app import App, ComposeResult
 
 from specmon.tui.app import SpecmonApp
 from specmon.tui.widgets.histogram import HistogramView

@@ -5,9 +5,9 @@ on hand-made series, and the charts pinned as snapshots."""
 from __future__ import annotations
 
 import pytest
+from support.tui_fixtures import accumulate, run_captures, session_view
 from textual.app import App, ComposeResult
 from textual.color import Color
-from support.tui_fixtures import accumulate, run_captures, session_view
 
 from specmon.tui.app import SpecmonApp
 from specmon.tui.widgets.plot import nice_ticks, tick_labels

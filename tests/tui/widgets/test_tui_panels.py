@@ -3,9 +3,9 @@ layout, a key that maximizes it, its title and a help line, with no other edit."
 
 from __future__ import annotations
 
-from textual.widgets import Static
 from support.tui_fixtures import accumulate, session_view, small_captures
 from support.tui_screen import screen_text
+from textual.widgets import Static
 
 from specmon.tui.app import SpecmonApp
 from specmon.tui.panels import PANELS, PanelSpec, keyed, panel_bindings
