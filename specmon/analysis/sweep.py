@@ -31,6 +31,8 @@ from specmon.decision.cells import (
     selectable,
     slo_misses,
     summarize,
+    trust_lines,
+    trust_of,
 )
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
@@ -57,6 +59,8 @@ __all__ = [
     "selectable",
     "slo_misses",
     "summarize",
+    "trust_lines",
+    "trust_of",
     "validate_schedule",
     "write_schedule",
     "zigzag_notes",
@@ -220,6 +224,8 @@ def build_schedule(
         "model_basis": None if model is None else model.basis,
         "left_out_concurrencies": sorted(partial),
         "notes": notes,
+        # the verdict and the cells left out per load: outside the fragment vLLM reads
+        **trust_of(decisions, complete),
     }
 
 
@@ -353,6 +359,8 @@ def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
     if not schedule.get("complete", True):
         lines.append('  INCOMPLETE ("complete": false in the schedule file)')
+    if "trust" in schedule:  # a schedule written before the verdict existed has none
+        lines += [f"  {line}" for line in trust_lines(schedule)]
     said = ("measured k=", "left out", "the sweep was interrupted")
     lines += [f"  note: {n}" for n in schedule["notes"] if n.startswith(said)]
     return lines

@@ -850,6 +850,7 @@ class SweepRunner:
             decisions_mod, kmodel = _analysis()
             result.decisions = decisions_mod.decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
+            extra.update(decisions_mod.trust_of(result.decisions, not result.stopped))
             try:
                 result.model = kmodel.fit(measured)
                 extra["model"] = result.model.to_dict()
