@@ -6,17 +6,10 @@ import json
 
 import pytest
 
-from specmon.analysis.sweep import (
-    build_schedule,
-    decide,
-    render_sweep_tables,
-    summarize,
-    trust_lines,
-    trust_of,
-    validate_schedule,
-    write_schedule,
-)
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.sweep import render_sweep_tables
+from specmon.decision.cells import decide, summarize, trust_lines, trust_of
+from specmon.decision.schedule import build_schedule, validate_schedule, write_schedule
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 
 def cell(k: int, conc: int, *tputs: float) -> Cell:
@@ -368,7 +361,9 @@ def test_a_doubted_cell_above_the_pick_makes_the_decision_uncertain():
     lag = Cell(4, 1, [RepeatMeasurement(300.0, 1.0, 10, server_lag_share=0.05)] * 3)
     (d,) = decide([cell(0, 1, 100, 100, 100), lag])
     assert d.selected_k == 0 and d.uncertain is not None
-    assert d.uncertain.startswith("k=4 measured 300.0 tok/s above the pick's 100.0 but was excluded")
+    assert d.uncertain.startswith(
+        "k=4 measured 300.0 tok/s above the pick's 100.0 but was excluded"
+    )
     assert d.head().startswith("uncertain: re-measure (k=4 measured 300.0")
     assert d.head().endswith("; selected k=0 (100.0 tok/s, P(sel.)=1.00)")
     assert d.to_dict()["uncertain"] == d.uncertain

@@ -7,7 +7,8 @@ RunSession (AIPerf-compatible exports in `k{k}/c{c}/r{rep}/`), and the server is
 (SIGTERM to the group, SIGKILL after a grace period). `sweep.json` is rewritten atomically
 after every cell, so a stop (Ctrl-C, SIGTERM) or a crash keeps every finished cell, and
 `--resume` skips the cells measured with the same settings hash. The decision math, the
-schedule and the model live in specmon/analysis (see docs/architecture.md, "k sweep").
+schedule and the model live in specmon/decision, the console tables in specmon/analysis
+(see docs/architecture.md, "k sweep").
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.arms import ArmReport, arm_reports, render_arms
+from specmon.analysis.sweep import render_sweep_tables
 from specmon.config import RunConfig
+from specmon.decision import stepcost
+from specmon.decision.cells import Decision, decide, trust_of
+from specmon.decision.schedule import SCHEDULE_NAME, build_schedule, write_schedule
 from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
+from specmon.decision.stepcost import KModel
+from specmon.decision.sweep_types import SWEEP_JSON, Cell, RepeatMeasurement
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -41,8 +48,6 @@ from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
-SWEEP_JSON = "sweep.json"
-SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
 PLACEHOLDERS = ("{k}", "{port}", "{python}", "{schedule}")
 STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL; vLLM ends its engine tree in a few seconds
@@ -197,18 +202,6 @@ def parse_url_labels(entries: list[str]) -> dict[int, str]:
             raise UserError(f"--url: k{k} given twice")
         out[k] = target.rstrip("/")
     return out
-
-
-# --------------------------------------------------------------------------------------
-# The decision code (specmon.analysis.sweep, specmon.decision) behind one seam.
-
-
-def _analysis() -> tuple[Any, Any]:
-    """(specmon.analysis.sweep, specmon.decision.stepcost), imported when first needed."""
-    from specmon.analysis import sweep as decisions
-    from specmon.decision import stepcost as kmodel
-
-    return decisions, kmodel
 
 
 # --------------------------------------------------------------------------------------
@@ -412,11 +405,11 @@ def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
 class SweepResult:
     cells: list[Cell]
     stopped: bool
-    decisions: list[Any] | None = None
-    model: Any = None
-    schedule: Any = None
+    decisions: list[Decision] | None = None
+    model: KModel | None = None
+    schedule: dict[str, Any] | None = None
     arms: dict[str, list[Cell]] = field(default_factory=dict)  # arm name -> its cells
-    arm_reports: list[Any] | None = None  # analysis/arms.py ArmReport, after conclude
+    arm_reports: list[ArmReport] | None = None  # after conclude
 
 
 @dataclass(frozen=True)
@@ -601,7 +594,7 @@ class SweepRunner:
             schedule = self._draft_schedule()
             if schedule is not None:
                 port = free_port()
-                path = self.dir / SCHEDULE_JSON
+                path = self.dir / SCHEDULE_NAME
                 command = schedule_command(self.settings.schedule_template(), schedule, path, port)
                 self._serve_row(SCHEDULE_ARM, command, port, concs)
         for name, template in self.settings.variants.items():
@@ -614,21 +607,20 @@ class SweepRunner:
         """The schedule of the fixed-k cells (as conclude() will write it), written now so
         the "schedule" arm's server can read it; None (and why) when there is none to run."""
         measured = [c for c in self.ordered_cells() if c.measured]
-        decisions_mod, kmodel = _analysis()
-        decisions = decisions_mod.decide(measured, self.settings.objective(), bootstrap=False)
+        decisions = decide(measured, self.settings.objective(), bootstrap=False)
         try:
-            model = kmodel.fit(measured)
+            model: KModel | None = stepcost.fit(measured)
         except Exception:  # too few cells to fit: the schedule carries measured k only
             model = None
         try:
-            schedule: dict[str, Any] = decisions_mod.build_schedule(decisions, model)
+            schedule = build_schedule(decisions, model)
         except ValueError as exc:
             self._say(f"specmon sweep: arm schedule not measured: {exc}")
             return None
         if schedule["speculative_config_fragment"] is None:
             self._say("specmon sweep: arm schedule not measured: it is k=0 everywhere")
             return None
-        decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, schedule)
+        write_schedule(self.dir / SCHEDULE_NAME, schedule)
         return schedule
 
     def _measure_row(
@@ -847,26 +839,25 @@ class SweepRunner:
         measured = [cell for cell in result.cells if cell.measured]
         extra: dict[str, Any] = {"complete": not result.stopped}
         try:
-            decisions_mod, kmodel = _analysis()
-            result.decisions = decisions_mod.decide(measured, self.settings.objective())
+            result.decisions = decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
-            extra.update(decisions_mod.trust_of(result.decisions, not result.stopped))
+            extra.update(trust_of(result.decisions, not result.stopped))
             try:
-                result.model = kmodel.fit(measured)
+                result.model = stepcost.fit(measured)
                 extra["model"] = result.model.to_dict()
             except Exception as exc:  # too few cells or k values to fit: decisions still stand
                 extra["model"] = None
                 extra["model_error"] = str(exc)
                 self._say(f"specmon sweep: model not fitted: {exc}")
             try:
-                result.schedule = decisions_mod.build_schedule(
+                result.schedule = build_schedule(
                     result.decisions, result.model, complete=not result.stopped
                 )
             except ValueError as exc:  # nothing can anchor a schedule: none, and why
                 extra["schedule_error"] = str(exc)
                 self._say(f"specmon sweep: no schedule written: {exc}")
             else:
-                decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+                write_schedule(self.dir / SCHEDULE_NAME, result.schedule)
             if result.arms:
                 result.arm_reports = self._arm_reports(result)
                 extra["arms"] = [report.to_dict() for report in result.arm_reports]
@@ -876,24 +867,19 @@ class SweepRunner:
         self.save(extra)
         return result
 
-    def _arm_reports(self, result: SweepResult) -> list[Any]:
-        from specmon.analysis.arms import arm_reports
-
+    def _arm_reports(self, result: SweepResult) -> list[ArmReport]:
         return arm_reports(result.arms, result.cells, self.settings.objective())
 
     def tables(self, result: SweepResult) -> str | None:
         if result.decisions is None:
             return None
-        decisions_mod, _ = _analysis()
         from specmon.export.console import output_width
 
         width = output_width(self.out)  # the terminal's columns (120 when piped)
-        text: str = decisions_mod.render_sweep_tables(
+        text = render_sweep_tables(
             result.cells, result.decisions, result.schedule, result.model, width
         )
         if result.arm_reports:
-            from specmon.analysis.arms import render_arms
-
             text += "\n" + "\n".join(render_arms(result.arm_reports, width)) + "\n"
         return text
 
