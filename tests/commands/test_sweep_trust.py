@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from specmon.sim.process import start_sim
 from tests.commands.test_sweep_run import WAIT_S, cells_of, child_env, load_flags, read_doc

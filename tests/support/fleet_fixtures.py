@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specmon.run.sweep.runner import free_port
+from specmon.run.sweep.servers import free_port
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim
 
