@@ -101,7 +101,7 @@ CASES: dict[str, bytes] = {
 # for urllib): what a crashed or foreign server sends to /v1/models or /get_server_info
 PROBE_ANSWERS: dict[str, bytes] = {
     "truncated": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-    b"Content-Length: 100\r\n\r\n{\"server_args\": {",
+    b'Content-Length: 100\r\n\r\n{"server_args": {',
     "bad_status_line": b"SSH-2.0-OpenSSH_9.6\r\n",
     "not_http": b"\x00\x01\x02 garbage\r\n\r\n",
     "bad_status_code": b"HTTP/1.1 abc OK\r\n\r\n",

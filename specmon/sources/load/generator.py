@@ -633,4 +633,3 @@ def _client_error(capture: dict[str, Any], exc: Exception) -> None:
     now = time.perf_counter_ns()
     capture["start_ns"] = capture["start_ns"] or now
     capture["end_ns"] = capture["end_ns"] or now
-

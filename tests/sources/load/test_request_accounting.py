@@ -124,9 +124,7 @@ def test_every_exception_inside_a_request_task_is_a_counted_error(tmp_path, monk
     with HostileServer({"good": GOOD}) as server:
         config = RunConfig(url=[server.url], model=MODEL, request_count=6, concurrency=1)
         session = RunSession(tmp_path, "records", {})
-        generator = LoadGenerator(
-            config, MODEL, server.url, lambda c: session.add(RawCapture(**c))
-        )
+        generator = LoadGenerator(config, MODEL, server.url, lambda c: session.add(RawCapture(**c)))
         asyncio.run(generator.run())
         session.finish()
     assert (generator.completed, generator.errors) == (6, 3)
