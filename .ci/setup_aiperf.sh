@@ -3,9 +3,10 @@
 #   venv:      ${SPECMON_CACHE:-$HOME/.cache/specmon}/aiperf-venv   (~1.2 GB, no torch)
 #   tokenizer: $CACHE/aiperf-hf (an HF_HOME with hub/models--specmon--shakespeare-bpe)
 # Idempotent. Before each slow first-time step it says on stderr what it is doing and how long
-# that usually takes; on stdout it prints ONE line "aiperf: ready ..." or
-# "aiperf: unavailable: <why>" (the last stdout line is what callers read) and writes it
-# to $CACHE/aiperf.status (tests/interop/test_aiperf_peer.py shows it when it skips). Always exits 0.
+# that usually takes, and every 15 s while the venv installs how far it is; on stdout it
+# prints ONE line "aiperf: ready ..." or "aiperf: unavailable: <why>" (the last stdout line
+# is what callers read) and writes it to $CACHE/aiperf.status
+# (tests/interop/test_aiperf_peer.py shows it when it skips). Always exits 0.
 set -uo pipefail
 CACHE=${SPECMON_CACHE:-$HOME/.cache/specmon}
 VENV=$CACHE/aiperf-venv
@@ -33,6 +34,21 @@ install_venv() {
   echo "$PIN" > "$VENV/.specmon-pins"
 }
 
+# Runs "$@" with its output in $LOG, saying on stderr every 15 s how far it is (the venv's
+# size against the ~1.2 GB it reaches), so a first install is visibly alive.
+with_progress() {
+  "$@" >"$LOG" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    if [ $((waited % 15)) -eq 0 ]; then
+      say "still installing after ${waited} s: venv $(du -sm "$VENV" 2>/dev/null | cut -f1) MB of ~1200 MB"
+    fi
+  done
+  wait "$pid"
+}
+
 exec 9>"$CACHE/setup_aiperf.lock"
 if ! flock -n 9; then
   say "waiting for another setup_aiperf.sh to finish (holds $CACHE/setup_aiperf.lock)"
@@ -41,7 +57,7 @@ fi
 t0=$(date +%s)
 if ! venv_ok; then
   say "installing $PIN into $VENV (first time only, usually ~1 min, 1.2 GB; log: $LOG)"
-  if ! install_venv >"$LOG" 2>&1 || ! venv_ok; then
+  if ! with_progress install_venv || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "aiperf: unavailable: could not install $PIN (${why:-see $LOG})"
   fi

@@ -59,7 +59,7 @@ REALVLLM_TESTS = Path(__file__).resolve().parent / "realvllm"
 def pytest_configure(config: pytest.Config) -> None:
     """Start from the default signal dispositions, however the suite was launched: under
     `nohup` SIGHUP arrives ignored, and a background job of a non-interactive shell gets
-    SIGINT ignored. specmon keeps an inherited SIG_IGN (README, "Stopping and exit status"),
+    SIGINT ignored. specmon keeps an inherited SIG_IGN (docs/stopping.md),
     so every process a test starts would ignore the signals the stop tests send (19 of them
     failed, run as `nohup ... &`). The nohup test sets SIG_IGN for its own child. Runs in
     the main process and in each xdist worker, before any test starts a process."""

@@ -102,11 +102,11 @@ LAUNCH = (
 
 
 # For a child whose sweep WIRING is under test (the schedule arm, its rows), not its figures:
-# the simulator-fidelity bar (analysis/sweep_types.py SERVER_LAG_LIMIT, 2%) lifted, so a busy
+# the simulator-fidelity bar (decision/sweep_types.py SERVER_LAG_LIMIT, 2%) lifted, so a busy
 # machine's lag cannot gate out every k > 0. Seen under one busy core with 0.5 s segments:
 # k=2 measured twice k=0's throughput, but ran +16% off its formula's per-token time, was
 # excluded, k=0 was selected at every load and no schedule arm was measured.
-NO_FIDELITY_GATE = "import specmon.analysis.sweep_types as _t; _t.SERVER_LAG_LIMIT = float('inf'); "
+NO_FIDELITY_GATE = "import specmon.decision.sweep_types as _t; _t.SERVER_LAG_LIMIT = float('inf'); "
 
 
 def sweep_argv(args: list[str], command: str = "sweep", prelude: str = "pass") -> list[str]:

@@ -188,6 +188,14 @@ def test_sim_layers_precedence_and_messages(tmp_path):
     assert str(err.value) == f"config file {bad}: unknown key 'log_path'"
     with pytest.raises(UserError, match="--acceptance: 2 values for 3 draft positions"):
         SIM_OPTIONS.build(environ={"SPECMON_SIM_ACCEPTANCE": "0.5,0.6"})
+    # a drafter's profile longer than k: its first k positions (one profile, a sweep over k)
+    longer = {"SPECMON_SIM_ACCEPTANCE": "0.9,0.8,0.7,0.6", "SPECMON_SIM_NUM_SPEC_TOKENS": "2"}
+    assert SIM_OPTIONS.build(environ=longer).acceptance == [0.9, 0.8]
+    by_category = {"SPECMON_SIM_CATEGORY_ACCEPTANCE": "code=0.9:0.8:0.7:0.6,chat=0.5"}
+    assert SIM_OPTIONS.build(environ=by_category).category_acceptance == {
+        "code": [0.9, 0.8, 0.7],
+        "chat": [0.5, 0.5, 0.5],
+    }
 
 
 def demo_args(argv: list[str]) -> argparse.Namespace:

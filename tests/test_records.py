@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specmon.analysis.sweep import CellStats
+from specmon.decision.cells import CellStats
 from specmon.records import int_keys, json_object, json_record, stored_as
 
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(HERE.parents[1] / "tests"))
 from tui_fixtures import accumulate, run_captures, session_view  # noqa: E402
 from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement  # noqa: E402
 from specmon.config import RunConfig  # noqa: E402
+from specmon.decision.sweep_types import Cell, RepeatMeasurement  # noqa: E402
 from specmon.run.assemble import make_repeat  # noqa: E402
 from specmon.run.sweep.control import SweepControl  # noqa: E402
 from specmon.run.sweep.runner import ARM_K, SweepNow, SweepRunner, SweepSettings  # noqa: E402

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.analysis.sweep import DEFAULT_WIDTH
-from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import best_median, selectable, summarize
 from specmon.decision.slo import Slo
+from specmon.decision.sweep_types import Cell
 from specmon.formatting import grid_lines, wrap_lines
 from specmon.records import json_record, stored_as
 

@@ -12,7 +12,6 @@ import argparse
 import json
 from pathlib import Path
 
-from specmon import decision
 from specmon.analysis.compare import (
     build_rows,
     find_run_dirs,
@@ -21,14 +20,9 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
-from specmon.commands.tune import (
-    add_slo_argument,
-    combined_lines,
-    is_sweep_dir,
-    load_input,
-    print_sweeps,
-)
-from specmon.decision.slo import Slo, slo_option
+from specmon.analysis.tune import advice, combined_lines, is_sweep_dir, render_sweeps
+from specmon.commands import add_slo_argument
+from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 
 
@@ -53,7 +47,8 @@ def main(args: argparse.Namespace) -> int:
     if sweeps:  # a sweep's answer is its own decision per load (decision/cells.py), as tune's
         if len(sweeps) != len(args.dirs):
             raise UserError("compare sweeps with sweeps: give only sweep directories")
-        return print_sweeps(sweeps, slo, args.json)
+        print(render_sweeps(sweeps, slo, args.json))
+        return 0
     paths = [p for d in args.dirs for p in find_run_dirs(Path(d))]
     if len(paths) < 2:
         raise UserError("compare needs at least two runs (give two or more artifact dirs)")
@@ -72,17 +67,3 @@ def main(args: argparse.Namespace) -> int:
             print()
             print("\n".join(combined_lines(per_load, len(paths))))
     return 0
-
-
-def advice(
-    paths: list[Path], labels: list[str], slo: Slo | None = None
-) -> dict[int | None, decision.KChoice]:
-    """The decision per load over every run with spec-decode records (others are left out:
-    a k=0 baseline has no histogram to predict from)."""
-    measured = []
-    for path, label in zip(paths, labels):
-        try:
-            measured += load_input(path, None, label).measurements()
-        except UserError:
-            continue
-    return decision.advise_per_load(measured, None, slo) if measured else {}

@@ -124,7 +124,16 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
         "--verify-schedule",
         action="store_true",
         help="after the fixed-k cells, restart the server with the schedule just written and "
-        "measure it at every concurrency (the arm 'schedule')",
+        "measure it at every concurrency (the arm 'schedule'); a wrapper script gets it "
+        "through {schedule} in --serve: the path of a JSON file holding the speculative-config "
+        "fragment (num_speculative_tokens, num_speculative_tokens_per_batch_size)",
+    )
+    group.add_argument(
+        "--schedule-serve",
+        default=None,
+        metavar="'CMD {port} {schedule}'",
+        help="the schedule arm's own command (default: --serve); {schedule} is the path of "
+        "the fragment's JSON file",
     )
     group.add_argument(
         "--resume",
@@ -187,6 +196,7 @@ def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunCon
         slo=config.slo,  # the run option --slo (config.py): every surface reads it
         variants=parse_variants(args.variant),
         verify_schedule=args.verify_schedule,
+        schedule_serve=args.schedule_serve,
     )
     return settings, config
 

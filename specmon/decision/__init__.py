@@ -11,7 +11,9 @@ and only paints the answer.
   extrapolated k with its band, flags;
 * `cells.py`: the sweep's selection over measured cells (median - 1.4826 MAD, the
   unstable-cell rule, P(sel.)), which the sweep table, sweep.json, tune and compare paint;
-* `slo.py`: the `--slo` parser and the one check of a point against it.
+* `slo.py`: the `--slo` parser and the one check of a point against it;
+* `sweep_types.py`: the sweep's inputs (`Cell`, `RepeatMeasurement`), `schedule.py`: vLLM's
+  per-batch-size schedule from the cells' decisions.
 
 `advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`).
 """

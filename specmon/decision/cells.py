@@ -40,9 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.gates import Health, machine_wide
 from specmon.decision.slo import Slo
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.records import json_record, stored_as
 
 MAX_RELATIVE_MAD = 0.10

@@ -47,7 +47,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.constants import DEFAULT_DRAFT_COST  # always reported as assumed
 from specmon.decision import acceptance as tuning
 from specmon.decision import stepcost as kmodel
@@ -55,6 +54,7 @@ from specmon.decision.cells import TIE_TOLERANCE  # the sweep's tie rule: one ba
 from specmon.decision.gates import MIN_SEGMENT_REQUESTS, Health, flag
 from specmon.decision.slo import Percentiles, Slo
 from specmon.decision.stepcost import SegmentModel, fit_segment_model
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 __all__ = [
     "ACROSS_K",

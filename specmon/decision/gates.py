@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specmon.analysis.sweep_types import SERVER_LAG_LIMIT, fidelity_reasons
+from specmon.decision.sweep_types import SERVER_LAG_LIMIT, fidelity_reasons
 
 MAX_ERROR_RATE = 0.01
 MAX_SERVER_LAG_SHARE = SERVER_LAG_LIMIT  # the sweep's flag and the gate: one bar

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmon.analysis.sweep_types import Cell
 from specmon.decision import acceptance as tuning
+from specmon.decision.sweep_types import Cell
 
 FORMS = ("linear", "roofline")
 TIE_TOLERANCE = 0.01  # same rule as the decisions: within 1% of the best goes to the smaller k

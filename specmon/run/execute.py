@@ -33,7 +33,7 @@ def execute(
     save_config_path: str | None = None,
 ) -> int:
     """Check every input, preflight, then one session + runner per server, headless or under
-    the monitor; the exports and the exit status (README, "Exit status")."""
+    the monitor; the exports and the exit status (docs/stopping.md)."""
     try:
         multi = assemble(config, out, save_config_path)
     except stops.Stopped as stop:
@@ -120,7 +120,7 @@ def _exit_status(multi: MultiRun, out: TextIO) -> int:
 
 
 def _all_failed_status(multi: MultiRun, out: TextIO) -> int:
-    """1 when requests were made and none succeeded (README, exit status), else 0."""
+    """1 when requests were made and none succeeded (docs/stopping.md), else 0."""
     accs = [run.session.accumulator for run in multi.runs]
     valid = sum(acc.request_count for acc in accs)
     errors = sum(acc.error_count for acc in accs)

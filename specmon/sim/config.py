@@ -49,7 +49,8 @@ class SimConfig(BaseModel):
     # Conditional acceptance per draft position 1..k (P(accept i | accepted i-1)).
     acceptance: list[float] = option(
         "0.7",
-        "conditional acceptance per position: one value or K values (e.g. 0.8,0.7,0.6)",
+        "conditional acceptance per position: one value, or K or more (the first K are used; "
+        "e.g. 0.8,0.7,0.6)",
         metavar="P[,P...]",
         validate_default=True,
     )
@@ -194,7 +195,9 @@ def _probability(text: str, what: str) -> float:
 
 
 def parse_acceptance(text: str, k: int, what: str = "--acceptance", sep: str = ",") -> list[float]:
-    """'0.8' -> [0.8]*k; '0.8,0.7,0.6' -> one conditional probability per position (k of them)."""
+    """'0.8' -> [0.8]*k; '0.8,0.7,0.6' -> one conditional probability per position. A profile
+    longer than k gives its first k values (a drafter's profile serves a sweep over k: each
+    server keeps the positions it drafts); a shorter one (but not 1) is refused."""
     parts = [p.strip() for p in text.split(sep) if p.strip()]
     if not parts and k == 0:  # no draft positions: the k = 0 baseline's own (empty) list
         return []
@@ -203,9 +206,11 @@ def parse_acceptance(text: str, k: int, what: str = "--acceptance", sep: str = "
     values = [_probability(p, what) for p in parts]
     if len(values) == 1:
         return values * k
-    if len(values) != k:
-        raise UserError(f"{what}: {len(values)} values for {k} draft positions; give 1 or {k}")
-    return values
+    if len(values) < k:
+        raise UserError(
+            f"{what}: {len(values)} values for {k} draft positions; give 1 or at least {k}"
+        )
+    return values[:k]
 
 
 def parse_category_acceptance(text: str, k: int) -> dict[str, list[float]]:

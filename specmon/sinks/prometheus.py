@@ -9,7 +9,7 @@ What is counted follows the exports (docs/architecture.md, "Accumulator and sess
 warmup requests and requests cancelled by stopping the run are left out; a valid request
 adds to `specmon_requests_total` and the histograms, a failed one to
 `specmon_request_errors_total{kind}`. Spec-decode figures come from the request's record
-(zero-step and record-less requests add no steps). Fleet-wide PromQL: README,
+(zero-step and record-less requests add no steps). Fleet-wide PromQL: docs/monitoring.md,
 "Prometheus and Grafana".
 """
 

@@ -133,7 +133,7 @@ class MainScreen(Screen[None]):
         self.query_one(RunHeader).show(model.header)
         for name in set(model.header.alarms) - self._alarms_told:  # once, as the stderr line
             self._alarms_told.add(name)
-            self.notify(f"acceptance alarm: {name} (README, Acceptance alarms)", severity="warning")
+            self.notify(f"acceptance alarm: {name} (docs/monitoring.md)", severity="warning")
         if model.paused:
             return
         if model.tuning is not None:

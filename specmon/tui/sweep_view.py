@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specmon.analysis.arms import arm_reports
-from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import decide, summarize
 from specmon.decision.slo import Slo
+from specmon.decision.sweep_types import Cell
 from specmon.run.sweep.runner import SweepNow
 
 PENDING = "·"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specmon.analysis.arms import arm_reports, render_arms
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.cells import decide
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.errors import UserError
 from specmon.run.sweep.runner import SweepSettings, schedule_command
 

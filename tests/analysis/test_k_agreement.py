@@ -210,7 +210,7 @@ def _concluded(tmp_path: Path, cells: list, slo: str | None = None):
 
 
 def _sweep_cells(tpot_p90: dict[tuple[int, int], float] | None = None) -> list:
-    from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+    from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
     def rep(t: float, key: tuple[int, int]) -> RepeatMeasurement:
         lat = {} if tpot_p90 is None else {"tpot_ms": {"p90": tpot_p90[key]}}

@@ -6,15 +6,10 @@ import json
 
 import pytest
 
-from specmon.analysis.sweep import (
-    build_schedule,
-    decide,
-    render_sweep_tables,
-    summarize,
-    validate_schedule,
-    write_schedule,
-)
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.sweep import render_sweep_tables
+from specmon.decision.cells import decide, summarize
+from specmon.decision.schedule import build_schedule, validate_schedule, write_schedule
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 
 def cell(k: int, conc: int, *tputs: float) -> Cell:

@@ -10,8 +10,10 @@ import re
 import pytest
 
 from specmon.analysis.arms import arm_reports, render_arms
-from specmon.analysis.sweep import build_schedule, decide, render_sweep_tables
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.sweep import render_sweep_tables
+from specmon.decision.cells import decide
+from specmon.decision.schedule import build_schedule
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.formatting import grid_lines
 
 WIDTHS = (80, 100, 160)

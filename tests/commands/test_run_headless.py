@@ -151,7 +151,7 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
             time.sleep(0.1)
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=120)
-    # 128 + signal (README "Exit status"). The old hang under load: a KeyboardInterrupt
+    # 128 + signal (docs/stopping.md). The old hang under load: a KeyboardInterrupt
     # raised inside Event.wait could leave its lock held and the load thread blocked on
     # it; specmon.stops' handler now only sets a flag during the load.
     assert proc.returncode == 128 + signum, stderr

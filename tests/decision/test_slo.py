@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.analysis.sweep import decide, render_sweep_tables
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.sweep import render_sweep_tables
+from specmon.decision.cells import decide
 from specmon.decision.slo import Slo, parse_slo, slo_option
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.errors import UserError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision import stepcost as kmodel
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 # pooled k=4 histogram: tails 100, 80, 60, 40, 20 -> S = .8 .6 .4 .2; E(k') = 1.8 2.4 2.8 3.0
 HIST4 = {0: 20, 1: 20, 2: 20, 3: 20, 4: 20}
@@ -84,12 +84,9 @@ def test_too_few_cells_or_one_k_is_refused():
 
 
 def test_tables_with_the_model_print_loo_and_predicted_schedule():
-    from specmon.analysis.sweep import (
-        build_schedule,
-        decide,
-        render_sweep_tables,
-        validate_schedule,
-    )
+    from specmon.analysis.sweep import render_sweep_tables
+    from specmon.decision.cells import decide
+    from specmon.decision.schedule import build_schedule, validate_schedule
 
     cells = synth(lambda k, b: max(12.0, 0.2 * b * (k + 1)) + 0.5 * k)
     m = kmodel.fit(cells)

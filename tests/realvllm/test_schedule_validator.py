@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from specmon.analysis.sweep import build_schedule, decide
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.cells import decide
+from specmon.decision.schedule import build_schedule
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
 from .server import VENV, vllm_schedule_verdicts
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sweep_fakes import sweep_argv
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.decision.cells import cell_health
 from specmon.decision.gates import machine_wide
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.run.sweep.runner import cell_line, server_lag_share, with_sim_fidelity
 from specmon.server.health import parse_health
 

@@ -92,7 +92,7 @@ def _check_total(total: dict, expected: dict) -> None:
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[str, str]:
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 128 + sig, err  # README: a stop by signal N exits 128 + N
+    assert proc.returncode == 128 + sig, err  # docs/monitoring.md: a stop by signal N exits 128 + N
     return out, err
 
 

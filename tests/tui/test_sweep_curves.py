@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.tui.themes import load_themes
 from specmon.tui.widgets.sweep_curves import SweepCurves, curves, runs
 

@@ -11,8 +11,8 @@ import signal
 from tui_screen import screen_text
 from tui_tuning_fixtures import H2, capture_k, session_of
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
 from specmon.run.sweep.runner import SweepNow, SweepRunner, SweepSettings

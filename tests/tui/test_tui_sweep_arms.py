@@ -11,8 +11,8 @@ import threading
 
 from tui_screen import screen_text, until
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
 from specmon.run.sweep.runner import ARM_K, SweepNow, SweepRunner, SweepSettings

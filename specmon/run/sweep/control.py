@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from specmon.analysis.sweep_types import Cell
+from specmon.decision.sweep_types import Cell
 from specmon.interfaces import LoadProgress
 from specmon.run.sweep.runner import SweepResult, SweepRunner
 from specmon.sources.lifecycle import BackgroundRun

@@ -13,9 +13,10 @@ from typing import Protocol, TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
+from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import SWEEP_JSON, SweepResult, SweepRunner, SweepSettings
+from specmon.run.sweep.runner import SweepResult, SweepRunner, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
@@ -70,7 +71,7 @@ def execute_sweep(
     if tables:
         print("\n" + tables, file=out)
     print(f"sweep written to {Path(artifact_dir) / SWEEP_JSON}", file=out, flush=True)
-    if result.stopped:  # q, or 128 + the signal that stopped it (README, "Exit status")
+    if result.stopped:  # q, or 128 + the signal that stopped it (docs/stopping.md)
         return stops.exit_status(128 + signal.SIGINT)
     return 1 if any(cell.error for cell in result.cells) else 0
 

@@ -7,7 +7,8 @@ RunSession (AIPerf-compatible exports in `k{k}/c{c}/r{rep}/`), and the server is
 (SIGTERM to the group, SIGKILL after a grace period). `sweep.json` is rewritten atomically
 after every cell, so a stop (Ctrl-C, SIGTERM) or a crash keeps every finished cell, and
 `--resume` skips the cells measured with the same settings hash. The decision math, the
-schedule and the model live in specmon/analysis (see docs/architecture.md, "k sweep").
+schedule and the model live in specmon/decision, the console tables in specmon/analysis
+(see docs/architecture.md, "k sweep").
 """
 
 from __future__ import annotations
@@ -25,9 +26,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from specmon.analysis.sweep_types import Cell, RepeatMeasurement
+from specmon.analysis.arms import ArmReport, arm_reports, render_arms
+from specmon.analysis.sweep import render_sweep_tables
 from specmon.config import RunConfig
+from specmon.decision import stepcost
+from specmon.decision.cells import Decision, decide
+from specmon.decision.schedule import SCHEDULE_NAME, build_schedule, write_schedule
 from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
+from specmon.decision.stepcost import KModel
+from specmon.decision.sweep_types import SWEEP_JSON, Cell, RepeatMeasurement
 from specmon.errors import UserError
 from specmon.export.common import atomic_write
 from specmon.interfaces import LoadControl
@@ -41,10 +48,8 @@ from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
-SWEEP_JSON = "sweep.json"
-SCHEDULE_JSON = "speculative_k_schedule.json"
 SCHEMA = "specmon-sweep/1"
-PLACEHOLDERS = ("{k}", "{port}", "{python}")
+PLACEHOLDERS = ("{k}", "{port}", "{python}", "{schedule}")
 STOP_GRACE_S = 15.0  # SIGTERM -> SIGKILL; vLLM ends its engine tree in a few seconds
 LOG_TAIL_LINES = 12
 # RunConfig fields the sweep sets per cell, or that do not change what is measured
@@ -69,7 +74,7 @@ class SweepSettings:
 
     ks: list[int]
     concurrencies: list[int]
-    serve: str | None = None  # template with {k} {port} {python}
+    serve: str | None = None  # template with {k} {port} {python} [{schedule}]
     baseline_serve: str | None = None  # template with {port} {python}: k = 0
     urls: dict[int, str] = field(default_factory=dict)  # --url kN=URL: k -> base URL
     repeats: int = 3
@@ -84,6 +89,8 @@ class SweepSettings:
     # --resume, so they are left out of the hash): --variant NAME='CMD {port}' ...
     variants: dict[str, str] = field(default_factory=dict)
     verify_schedule: bool = False  # measure the schedule just written as the arm "schedule"
+    # the schedule arm's own command (default --serve): {port} {schedule} [{k} {python}]
+    schedule_serve: str | None = None
 
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
@@ -109,6 +116,14 @@ class SweepSettings:
     def _check_arms(self) -> None:
         if (self.variants or self.verify_schedule) and self.serve is None:
             raise UserError("--variant and --verify-schedule need --serve (servers it starts)")
+        if self.schedule_serve is not None:
+            if not self.verify_schedule:
+                raise UserError("--schedule-serve is the command of --verify-schedule's arm")
+            for needed in ("{port}", "{schedule}"):
+                if needed not in self.schedule_serve:
+                    raise UserError(
+                        f"--schedule-serve needs the {needed} placeholder: '{self.schedule_serve}'"
+                    )
         for name, template in self.variants.items():
             if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
                 raise UserError(
@@ -117,11 +132,18 @@ class SweepSettings:
                 )
             if "{port}" not in template:
                 raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
-        if self.verify_schedule and schedule_placement(self.serve or "") is None:
+            if SCHEDULE_PLACEHOLDER in template:
+                raise UserError(f"--variant {name}: {{schedule}} is for --serve / --schedule-serve")
+        if self.verify_schedule and schedule_placement(self.schedule_template()) is None:
             raise UserError(
-                "--verify-schedule: --serve has neither '\"num_speculative_tokens\": {k}' in "
-                "its --speculative-config JSON nor `specmon sim`: cannot add the schedule"
+                "--verify-schedule: --serve has no {schedule} placeholder (a JSON file holding "
+                "the speculative-config fragment), no '\"num_speculative_tokens\": {k}' in its "
+                "--speculative-config JSON and no `specmon sim`: cannot add the schedule"
             )
+
+    def schedule_template(self) -> str:
+        """The command of the schedule arm: --schedule-serve, else --serve."""
+        return self.schedule_serve or self.serve or ""
 
     def objective(self) -> Slo | None:
         return slo_option(self.slo)
@@ -142,6 +164,7 @@ class SweepSettings:
         for key in ("ks", "concurrencies", "ready_timeout", "stop_on_error", "urls", "slo") + (
             "variants",
             "verify_schedule",
+            "schedule_serve",
         ):
             data.pop(key)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
@@ -182,18 +205,6 @@ def parse_url_labels(entries: list[str]) -> dict[int, str]:
 
 
 # --------------------------------------------------------------------------------------
-# The decision code (specmon.analysis.sweep, specmon.decision) behind one seam.
-
-
-def _analysis() -> tuple[Any, Any]:
-    """(specmon.analysis.sweep, specmon.decision.stepcost), imported when first needed."""
-    from specmon.analysis import sweep as decisions
-    from specmon.decision import stepcost as kmodel
-
-    return decisions, kmodel
-
-
-# --------------------------------------------------------------------------------------
 # Servers.
 
 
@@ -205,14 +216,18 @@ def free_port() -> int:
 
 ARM_NAME = re.compile(r"[A-Za-z0-9._-]+")
 SCHEDULE_ARM = "schedule"
+SCHEDULE_PLACEHOLDER = "{schedule}"
 ARM_K = -1  # the k of an arm's Cell: not a k (arms are kept apart from the grid's cells)
 # where vLLM's schedule goes: beside num_speculative_tokens in the --speculative-config JSON
 _VLLM_K = re.compile(r'"num_speculative_tokens"\s*:\s*\{k\}')
 
 
 def schedule_placement(template: str) -> str | None:
-    """How a schedule is added to the --serve template: "vllm" (into the JSON), "sim"
-    (`specmon sim --spec-schedule`) or None (not known)."""
+    """How a schedule is added to the --serve template: "file" (the {schedule} placeholder:
+    the path of a JSON file holding the speculative-config fragment, for a wrapper script),
+    "vllm" (into the JSON), "sim" (`specmon sim --spec-schedule`) or None (not known)."""
+    if SCHEDULE_PLACEHOLDER in template:
+        return "file"
     if _VLLM_K.search(template):
         return "vllm"
     return "sim" if "specmon sim" in template else None
@@ -220,10 +235,17 @@ def schedule_placement(template: str) -> str | None:
 
 def schedule_command(template: str, schedule: dict[str, Any], path: Path, port: int) -> str:
     """The --serve command with the schedule: k is the schedule's largest K (vLLM's and the
-    simulator's num_speculative_tokens is the schedule's maximum)."""
+    simulator's num_speculative_tokens is the schedule's maximum). With {schedule} the
+    fragment is written to a file beside `path` and the placeholder names it."""
     entries = schedule["num_speculative_tokens_per_batch_size"]
     max_k = max(int(entry[2]) for entry in entries)
-    if schedule_placement(template) == "vllm":
+    placement = schedule_placement(template)
+    if placement == "file":
+        fragment = write_fragment(
+            path.parent, SCHEDULE_ARM, schedule["speculative_config_fragment"]
+        )
+        return substitute(template, max_k, port, fragment)
+    if placement == "vllm":
         extra = ', "num_speculative_tokens_per_batch_size": ' + json.dumps(entries)
         template = _VLLM_K.sub(lambda m: m.group(0) + extra, template, count=1)
     else:
@@ -231,17 +253,35 @@ def schedule_command(template: str, schedule: dict[str, Any], path: Path, port: 
     return substitute(template, max_k, port)
 
 
+def write_fragment(directory: Path, row: int | str, fragment: dict[str, Any]) -> Path:
+    """The speculative-config fragment a {schedule} placeholder names, written atomically:
+    `{"num_speculative_tokens": k}` for a fixed k, the schedule's fragment (with
+    `num_speculative_tokens_per_batch_size`) for the schedule arm."""
+    name = (
+        f"speculative-config-k{row}.json"
+        if isinstance(row, int)
+        else f"speculative-config-{row}.json"
+    )
+    return atomic_write(directory / name, (json.dumps(fragment) + "\n").encode("utf-8"))
+
+
 def row_label(row: int | str) -> str:
     """A row of the sweep: an int is a fixed k, a str an arm's name."""
     return f"k={row}" if isinstance(row, int) else f"arm {row}"
 
 
-def substitute(template: str, k: int, port: int) -> str:
-    """Fill {k} {port} {python} (shell-quoted); any other brace (JSON) is left alone."""
+def substitute(template: str, k: int, port: int, schedule: Path | None = None) -> str:
+    """Fill {k} {port} {python} {schedule} (shell-quoted); any other brace (JSON) is left
+    alone. {schedule} needs the fragment file's path."""
     values = {"{k}": str(k), "{port}": str(port), "{python}": sys.executable}
+    if schedule is not None:
+        values[SCHEDULE_PLACEHOLDER] = str(schedule)
+    elif SCHEDULE_PLACEHOLDER in template:
+        raise ValueError("substitute: {schedule} in the template and no fragment file")
     out = template
     for placeholder in PLACEHOLDERS:
-        out = out.replace(placeholder, shlex.quote(values[placeholder]))
+        if placeholder in values:
+            out = out.replace(placeholder, shlex.quote(values[placeholder]))
     return out
 
 
@@ -365,11 +405,11 @@ def k_mismatch(k: int, reported: int | None, spec_requests: int) -> str | None:
 class SweepResult:
     cells: list[Cell]
     stopped: bool
-    decisions: list[Any] | None = None
-    model: Any = None
-    schedule: Any = None
+    decisions: list[Decision] | None = None
+    model: KModel | None = None
+    schedule: dict[str, Any] | None = None
     arms: dict[str, list[Cell]] = field(default_factory=dict)  # arm name -> its cells
-    arm_reports: list[Any] | None = None  # analysis/arms.py ArmReport, after conclude
+    arm_reports: list[ArmReport] | None = None  # after conclude
 
 
 @dataclass(frozen=True)
@@ -503,7 +543,12 @@ class SweepRunner:
             template = self.settings.baseline_serve if k == 0 else self.settings.serve
             assert template is not None
             port = free_port()
-            if self._serve_row(k, substitute(template, k, port), port, todo):
+            fragment = (  # a wrapper script's {schedule}: this k's speculative config
+                write_fragment(self.dir, k, {"num_speculative_tokens": k})
+                if SCHEDULE_PLACEHOLDER in template
+                else None
+            )
+            if self._serve_row(k, substitute(template, k, port, fragment), port, todo):
                 if self.settings.stop_on_error:
                     self._say("specmon sweep: stopping (--stop-on-error)")
                     return
@@ -549,9 +594,8 @@ class SweepRunner:
             schedule = self._draft_schedule()
             if schedule is not None:
                 port = free_port()
-                assert self.settings.serve is not None
-                path = self.dir / SCHEDULE_JSON
-                command = schedule_command(self.settings.serve, schedule, path, port)
+                path = self.dir / SCHEDULE_NAME
+                command = schedule_command(self.settings.schedule_template(), schedule, path, port)
                 self._serve_row(SCHEDULE_ARM, command, port, concs)
         for name, template in self.settings.variants.items():
             if self.stopping.is_set():
@@ -563,21 +607,20 @@ class SweepRunner:
         """The schedule of the fixed-k cells (as conclude() will write it), written now so
         the "schedule" arm's server can read it; None (and why) when there is none to run."""
         measured = [c for c in self.ordered_cells() if c.measured]
-        decisions_mod, kmodel = _analysis()
-        decisions = decisions_mod.decide(measured, self.settings.objective(), bootstrap=False)
+        decisions = decide(measured, self.settings.objective(), bootstrap=False)
         try:
-            model = kmodel.fit(measured)
+            model: KModel | None = stepcost.fit(measured)
         except Exception:  # too few cells to fit: the schedule carries measured k only
             model = None
         try:
-            schedule: dict[str, Any] = decisions_mod.build_schedule(decisions, model)
+            schedule = build_schedule(decisions, model)
         except ValueError as exc:
             self._say(f"specmon sweep: arm schedule not measured: {exc}")
             return None
         if schedule["speculative_config_fragment"] is None:
             self._say("specmon sweep: arm schedule not measured: it is k=0 everywhere")
             return None
-        decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, schedule)
+        write_schedule(self.dir / SCHEDULE_NAME, schedule)
         return schedule
 
     def _measure_row(
@@ -796,25 +839,24 @@ class SweepRunner:
         measured = [cell for cell in result.cells if cell.measured]
         extra: dict[str, Any] = {"complete": not result.stopped}
         try:
-            decisions_mod, kmodel = _analysis()
-            result.decisions = decisions_mod.decide(measured, self.settings.objective())
+            result.decisions = decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
             try:
-                result.model = kmodel.fit(measured)
+                result.model = stepcost.fit(measured)
                 extra["model"] = result.model.to_dict()
             except Exception as exc:  # too few cells or k values to fit: decisions still stand
                 extra["model"] = None
                 extra["model_error"] = str(exc)
                 self._say(f"specmon sweep: model not fitted: {exc}")
             try:
-                result.schedule = decisions_mod.build_schedule(
+                result.schedule = build_schedule(
                     result.decisions, result.model, complete=not result.stopped
                 )
             except ValueError as exc:  # nothing can anchor a schedule: none, and why
                 extra["schedule_error"] = str(exc)
                 self._say(f"specmon sweep: no schedule written: {exc}")
             else:
-                decisions_mod.write_schedule(self.dir / SCHEDULE_JSON, result.schedule)
+                write_schedule(self.dir / SCHEDULE_NAME, result.schedule)
             if result.arms:
                 result.arm_reports = self._arm_reports(result)
                 extra["arms"] = [report.to_dict() for report in result.arm_reports]
@@ -824,24 +866,19 @@ class SweepRunner:
         self.save(extra)
         return result
 
-    def _arm_reports(self, result: SweepResult) -> list[Any]:
-        from specmon.analysis.arms import arm_reports
-
+    def _arm_reports(self, result: SweepResult) -> list[ArmReport]:
         return arm_reports(result.arms, result.cells, self.settings.objective())
 
     def tables(self, result: SweepResult) -> str | None:
         if result.decisions is None:
             return None
-        decisions_mod, _ = _analysis()
         from specmon.export.console import output_width
 
         width = output_width(self.out)  # the terminal's columns (120 when piped)
-        text: str = decisions_mod.render_sweep_tables(
+        text = render_sweep_tables(
             result.cells, result.decisions, result.schedule, result.model, width
         )
         if result.arm_reports:
-            from specmon.analysis.arms import render_arms
-
             text += "\n" + "\n".join(render_arms(result.arm_reports, width)) + "\n"
         return text
 

@@ -21,7 +21,7 @@ from specmon.sinks.prometheus import close_exporters, exporter_for
 
 # shows the watch until the user quits (tui/app.py run_watch_monitor)
 WatchMonitor = Callable[[MonitorConfig, WatchRun], object]
-ALERT_STATUS = 3  # README, "specmon watch" exit statuses: an --alert held
+ALERT_STATUS = 3  # docs/monitoring.md, "specmon watch" exit statuses: an --alert held
 
 
 def default_dir() -> str:
@@ -89,7 +89,7 @@ def alert_value(row: WatchRow, metric: str) -> float | None:
 
 
 def _exit_status(watch: WatchRun, signals: list[int]) -> int:
-    """README, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
+    """docs/monitoring.md, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
     was ever reached, 1 when scrapes failed after a start, 0; why on stderr."""
     status, lines = watch.outcome()
     for line in lines:

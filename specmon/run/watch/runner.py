@@ -443,7 +443,7 @@ class WatchRun(BackgroundRun):
             await poller.start()  # the baseline row
 
     def outcome(self) -> tuple[int, list[str]]:
-        """The exit status of a watch that ended by itself (README, "specmon watch" exit
+        """The exit status of a watch that ended by itself (docs/monitoring.md, "specmon watch" exit
         statuses) and why, one line per server: 2 when no server was ever reached, 1 when
         a scrape failed (or series were rejected) after a good one, else 0."""
         lines: list[str] = []

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from textual_plotext.plot import Plot
 
-from specmon.analysis.sweep_types import Cell
 from specmon.decision.cells import summarize
+from specmon.decision.sweep_types import Cell
 from specmon.tui.widgets.plot import MARKER, RGB, Palette, ThemedPlot, nice_ticks, rgb, tick_labels
 
 # one colour per k, cycled: the theme's, most distinct first (the line's own is $accent)

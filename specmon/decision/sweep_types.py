@@ -18,6 +18,8 @@ from specmon.records import int_keys, json_record
 # per-token time is more than this off the simulator's formula, is flagged (and the
 # decision excludes it): the simulator's documented bar, 2%.
 SERVER_LAG_LIMIT = 0.02
+# the sweep's own document in its artifact dir: its settings and cells (run/sweep/runner.py)
+SWEEP_JSON = "sweep.json"
 
 
 def fidelity_reasons(lag_share: float | None, off_share: float | None) -> list[str]:
