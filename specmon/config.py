@@ -53,6 +53,36 @@ M = TypeVar("M", bound=BaseModel)
 MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
 
 
+def seconds(text: str) -> float:
+    """argparse type of a duration flag: a finite number of seconds > 0, at most MAX_SECONDS
+    (nan, inf, 0 or a negative is refused in one line: `argument --X: ...`, status 2)."""
+    return number_in(text, 0.0, MAX_SECONDS, "seconds")
+
+
+def positive(text: str) -> float:
+    """argparse type of a finite number > 0 (a rate, a refresh frequency)."""
+    return number_in(text, 0.0, 1e12, "a number")
+
+
+def non_negative(text: str) -> float:
+    """argparse type of a finite number >= 0 (0 has a meaning: e.g. --speed 0 is no pacing)."""
+    return number_in(text, 0.0, 1e12, "a number", low_included=True)
+
+
+def number_in(text: str, low: float, most: float, what: str, low_included: bool = False) -> float:
+    """A finite float from `low` (excluded unless `low_included`) to `most`; else an
+    argparse.ArgumentTypeError naming the bounds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    above = low <= value if low_included else low < value
+    if not (above and value <= most):  # nan fails every comparison
+        bound = ">=" if low_included else ">"
+        raise argparse.ArgumentTypeError(f"{text!r}: give {what} {bound} {low:g} and <= {most:g}")
+    return value
+
+
 def option(
     default: Any = None,
     help: str = "",

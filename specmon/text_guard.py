@@ -46,12 +46,39 @@ _ENV_SECRET = re.compile(
 )
 
 
+# a Python or JSON mapping entry a server prints of its own arguments: 'api_key': 'K'
+_SECRET_ENTRY = re.compile(
+    r"""(?ix)(?P<key>['"]?[\w-]*(?:api[-_]?key|token|password|secret)['"]?\s*[:=]\s*\[?\s*)
+    (?P<value>"[^"]*"|'[^']*')"""
+)
+
+
+def secret_values(text: str) -> list[str]:
+    """The secret values `text` carries (what mask_secrets hides), longest first: a server's
+    own output is masked by these literal values, whatever format it prints them in."""
+    found = [m["value"] for m in _SECRET_OPTION.finditer(text)]
+    found += [m["value"] for m in _BEARER.finditer(text)]
+    found += [m["value"] for m in _ENV_SECRET.finditer(text)]
+    values = {v.strip("'\"") for v in found}
+    return sorted((v for v in values if len(v) >= 4 and v != MASK), key=len, reverse=True)
+
+
+def mask_values(text: str, secrets: list[str]) -> str:
+    """`text` with each of `secrets` (secret_values) replaced by ***."""
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
 def mask_secrets(text: str) -> str:
     """`text` with the value of every secret-carrying option, Authorization-like string and
-    secret environment assignment replaced by ***; everything else kept as written."""
+    secret environment assignment replaced by ***, and so is each other appearance of those
+    values (KEY=sk-1 ... --api-key $KEY); everything else kept as written."""
+    values = secret_values(text)
     text = _SECRET_OPTION.sub(lambda m: f"{m['opt']}{m['sep']}{_masked(m['value'])}", text)
     text = _BEARER.sub(lambda m: f"{m['scheme']}{m['sep']}{MASK}", text)
-    return _ENV_SECRET.sub(lambda m: f"{m['name']}={MASK}", text)
+    text = _SECRET_ENTRY.sub(lambda m: f"{m['key']}{_masked(m['value'])}", text)
+    return mask_values(_ENV_SECRET.sub(lambda m: f"{m['name']}={MASK}", text), values)
 
 
 def _masked(value: str) -> str:

@@ -20,8 +20,10 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from specmon.server.models import list_models
+from specmon.text_guard import mask_secrets, mask_values, secret_values
 
 
 class ServerProcess:
@@ -47,6 +49,7 @@ class ServerProcess:
         self.log_path = log_path
         self._stopped = False
         self._parent_fd: int | None = None  # the pipe's write end: held for the child's life
+        self._copier: threading.Thread | None = None  # masks the log (secrets in argv)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         read_fd = None
         if parent_pipe_env is not None:
@@ -67,12 +70,14 @@ class ServerProcess:
             return subprocess.Popen(
                 argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0, pass_fds=fds
             )
+        command = shell_command(argv)
+        secrets = secret_values(command)
         with open(self.log_path, "ab") as log:
-            log.write(f"$ {shell_command(argv)}\n".encode())
+            log.write(f"$ {mask_secrets(command)}\n".encode())  # keys: ***
             log.flush()
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
-                stdout=log,
+                stdout=subprocess.PIPE if secrets else log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
@@ -80,6 +85,13 @@ class ServerProcess:
                 pass_fds=fds,
                 text=True,  # no pipe to read: the same type as the piped one
             )
+        if secrets:  # the server may print its own arguments: its log gets them masked
+            pipe, proc.stdout = proc.stdout, None
+            self._copier = threading.Thread(
+                target=_copy_masked, args=(pipe, self.log_path, secrets), daemon=True
+            )
+            self._copier.start()
+        return proc
 
     def _close_parent_fd(self) -> None:
         if self._parent_fd is not None:
@@ -134,6 +146,8 @@ class ServerProcess:
     def log_tail(self, lines: int) -> str:
         if self.log_path is None:
             return ""
+        if self._copier is not None and not self.alive:
+            self._copier.join(2)  # what the server printed before it exited, copied first
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
@@ -184,3 +198,13 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def _copy_masked(pipe: IO[str] | None, log_path: Path, secrets: list[str]) -> None:
+    """The server's output into its log, line by line, each secret of its command masked."""
+    if pipe is None:
+        return
+    with pipe, open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        for line in pipe:
+            log.write(mask_values(line, secrets))
+            log.flush()

@@ -45,6 +45,7 @@ from specmon.server.process import ServerProcess, shell
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
 from specmon.stats import row_value, summary_rows
+from specmon.text_guard import mask_secrets
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
 MakeRepeat = Callable[[RunConfig], tuple[RunSession, LoadControl]]
@@ -101,9 +102,13 @@ class SweepSettings:
                 (self.baseline_serve, "--baseline-serve"),
             ):
                 if template is not None and "{port}" not in template:
-                    raise UserError(f"{name} needs the {{port}} placeholder: '{template}'")
+                    raise UserError(
+                        f"{name} needs the {{port}} placeholder: '{mask_secrets(template)}'"
+                    )
             if "{k}" not in self.serve:
-                raise UserError(f"--serve needs the {{k}} placeholder: '{self.serve}'")
+                raise UserError(
+                    f"--serve needs the {{k}} placeholder: '{mask_secrets(self.serve)}'"
+                )
             if 0 in self.ks:
                 raise UserError("k=0 is the baseline: give its command with --baseline-serve")
         if (self.segment_requests is None) == (self.segment_duration is None):
@@ -122,7 +127,8 @@ class SweepSettings:
             for needed in ("{port}", "{schedule}"):
                 if needed not in self.schedule_serve:
                     raise UserError(
-                        f"--schedule-serve needs the {needed} placeholder: '{self.schedule_serve}'"
+                        f"--schedule-serve needs the {needed} placeholder: "
+                        f"'{mask_secrets(self.schedule_serve)}'"
                     )
         for name, template in self.variants.items():
             if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
@@ -131,7 +137,9 @@ class SweepSettings:
                     f"(not '{SCHEDULE_ARM}')"
                 )
             if "{port}" not in template:
-                raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
+                raise UserError(
+                    f"--variant {name} needs the {{port}} placeholder: '{mask_secrets(template)}'"
+                )
             if SCHEDULE_PLACEHOLDER in template:
                 raise UserError(f"--variant {name}: {{schedule}} is for --serve / --schedule-serve")
         if self.verify_schedule and schedule_placement(self.schedule_template()) is None:
@@ -172,8 +180,13 @@ class SweepSettings:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
+        """What sweep.json stores: the server commands with their secrets masked (a key
+        given to the server never lands in a shared artifact; --resume asks for them)."""
         data = asdict(self)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
+        for key in ("serve", "baseline_serve", "schedule_serve"):
+            data[key] = mask_secrets(data[key]) if data[key] is not None else None
+        data["variants"] = {name: mask_secrets(cmd) for name, cmd in self.variants.items()}
         return data
 
     @classmethod
@@ -830,7 +843,7 @@ class SweepRunner:
         return path
 
     def _say(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        print(mask_secrets(line), file=self.out, flush=True)
 
     # the end: decisions, model, schedule --------------------------------------------------
     def conclude(self, result: SweepResult) -> SweepResult:
