@@ -34,20 +34,8 @@ install_venv() {
   echo "$PIN" > "$VENV/.specmon-pins"
 }
 
-# Runs "$@" with its output in $LOG, saying on stderr every 15 s how far it is (the venv's
-# size against the ~1.2 GB it reaches), so a first install is visibly alive.
-with_progress() {
-  "$@" >"$LOG" 2>&1 &
-  local pid=$! waited=0
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    waited=$((waited + 1))
-    if [ $((waited % 15)) -eq 0 ]; then
-      say "still installing after ${waited} s: venv $(du -sm "$VENV" 2>/dev/null | cut -f1) MB of ~1200 MB"
-    fi
-  done
-  wait "$pid"
-}
+# with_progress: the venv's size every 15 s while it installs (.ci/progress.sh)
+. "$HERE/.ci/progress.sh"
 
 exec 9>"$CACHE/setup_aiperf.lock"
 if ! flock -n 9; then
@@ -57,7 +45,7 @@ fi
 t0=$(date +%s)
 if ! venv_ok; then
   say "installing $PIN into $VENV (first time only, usually ~1 min, 1.2 GB; log: $LOG)"
-  if ! with_progress install_venv || ! venv_ok; then
+  if ! with_progress 15 1200 install_venv || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "aiperf: unavailable: could not install $PIN (${why:-see $LOG})"
   fi

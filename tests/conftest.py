@@ -37,6 +37,13 @@ from specmon.sim.process import start_sim
 
 pytest_plugins = ["pytester"]  # tests/project/test_suite_rules.py runs an inner pytest
 
+# Every simulator a test starts (directly, through demo, or as a sweep's --serve) answers at
+# once unless the test gives latency options: `specmon sim` without options otherwise uses a
+# GPU-like preset (specmon/sim/presets.py), which would slow the suite. Tests of that default
+# remove this variable from their child's environment.
+SIM_PRESET_ENV = "SPECMON_SIM_PRESET"
+os.environ[SIM_PRESET_ENV] = "zero"
+
 # The settings of `shared_sim`: quick answers (a run of a few requests takes well under 1 s).
 SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
 PROCESS_FIXTURES = {

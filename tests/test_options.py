@@ -38,6 +38,7 @@ SIM_SAMPLES: dict[str, str] = {
     "acceptance": "0.8",
     "category_acceptance": "code=0.9",
     "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
+    "preset": "h200-70b-draft",
 }
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),

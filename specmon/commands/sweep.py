@@ -27,9 +27,10 @@ from specmon.text_guard import MASK
 
 if TYPE_CHECKING:
     from specmon.run.sweep.control import SweepControl
-    from specmon.run.sweep.runner import SweepSettings
+    from specmon.run.sweep.settings import Placement, SweepSettings
 
 DEFAULT_SEGMENT_REQUESTS = 64
+DEFAULT_SERVE_KS = (1, 2, 3, 4, 5)  # --serve without --num-spec-tokens
 DEFAULT_SEED = 0  # every cell gets the same prompts unless --random-seed says otherwise
 
 
@@ -65,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int_list,
         default=None,
         metavar="K,K,...",
-        help="the k values to measure (with --serve)",
+        help="the k values to measure (with --serve; default "
+        + ",".join(map(str, DEFAULT_SERVE_KS))
+        + ")",
     )
     group.add_argument(
         "--concurrency",
@@ -78,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
     _add_repeat_length(group)
     _add_server_handling(group)
+    _add_placement(parser.add_argument_group("where the arms run (docs/scale-out.md)"))
 
 
 def _add_repeat_length(group: argparse._ArgumentGroup) -> None:
@@ -144,8 +148,64 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
     )
 
 
+def _add_placement(group: argparse._ArgumentGroup) -> None:
+    """Arms side by side: a local GPU pool or a Ray cluster (run/sweep/pool.py, ray_pool.py)."""
+    group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this machine (default); ray: each arm a Ray task (pip install 'specmon[ray]')",
+    )
+    group.add_argument(
+        "--gpus",
+        type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
+        default=[],
+        metavar="ID,ID,...",
+        help="local GPU pool: arms run side by side on disjoint slices of these GPUs "
+        "(CUDA_VISIBLE_DEVICES and {gpus} in the server commands); default one arm at a time",
+    )
+    group.add_argument(
+        "--gpus-per-server",
+        type=int,
+        default=1,
+        metavar="N",
+        help="GPUs per arm's server (default 1)",
+    )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster (e.g. auto, HOST:6379); default a running one, else a local one",
+    )
+    group.add_argument(
+        "--ray-num-gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start a local Ray cluster with N GPUs (logical ones allowed)",
+    )
+    group.add_argument(
+        "--isolate-baseline",
+        action="store_true",
+        help="run the k=0 arm alone, before the others (no arm beside it disturbs it)",
+    )
+
+
+def placement_of(args: argparse.Namespace) -> Placement:
+    from specmon.run.sweep.settings import Placement
+
+    return Placement(
+        executor=args.executor,
+        gpus=list(args.gpus),
+        gpus_per_server=args.gpus_per_server,
+        ray_address=args.ray_address,
+        ray_num_gpus=args.ray_num_gpus,
+        isolate_baseline=args.isolate_baseline,
+    )
+
+
 def main(args: argparse.Namespace) -> int:
-    from specmon.run.sweep.runner import read_sweep
+    from specmon.run.sweep.settings import read_sweep
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
 
@@ -157,18 +217,25 @@ def main(args: argparse.Namespace) -> int:
     if args.resume and config.artifact_dir and Path(config.artifact_dir) != Path(args.resume):
         raise UserError("--resume DIR continues the sweep in DIR: drop --artifact-dir")
     artifact_dir = args.resume or config.artifact_dir or default_dir()
-    return execute(settings, config, artifact_dir, previous=previous)
+    placement = placement_of(args)
+    return execute(settings, config, artifact_dir, previous=previous, placement=placement)
 
 
 def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunConfig]:
-    from specmon.run.sweep.runner import SweepSettings, load_settings_of, parse_url_labels
+    from specmon.run.sweep.settings import SweepSettings, load_settings_of, parse_url_labels
 
     config = build_config(args, defaults={"streaming": True})  # TTFT and ITL need streaming
     if config.random_seed is None:
         config.random_seed = DEFAULT_SEED
     urls = parse_url_labels(config.url) if config.url else {}
-    if args.serve is not None and not args.sweep_ks:
-        raise UserError("--serve needs --num-spec-tokens K,K,... (the k values to measure)")
+    if args.serve is not None and not args.sweep_ks:  # a first sweep needs no list of k
+        args.sweep_ks = list(DEFAULT_SERVE_KS)
+        print(
+            "specmon sweep: no --num-spec-tokens given: measuring k="
+            + ",".join(map(str, DEFAULT_SERVE_KS)),
+            file=sys.stderr,
+            flush=True,
+        )
     if urls and (args.sweep_ks or args.baseline_serve):
         raise UserError(
             "with --url kN=URL the labels give k: drop --num-spec-tokens / --baseline-serve"
@@ -217,7 +284,7 @@ def parse_variants(entries: list[str]) -> dict[str, str]:
 
 
 def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:
-    from specmon.run.sweep.runner import SweepSettings
+    from specmon.run.sweep.settings import SweepSettings
 
     settings = SweepSettings.from_dict(previous["settings"])
     saved = [settings.serve, settings.baseline_serve, settings.schedule_serve]
@@ -241,6 +308,7 @@ def execute(
     *,
     previous: dict[str, Any] | None = None,
     out: TextIO | None = None,
+    placement: Placement | None = None,
 ) -> int:
     """The sweep (specmon/run/sweep/execute.py), under the live view on a terminal without
     --headless, else headless."""
@@ -253,7 +321,13 @@ def execute(
     screen = TextualSweepScreen() if live else None
     cells = (previous or {}).get("cells")
     return execute_sweep(
-        settings, config, artifact_dir, screen=screen, previous_cells=cells, out=out
+        settings,
+        config,
+        artifact_dir,
+        screen=screen,
+        previous_cells=cells,
+        out=out,
+        placement=placement,
     )
 
 

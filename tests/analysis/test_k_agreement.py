@@ -189,7 +189,8 @@ def _concluded(tmp_path: Path, cells: list, slo: str | None = None):
     sweep` runs it (decisions, schedule, sweep.json), and its console tables."""
     from specmon.config import RunConfig
     from specmon.run.assemble import make_repeat
-    from specmon.run.sweep.runner import SweepResult, SweepRunner, SweepSettings
+    from specmon.run.sweep.runner import SweepResult, SweepRunner
+    from specmon.run.sweep.settings import SweepSettings
 
     settings = SweepSettings(
         ks=[2, 4],
@@ -224,7 +225,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     """One sweep's cells -> the same decision line in the sweep's table, sweep.json, the
     live sweep view's decision row, and `specmon tune SWEEP_DIR` (text and --json): every
     one of them paints specmon/decision/cells.py's decision."""
-    from specmon.run.sweep.runner import SweepNow
+    from specmon.run.sweep.measure import SweepNow
     from specmon.tui.sweep_view import grid_view
 
     cells = _sweep_cells()
@@ -257,7 +258,10 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert said.returncode == 0, said.stderr
-    assert said.stdout.splitlines()[1:] == lines, said.stdout
+    # then the sweep's trust verdict: every cell here passed the gates and is stable
+    clean = "trust: clean (every cell passed the health gates; each load decided on stable cells)"
+    assert said.stdout.splitlines()[1:] == lines + [clean], said.stdout
+    assert doc["trust"] == "clean" and doc["trust_reasons"] == [] and doc["excluded_cells"] == {}
     compared = _cli("compare", sweep_dir)
     assert compared.returncode == 0 and compared.stdout == said.stdout, compared.stderr
     got = subprocess.run(
@@ -266,13 +270,14 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
+    assert json.loads(got.stdout)["trust"] == "clean"
 
 
 @pytest.mark.e2e  # `specmon tune` as a process
 def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     """A sweep run under --slo: its decisions, and `specmon tune` over its directory (which
     reads the stored objective, or the one given), choose among the cells meeting it."""
-    from specmon.run.sweep.runner import SweepNow
+    from specmon.run.sweep.measure import SweepNow
     from specmon.tui.sweep_view import grid_view
 
     # TPOT p90 per cell: k=4 at concurrency 1 misses a 30 ms objective, every other meets it

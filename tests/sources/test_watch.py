@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.run.sweep.runner import free_port
+from specmon.run.sweep.servers import free_port
 from specmon.run.watch.runner import JSONL_NAME, SpecFigures, headless_line
 from specmon.server.scrape import CounterSample, fetch_counters
 from specmon.sim.process import start_sim
@@ -136,8 +136,8 @@ def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     # /metrics only: every figure is server-wide, from vLLM's counters (docs/metrics.md §10.2)
     assert {r["fidelity"] for r in rows} == {"server-wide"}
     assert rows[-1]["counters_engine"] == "vllm" and rows[-1]["gauges_last_value"] == {}
-    assert csv_lines[0].endswith(",fidelity,counters_engine")
-    assert csv_lines[-1].endswith(",server-wide,vllm")
+    assert csv_lines[0].endswith(",fidelity,counters_engine,imbalance")  # fleet rows only
+    assert csv_lines[-1].endswith(",server-wide,vllm,")  # no imbalance: not a fleet row
 
 
 @pytest.mark.e2e

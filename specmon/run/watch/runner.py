@@ -129,6 +129,8 @@ class WatchRow:
     fidelity: str = SERVER_WIDE
     counters_engine: str | None = None
     gauges_last_value: dict[str, float] = field(default_factory=dict)
+    # a fleet row (watch --prometheus): the replica furthest from the fleet (run/watch/fleet.py)
+    imbalance: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,6 +157,7 @@ class WatchRow:
             out[name] = _num(getattr(self.health, name))
         out["fidelity"] = self.fidelity
         out["counters_engine"] = self.counters_engine or ""
+        out["imbalance"] = self.imbalance or ""
         return out
 
 
@@ -175,6 +178,7 @@ CSV_COLUMNS = [
     *CSV_HEALTH,
     "fidelity",
     "counters_engine",
+    "imbalance",
 ]
 
 
@@ -565,7 +569,10 @@ def headless_line(row: WatchRow) -> str:
             parts.append(f"{name} {fmt.format(value)}")
     if row.reset:
         parts.append(f"RESET (server restarted; {row.resets} so far)")
-    return f"{head}: " + "  ".join(parts)
+    line = f"{head}: " + "  ".join(parts)
+    if row.imbalance is not None:  # a fleet row (watch --prometheus)
+        line += f"\n[{row.t_s:7.1f}s] imbalance: {row.imbalance}"
+    return line
 
 
 def _spec_text(interval: SpecFigures, total: SpecFigures | None) -> str:
