@@ -22,6 +22,7 @@ from specmon.commands import demo as demo_command
 from specmon.commands import sim as sim_command
 from specmon.config import RUN_OPTIONS, OptionSet, OptionSpec, add_run_arguments
 from specmon.errors import UserError
+from specmon.run.sweep.options import SWEEP_OPTIONS
 from specmon.sim.config import SIM_OPTIONS
 
 # Values whose type alone does not give a valid, non-default sample (formats, dependencies).
@@ -39,9 +40,11 @@ SIM_SAMPLES: dict[str, str] = {
     "category_acceptance": "code=0.9",
     "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
 }
+SWEEP_SAMPLES: dict[str, str] = {"num_spec_tokens": "1,2", "concurrency": "2,8"}
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
     pytest.param(SIM_OPTIONS, SIM_SAMPLES, id="sim"),
+    pytest.param(SWEEP_OPTIONS, SWEEP_SAMPLES, id="sweep"),
 ]
 
 
@@ -92,17 +95,21 @@ NEEDS: dict[str, dict[str, Any]] = {
 }
 
 
+def needs_of(options: OptionSet[Any], field: str) -> dict[str, Any]:
+    return NEEDS.get(field, {}) if options is RUN_OPTIONS else {}
+
+
 def expected(options: OptionSet[Any], spec: OptionSpec, text: str) -> Any:
     """The validated value of the sample, built directly on the model (no layer involved)."""
     raw: Any = {"on": True, "off": False}.get(text, text) if spec.kind == "bool" else text
     if spec.kind == "append":
         raw = [raw]
-    model = options.model(**{spec.field: raw, **NEEDS.get(spec.field, {})})
+    model = options.model(**{spec.field: raw, **needs_of(options, spec.field)})
     return getattr(model, spec.field)
 
 
 def test_every_field_is_declared_as_an_option_with_a_distinct_flag_key_and_variable():
-    for options in (RUN_OPTIONS, SIM_OPTIONS):
+    for options in (RUN_OPTIONS, SIM_OPTIONS, SWEEP_OPTIONS):
         fields = list(options.model.model_fields)
         assert [spec.field for spec in options.specs] == fields
         for attr in ("flag", "key", "env"):
@@ -123,7 +130,7 @@ def test_every_option_through_flags_env_toml_file_and_save_config(options, sampl
         text = sample_text(options, spec, samples)
         want = expected(options, spec, text)
         assert want != defaults[spec.field], f"sample for {spec.field} equals its default"
-        needs = NEEDS.get(spec.field, {})
+        needs = needs_of(options, spec.field)
         by_flag = options.build(parser.parse_args(as_argv(spec, text)), environ={}, overrides=needs)
         assert getattr(by_flag, spec.field) == want, f"flag {spec.flag}"
         by_env = options.build(environ={spec.env: env_text(spec, text)}, overrides=needs)

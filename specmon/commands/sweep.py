@@ -21,126 +21,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from specmon import stops
-from specmon.config import RunConfig, add_run_arguments, build_config
+from specmon.config import RUN_OPTIONS, RunConfig, build_config
 from specmon.errors import UserError
 
 if TYPE_CHECKING:
     from specmon.run.sweep.control import SweepControl
+    from specmon.run.sweep.options import SweepOptions
     from specmon.run.sweep.runner import SweepSettings
 
-DEFAULT_SEGMENT_REQUESTS = 64
 DEFAULT_SEED = 0  # every cell gets the same prompts unless --random-seed says otherwise
 
 
-def int_list(text: str) -> list[int]:
-    """'1,4,16' -> [1, 4, 16] (distinct, >= 0); argparse shows the error on one line."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not N or N,N,... (whole numbers)") from None
-    if not values or min(values) < 0 or len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"'{text}': give distinct whole numbers >= 0")
-    return values
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_run_arguments(parser)
-    # --concurrency is a list here, and the segment length is per cell: these replace the
-    # run flags of the same name (the per-cell RunConfig is built in run/sweep/runner.py)
-    parser.conflict_handler = "resolve"
-    group = parser.add_argument_group("sweep options")
-    group.add_argument(
-        "--serve", default=None, metavar="'CMD {k} {port}'", help="server command template"
-    )
-    group.add_argument(
-        "--baseline-serve",
-        default=None,
-        metavar="'CMD {port}'",
-        help="server command without speculation (k=0, run first)",
-    )
-    group.add_argument(
-        "--num-spec-tokens",
-        dest="sweep_ks",
-        type=int_list,
-        default=None,
-        metavar="K,K,...",
-        help="the k values to measure (with --serve)",
-    )
-    group.add_argument(
-        "--concurrency",
-        dest="sweep_concurrency",
-        type=int_list,
-        default=[1, 4, 16],
-        metavar="C,C,...",
-        help="concurrencies to measure at every k (default 1,4,16)",
-    )
-    group.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
-    _add_repeat_length(group)
-    _add_server_handling(group)
+    from specmon.run.sweep.options import PER_CELL_RUN_OPTIONS, SWEEP_OPTIONS
 
-
-def _add_repeat_length(group: argparse._ArgumentGroup) -> None:
-    """How long each repeat measures: a request count or a duration, not both."""
-    length = group.add_mutually_exclusive_group()
-    length.add_argument(
-        "--segment-requests",
-        dest="sweep_segment_requests",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"profiling requests per repeat (default {DEFAULT_SEGMENT_REQUESTS})",
-    )
-    length.add_argument(
-        "--segment-duration",
-        dest="sweep_segment_duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="seconds of profiling per repeat",
-    )
-
-
-def _add_server_handling(group: argparse._ArgumentGroup) -> None:
-    """Waiting for each server, failures, and resuming a sweep."""
-    group.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=600.0,
-        metavar="S",
-        help="seconds a server may take to list its model (default 600)",
-    )
-    group.add_argument(
-        "--stop-on-error", action="store_true", help="stop the sweep at the first failed server"
-    )
-    group.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        metavar="NAME='CMD {port}'",
-        help="an extra arm: this server measured at every concurrency beside the fixed k "
-        "(repeatable; placeholders {port} {python})",
-    )
-    group.add_argument(
-        "--verify-schedule",
-        action="store_true",
-        help="after the fixed-k cells, restart the server with the schedule just written and "
-        "measure it at every concurrency (the arm 'schedule'); a wrapper script gets it "
-        "through {schedule} in --serve: the path of a JSON file holding the speculative-config "
-        "fragment (num_speculative_tokens, num_speculative_tokens_per_batch_size)",
-    )
-    group.add_argument(
-        "--schedule-serve",
-        default=None,
-        metavar="'CMD {port} {schedule}'",
-        help="the schedule arm's own command (default: --serve); {schedule} is the path of "
-        "the fragment's JSON file",
-    )
-    group.add_argument(
-        "--resume",
-        default=None,
-        metavar="DIR",
-        help="continue the sweep in DIR, skipping cells measured with the same settings",
-    )
+    RUN_OPTIONS.add_arguments(parser, exclude=PER_CELL_RUN_OPTIONS)
+    SWEEP_OPTIONS.add_arguments(parser, config_flags=False)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -148,71 +44,32 @@ def main(args: argparse.Namespace) -> int:
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
 
-    previous = read_sweep(args.resume) if args.resume else None
-    if previous is not None and args.serve is None and not getattr(args, "url", None):
+    options = _options(args)
+    previous = read_sweep(options.resume) if options.resume else None
+    if previous is not None and options.serve is None and not getattr(args, "url", None):
         settings, config = _settings_from(previous)  # `--resume DIR` alone: the same sweep
     else:
-        settings, config = _settings_from_args(args)
-    if args.resume and config.artifact_dir and Path(config.artifact_dir) != Path(args.resume):
+        settings, config = _settings_from_args(args, options)
+    if options.resume and config.artifact_dir and Path(config.artifact_dir) != Path(options.resume):
         raise UserError("--resume DIR continues the sweep in DIR: drop --artifact-dir")
-    artifact_dir = args.resume or config.artifact_dir or default_dir()
+    artifact_dir = options.resume or config.artifact_dir or default_dir()
     return execute(settings, config, artifact_dir, previous=previous)
 
 
-def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunConfig]:
-    from specmon.run.sweep.runner import SweepSettings, load_settings_of, parse_url_labels
-
+def _settings_from_args(
+    args: argparse.Namespace, options: SweepOptions
+) -> tuple[SweepSettings, RunConfig]:
     config = build_config(args, defaults={"streaming": True})  # TTFT and ITL need streaming
     if config.random_seed is None:
         config.random_seed = DEFAULT_SEED
-    urls = parse_url_labels(config.url) if config.url else {}
-    if args.serve is not None and not args.sweep_ks:
-        raise UserError("--serve needs --num-spec-tokens K,K,... (the k values to measure)")
-    if urls and (args.sweep_ks or args.baseline_serve):
-        raise UserError(
-            "with --url kN=URL the labels give k: drop --num-spec-tokens / --baseline-serve"
-        )
-    for given in ("request_count", "benchmark_duration", "segments"):
-        if getattr(config, given) is not None:
-            flag = "--" + given.replace("_", "-")
-            raise UserError(f"{flag}: a sweep sets each repeat's length with --segment-requests")
-    if min(args.sweep_concurrency) < 1:
-        raise UserError("--concurrency values must be at least 1")
-    duration = args.sweep_segment_duration
-    requests = args.sweep_segment_requests or (None if duration else DEFAULT_SEGMENT_REQUESTS)
-    settings = SweepSettings(
-        ks=sorted(urls) if urls else list(args.sweep_ks or []),
-        concurrencies=list(args.sweep_concurrency),
-        serve=args.serve,
-        baseline_serve=args.baseline_serve,
-        urls=urls,
-        repeats=args.repeats,
-        segment_requests=requests,
-        segment_duration=duration,
-        warmup_request_count=config.warmup_request_count,
-        ready_timeout=args.ready_timeout,
-        stop_on_error=args.stop_on_error,
-        load=load_settings_of(config),
-        slo=config.slo,  # the run option --slo (config.py): every surface reads it
-        variants=parse_variants(args.variant),
-        verify_schedule=args.verify_schedule,
-        schedule_serve=args.schedule_serve,
-    )
-    return settings, config
+    return options.settings(config), config
 
 
-def parse_variants(entries: list[str]) -> dict[str, str]:
-    """["adaptive=vllm serve ... --port {port}"] -> {"adaptive": "vllm serve ..."}."""
-    out: dict[str, str] = {}
-    for entry in entries:
-        name, sep, command = entry.partition("=")
-        name = name.strip()
-        if not sep or not name or not command.strip():
-            raise UserError(f"--variant '{entry}': give NAME='SERVER COMMAND {{port}}'")
-        if name in out:
-            raise UserError(f"--variant: {name} given twice")
-        out[name] = command.strip()
-    return out
+def _options(args: argparse.Namespace) -> SweepOptions:
+    """The sweep's options (flags > SPECMON_SWEEP_* > defaults), checked by their model."""
+    from specmon.run.sweep.options import SWEEP_OPTIONS
+
+    return SWEEP_OPTIONS.build(args)
 
 
 def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:

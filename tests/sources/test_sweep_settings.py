@@ -65,12 +65,16 @@ def test_settings_need_the_placeholders_and_one_length() -> None:
         settings(ks=[0, 2])
     with pytest.raises(UserError, match="either --serve"):
         settings(urls={2: "http://h:1"})
+    with pytest.raises(UserError, match="the labels give k"):
+        settings(serve=None, urls={2: "http://h:1"}, ks=[1])
+    with pytest.raises(UserError, match="--serve needs --num-spec-tokens"):
+        settings(ks=[])
 
 
 def test_baseline_runs_first() -> None:
     assert settings(baseline_serve="b --port {port}").grid_ks == [0, 1, 2]
     assert settings().grid_ks == [1, 2]
-    assert settings(serve=None, urls={4: "u", 0: "v"}).grid_ks == [0, 4]
+    assert settings(serve=None, urls={4: "u", 0: "v"}, ks=[0, 4]).grid_ks == [0, 4]
 
 
 def test_hash_ignores_the_grid_but_not_what_is_measured() -> None:
@@ -82,7 +86,7 @@ def test_hash_ignores_the_grid_but_not_what_is_measured() -> None:
 
 
 def test_settings_round_trip() -> None:
-    s = settings(serve=None, urls={2: "http://h:1"}, load={"streaming": True})
+    s = settings(serve=None, urls={2: "http://h:1"}, ks=[2], load={"streaming": True})
     assert SweepSettings.from_dict(s.to_dict()) == s
 
 
@@ -104,6 +108,8 @@ def test_k_mismatch() -> None:
         ),
         (["--url", "gpu=http://127.0.0.1:1"], "label it with its k"),
         (["--num-spec-tokens", "1,1"], "give distinct whole numbers"),
+        (["--serve", "s {k} {port}", "--num-spec-tokens", "1", "--concurrency", "0"], "at least 1"),
+        (["--url", "k2=http://127.0.0.1:1", "--num-spec-tokens", "3"], "the labels give k"),
         (["--resume", "/nonexistent/sweep"], "no sweep.json there"),
     ],
 )

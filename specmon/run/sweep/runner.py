@@ -95,6 +95,12 @@ class SweepSettings:
     def __post_init__(self) -> None:
         if (self.serve is None) == (not self.urls):
             raise UserError("give either --serve 'COMMAND' or --url kN=URL ..., not both")
+        if self.urls and (self.baseline_serve or self.ks != sorted(self.urls)):
+            raise UserError(
+                "with --url kN=URL the labels give k: drop --num-spec-tokens / --baseline-serve"
+            )
+        if self.serve is not None and not self.ks:
+            raise UserError("--serve needs --num-spec-tokens K,K,... (the k values to measure)")
         if self.serve is not None:
             for template, name in (
                 (self.serve, "--serve"),
