@@ -34,6 +34,7 @@ RUN_SAMPLES: dict[str, str] = {
     "metric_percentiles": "25,75",
     "dataset_shard": "1/4",
     "slo": "ttft=1,tpot=50,p=95",  # parsed where it decides (decision/slo.py)
+    "engine": "trtllm",  # a name from the engine registry
 }
 SIM_SAMPLES: dict[str, str] = {
     "acceptance": "0.8",
