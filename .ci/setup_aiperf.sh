@@ -3,9 +3,10 @@
 #   venv:      ${SPECMON_CACHE:-$HOME/.cache/specmon}/aiperf-venv   (~1.2 GB, no torch)
 #   tokenizer: $CACHE/aiperf-hf (an HF_HOME with hub/models--specmon--shakespeare-bpe)
 # Idempotent. Before each slow first-time step it says on stderr what it is doing and how long
-# that usually takes; on stdout it prints ONE line "aiperf: ready ..." or
-# "aiperf: unavailable: <why>" (the last stdout line is what callers read) and writes it
-# to $CACHE/aiperf.status (tests/interop/test_aiperf_peer.py shows it when it skips). Always exits 0.
+# that usually takes, and every 15 s while the venv installs how far it is; on stdout it
+# prints ONE line "aiperf: ready ..." or "aiperf: unavailable: <why>" (the last stdout line
+# is what callers read) and writes it to $CACHE/aiperf.status
+# (tests/interop/test_aiperf_peer.py shows it when it skips). Always exits 0.
 set -uo pipefail
 CACHE=${SPECMON_CACHE:-$HOME/.cache/specmon}
 VENV=$CACHE/aiperf-venv
@@ -33,6 +34,9 @@ install_venv() {
   echo "$PIN" > "$VENV/.specmon-pins"
 }
 
+# with_progress: the venv's size every 15 s while it installs (.ci/progress.sh)
+. "$HERE/.ci/progress.sh"
+
 exec 9>"$CACHE/setup_aiperf.lock"
 if ! flock -n 9; then
   say "waiting for another setup_aiperf.sh to finish (holds $CACHE/setup_aiperf.lock)"
@@ -41,7 +45,7 @@ fi
 t0=$(date +%s)
 if ! venv_ok; then
   say "installing $PIN into $VENV (first time only, usually ~1 min, 1.2 GB; log: $LOG)"
-  if ! install_venv >"$LOG" 2>&1 || ! venv_ok; then
+  if ! with_progress 15 1200 install_venv || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "aiperf: unavailable: could not install $PIN (${why:-see $LOG})"
   fi

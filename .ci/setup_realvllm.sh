@@ -40,20 +40,8 @@ install_venv() {
   echo "${PINS[*]}" > "$VENV/.specmon-pins"
 }
 
-# Runs "$@" with its output in $LOG, saying on stderr every 30 s how far it is (the venv's
-# size against the ~3.4 GB it reaches), so a slow first install is visibly alive.
-with_progress() {
-  "$@" >"$LOG" 2>&1 &
-  local pid=$! waited=0
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    waited=$((waited + 1))
-    if [ $((waited % 30)) -eq 0 ]; then
-      say "still installing after ${waited} s: venv $(du -sm "$VENV" 2>/dev/null | cut -f1) MB of ~3400 MB"
-    fi
-  done
-  wait "$pid"
-}
+# with_progress: the venv's size every 30 s while it installs (.ci/progress.sh)
+. "$HERE/.ci/progress.sh"
 
 exec 9>"$CACHE/setup_realvllm.lock"
 if ! flock -n 9; then
@@ -64,7 +52,7 @@ t0=$(date +%s)
 [ -x "$VENV/bin/python" ] && say "checking the cached venv $VENV (imports vllm, usually ~10 s)"
 if ! venv_ok; then
   say "installing ${PINS[*]} into $VENV (first time only, usually ~2 min, 3.4 GB; log: $LOG)"
-  if ! with_progress install_venv || ! venv_ok; then
+  if ! with_progress 30 3400 install_venv || ! venv_ok; then
     why=$(grep -E 'ERROR|Error' "$LOG" | tail -1 | cut -c1-200)
     finish "realvllm: unavailable: could not install ${PINS[*]} (${why:-see $LOG})"
   fi

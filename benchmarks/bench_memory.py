@@ -1,6 +1,6 @@
 """Memory benchmark: RSS of `specmon run` over a long run (issues 10 and 19: flat memory).
 
-Starts `specmon sim` with zero latency (its defaults) and one `specmon run` against it,
+Starts `specmon sim` with zero latency (`--preset zero`) and one `specmon run` against it,
 headless or (`--tui`) with the monitor in a detached tmux pane (100x30, the same process
 drawing at 4 Hz), with specmon's default options unless `--profile synthetic`; while the
 run goes on it counts the lines of profile_export.jsonl and prints the run's RSS
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     # a SIGTERM to this script still stops its run, its tmux server and its simulator
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    sim = start_sim(["--seed", "1", *shlex.split(args.sim_args)])
+    sim = start_sim(["--preset", "zero", "--seed", "1", *shlex.split(args.sim_args)])
     with tempfile.TemporaryDirectory(prefix="specmon-bench-mem-") as tmp:
         out = Path(tmp) / "run"
         command = [

@@ -51,7 +51,7 @@ from specmon.sim.process import start_sim
 def record_captures(count: int, output_tokens: int, tmp: Path) -> tuple[str, list[dict]]:
     """(the sim's URL, `count` raw captures of a real run against it)."""
     out = tmp / "seed"
-    with start_sim(["--seed", "1"]) as sim:
+    with start_sim(["--preset", "zero", "--seed", "1"]) as sim:
         subprocess.run(
             [sys.executable, "-m", "specmon", "run", "--url", sim.url, "--headless",
              "--request-count", str(count), "--concurrency", "64", "--no-streaming",

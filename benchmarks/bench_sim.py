@@ -50,7 +50,7 @@ from _harness import (
 )
 
 ACCEPTANCE = 0.7
-LAG_LIMIT = 0.02  # the README's bar
+LAG_LIMIT = 0.02  # docs/simulator.md's bar
 SERIES = {
     "specmon_sim_steps_total": "steps",
     "specmon_sim_step_formula_seconds_total": "formula_s",

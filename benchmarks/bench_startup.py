@@ -1,5 +1,5 @@
 """Start-up benchmark: how long after exec a `specmon` process has its stop handlers (issue 19
-item 1: a signal before them gets the default action; README, "Stopping and exit status").
+item 1: a signal before them gets the default action; docs/stopping.md).
 
 Spawns the installed console script (`specmon run --headless` against a socket that never
 answers, so the run waits in its preflight) `--repeats` times and reads the kernel's view of

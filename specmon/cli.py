@@ -57,7 +57,7 @@ def _top_help() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 normal end, 2 user error, 1 internal error, 128 + N after a stop by
-    signal N (README, "Exit status")."""
+    signal N (docs/stopping.md)."""
     stops.install()
     try:
         return _main(argv)

@@ -453,6 +453,11 @@ class RunConfig(BaseModel):
         gt=0,
         le=MAX_SECONDS,
     )
+    fail_on_errors: bool = option(
+        False,
+        "exit 1 when more than 1% of the requests failed (the share that excludes a run's "
+        "measurements from the advice)",
+    )
     max_response_bytes: int = option(
         64 * 2**20,
         "a response body larger than this is an error of its own (response_too_large)",
@@ -506,6 +511,12 @@ class RunConfig(BaseModel):
         metavar="ttft=S,tpot=MS[,p=90]",
     )
     server_metrics: bool = option(True, "poll each server's /metrics during the run")
+    selector: str = option(
+        "",
+        "label matchers picking the fleet's series in the Prometheus store, "
+        "e.g. '{job=\"vllm\"}' (watch --prometheus)",
+        metavar='{LABEL="VALUE",...}',
+    )
     prometheus_port: int | None = option(
         None,
         "serve specmon's own metrics for Prometheus on this port (0: a free one)",

@@ -37,6 +37,13 @@ from specmon.sim.process import start_sim
 
 pytest_plugins = ["pytester"]  # tests/project/test_suite_rules.py runs an inner pytest
 
+# Every simulator a test starts (directly, through demo, or as a sweep's --serve) answers at
+# once unless the test gives latency options: `specmon sim` without options otherwise uses a
+# GPU-like preset (specmon/sim/presets.py), which would slow the suite. Tests of that default
+# remove this variable from their child's environment.
+SIM_PRESET_ENV = "SPECMON_SIM_PRESET"
+os.environ[SIM_PRESET_ENV] = "zero"
+
 # The settings of `shared_sim`: quick answers (a run of a few requests takes well under 1 s).
 SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
 PROCESS_FIXTURES = {
@@ -59,7 +66,7 @@ REALVLLM_TESTS = Path(__file__).resolve().parent / "realvllm"
 def pytest_configure(config: pytest.Config) -> None:
     """Start from the default signal dispositions, however the suite was launched: under
     `nohup` SIGHUP arrives ignored, and a background job of a non-interactive shell gets
-    SIGINT ignored. specmon keeps an inherited SIG_IGN (README, "Stopping and exit status"),
+    SIGINT ignored. specmon keeps an inherited SIG_IGN (docs/stopping.md),
     so every process a test starts would ignore the signals the stop tests send (19 of them
     failed, run as `nohup ... &`). The nohup test sets SIG_IGN for its own child. Runs in
     the main process and in each xdist worker, before any test starts a process."""

@@ -70,6 +70,13 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
             histogram[int(j)] = histogram.get(int(j), 0) + int(n)
         if rec.num_spec_tokens is not None:
             ks.add(int(rec.num_spec_tokens))
+    # the measured answer's rate blocks: the i-th valid request into block i mod 40
+    rate: dict[int, list[float]] = {}
+    for i, r in enumerate(valid):
+        if r.start_ns is not None and r.end_ns is not None and r.end_ns > r.start_ns:
+            cell = rate.setdefault(i % 40, [0.0, 0.0])
+            cell[0] += r.metrics.get("output_sequence_length", 0)
+            cell[1] += (r.end_ns - r.start_ns) / 1e9
     itl = [r.metrics["inter_token_latency"] for r in valid if "inter_token_latency" in r.metrics]
     osl = sum(r.metrics.get("output_sequence_length", 0) for r in valid)
     window = _window_s(valid)
@@ -87,6 +94,8 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
         "request_blocks": [
             {str(j): n for j, n in sorted(blocks[i].items())} for i in sorted(blocks)
         ],
+        "rate_blocks": [[rate[i][0], round(rate[i][1], 6)] for i in sorted(rate)],
+        "speculation_seen": any(r.spec is not None for r in valid),
         "acceptance_length": 1 + accepted / steps if steps else None,
         "tpot_ms": sum(itl) / len(itl) if itl else None,
         "output_token_throughput": osl / window if window else None,

@@ -8,7 +8,7 @@ here the same way, so the test does not depend on how the project was installed)
 a socket that accepts and never answers (a run can never get past its preflight, whatever
 moment the signal lands in). When the process has its handlers is read from the kernel
 (/proc/PID/status, SigCgt): before that moment the interpreter has not run a line of
-specmon (README, "Stopping and exit status", measures that window).
+specmon (docs/stopping.md, measures that window).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_a_stop_soon_after_the_start_writes_an_empty_run(
 ):
     """At 0.01, 0.05 and 0.3 s after the spawn (in the imports, the option checks or the
     preflight, depending on the machine), or at the first handler if the interpreter had
-    not reached specmon's first line by then (the window the README measures)."""
+    not reached specmon's first line by then (the window docs/stopping.md measures)."""
     out = tmp_path / "run"
     proc, spawned = start(console_script, silent_url, out)
     time.sleep(max(0.0, spawned + delay_s - time.monotonic()))

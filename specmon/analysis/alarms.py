@@ -3,7 +3,7 @@
 No engine ships these (vLLM's per-request acceptance alarm is unmerged), so specmon raises
 them from what it already measures. `AlarmMonitor.observe` takes one request's
 `Observation` (acceptance length, k, end time, per-request output tok/s) and returns the
-alarms that start with it. The rules (README, "Acceptance alarms"):
+alarms that start with it. The rules (docs/monitoring.md, "Acceptance alarms"):
 
 - `garbled_drafter`: the last GARBLED_REQUESTS requests' mean acceptance length is within
   GARBLED_MARGIN of 1.0: almost no draft is accepted (a garbled or mismatched drafter);

@@ -20,6 +20,7 @@ from typing import Any
 from specmon import decision
 from specmon.constants import NS_PER_S
 from specmon.decision.acceptance import add_request
+from specmon.decision.measured import add_rate
 from specmon.decision.slo import Slo, percentiles_of
 from specmon.formatting import fmt_number, stacked_rows
 from specmon.segment_plan import SETTING_KEYS
@@ -50,7 +51,9 @@ class _SegmentSums:
         "ks",
         "last_end",
         "osl",
+        "rate_blocks",
         "requests",
+        "spec_records",
         "spec_requests",
         "steps",
         "tpot",
@@ -68,6 +71,10 @@ class _SegmentSums:
         self.first_start: int | None = None
         self.last_end: int | None = None
         self.blocks: list[dict[int, int]] = []  # whole requests, for P(best) (add_request)
+        # (output tokens, request seconds) per block of whole requests: the measured
+        # answer's intervals (decision/measured.py add_rate)
+        self.rate_blocks: list[list[float]] = []
+        self.spec_records = 0  # requests that carried a spec-decode record
         # per request, ms, for the SLO's percentiles (decision/slo.py): typed arrays, 8 bytes
         # a value (a list of floats held 32: about 64 bytes a streamed request for the two)
         self.ttft: array[float] = array("d")
@@ -79,6 +86,11 @@ class _SegmentSums:
             return
         self.requests += 1
         rec = r.spec
+        self.spec_records += rec is not None
+        if r.start_ns is not None and r.end_ns is not None and r.end_ns > r.start_ns:
+            seconds = (r.end_ns - r.start_ns) / NS_PER_S
+            tokens = r.metrics.get("output_sequence_length", 0)
+            add_rate(self.rate_blocks, self.requests - 1, tokens, seconds)
         # A counts-only record (no verify steps) is left out of the segment's AL and rate,
         # which share one accepted-drafts sum; the run's pooled rate still has it.
         if (
@@ -133,6 +145,10 @@ class _SegmentSums:
             "drafted": self.drafted,
             "histogram": {str(j): n for j, n in sorted(hist.items())},
             "request_blocks": [{str(j): n for j, n in sorted(b.items())} for b in self.blocks],
+            "rate_blocks": [[t, round(sec, 6)] for t, sec in self.rate_blocks],
+            # requests answered without any spec-decode record: a server at k=0 (or one
+            # that reports speculation only in /metrics)
+            "speculation_seen": self.spec_records > 0,
             "acceptance_length": 1 + self.accepted / steps if steps else None,
             "tpot_ms": self.itl_sum / self.itl_count if self.itl_count else None,
             "output_token_throughput": self.osl / window if window else None,
@@ -150,6 +166,8 @@ class _SegmentSums:
             "p_best": None,
             "caveat": None,
             "hint": None,
+            "answer": None,
+            "proposal": None,
             "flags": [],
         }
 
@@ -247,13 +265,18 @@ def _recommend(
     """Every row's k from specmon.decision: the measurements are this server's segments
     (every server's under the same load, `across_servers`), the load the row's."""
     points = [_measurement(r) for r in rows]
+    done: dict[tuple, decision.KChoice] = {}  # rows under one load share the answer
     for row in rows:
         peers = [
             m
             for m, r in zip(points, rows, strict=True)
             if m is not None and (across_servers or r["server"] == row["server"])
         ]
-        choice = decision.advise(peers, row["settings"].get("concurrency"), draft_cost, slo)
+        load = row["settings"].get("concurrency")
+        key = (load, tuple(id(m) for m in peers))
+        if key not in done:
+            done[key] = decision.advise(peers, load, draft_cost, slo)
+        choice = done[key]
         row["recommended_k"] = choice.k
         row["draft_cost"] = choice.draft_cost
         row["recommended_from"] = choice.source
@@ -262,7 +285,9 @@ def _recommend(
         row["predicted_gain_vs_k0"] = {str(k): g for k, g in sorted(choice.gain.items())}
         row["p_best"] = choice.p_best
         row["caveat"] = choice.caveat()
-        row["hint"] = choice.hint().removeprefix(" · ") or None
+        row["hint"] = choice.next_line() or None  # the model's proposal (second line)
+        row["answer"] = None if choice.measured is None else choice.measured.to_dict()
+        row["proposal"] = None if choice.proposal is None else choice.proposal.to_dict()
         row["flags"] = list(choice.flags)
 
 
@@ -274,11 +299,12 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
     """A segment row (live, or read back from a summary's `segments`) as the decision's
     measurement; None without k or verify steps (or a row too malformed to read)."""
     try:
-        if not row.get("num_spec_tokens") or not row.get("steps"):
+        k = _row_k(row)
+        if k is None:
             return None
         settings = row.get("settings") or {}
         return decision.Measurement(
-            k=int(row["num_spec_tokens"]),
+            k=k,
             concurrency=settings.get("concurrency"),
             histogram={int(j): int(n) for j, n in (row.get("histogram") or {}).items()},
             step_ms=_step_time(row),
@@ -290,9 +316,20 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
             blocks=tuple(
                 {int(j): int(n) for j, n in b.items()} for b in row.get("request_blocks") or ()
             ),
+            rate_blocks=tuple((float(t), float(s)) for t, s in row.get("rate_blocks") or ()),
         )
     except (AttributeError, TypeError, ValueError):
         return None
+
+
+def _row_k(row: Mapping[str, Any]) -> int | None:
+    """The row's k: its verify steps' k; 0 for a row whose requests carried no spec-decode
+    record at all (`speculation_seen` false: no speculation on that server); None else."""
+    if row.get("num_spec_tokens") and row.get("steps"):
+        return int(row["num_spec_tokens"])
+    if row.get("speculation_seen") is False and row.get("request_count"):
+        return 0
+    return None
 
 
 def _latency(raw: Any) -> dict[str, dict[str, float]]:
@@ -330,10 +367,13 @@ def advice_lines(rows: Sequence[Mapping]) -> list[str]:
         first.setdefault(row["segment"], row)
     if not first:
         return ["advice: no recommendation: no request finished"]
-    return [
-        f"advice (segment {seg}, {_settings_text(row['settings'])}): {row['recommendation']}"
-        for seg, row in sorted(first.items())
-    ]
+    lines = []
+    for seg, row in sorted(first.items()):
+        where = f"advice (segment {seg}, {_settings_text(row['settings'])}):"
+        lines.append(f"{where} {row['recommendation']}")
+        if row.get("hint"):  # the model's proposal: a second line, never the answer
+            lines.append(f"{' ' * len(where)} {row['hint']}")
+    return lines
 
 
 def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> str:
@@ -381,7 +421,7 @@ def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> s
     bases = dict.fromkeys(r.get("basis") for r in rows if r.get("basis"))
     lines += [f"best k: {b}" for b in bases]
     hints = dict.fromkeys(r["hint"] for r in rows if r.get("hint"))
-    lines += [f"beyond the measured k: {h}" for h in hints]
+    lines += [str(h) for h in hints]  # "next: measure k=8, predicted ..."
     flags = dict.fromkeys(f for r in rows for f in r.get("flags") or ())
     lines += [f"health: {f}" for f in flags]
     return "Segments\n" + "\n".join(line.rstrip() for line in lines)

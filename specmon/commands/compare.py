@@ -20,6 +20,7 @@ from specmon.analysis.compare import (
     rows_to_json,
     unique_labels,
 )
+from specmon.analysis.gate import gate, parse_fail_on
 from specmon.analysis.tune import advice, combined_lines, is_sweep_dir, render_sweeps
 from specmon.commands import add_slo_argument
 from specmon.decision.slo import slo_option
@@ -34,6 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--fail-on",
+        metavar="CLAUSES",
+        help="regression gate for CI, e.g. 'al<-3%%,acc<-3%%,tok/s<-5%%,ttft_p90>+10%%': exit 1 "
+        "when a metric moves past its threshold from the first DIR AND the bootstrap interval "
+        "of the change excludes zero (docs/metrics.md, the regression gate)",
+    )
     add_slo_argument(
         parser,
         "the advice per load: the best k predicted to meet this latency objective "
@@ -43,12 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     slo = slo_option(args.slo)
+    thresholds = parse_fail_on(args.fail_on) if args.fail_on else []
     sweeps = [Path(d) for d in args.dirs if is_sweep_dir(d)]
     if sweeps:  # a sweep's answer is its own decision per load (decision/cells.py), as tune's
         if len(sweeps) != len(args.dirs):
             raise UserError("compare sweeps with sweeps: give only sweep directories")
-        print(render_sweeps(sweeps, slo, args.json))
-        return 0
+        if not thresholds:
+            print(render_sweeps(sweeps, slo, args.json))
+            return 0
+        sweep_gate = gate(sweeps, thresholds, sweeps=True)
+        if args.json:  # one JSON object: the gate's (the decisions are `specmon tune --json`'s)
+            print(json.dumps(sweep_gate.to_json(), indent=2))
+        else:
+            print(render_sweeps(sweeps, slo, False))
+            print("\n".join(["", *sweep_gate.lines()]))
+        return sweep_gate.exit_status
     paths = [p for d in args.dirs for p in find_run_dirs(Path(d))]
     if len(paths) < 2:
         raise UserError("compare needs at least two runs (give two or more artifact dirs)")
@@ -56,9 +73,12 @@ def main(args: argparse.Namespace) -> int:
     runs = [load_run(p, label) for p, label in zip(paths, labels)]
     rows = build_rows([r.summary for r in runs], [r.num_spec_tokens for r in runs])
     per_load = advice(paths, labels, slo)
+    report = gate(paths, thresholds, sweeps=False) if thresholds else None
     if args.json:
         doc = rows_to_json(labels, runs, rows)
         doc["recommendations"] = [c.to_dict() for c in per_load.values()]
+        if report is not None:
+            doc["gate"] = report.to_json()
         print(json.dumps(doc, indent=2))
     else:
         print(f"baseline: {labels[0]} ({runs[0].path}); Δ = run − baseline")
@@ -66,4 +86,6 @@ def main(args: argparse.Namespace) -> int:
         if per_load:
             print()
             print("\n".join(combined_lines(per_load, len(paths))))
-    return 0
+        if report is not None:
+            print("\n".join(["", *report.lines()]))
+    return report.exit_status if report is not None else 0

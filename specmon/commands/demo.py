@@ -19,7 +19,7 @@ from specmon import stops
 from specmon.commands import run as run_command
 from specmon.config import add_run_arguments, build_config
 from specmon.errors import UserError
-from specmon.sim.config import SIM_OPTIONS, SimConfig
+from specmon.sim.config import SIM_OPTIONS, SimConfig, with_preset
 
 # The demo's own defaults, in one place: a run with some load, and a simulator whose
 # latency makes the TUI move. Everything else is the run's and the simulator's defaults.
@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sweep",
         action="store_true",
-        help="measure k 0-6 x concurrency 1,4,16,64 (one simulator per k) and pick k per load",
+        help="measure k 0-6 x concurrency 1,4,16,64 (one simulator per k, preset "
+        "h200-8b-eagle) and pick k per load",
     )
 
 
@@ -106,8 +107,10 @@ def sim_config(args: argparse.Namespace, seed: int | None, k: int) -> SimConfig:
     per_position = first_k_acceptance(getattr(args, ACCEPTANCE_DEST, None), ks, k)
     if per_position is not None:  # this simulator's share of the flag, before it is parsed
         args = argparse.Namespace(**{**vars(args), ACCEPTANCE_DEST: per_position})
-    cfg = SIM_OPTIONS.build(
-        args, overrides=overrides, defaults=DEMO_SIM_DEFAULTS, rename=DEMO_SIM_FLAGS
+    # --preset replaces the demo's own latency defaults (a preset in the environment does not)
+    defaults = {} if getattr(args, "sim_preset", None) else DEMO_SIM_DEFAULTS
+    cfg, _, _ = with_preset(
+        SIM_OPTIONS.build(args, overrides=overrides, defaults=defaults, rename=DEMO_SIM_FLAGS)
     )
     given = {"acceptance", "category_acceptance"} & cfg.model_fields_set
     if k == 3 and not given:  # the built-in per-category profile is for k = 3
@@ -148,13 +151,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 # `specmon demo --sweep` ------------------------------------------------------------------
-# One `specmon sim` per k with the roofline latency model (its formula: `specmon sim --help`):
-# the step floor holds at low load, the verify cost per token wins at high load, so the best
-# k falls as concurrency grows. Sized to finish in under 3 minutes on 2 cores.
-DEMO_SIM = (
-    "{python} -m specmon sim --port {port} --latency-model roofline --step-floor-ms 4"
-    " --compute-ms-per-token 0.05 --draft-ms-per-token 0.2 --ttft-ms 5"
-)
+# One `specmon sim` per k with a named preset (`specmon sim --help` lists them): its roofline
+# step floor holds at low load, the verify cost per token wins at high load, so the best k
+# falls as concurrency grows. Sized to finish in under 3 minutes on 2 cores.
+DEMO_PRESET = "h200-8b-eagle"
+DEMO_SIM = "{python} -m specmon sim --preset " + DEMO_PRESET + " --port {port}"
 DEMO_KS = [1, 2, 3, 4, 5, 6]
 DEMO_CONCURRENCY = [1, 4, 16, 64]
 DEMO_REPEATS = 3
@@ -163,9 +164,9 @@ DEMO_WARMUP = 4
 DEMO_SWEEP_DEFAULTS = {"streaming": True, "output_tokens_mean": 64, "prompt_source": "synthetic"}
 
 
-def demo_templates(acceptance: str, seed: int) -> tuple[str, str]:
-    """(--serve, --baseline-serve) for the demo simulators."""
-    tail = f" --acceptance {acceptance} --seed {seed}"
+def demo_templates(acceptance: str | None, seed: int) -> tuple[str, str]:
+    """(--serve, --baseline-serve) for the demo simulators (acceptance None: the preset's)."""
+    tail = (f" --acceptance {acceptance}" if acceptance else "") + f" --seed {seed}"
     return DEMO_SIM + " --num-spec-tokens {k}" + tail, DEMO_SIM + " --num-spec-tokens 0" + tail
 
 
@@ -177,7 +178,7 @@ def demo_sweep(args: argparse.Namespace) -> int:
     config = build_config(args, defaults=DEMO_SWEEP_DEFAULTS)
     if config.random_seed is None:
         config.random_seed = DEFAULT_SEED
-    acceptance = vars(args).get(ACCEPTANCE_DEST) or "0.7"
+    acceptance = vars(args).get(ACCEPTANCE_DEST)
     serve, baseline = demo_templates(acceptance, config.random_seed)
     settings = SweepSettings(
         ks=list(DEMO_KS),

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-i",
         required=True,
         metavar="RAW.jsonl",
-        help="raw capture file (one request per line; see README)",
+        help="raw capture file (one request per line; see docs/exports.md)",
     )
     parser.add_argument(
         "--artifact-dir",

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import sys
 
 from specmon.errors import UserError
-from specmon.sim.config import SIM_OPTIONS, SimConfig
+from specmon.sim import presets
+from specmon.sim.config import SIM_OPTIONS, SimConfig, with_preset
 
 LATENCY_HELP = """latency models (ms; B = requests running on all engines incl. this one, k drafts):
   linear (default):
@@ -35,12 +37,20 @@ capacity: at most --max-num-seqs requests run per engine, the rest wait (FIFO); 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every SimConfig option (flags > SPECMON_SIM_* env > --config FILE > defaults)."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = LATENCY_HELP
+    parser.epilog = LATENCY_HELP + "\n" + presets.help_text()
     SIM_OPTIONS.add_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
-    return SIM_OPTIONS.build(args)
+    cfg, preset, implicit = with_preset(SIM_OPTIONS.build(args))
+    if preset is not None and implicit:  # say which model a first sweep is measuring
+        print(
+            f"specmon sim: no --preset and no latency option given: using preset "
+            f"{preset.name} ({preset.summary}); --preset zero answers at once",
+            file=sys.stderr,
+            flush=True,
+        )
+    return cfg
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -8,6 +8,8 @@ to the artifact dir (watch_timeseries.csv / .jsonl). Stops on q, Ctrl-C, SIGTERM
 `--duration S`, with the files complete. `--prometheus-port` serves the endpoint while the
 watch goes on (no requests are sent, so only the process's own series are there).
 `--alert EXPR` (analysis/alerts.py) ends a headless watch with exit status 3 once EXPR holds.
+`--prometheus URL [--selector '{...}'] [--by LABEL]` reads a fleet through a Prometheus query
+API instead (run/watch/fleet.py, docs/fleet.md): a row per replica and a fleet row.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from specmon.config import RUN_OPTIONS, RunConfig, build_config
 from specmon.errors import UserError
 
 if TYPE_CHECKING:
-    from specmon.run.watch.execute import WatchMonitor
+    from specmon.run.watch.execute import FleetOptions, WatchMonitor
 
 # the run options that mean something without load (declared once in config.py)
 WATCH_FIELDS = (
@@ -32,6 +34,7 @@ WATCH_FIELDS = (
     "refresh_hz",
     "prometheus_port",
     "prometheus_host",
+    "selector",
 )
 DEFAULT_INTERVAL_S = 2.0
 
@@ -57,6 +60,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="e.g. 'al<1.5 for 60s' (al|acc|tps, < or >, number, for Ns): print the alert "
         "and exit 3 once it holds that long (implies --headless)",
     )
+    group.add_argument(
+        "--alert-each",
+        action="store_true",
+        help="with --prometheus: apply --alert to every replica, not only the fleet row",
+    )
+    group.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="read the fleet through this Prometheus-compatible query API (Prometheus, "
+        "Thanos, VictoriaMetrics) instead of scraping --url; see docs/fleet.md",
+    )
+    group.add_argument(
+        "--by",
+        default="instance",
+        metavar="LABEL",
+        help="with --prometheus: the label that names a replica (instance, pod, model_name, ...; "
+        "default instance)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -66,11 +88,30 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--duration {args.duration:g}: give a number of seconds > 0")
     alert = parse_alert(args.alert) if args.alert is not None else None
     config = build_config(args)
-    if not config.url:
-        raise UserError("specmon watch needs --url URL (a server's base URL or its /metrics)")
+    fleet = _fleet(args, config)
+    if not config.url and fleet is None:
+        raise UserError(
+            "specmon watch needs --url URL (a server's base URL or its /metrics) "
+            "or --prometheus URL (a fleet's query API)"
+        )
     if alert is not None:
         config.headless = True  # alerting runs under cron or a wrapper, not on a screen
-    return execute(config, args.interval, args.duration, alert=alert)
+    return execute(config, args.interval, args.duration, alert=alert, fleet=fleet)
+
+
+def _fleet(args: argparse.Namespace, config: RunConfig) -> FleetOptions | None:
+    """The --prometheus watch's options, checked; None for a /metrics watch."""
+    from specmon.run.watch.execute import FleetOptions
+    from specmon.server.promql import FleetQuery, api_url, check_label, check_selector
+
+    if args.prometheus is None:
+        if config.selector:
+            raise UserError("--selector goes with --prometheus URL (the fleet's query API)")
+        return None
+    if config.url:
+        raise UserError("give --url (scrape servers) or --prometheus (query a fleet), not both")
+    query = FleetQuery(check_selector(config.selector), check_label(args.by))
+    return FleetOptions(api_url(args.prometheus), query, args.alert_each)
 
 
 def execute(
@@ -79,6 +120,7 @@ def execute(
     duration_s: float | None,
     out: TextIO | None = None,
     alert: AlertRule | None = None,
+    fleet: FleetOptions | None = None,
 ) -> int:
     """The watch (specmon/run/watch/execute.py), under the monitor on a terminal without --headless."""
     from specmon.commands.run import check_theme_early
@@ -87,7 +129,7 @@ def execute(
     check_theme_early(config)  # an unknown --theme is an error headless too
     headless = config.headless or not sys.stdout.isatty()
     monitor = None if headless else _monitor()
-    return execute_watch(config, interval_s, duration_s, monitor, out, alert)
+    return execute_watch(config, interval_s, duration_s, monitor, out, alert, fleet)
 
 
 def _monitor() -> WatchMonitor:

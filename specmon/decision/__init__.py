@@ -15,6 +15,11 @@ and only paints the answer.
 * `sweep_types.py`: the sweep's inputs (`Cell`, `RepeatMeasurement`), `schedule.py`: vLLM's
   per-batch-size schedule from the cells' decisions.
 
+* `measured.py`: the measured answer at one load (the best arm measured, its margins with
+  90% intervals, P(best)) and the proposal's shape;
+* `answer.py`: the measurement leads, the model proposes the next k (issue 31; not yet the
+  entry point the surfaces call: `advise` below is still the model's pick).
+
 `advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`).
 """
 

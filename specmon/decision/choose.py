@@ -52,6 +52,8 @@ from specmon.decision import acceptance as tuning
 from specmon.decision import stepcost as kmodel
 from specmon.decision.cells import TIE_TOLERANCE  # the sweep's tie rule: one bar
 from specmon.decision.gates import MIN_SEGMENT_REQUESTS, Health, flag
+from specmon.decision.measured import MeasuredAnswer, Proposal
+from specmon.decision.measured import name as measured_name
 from specmon.decision.slo import Percentiles, Slo
 from specmon.decision.stepcost import SegmentModel, fit_segment_model
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
@@ -108,6 +110,9 @@ class Measurement:
     # the histogram split into blocks of whole requests (acceptance.add_request), what
     # P(best) resamples; empty: not known, P(best) then resamples verify steps (said so)
     blocks: tuple[Mapping[int, int], ...] = ()
+    # (output tokens, request seconds) per block of whole requests (measured.add_rate),
+    # what the measured answer's intervals resample; empty: the AL blocks stand in
+    rate_blocks: tuple[tuple[float, float], ...] = ()
 
     @property
     def steps(self) -> int:
@@ -153,6 +158,12 @@ class KChoice:
     refused: bool = False  # a fit out of bounds or without contrast
     concurrency: int | None = None  # the load answered
     slo: str | None = None  # the objective the answer meets (Slo.text()), None without one
+    # issue 31: the answer is the measurement (decision/answer.py sets these; `k` is then
+    # the measured answer's, `p_best` its, and the model's pick only proposes)
+    measured: MeasuredAnswer | None = None
+    proposal: Proposal | None = None
+    model_k: int | None = None  # what the model alone would pick (JSON only)
+    lead: bool = False  # True: the measured answer leads (every surface's answer)
 
     @property
     def beyond_measured(self) -> bool:
@@ -160,13 +171,33 @@ class KChoice:
         return self.k is not None and self.measured_k is not None and self.k > self.measured_k
 
     def head(self) -> str:
-        """'best k=3 (1.42x)' (the cards and the headline show this part)."""
+        """'measured best k=6: 12,790 tok/s, +2.2% over k=4 [-0.5..+4.8], 2.40x k=0' (the
+        model alone: 'best k=3 (1.42x)'); the cards and the headline show this part."""
+        if self.lead:
+            return self._measured_head()
         if self.k is None:
             return f"no recommendation: {self.why}"
         if self.k == 0:
             return "best k=0 (speculation does not pay)"
         mark = ", extrapolated" if self.beyond_measured else ""
         return f"best k={self.k} ({self.gain.get(self.k, 1.0):.2f}x{mark})"
+
+    def _measured_head(self) -> str:
+        if self.measured is not None:
+            return self.measured.head()
+        if self.k is None:
+            return f"no recommendation: {self.why}"
+        return f"measured {measured_name(self.k)} (no throughput measured here)"
+
+    def next_line(self) -> str:
+        """The model's proposal, a second line ('' without one): 'next: measure k=8, ...'."""
+        if not self.lead or self.proposal is None:
+            return ""
+        return f"{self.proposal.text()} · {self.basis}"
+
+    def lines(self) -> list[str]:
+        """The answer and, when the model proposes a k to measure, the proposal."""
+        return [self.text()] + ([self.next_line()] if self.next_line() else [])
 
     def sureness(self) -> str:
         """'P(best)=0.71; k=4 within noise' (empty without a P(best))."""
@@ -176,14 +207,21 @@ class KChoice:
         return f"P(best)={self.p_best:.2f}" + (noise if self.within_noise else "")
 
     def text(self) -> str:
-        """One line: head · basis · P(best) (· the extrapolated k with its band) (· flags)."""
+        """One line: head · basis · P(best) (· the extrapolated k with its band) (· flags);
+        led by the measurement: head · P(best) (· flags), the basis on the next line."""
         extra = "".join(f" · {f}" for f in self.flags)
+        if self.lead:
+            sure = f" · P(best)={self.p_best:.2f}" if self.p_best is not None else ""
+            basis = "" if self.proposal is not None or self.k is None else f" · {self.basis}"
+            return f"{self.head()}{sure}{basis}{extra}"
         if self.k is None:
             return self.head() + extra
         sure = f" · {self.sureness()}" if self.p_best is not None else ""
         return f"{self.head()} · {self.basis}{sure}{self.hint()}{extra}"
 
     def hint(self) -> str:
+        if self.lead:
+            return f" · {self.next_line()}" if self.next_line() else ""
         if self.extrapolated_k is None or self.extrapolated_percent is None:
             return ""
         band = ""
@@ -199,6 +237,13 @@ class KChoice:
         """The first clause the what-if panel shows under the answer."""
         if self.k is None:
             return str(self.why)
+        if self.lead and self.proposal is not None:
+            return (
+                f"k={self.proposal.k} is a prediction, not a measurement: restart the "
+                f"server at k={self.proposal.k} to measure it"
+            )
+        if self.lead:
+            return "the answer is what was measured; the model proposes no other k"
         if self.extrapolated_k is not None:
             return (
                 f"k={self.extrapolated_k} is beyond the largest measured k={self.measured_k} "
@@ -233,6 +278,10 @@ class KChoice:
             "slo": self.slo,
             "refused": self.refused,
             "why_none": self.why,
+            "measured": None if self.measured is None else self.measured.to_dict(),
+            "proposal": None if self.proposal is None else self.proposal.to_dict(),
+            "next": self.next_line() or None,
+            "model_k": self.model_k,
         }
 
 

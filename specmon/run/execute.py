@@ -13,6 +13,7 @@ from typing import TextIO
 
 from specmon import stops
 from specmon.config import RunConfig
+from specmon.decision.gates import MAX_ERROR_RATE
 from specmon.errors import ServerUnreachable, UserError
 from specmon.run.assemble import assemble, empty_run
 from specmon.run.headless import HeadlessProgress, describe_run, print_results, wait_printing
@@ -33,7 +34,7 @@ def execute(
     save_config_path: str | None = None,
 ) -> int:
     """Check every input, preflight, then one session + runner per server, headless or under
-    the monitor; the exports and the exit status (README, "Exit status")."""
+    the monitor; the exports and the exit status (docs/stopping.md)."""
     try:
         multi = assemble(config, out, save_config_path)
     except stops.Stopped as stop:
@@ -66,7 +67,7 @@ def run_with_monitor(monitor: Monitor, config: RunConfig, multi: MultiRun, out: 
         _write_exports(multi, config, out)
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
     print_results(multi, out)  # the headless run's console tables, once the screen is gone
-    return stops.exit_status(_exit_status(multi, out))
+    return stops.exit_status(_exit_status(multi, out, config.fail_on_errors))
 
 
 def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:
@@ -82,7 +83,7 @@ def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:
     print(f"exports written to {config.artifact_dir}", file=out, flush=True)
     if stops.failure() is not None:  # disk full: the files hold what was written
         print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
-    return stops.exit_status(_exit_status(multi, out))
+    return stops.exit_status(_exit_status(multi, out, config.fail_on_errors))
 
 
 def _drain(multi: MultiRun, out: TextIO) -> None:
@@ -106,7 +107,7 @@ def _write_exports(multi: MultiRun, config: RunConfig, out: TextIO) -> None:
     multi.finish()
 
 
-def _exit_status(multi: MultiRun, out: TextIO) -> int:
+def _exit_status(multi: MultiRun, out: TextIO, fail_on_errors: bool = False) -> int:
     error = multi.error
     if error is not None and not isinstance(error, KeyboardInterrupt):
         if isinstance(error, UserError):
@@ -116,15 +117,25 @@ def _exit_status(multi: MultiRun, out: TextIO) -> int:
             return 1
         print(f"specmon: error: the load loop failed: {type(error).__name__}: {error}", file=out)
         return 1
-    return _all_failed_status(multi, out)
+    return _all_failed_status(multi, out, fail_on_errors)
 
 
-def _all_failed_status(multi: MultiRun, out: TextIO) -> int:
-    """1 when requests were made and none succeeded (README, exit status), else 0."""
+def _all_failed_status(multi: MultiRun, out: TextIO, fail_on_errors: bool = False) -> int:
+    """1 when requests were made and none succeeded, or with --fail-on-errors when more than
+    MAX_ERROR_RATE of them failed (the health gate that excludes the run's measurements;
+    docs/stopping.md), else 0."""
     accs = [run.session.accumulator for run in multi.runs]
     valid = sum(acc.request_count for acc in accs)
     errors = sum(acc.error_count for acc in accs)
     if valid == 0 and errors > 0:
         print(f"specmon: error: every request failed ({errors} errors)", file=out)
+        return 1
+    if fail_on_errors and errors / (valid + errors) > MAX_ERROR_RATE:
+        share = 100 * errors / (valid + errors)
+        print(
+            f"specmon: error: {errors} of {valid + errors} requests failed ({share:.1f}% > "
+            f"{MAX_ERROR_RATE:.0%}): measurements excluded, exit 1 (--fail-on-errors)",
+            file=out,
+        )
         return 1
     return 0

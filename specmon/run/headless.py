@@ -200,8 +200,27 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     # the answer of specmon.decision, as the monitor shows it, per segment with its basis
     print("", file=out)
     for line in advice_lines(rows):
-        print(line, file=out)
+        print(wrap_for(out, line), file=out)
     out.flush()
+
+
+def wrap_for(out: TextIO, line: str) -> str:
+    """On a terminal, a long line wrapped at word boundaries to its width (the terminal
+    itself would cut it mid-word: "m" / "odel error 12%"); a file or pipe keeps it whole."""
+    import textwrap
+
+    from specmon.export.console import output_width
+
+    if not out.isatty():
+        return line
+    wrapped = textwrap.wrap(
+        line,
+        output_width(out),
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(wrapped)
 
 
 def _print_tables(session: RunSession, out: TextIO, percentiles: str) -> None:

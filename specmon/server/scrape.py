@@ -122,7 +122,7 @@ def _position(labels: tuple[tuple[str, str], ...]) -> int | None:
 
 
 # Hard bounds on one scrape: /metrics is the server's page, not ours, and a slow, trickled,
-# endless or absurd page must never hold up or take down a run (README, "Server metrics").
+# endless or absurd page must never hold up or take down a run (docs/monitoring.md, "Server metrics").
 SCRAPE_TIMEOUT_S = 5.0  # connect to last byte: a trickle cannot stretch a scrape past this
 MAX_PAGE_BYTES = 16 * 2**20  # a vLLM page is tens of KiB; beyond this the scrape fails
 MAX_LINE_BYTES = 4096  # a vLLM sample line is under 300 bytes; longer ones are rejected

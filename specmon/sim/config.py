@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from specmon.config import OptionSet, option
 from specmon.errors import UserError
 from specmon.records import same_named
+from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
 from specmon.specdecode.engines import sim_shapes
@@ -27,6 +28,7 @@ from specmon.specdecode.engines import sim_shapes
 # (specmon/sim/payloads.py).
 SHAPE_ALIASES = {"sglext": "sglang"}
 Level = Literal["summary", "detailed"]
+Spelling = Literal["vllm", "ray"]  # vLLM's own /metrics names, or Ray Serve's
 LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
 SHAPES: tuple[str, ...] = (*sim_shapes(), *SHAPE_ALIASES)  # the built-in ones, for the help
 LEVELS: tuple[str, ...] = typing.get_args(Level)
@@ -61,6 +63,12 @@ class SimConfig(BaseModel):
         metavar="CAT=P[:P...],...",
         validate_default=True,
     )
+    preset: str | None = option(
+        None,
+        f"GPU-like latency and acceptance, listed below (without it and without latency "
+        f"options: {presets.DEFAULT_PRESET})",
+        metavar="NAME",
+    )
     ttft_ms: float = option(0.0, "time to first token", ge=0)
     step_ms: float = option(0.0, "target step time at batch 1", ge=0)
     draft_ms_per_token: float = option(0.0, "draft cost per drafted token", ge=0)
@@ -84,6 +92,9 @@ class SimConfig(BaseModel):
         None, "append one JSON line per request (ground truth)", flag="--log", metavar="FILE"
     )
     engines: int = option(1, "split /metrics counters over N engine label sets", ge=1)
+    metrics_spelling: Spelling = option(
+        "vllm", "/metrics names: vllm (vllm:...) or ray (Ray Serve's ray_vllm_...)"
+    )
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
     # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
     # output is capped at max_model_len - prompt tokens.
@@ -109,6 +120,11 @@ class SimConfig(BaseModel):
         0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
     )
     disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("preset", mode="after")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return presets.lookup(value).name if value else None
 
     @field_validator("shape", mode="after")
     @classmethod
@@ -166,6 +182,17 @@ class SimConfig(BaseModel):
         if category and category in self.category_acceptance:
             return self.category_acceptance[category]
         return self.acceptance
+
+
+def with_preset(cfg: SimConfig) -> tuple[SimConfig, presets.Preset | None, bool]:
+    """`cfg` with its preset's values under the options given explicitly (presets.choose
+    says which preset), the preset, and whether it is the implicit default."""
+    given = set(cfg.model_fields_set)
+    preset, implicit = presets.choose(cfg.preset, given)
+    if preset is None:
+        return cfg, None, False
+    data = {**preset.values(cfg.num_spec_tokens), **cfg.model_dump(include=given)}
+    return SimConfig(**{**data, "preset": preset.name}), preset, implicit
 
 
 SIM_OPTIONS: OptionSet[SimConfig] = OptionSet(

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from specmon.sim.model import LatencyModel
     from specmon.sim.scheduler import Scheduler, Seq
 
-LATE_FACTOR = 1.02  # a step more than 2% over its formula is late (the README's bar)
+LATE_FACTOR = 1.02  # a step more than 2% over its formula is late (docs/simulator.md's bar)
 LAG_WINDOW_S = 0.1  # lateness must persist this long to count as lag (module docstring)
 
 # A wake-up this close to its deadline counts as on time: uvloop's timers are whole

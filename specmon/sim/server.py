@@ -849,6 +849,8 @@ async def metrics(request: Request) -> Response:
     state: SimState = request.app.state.sim
     state.scheduler.refresh_gauges()
     body = state.counters.exposition()
+    if state.cfg.metrics_spelling == "ray":  # Ray Serve's names: ray_vllm_spec_decode_*
+        body = body.replace(b"vllm:", b"ray_vllm_")
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

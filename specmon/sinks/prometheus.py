@@ -9,7 +9,7 @@ What is counted follows the exports (docs/architecture.md, "Accumulator and sess
 warmup requests and requests cancelled by stopping the run are left out; a valid request
 adds to `specmon_requests_total` and the histograms, a failed one to
 `specmon_request_errors_total{kind}`. Spec-decode figures come from the request's record
-(zero-step and record-less requests add no steps). Fleet-wide PromQL: README,
+(zero-step and record-less requests add no steps). Fleet-wide PromQL: docs/monitoring.md,
 "Prometheus and Grafana".
 """
 
@@ -124,6 +124,25 @@ class _Series:
             "Verify steps that accepted exactly `accepted` drafts (the accepted-drafts histogram)",
             ("accepted",),
         )
+        # what a watch computes, per server / replica and the fleet (specmon watch)
+        self.watch_al = Gauge(
+            "specmon_watch_acceptance_length",
+            "Acceptance length over the watch's last interval (1 + accepted / drafts)",
+            ("server",),
+            registry=registry,
+        )
+        self.watch_acc = Gauge(
+            "specmon_watch_draft_acceptance_ratio",
+            "Draft acceptance over the watch's last interval (accepted / draft tokens, 0..1)",
+            ("server",),
+            registry=registry,
+        )
+        self.watch_pos = Gauge(
+            "specmon_watch_acceptance_per_position_ratio",
+            "Per-position acceptance over the watch's last interval (P_i / drafts)",
+            ("server", "position"),
+            registry=registry,
+        )
         # 1 while the acceptance alarm is active (specmon/analysis/alarms.py), else 0
         self.alarm = Gauge(
             "specmon_alarm",
@@ -144,6 +163,7 @@ class PrometheusExporter:
         self.host = host
         self.registry = CollectorRegistry(auto_describe=True)
         self._series = _Series(self.registry)
+        self._positions: dict[str, int] = {}  # server -> per-position samples it has now
         self._server: Any = None
         self._thread: Any = None
         if serve:
@@ -194,6 +214,23 @@ class PrometheusExporter:
         """Set the `specmon_alarm{server, alarm}` series (sinks/alarms.py calls it)."""
         self._series.alarm.labels(server, name).set(1 if active else 0)
 
+    def set_watch(
+        self,
+        server: str,
+        acceptance_length: float | None,
+        acceptance: float | None,
+        per_position: list[float] | None,
+    ) -> None:
+        """One watch row's figures; a figure the row lacks has no sample (missing, not 0)."""
+        s = self._series
+        for gauge, value in ((s.watch_al, acceptance_length), (s.watch_acc, acceptance)):
+            _set_or_drop(gauge, (server,), value)
+        shown = per_position or []
+        for pos in range(max(len(shown), self._positions.get(server, 0))):
+            value = shown[pos] if pos < len(shown) else None
+            _set_or_drop(s.watch_pos, (server, str(pos)), value)
+        self._positions[server] = len(shown)
+
     def render(self) -> str:
         """The page a scrape would get (also without the HTTP server)."""
         return generate_latest(self.registry).decode("utf-8")
@@ -211,6 +248,16 @@ class PrometheusExporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _set_or_drop(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
+    if value is not None:
+        gauge.labels(*labels).set(value)
+        return
+    try:
+        gauge.remove(*labels)
+    except KeyError:  # never set: nothing to drop
+        pass
 
 
 class PrometheusSink(BaseSink):

@@ -281,7 +281,7 @@ def detach_from_terminal() -> None:
     """After a hangup (the ssh session or the tmux pane closed) the terminal is gone: writes
     to it fail, Textual's output thread stops, and its shutdown then blocks handing it the
     last frames. Pointing stdin/stdout/stderr at /dev/null lets the screen close normally,
-    so the run drains and writes its exports (README, "Stopping and exit status")."""
+    so the run drains and writes its exports (docs/stopping.md)."""
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):

@@ -133,7 +133,7 @@ class MainScreen(Screen[None]):
         self.query_one(RunHeader).show(model.header)
         for name in set(model.header.alarms) - self._alarms_told:  # once, as the stderr line
             self._alarms_told.add(name)
-            self.notify(f"acceptance alarm: {name} (README, Acceptance alarms)", severity="warning")
+            self.notify(f"acceptance alarm: {name} (docs/monitoring.md)", severity="warning")
         if model.paused:
             return
         if model.tuning is not None:
@@ -241,9 +241,19 @@ class MainScreen(Screen[None]):
         self.refresh_data()
 
     def action_draft_cost(self, direction: int) -> None:
+        before = self.ui.draft_cost.value
         self.ui.draft_cost = self.ui.draft_cost.step(direction)
+        value = self.ui.draft_cost.value
+        if value == before:  # at a bound: say so rather than nothing
+            self.notify(f"draft cost c is already {value:.2f} (its range is 0-2)", timeout=3)
+            return
         self.ui.tune_now()
         self.refresh_data()
+        # with several servers the what-if panel may be off screen: say what moved
+        self.notify(
+            f"draft cost c={value:.2f}: what-if (6), server cards (8) and segments (7) re-advised",
+            timeout=3,
+        )
 
     def action_sort_categories(self, reverse: bool) -> None:
         column = self.query_one(CategoriesView).cycle_sort(self._category_source(), reverse)

@@ -55,7 +55,7 @@ def batches(rng: random.Random, items: list) -> list[list]:
 # What `_recommend` writes into a row (the table's rows carry some of these keys before it)
 ADVICE_KEYS = (
     "recommended_k", "draft_cost", "recommended_from", "recommendation", "basis",
-    "predicted_gain_vs_k0", "p_best", "caveat", "hint", "flags",
+    "predicted_gain_vs_k0", "p_best", "caveat", "hint", "answer", "proposal", "flags",
 )  # fmt: skip
 
 

@@ -136,7 +136,7 @@ def test_sigterm_writes_the_exports(tmp_path: Path):
         after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit after SIGTERM", 60)
     finally:
         pane.close()
-    assert "SPECMON-EXITED 143" in after  # 128 + SIGTERM (README "Exit status")
+    assert "SPECMON-EXITED 143" in after  # 128 + SIGTERM (docs/stopping.md)
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
     assert doc["was_cancelled"] is True  # stopped before its (absent) bound
     records = (art / "profile_export.jsonl").read_text().splitlines()

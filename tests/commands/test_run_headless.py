@@ -48,7 +48,24 @@ def test_unreachable_server_is_one_line_exit_2(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"specmon: error: cannot reach server {url}")
+    assert "nothing listens there: check the port" in lines[0]  # the wrong-port hint
     assert not (tmp_path / "a").exists()
+
+
+def test_url_with_v1_gets_the_hint_to_drop_it(shared_sim, tmp_path):
+    """The OpenAI client's base_url habit: --url http://host:8000/v1 asks /v1/v1/models (a 404);
+    the error says to drop the /v1 and names the root to use."""
+    proc = subprocess.run(
+        [*SPECMON, "--url", shared_sim.url + "/v1", "--headless", "--artifact-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"specmon: error: server {shared_sim.url}/v1 answered HTTP 404 on /v1/models: "
+        f"drop the /v1, --url is the server's root ({shared_sim.url})"
+    )
 
 
 def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
@@ -151,7 +168,7 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
             time.sleep(0.1)
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=120)
-    # 128 + signal (README "Exit status"). The old hang under load: a KeyboardInterrupt
+    # 128 + signal (docs/stopping.md). The old hang under load: a KeyboardInterrupt
     # raised inside Event.wait could leave its lock held and the load thread blocked on
     # it; specmon.stops' handler now only sets a flag during the load.
     assert proc.returncode == 128 + signum, stderr
@@ -293,7 +310,7 @@ def test_api_key_from_openai_env(tmp_path):
     assert denied.returncode == 2
     assert denied.stderr.strip() == (
         f"specmon: error: server {sim.url} answered HTTP 401 on /v1/models "
-        f"(check --url and --api-key)"
+        f"(check --api-key or OPENAI_API_KEY)"
     )
     assert allowed.returncode == 0, allowed.stderr
     assert "done 3/3  errors 0" in allowed.stdout

@@ -20,7 +20,7 @@ request's last, (N + 1) T per request. The parameters are chosen so all three fo
 the best k (asserted), that it falls with load, and that the runner-up is more than 2%
 behind, so a wrong pick is visible.
 
-Margin: the comparison assumes the simulator holds its formula within 2% (README). When the
+Margin: the comparison assumes the simulator holds its formula within 2% (docs/simulator.md). When the
 sweep flags the selected or the analytic-best cell as off its formula (sweep.json
 `server_behind`: the simulator's own lag, `server_lag_share`, or the per-token time the
 client measured against the formula ITL of the same requests, `per_token_off_share`, more

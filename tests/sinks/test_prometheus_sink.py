@@ -127,7 +127,7 @@ def test_scraped_totals_equal_hand_sums(exporter):
               for j in range(4)}  # fmt: skip
     assert by_acc == {0: 1, 1: 1, 2: 1, 3: 3}
     assert _v(s, "specmon_spec_decode_steps_by_accepted_total", **B, accepted="0") == 5
-    # the README's fleet formula, (accepted + steps) / steps, on a: (12 + 6) / 6
+    # docs/monitoring.md's fleet formula, (accepted + steps) / steps, on a: (12 + 6) / 6
     steps, acc = 6, 12
     assert (acc + steps) / steps == 3.0 == 1 + 12 / 6
 

@@ -101,7 +101,6 @@ def test_k_mismatch() -> None:
     ("argv", "message"),
     [
         (["--serve", "srv {k}", "--num-spec-tokens", "1"], "--serve needs the {port} placeholder"),
-        (["--serve", "srv {k} {port}"], "--serve needs --num-spec-tokens"),
         (
             ["--serve", "s {k} {port}", "--num-spec-tokens", "1", "--request-count", "5"],
             "--request-count",
@@ -124,3 +123,18 @@ def test_bad_command_lines_are_one_line_errors(argv, message, capsys) -> None:
     assert status == 2
     assert message in err
     assert len(err.splitlines()) == 1
+
+
+def test_serve_without_num_spec_tokens_measures_k_1_to_5(capsys) -> None:
+    """issue 36: `specmon sweep --serve 'specmon sim --port {port} --num-spec-tokens {k}'`
+    with no other option is a whole sweep: k = 1..5, and it says so."""
+    import argparse
+
+    from specmon.commands import sweep as sweep_command
+
+    parser = argparse.ArgumentParser()
+    sweep_command.add_arguments(parser)
+    args = parser.parse_args(["--serve", "specmon sim --port {port} --num-spec-tokens {k}"])
+    built, _ = sweep_command._settings_from_args(args)
+    assert built.ks == [1, 2, 3, 4, 5]
+    assert "no --num-spec-tokens given: measuring k=1,2,3,4,5" in capsys.readouterr().err

@@ -92,7 +92,7 @@ def _check_total(total: dict, expected: dict) -> None:
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[str, str]:
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 128 + sig, err  # README: a stop by signal N exits 128 + N
+    assert proc.returncode == 128 + sig, err  # docs/monitoring.md: a stop by signal N exits 128 + N
     return out, err
 
 
@@ -136,8 +136,8 @@ def test_watch_figures_equal_the_simulator_counter_deltas(tmp_path):
     # /metrics only: every figure is server-wide, from vLLM's counters (docs/metrics.md §10.2)
     assert {r["fidelity"] for r in rows} == {"server-wide"}
     assert rows[-1]["counters_engine"] == "vllm" and rows[-1]["gauges_last_value"] == {}
-    assert csv_lines[0].endswith(",fidelity,counters_engine")
-    assert csv_lines[-1].endswith(",server-wide,vllm")
+    assert csv_lines[0].endswith(",fidelity,counters_engine,imbalance")  # fleet rows only
+    assert csv_lines[-1].endswith(",server-wide,vllm,")  # no imbalance: not a fleet row
 
 
 @pytest.mark.e2e

@@ -1,7 +1,7 @@
 """`specmon watch` against a hostile /metrics (issue 19 item 2), as a real process against a
 real loopback server (tests/hostile_server.py): the exit status says what happened (2: never
 reached the server, 1: scrapes failed or series were rejected after a start, 128 + N after
-signal N; README, "specmon watch"), stderr says why, and the time series file is written."""
+signal N; docs/monitoring.md, "specmon watch"), stderr says why, and the time series file is written."""
 
 from __future__ import annotations
 

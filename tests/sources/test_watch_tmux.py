@@ -85,7 +85,7 @@ def test_sigterm_ends_the_watch_tui_with_its_files(tmp_path: Path):
             done = pane.wait_for(lambda t: "WATCH-EXIT" in t, "the watch to exit", timeout=30)
         finally:
             pane.close()
-    assert "WATCH-EXIT 143" in done and "written to" in done  # 128 + SIGTERM (README)
+    assert "WATCH-EXIT 143" in done and "written to" in done  # 128 + SIGTERM (docs/monitoring.md)
     assert _data_rows(out / CSV_NAME) >= 2
 
 

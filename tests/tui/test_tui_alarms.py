@@ -36,7 +36,7 @@ async def test_the_header_shows_an_active_alarm() -> None:
     assert any("ALARM garbled_drafter" in line for line in header), header
     # one notification (Textual keeps the app's in `_notifications`), not one a tick
     assert [n.message for n in app._notifications].count(
-        "acceptance alarm: garbled_drafter (README, Acceptance alarms)"
+        "acceptance alarm: garbled_drafter (docs/monitoring.md)"
     ) == 1
 
 

@@ -113,6 +113,14 @@ async def test_draft_cost_keys_move_the_recommendation():
         await pilot.press("plus")
         await pilot.pause()
         assert "best k=4 (2.90x)" in screen_text(app)
+        shown = [n.message for n in app._notifications]
+        assert (
+            "draft cost c=0.03: what-if (6), server cards (8) and segments (7) re-advised" in shown
+        )
+        await pilot.press(*["minus"] * 4)  # 0.03 -> 0.00, then one press at the bound
+        await pilot.pause()
+        shown = [n.message for n in app._notifications]
+        assert "draft cost c is already 0.00 (its range is 0-2)" in shown
 
 
 async def test_draft_cost_seeded_from_config():

@@ -10,6 +10,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -77,15 +78,41 @@ def _listed_ids(base: str, api_key: str | None, timeout: float) -> list[str]:
         return model_ids(get_models(base, api_key, timeout))
     except HTTPError as exc:
         raise UserError(
-            f"server {base} answered HTTP {exc.code} on /v1/models (check --url and --api-key)"
+            f"server {base} answered HTTP {exc.code} on /v1/models{http_hint(base, exc.code)}"
         ) from None
     except UNREACHABLE as exc:
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"cannot reach server {base}: {reason}") from None
+        raise UserError(f"cannot reach server {base}: {reason}{unreachable_hint(reason)}") from None
     except orjson.JSONDecodeError:
         raise UserError(
             f"server {base} /v1/models did not return JSON (is it an OpenAI-compatible server?)"
         ) from None
+
+
+def http_hint(base: str, code: int) -> str:
+    """What an HTTP error on /v1/models usually means, for the one-line error."""
+    path = urlsplit(base).path.rstrip("/")
+    if code == 404 and path.endswith("/v1"):  # the OpenAI client's base_url habit
+        root = base.rstrip("/")[: -len("/v1")]
+        return f": drop the /v1, --url is the server's root ({root})"
+    if code in (401, 403):
+        return " (check --api-key or OPENAI_API_KEY)"
+    if code == 404:
+        return " (check --url: the server's root, e.g. http://HOST:8000, with no path)"
+    return " (check --url and --api-key)"
+
+
+def unreachable_hint(reason: object) -> str:
+    """A refused connection is nearly always a wrong port or a server still starting."""
+    text = str(reason).lower()
+    if "refused" in text:
+        return (
+            " (nothing listens there: check the port, vLLM's default is 8000 and SGLang's "
+            "30000, or wait until the server has loaded its model)"
+        )
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return " (unknown host name: check --url)"
+    return ""
 
 
 def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str | None:

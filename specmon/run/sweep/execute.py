@@ -71,7 +71,7 @@ def execute_sweep(
     if tables:
         print("\n" + tables, file=out)
     print(f"sweep written to {Path(artifact_dir) / SWEEP_JSON}", file=out, flush=True)
-    if result.stopped:  # q, or 128 + the signal that stopped it (README, "Exit status")
+    if result.stopped:  # q, or 128 + the signal that stopped it (docs/stopping.md)
         return stops.exit_status(128 + signal.SIGINT)
     return 1 if any(cell.error for cell in result.cells) else 0
 

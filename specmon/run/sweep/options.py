@@ -10,6 +10,7 @@ are `SweepSettings`'s, which every sweep passes through (flags, `--resume`, demo
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -19,6 +20,7 @@ from specmon.errors import UserError
 from specmon.run.sweep.runner import SweepSettings, load_settings_of, parse_url_labels
 
 DEFAULT_SEGMENT_REQUESTS = 64
+DEFAULT_SERVE_KS = (1, 2, 3, 4, 5)  # --serve without --num-spec-tokens
 # run options a sweep sets per cell: not offered by `specmon sweep` (the sweep's own
 # --concurrency and --segment-* take their flags)
 PER_CELL_RUN_OPTIONS = (
@@ -54,7 +56,11 @@ class SweepOptions(BaseModel):
         None, "server command without speculation (k=0, run first)", metavar="'CMD {port}'"
     )
     num_spec_tokens: list[int] = option(
-        default_factory=list, help="the k values to measure (with --serve)", metavar="K,K,..."
+        default_factory=list,
+        help="the k values to measure (with --serve; default "
+        + ",".join(map(str, DEFAULT_SERVE_KS))
+        + ")",
+        metavar="K,K,...",
     )
     concurrency: list[int] = option(
         default_factory=lambda: [1, 4, 16],
@@ -116,10 +122,19 @@ class SweepOptions(BaseModel):
         """The sweep these options and the run's `config` describe (SweepSettings checks
         the rules between them)."""
         urls = parse_url_labels(config.url) if config.url else {}
+        ks = list(self.num_spec_tokens)
+        if self.serve is not None and not ks:  # a first sweep needs no list of k
+            ks = list(DEFAULT_SERVE_KS)
+            print(
+                "specmon sweep: no --num-spec-tokens given: measuring k="
+                + ",".join(map(str, DEFAULT_SERVE_KS)),
+                file=sys.stderr,
+                flush=True,
+            )
         duration = self.segment_duration
         requests = self.segment_requests or (None if duration else DEFAULT_SEGMENT_REQUESTS)
         return SweepSettings(
-            ks=list(self.num_spec_tokens) or sorted(urls),
+            ks=ks or sorted(urls),
             concurrencies=list(self.concurrency),
             serve=self.serve,
             baseline_serve=self.baseline_serve,

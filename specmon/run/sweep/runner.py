@@ -65,7 +65,8 @@ _PER_CELL_FIELDS = (
 )
 # (slo: the objective is SweepSettings.slo, outside the hash: it decides, it is not measured)
 _NOT_MEASURED = ("artifact_dir", "headless", "refresh_hz", "theme", "api_key", "server_metrics",
-                 "prometheus_port", "prometheus_host", "slo")  # fmt: skip
+                 "selector", "prometheus_port", "prometheus_host",
+                 "slo")  # fmt: skip
 
 
 @dataclass
@@ -301,9 +302,13 @@ def start_server(command: str, k: int, port: int, log_path: Path) -> ServerProce
 
 
 def server_failure(server: ServerProcess, k: int | str, what: str) -> ServerFailed:
+    """The failure with its log's last line on the first line (a cell's error shows only
+    that line: `command not found` must be there), then the log's last lines."""
     tail = server.log_tail(LOG_TAIL_LINES)
+    said = [line.strip() for line in tail.splitlines() if line.strip()]
+    last = said[-1] if said and not said[-1].startswith("$ ") else "(nothing after its command)"
     return ServerFailed(
-        f"server for {row_label(k)} {what}; last lines of {server.log_path}:\n{tail}".rstrip()
+        f"server for {row_label(k)} {what}; {server.log_path} ends: {last}\n{tail}".rstrip()
     )
 
 

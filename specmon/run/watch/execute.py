@@ -9,19 +9,31 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from specmon.analysis.alerts import AlertRule, AlertTracker
 from specmon.config import RunConfig
 from specmon.interfaces import MonitorConfig
+from specmon.run.watch.fleet import FLEET, FleetWatchRun
 from specmon.run.watch.runner import NO_LOAD_LABEL, WatchRow, WatchRun, headless_line
+from specmon.server.promql import FleetQuery
 from specmon.server.scrape import metrics_url
-from specmon.sinks.prometheus import close_exporters, exporter_for
+from specmon.sinks.prometheus import PrometheusExporter, close_exporters, exporter_for
 
 # shows the watch until the user quits (tui/app.py run_watch_monitor)
 WatchMonitor = Callable[[MonitorConfig, WatchRun], object]
-ALERT_STATUS = 3  # README, "specmon watch" exit statuses: an --alert held
+ALERT_STATUS = 3  # docs/monitoring.md, "specmon watch" exit statuses: an --alert held
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """`specmon watch --prometheus URL [--selector ...] [--by LABEL] [--alert-each]`."""
+
+    prometheus: str  # the query API's URL
+    query: FleetQuery
+    alert_each: bool = False  # --alert on every replica's row, not only the fleet's
 
 
 def default_dir() -> str:
@@ -35,21 +47,23 @@ def execute_watch(
     monitor: WatchMonitor | None,
     out: TextIO | None = None,
     alert: AlertRule | None = None,
+    fleet: FleetOptions | None = None,
 ) -> int:
     """Watch until q, a stop signal, `duration_s` or (headless) `alert` holding; the files
     are complete either way."""
     out = out or sys.stdout
-    targets = {label: base for label, base in config.targets()}
-    for base in targets.values():
-        metrics_url(base)  # a bad URL fails here, before anything starts
     artifact_dir = config.artifact_dir or default_dir()
-
     tracker = AlertTracker(alert) if alert is not None else None
     alerted: list[str] = []
+    each = fleet is None or fleet.alert_each  # a /metrics watch alerts on every server
 
     def on_row(row: WatchRow) -> None:
+        if exporter is not None:
+            export_row(exporter, row)
+        if monitor is not None:
+            return
         print(headless_line(row), file=out, flush=True)
-        if tracker is None or alerted:
+        if tracker is None or alerted or not (each or row.server == FLEET):
             return
         line = tracker.update(row.server, row.t_s, alert_value(row, tracker.rule.metric))
         if line is not None:
@@ -58,10 +72,8 @@ def execute_watch(
             print(line, file=sys.stderr, flush=True)  # the reason, as every exit status's
             watch.stop()
 
-    watch = WatchRun(
-        targets, artifact_dir, interval_s, duration_s, on_row=on_row if monitor is None else None
-    )
-    exporter_for(config.prometheus_port, config.prometheus_host)
+    watch = _make_watch(config, artifact_dir, interval_s, duration_s, on_row, fleet, out)
+    exporter = exporter_for(config.prometheus_port, config.prometheus_host)
     signals: list[int] = []  # the stop signals received, first first
     try:
         if monitor is None:
@@ -73,10 +85,47 @@ def execute_watch(
         watch.join(15)
         close_exporters()
     rows = watch.writer.rows if watch.writer is not None else 0
+    if isinstance(watch, FleetWatchRun):
+        print(f"spec-decode counters found: {watch.found()}", file=out, flush=True)
     print(f"time series ({rows} rows) written to {artifact_dir}", file=out, flush=True)
     if alerted and not signals:
         return ALERT_STATUS
     return _exit_status(watch, signals)
+
+
+def _make_watch(
+    config: RunConfig,
+    artifact_dir: str,
+    interval_s: float,
+    duration_s: float | None,
+    on_row: Callable[[WatchRow], None],
+    fleet: FleetOptions | None,
+    out: TextIO,
+) -> WatchRun:
+    """A /metrics watch over --url, or a fleet watch over --prometheus."""
+    if fleet is None:
+        targets = {label: base for label, base in config.targets()}
+        for base in targets.values():
+            metrics_url(base)  # a bad URL fails here, before anything starts
+        return WatchRun(targets, artifact_dir, interval_s, duration_s, on_row=on_row)
+
+    def note(line: str) -> None:
+        print(f"specmon watch: {line}", file=out, flush=True)
+
+    return FleetWatchRun(
+        fleet.prometheus, fleet.query, artifact_dir, interval_s, duration_s, on_row, note
+    )
+
+
+def export_row(exporter: PrometheusExporter, row: WatchRow) -> None:
+    """The row's acceptance as specmon_watch_* gauges (a missing figure: no sample)."""
+    figs = row.interval
+    exporter.set_watch(
+        row.server,
+        figs.acceptance_length if figs is not None else None,
+        figs.acceptance_rate if figs is not None else None,
+        figs.per_position if figs is not None else None,
+    )
 
 
 def alert_value(row: WatchRow, metric: str) -> float | None:
@@ -89,7 +138,7 @@ def alert_value(row: WatchRow, metric: str) -> float | None:
 
 
 def _exit_status(watch: WatchRun, signals: list[int]) -> int:
-    """README, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
+    """docs/monitoring.md, "specmon watch": 128 + signal after a stop by signal, else 2 when no server
     was ever reached, 1 when scrapes failed after a start, 0; why on stderr."""
     status, lines = watch.outcome()
     for line in lines:
@@ -101,11 +150,12 @@ def _exit_status(watch: WatchRun, signals: list[int]) -> int:
 
 
 def _run_headless(watch: WatchRun, config: RunConfig, out: TextIO, signals: list[int]) -> None:
-    print(
-        "specmon watch: " + ", ".join(f"{k}={v}" for k, v in config.targets()) + " (no load)",
-        file=out,
-        flush=True,
-    )
+    if isinstance(watch, FleetWatchRun):
+        sel = f" {{{watch.query.selector}}}" if watch.query.selector else ""
+        what = f"fleet at {watch.client.url}{sel}, a row per {watch.query.by} (no load)"
+    else:
+        what = ", ".join(f"{k}={v}" for k, v in config.targets()) + " (no load)"
+    print(f"specmon watch: {what}", file=out, flush=True)
     with _stopping_on(watch, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signals):
         watch.start()
         while not watch.join(0.2):

@@ -127,6 +127,8 @@ class WatchRow:
     fidelity: str = SERVER_WIDE
     counters_engine: str | None = None
     gauges_last_value: dict[str, float] = field(default_factory=dict)
+    # a fleet row (watch --prometheus): the replica furthest from the fleet (run/watch/fleet.py)
+    imbalance: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,6 +155,7 @@ class WatchRow:
             out[name] = _num(getattr(self.health, name))
         out["fidelity"] = self.fidelity
         out["counters_engine"] = self.counters_engine or ""
+        out["imbalance"] = self.imbalance or ""
         return out
 
 
@@ -173,6 +176,7 @@ CSV_COLUMNS = [
     *CSV_HEALTH,
     "fidelity",
     "counters_engine",
+    "imbalance",
 ]
 
 
@@ -430,7 +434,7 @@ class WatchRun(BackgroundRun):
             await poller.start()  # the baseline row
 
     def outcome(self) -> tuple[int, list[str]]:
-        """The exit status of a watch that ended by itself (README, "specmon watch" exit
+        """The exit status of a watch that ended by itself (docs/monitoring.md, "specmon watch" exit
         statuses) and why, one line per server: 2 when no server was ever reached, 1 when
         a scrape failed (or series were rejected) after a good one, else 0."""
         lines: list[str] = []
@@ -551,7 +555,10 @@ def headless_line(row: WatchRow) -> str:
             parts.append(f"{name} {fmt.format(value)}")
     if row.reset:
         parts.append(f"RESET (server restarted; {row.resets} so far)")
-    return f"{head}: " + "  ".join(parts)
+    line = f"{head}: " + "  ".join(parts)
+    if row.imbalance is not None:  # a fleet row (watch --prometheus)
+        line += f"\n[{row.t_s:7.1f}s] imbalance: {row.imbalance}"
+    return line
 
 
 def _spec_text(interval: SpecFigures, total: SpecFigures | None) -> str:

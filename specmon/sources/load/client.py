@@ -1,6 +1,6 @@
 """The load path's HTTP client: aiohttp + orjson, SSE parsed by hand on bytes.
 
-Chosen by `benchmarks/bench_load.py --clients` (README, Performance): on this machine a bare
+Chosen by `benchmarks/bench_load.py --clients` (docs/performance.md): on this machine a bare
 aiohttp + uvloop + orjson client reached 4,300 req/s at concurrency 64 where httpx managed
 240 (its pool scans every connection per request). One TCPConnector sized to the concurrency keeps connections alive.
 
