@@ -41,6 +41,7 @@ SIM_SAMPLES: dict[str, str] = {
     "category_acceptance": "code=0.9",
     "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
     "preset": "h200-70b-draft",
+    "shape": "trtllm",  # one of the engine registry's simulator shapes
 }
 SWEEP_SAMPLES: dict[str, str] = {"num_spec_tokens": "1,2", "concurrency": "2,8"}
 SETS = [

@@ -135,6 +135,6 @@ def test_serve_without_num_spec_tokens_measures_k_1_to_5(capsys) -> None:
     parser = argparse.ArgumentParser()
     sweep_command.add_arguments(parser)
     args = parser.parse_args(["--serve", "specmon sim --port {port} --num-spec-tokens {k}"])
-    built, _ = sweep_command._settings_from_args(args)
+    built, _ = sweep_command._settings_from_args(args, sweep_command._options(args))
     assert built.ks == [1, 2, 3, 4, 5]
     assert "no --num-spec-tokens given: measuring k=1,2,3,4,5" in capsys.readouterr().err
