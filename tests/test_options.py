@@ -22,7 +22,6 @@ from specmon.commands import demo as demo_command
 from specmon.commands import sim as sim_command
 from specmon.config import RUN_OPTIONS, OptionSet, OptionSpec, add_run_arguments
 from specmon.errors import UserError
-from specmon.run.sweep.options import SWEEP_OPTIONS
 from specmon.sim.config import SIM_OPTIONS
 
 # Values whose type alone does not give a valid, non-default sample (formats, dependencies).
@@ -43,11 +42,9 @@ SIM_SAMPLES: dict[str, str] = {
     "preset": "h200-70b-draft",
     "shape": "trtllm",  # one of the engine registry's simulator shapes
 }
-SWEEP_SAMPLES: dict[str, str] = {"num_spec_tokens": "1,2", "concurrency": "2,8"}
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
     pytest.param(SIM_OPTIONS, SIM_SAMPLES, id="sim"),
-    pytest.param(SWEEP_OPTIONS, SWEEP_SAMPLES, id="sweep"),
 ]
 
 
@@ -112,7 +109,7 @@ def expected(options: OptionSet[Any], spec: OptionSpec, text: str) -> Any:
 
 
 def test_every_field_is_declared_as_an_option_with_a_distinct_flag_key_and_variable():
-    for options in (RUN_OPTIONS, SIM_OPTIONS, SWEEP_OPTIONS):
+    for options in (RUN_OPTIONS, SIM_OPTIONS):
         fields = list(options.model.model_fields)
         assert [spec.field for spec in options.specs] == fields
         for attr in ("flag", "key", "env"):

@@ -173,7 +173,7 @@ def demo_templates(acceptance: str | None, seed: int) -> tuple[str, str]:
 def demo_sweep(args: argparse.Namespace) -> int:
     """`specmon demo --sweep`: the whole k x concurrency sweep against the simulator."""
     from specmon.commands.sweep import DEFAULT_SEED, default_dir, execute
-    from specmon.run.sweep.runner import SweepSettings, load_settings_of
+    from specmon.run.sweep.settings import SweepSettings, load_settings_of
 
     config = build_config(args, defaults=DEMO_SWEEP_DEFAULTS)
     if config.random_seed is None:

@@ -10,6 +10,7 @@ import argparse
 import logging
 import socket
 import sys
+import time
 
 from specmon.errors import UserError
 from specmon.sim import presets
@@ -91,6 +92,8 @@ def main(args: argparse.Namespace) -> int:
         app = build_app(cfg)
     except OSError as exc:
         raise UserError(f"cannot open --log {cfg.log_path}: {exc.strerror}") from None
+    # a model load: nothing listens until it is over, so readiness fails as a real server's
+    time.sleep(cfg.startup_delay)
     sock = _bind(cfg.host, cfg.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

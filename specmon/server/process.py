@@ -1,6 +1,6 @@
 """A server run as a child process: the one manager for `specmon sim` (sim/process.py
-start_sim, for `specmon demo` and the tests) and a sweep's server for one k
-(sources/sweep.py).
+start_sim, for `specmon demo` and the tests) and a sweep arm's server
+(run/sweep/servers.py).
 
 The child gets its own process group, so the signals a terminal sends its foreground
 group (Ctrl-C, the SIGHUP of a closed pane or an ssh drop) reach only the client, which
@@ -8,7 +8,8 @@ drains its requests and then stops the server, as a real server outlives the cli
 terminal. `stop()` sends SIGTERM to the whole group, waits, then SIGKILL to the group (a
 server's children may outlive its leader: `bash -c 'a; b'`, vLLM's engine processes);
 `kill_now()` is one SIGKILL for a parent about to `os._exit` (specmon/stops.py on_abandon).
-Ready means /v1/models lists the model (server/models.py).
+Ready means /v1/models lists the model (server/models.py). With `watchdog_s` the group
+also holds server/watchdog.py, which ends the group when this process dies by any means.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from specmon.server.models import list_models
+
+WATCHDOG = Path(__file__).with_name("watchdog.py")
 
 
 class ServerProcess:
@@ -41,13 +45,17 @@ class ServerProcess:
         url: str = "",
         log_path: Path | None = None,
         parent_pipe_env: str | None = None,
+        env: dict[str, str] | None = None,
+        watchdog_s: float | None = None,
     ) -> None:
         self.url = url  # base URL, no trailing slash ("" until known)
         self.model: str | None = None  # the model it serves, once ready
         self.log_path = log_path
         self._stopped = False
         self._parent_fd: int | None = None  # the pipe's write end: held for the child's life
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._watchdog_fd: int | None = None  # the watchdog's pipe's write end
+        self._watchdog: subprocess.Popen[bytes] | None = None
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         read_fd = None
         if parent_pipe_env is not None:
             read_fd, self._parent_fd = os.pipe()
@@ -60,6 +68,8 @@ class ServerProcess:
         finally:
             if read_fd is not None:
                 os.close(read_fd)
+        if watchdog_s is not None:
+            self._start_watchdog(watchdog_s)
 
     def _spawn(self, argv: list[str], env: dict[str, str], fd: int | None) -> subprocess.Popen[str]:
         fds = () if fd is None else (fd,)
@@ -81,10 +91,31 @@ class ServerProcess:
                 text=True,  # no pipe to read: the same type as the piped one
             )
 
+    def _start_watchdog(self, grace_s: float) -> None:
+        """server/watchdog.py in the child's group: the group dies with this process."""
+        read_fd, self._watchdog_fd = os.pipe()
+        argv = [sys.executable, "-I", "-S", str(WATCHDOG), str(read_fd), str(self.proc.pid)]
+        try:
+            self._watchdog = subprocess.Popen(
+                [*argv, str(grace_s)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                process_group=self.proc.pid,
+                pass_fds=(read_fd,),
+            )
+        except OSError:  # the group is already gone (the command exited at once)
+            os.close(self._watchdog_fd)
+            self._watchdog_fd = None
+        finally:
+            os.close(read_fd)
+
     def _close_parent_fd(self) -> None:
-        if self._parent_fd is not None:
-            os.close(self._parent_fd)
-            self._parent_fd = None
+        for name in ("_parent_fd", "_watchdog_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
     @property
     def pid(self) -> int:
@@ -153,6 +184,8 @@ class ServerProcess:
             # children may outlive the leader: the group gets SIGKILL either way
             _signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait(grace_s)
+            if self._watchdog is not None:  # killed with the group: reap it
+                self._watchdog.wait(grace_s)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._close_parent_fd()

@@ -96,6 +96,12 @@ class SimConfig(BaseModel):
         "vllm", "/metrics names: vllm (vllm:...) or ray (Ray Serve's ray_vllm_...)"
     )
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
+    startup_delay: float = option(
+        0.0,
+        "seconds before the port opens, as a server loading its model (a sweep's start-up)",
+        ge=0,
+        metavar="S",
+    )
     # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
     # output is capped at max_model_len - prompt tokens.
     max_model_len: int = option(131072, "context length: prompt + output tokens", ge=1)

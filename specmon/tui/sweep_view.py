@@ -17,7 +17,7 @@ from specmon.analysis.arms import arm_reports
 from specmon.decision.cells import decide, summarize
 from specmon.decision.slo import Slo
 from specmon.decision.sweep_types import Cell
-from specmon.run.sweep.runner import SweepNow
+from specmon.run.sweep.measure import SweepNow
 
 PENDING = "·"
 LOG_LINES = 8

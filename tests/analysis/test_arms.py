@@ -8,7 +8,8 @@ from specmon.analysis.arms import arm_reports, render_arms
 from specmon.decision.cells import decide
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.errors import UserError
-from specmon.run.sweep.runner import SweepSettings, schedule_command
+from specmon.run.sweep.servers import schedule_command
+from specmon.run.sweep.settings import SweepSettings
 
 
 def cell(k: int, c: int, *tputs: float) -> Cell:

@@ -189,7 +189,8 @@ def _concluded(tmp_path: Path, cells: list, slo: str | None = None):
     sweep` runs it (decisions, schedule, sweep.json), and its console tables."""
     from specmon.config import RunConfig
     from specmon.run.assemble import make_repeat
-    from specmon.run.sweep.runner import SweepResult, SweepRunner, SweepSettings
+    from specmon.run.sweep.runner import SweepResult, SweepRunner
+    from specmon.run.sweep.settings import SweepSettings
 
     settings = SweepSettings(
         ks=[2, 4],
@@ -224,7 +225,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     """One sweep's cells -> the same decision line in the sweep's table, sweep.json, the
     live sweep view's decision row, and `specmon tune SWEEP_DIR` (text and --json): every
     one of them paints specmon/decision/cells.py's decision."""
-    from specmon.run.sweep.runner import SweepNow
+    from specmon.run.sweep.measure import SweepNow
     from specmon.tui.sweep_view import grid_view
 
     cells = _sweep_cells()
@@ -272,7 +273,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
 def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     """A sweep run under --slo: its decisions, and `specmon tune` over its directory (which
     reads the stored objective, or the one given), choose among the cells meeting it."""
-    from specmon.run.sweep.runner import SweepNow
+    from specmon.run.sweep.measure import SweepNow
     from specmon.tui.sweep_view import grid_view
 
     # TPOT p90 per cell: k=4 at concurrency 1 misses a 30 ms objective, every other meets it

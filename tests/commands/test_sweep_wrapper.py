@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specmon.errors import UserError
-from specmon.run.sweep.runner import SweepSettings
+from specmon.run.sweep.settings import SweepSettings
 from tests.commands.test_sweep_run import (
     cells_of,
     load_flags,

@@ -79,3 +79,54 @@ def test_wait_ready_gives_up_when_the_child_exits():
     server = ServerProcess([sys.executable, "-c", "print('bye')"], url="http://127.0.0.1:9")
     assert server.wait_ready("m", timeout=20) is None and server.model is None
     assert server.stop() == 0
+
+
+def test_the_watchdog_script_is_this_module():
+    """The script ServerProcess runs in a server's group is server/watchdog.py itself."""
+    from specmon.server import process, watchdog
+
+    assert Path(watchdog.__file__) == process.WATCHDOG
+
+
+def test_a_server_whose_starter_is_killed_dies_with_it(tmp_path: Path):
+    """A sweep's server outlives no one: its starter (a Ray worker cancelled by force, a
+    SIGKILLed specmon) dies by SIGKILL, cleaning nothing up; the watchdog in the server's
+    group sends the group SIGTERM then, here a group whose shell ignores it, so SIGKILL
+    after the grace (1 s)."""
+    pid_file = tmp_path / "pgid"
+    code = (
+        "import sys, time; from specmon.server.process import ServerProcess, shell;"
+        "s = ServerProcess(shell(\"trap '' TERM; sleep 300 & sleep 300; wait\"),"
+        f" log_path=__import__('pathlib').Path({str(tmp_path / 'log')!r}), watchdog_s=1.0);"
+        f"open({str(pid_file)!r}, 'w').write(str(s.pid)); time.sleep(300)"
+    )
+    starter = ServerProcess([sys.executable, "-c", code])  # its own group, as a Ray worker
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text().isdigit())
+    pgid = int(pid_file.read_text())
+    assert group_alive(pgid)
+    os.kill(starter.pid, signal.SIGKILL)  # the starter only: the server's group is its own
+    assert starter.proc.wait(10) == -signal.SIGKILL
+    assert group_alive(pgid)  # the watchdog is waiting out the grace (or signalling)
+    assert wait_for(lambda: not group_alive(pgid), timeout=30)
+
+
+def test_a_normal_stop_ends_the_watchdog_too(tmp_path: Path):
+    server = ServerProcess(shell("sleep 300"), log_path=tmp_path / "log", watchdog_s=5.0)
+    assert wait_for(lambda: server._watchdog is not None and server._watchdog.poll() is None)
+    members = lambda: [
+        p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == server.pid
+    ]
+    assert len(members()) >= 2  # the shell's sleep and the watchdog
+    server.stop(grace_s=5)
+    # reaped by stop(): killed with the group (SIGTERM when it came before the watchdog had
+    # set itself to ignore it, else the group's SIGKILL)
+    assert server._watchdog is not None
+    assert server._watchdog.returncode in (-signal.SIGTERM, -signal.SIGKILL)
+    assert wait_for(lambda: not group_alive(server.pid))
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.config import build_config
-from specmon.run.sweep.runner import free_port
+from specmon.run.sweep.servers import free_port
 from specmon.server.health import parse_health
 from specmon.sim.process import start_sim
 

@@ -4,6 +4,7 @@ measured on a server the warm-up had just failed against)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 
 from specmon.config import RunConfig
 from specmon.errors import UserError
-from specmon.run.sweep.runner import SweepRunner, SweepSettings
+from specmon.run.sweep.measure import Measurer
+from specmon.run.sweep.settings import SweepSettings
 
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens: the lag probe around a repeat says None
 
@@ -57,14 +59,14 @@ def sweep(tmp_path: Path, errors: list[BaseException | None], warmup: int) -> tu
         ks=[2], concurrencies=[1], urls={2: DEAD_URL}, repeats=1, segment_requests=5,
         warmup_request_count=warmup,
     )  # fmt: skip
-    runner = SweepRunner(settings, RunConfig(), tmp_path, make_repeat=make_repeat)
+    runner = Measurer(settings, RunConfig(), tmp_path, make_repeat, threading.Event(), print)
     return runner, made
 
 
 def test_a_failed_warm_up_ends_the_sweep_before_the_repeat(tmp_path):
     runner, made = sweep(tmp_path, [OSError("disk full writing profile_export.jsonl")], 3)
     with pytest.raises(UserError) as raised:
-        runner._measure_cell(2, 1, DEAD_URL, "m")
+        runner.measure_cell(2, 1, DEAD_URL, "m")
     assert str(raised.value) == (
         "the load loop failed at k=2 concurrency 1 (warm-up): "
         "disk full writing profile_export.jsonl"
@@ -78,7 +80,7 @@ def test_a_failed_warm_up_ends_the_sweep_before_the_repeat(tmp_path):
 def test_a_failed_repeat_names_its_cell(tmp_path):
     runner, made = sweep(tmp_path, [None, RuntimeError("boom")], 3)
     with pytest.raises(UserError, match=r"^the load loop failed at k=2 concurrency 1: boom$"):
-        runner._measure_cell(2, 1, DEAD_URL, "m")
+        runner.measure_cell(2, 1, DEAD_URL, "m")
     assert [Path(c.artifact_dir).name for c, _, _ in made] == ["warmup", "r1"]
     assert all(s.finished == [False] for _, s, _ in made)
 
@@ -88,5 +90,5 @@ def test_a_stop_is_not_a_failure(tmp_path):
     is dropped (None), with no error line, and no load is started."""
     runner, made = sweep(tmp_path, [RuntimeError("cancelled")], 3)
     runner.stopping.set()
-    assert runner._measure_cell(2, 1, DEAD_URL, "m") is None
+    assert runner.measure_cell(2, 1, DEAD_URL, "m") is None
     assert [r.started for _, _, r in made] == [False]

@@ -14,7 +14,8 @@ from sweep_fakes import sweep_argv
 from specmon.decision.cells import cell_health
 from specmon.decision.gates import machine_wide
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
-from specmon.run.sweep.runner import cell_line, server_lag_share, with_sim_fidelity
+from specmon.run.sweep.measure import server_lag_share, with_sim_fidelity
+from specmon.run.sweep.runner import cell_line
 from specmon.server.health import parse_health
 
 

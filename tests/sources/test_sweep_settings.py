@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from specmon.errors import UserError
-from specmon.run.sweep.runner import SweepSettings, k_mismatch, parse_url_labels, substitute
+from specmon.run.sweep.measure import k_mismatch
+from specmon.run.sweep.servers import substitute
+from specmon.run.sweep.settings import SweepSettings, parse_url_labels
 
 
 def settings(**changes) -> SweepSettings:
@@ -65,16 +67,12 @@ def test_settings_need_the_placeholders_and_one_length() -> None:
         settings(ks=[0, 2])
     with pytest.raises(UserError, match="either --serve"):
         settings(urls={2: "http://h:1"})
-    with pytest.raises(UserError, match="the labels give k"):
-        settings(serve=None, urls={2: "http://h:1"}, ks=[1])
-    with pytest.raises(UserError, match="--serve needs --num-spec-tokens"):
-        settings(ks=[])
 
 
 def test_baseline_runs_first() -> None:
     assert settings(baseline_serve="b --port {port}").grid_ks == [0, 1, 2]
     assert settings().grid_ks == [1, 2]
-    assert settings(serve=None, urls={4: "u", 0: "v"}, ks=[0, 4]).grid_ks == [0, 4]
+    assert settings(serve=None, urls={4: "u", 0: "v"}).grid_ks == [0, 4]
 
 
 def test_hash_ignores_the_grid_but_not_what_is_measured() -> None:
@@ -86,7 +84,7 @@ def test_hash_ignores_the_grid_but_not_what_is_measured() -> None:
 
 
 def test_settings_round_trip() -> None:
-    s = settings(serve=None, urls={2: "http://h:1"}, ks=[2], load={"streaming": True})
+    s = settings(serve=None, urls={2: "http://h:1"}, load={"streaming": True})
     assert SweepSettings.from_dict(s.to_dict()) == s
 
 
@@ -107,8 +105,6 @@ def test_k_mismatch() -> None:
         ),
         (["--url", "gpu=http://127.0.0.1:1"], "label it with its k"),
         (["--num-spec-tokens", "1,1"], "give distinct whole numbers"),
-        (["--serve", "s {k} {port}", "--num-spec-tokens", "1", "--concurrency", "0"], "at least 1"),
-        (["--url", "k2=http://127.0.0.1:1", "--num-spec-tokens", "3"], "the labels give k"),
         (["--resume", "/nonexistent/sweep"], "no sweep.json there"),
     ],
 )
@@ -135,6 +131,6 @@ def test_serve_without_num_spec_tokens_measures_k_1_to_5(capsys) -> None:
     parser = argparse.ArgumentParser()
     sweep_command.add_arguments(parser)
     args = parser.parse_args(["--serve", "specmon sim --port {port} --num-spec-tokens {k}"])
-    built, _ = sweep_command._settings_from_args(args, sweep_command._options(args))
+    built, _ = sweep_command._settings_from_args(args)
     assert built.ks == [1, 2, 3, 4, 5]
     assert "no --num-spec-tokens given: measuring k=1,2,3,4,5" in capsys.readouterr().err

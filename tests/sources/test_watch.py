@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from specmon.run.sweep.runner import free_port
+from specmon.run.sweep.servers import free_port
 from specmon.run.watch.runner import JSONL_NAME, SpecFigures, headless_line
 from specmon.server.scrape import CounterSample, fetch_counters
 from specmon.sim.process import start_sim

@@ -15,7 +15,9 @@ from specmon.config import RunConfig
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import ARM_K, SweepNow, SweepRunner, SweepSettings
+from specmon.run.sweep.measure import SweepNow
+from specmon.run.sweep.runner import SweepRunner
+from specmon.run.sweep.settings import ARM_K, SweepSettings
 from specmon.tui.sweep_app import SweepApp
 
 SERVE = "{python} -m specmon sim --port {port} --num-spec-tokens {k}"

@@ -16,7 +16,8 @@ from specmon.config import RunConfig
 from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.run.assemble import make_repeat
 from specmon.run.sweep.control import SweepControl
-from specmon.run.sweep.runner import SweepResult, SweepRunner, SweepSettings
+from specmon.run.sweep.runner import SweepResult, SweepRunner
+from specmon.run.sweep.settings import Placement, SweepSettings
 from specmon.sinks.prometheus import close_exporters, exporter_for
 
 PROGRESS_LOG = "sweep-progress.log"  # the live view's copy of the headless lines
@@ -40,6 +41,7 @@ def execute_sweep(
     screen: SweepScreen | None = None,
     previous_cells: list[dict[str, object]] | None = None,
     out: TextIO | None = None,
+    placement: Placement | None = None,
 ) -> int:
     """Run the sweep, headless or under `screen`; Ctrl-C / SIGTERM / q stop it and keep every
     finished cell. `previous_cells`: an earlier sweep.json's cells (--resume). Exit 1 when a
@@ -52,6 +54,7 @@ def execute_sweep(
         make_repeat=make_repeat,
         out=_progress_log(artifact_dir) if screen is not None else out,
         previous=previous_cells,
+        placement=placement,  # --executor ray connects (or starts Ray) here, before the screen
     )
     on_stop = _stop_handler(runner, screen, out)
     # up before the first server is ready; every repeat's session feeds it (make_session)
@@ -71,7 +74,7 @@ def execute_sweep(
     if tables:
         print("\n" + tables, file=out)
     print(f"sweep written to {Path(artifact_dir) / SWEEP_JSON}", file=out, flush=True)
-    if result.stopped:  # q, or 128 + the signal that stopped it (docs/stopping.md)
+    if result.stopped:  # q, or 128 + the signal that stopped it (README, "Exit status")
         return stops.exit_status(128 + signal.SIGINT)
     return 1 if any(cell.error for cell in result.cells) else 0
 

@@ -17,7 +17,7 @@ import time
 import pytest
 from hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
-from specmon.run.sweep.runner import free_port
+from specmon.run.sweep.servers import free_port
 from specmon.sim.process import start_sim
 from specmon.sources.load.generator import (
     RETRY_AFTER_CAP_S,
