@@ -29,7 +29,7 @@ from specmon.analysis.arms import ArmReport, arm_reports, render_arms
 from specmon.analysis.sweep import render_sweep_tables
 from specmon.config import RunConfig
 from specmon.decision import stepcost
-from specmon.decision.cells import Decision, decide
+from specmon.decision.cells import Decision, decide, trust_of
 from specmon.decision.schedule import SCHEDULE_NAME, build_schedule, write_schedule
 from specmon.decision.stepcost import KModel
 from specmon.decision.sweep_types import SWEEP_JSON, Cell
@@ -414,6 +414,7 @@ class SweepRunner:
         try:
             result.decisions = decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
+            extra.update(trust_of(result.decisions, not result.stopped))
             try:
                 result.model = stepcost.fit(measured)
                 extra["model"] = result.model.to_dict()
