@@ -47,7 +47,7 @@ from specmon.constants import PERCENTILES
 from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.segment_plan import parse_segments  # validates the spec itself
-from specmon.specdecode.engines import EngineChoice
+from specmon.specdecode.engines import ENGINE_NAMES, engine_choice
 
 M = TypeVar("M", bound=BaseModel)
 MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
@@ -506,10 +506,11 @@ class RunConfig(BaseModel):
         metavar="P,P,...",
     )
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
-    engine: EngineChoice = option(
+    engine: str = option(
         "auto",
         "read only this engine's payloads, counting others' as a reason (auto: any engine; "
         "sglang also asks every request for return_spec_tokens_details)",
+        metavar="{" + ",".join(("auto", *ENGINE_NAMES)) + "}",
     )
     split: bool = option(
         False,
@@ -593,6 +594,11 @@ class RunConfig(BaseModel):
             if self.api_key is None:
                 self.__dict__["api_key"] = secret
         return self
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        return engine_choice(value)  # the engine registry's names, plugins' included
 
     @field_validator("metric_percentiles")
     @classmethod
