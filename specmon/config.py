@@ -47,10 +47,40 @@ from specmon.constants import PERCENTILES
 from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.segment_plan import parse_segments  # validates the spec itself
-from specmon.specdecode.engines import EngineChoice
+from specmon.specdecode.engines import ENGINE_NAMES, engine_choice
 
 M = TypeVar("M", bound=BaseModel)
 MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
+
+
+def seconds(text: str) -> float:
+    """argparse type of a duration flag: a finite number of seconds > 0, at most MAX_SECONDS
+    (nan, inf, 0 or a negative is refused in one line: `argument --X: ...`, status 2)."""
+    return number_in(text, 0.0, MAX_SECONDS, "seconds")
+
+
+def positive(text: str) -> float:
+    """argparse type of a finite number > 0 (a rate, a refresh frequency)."""
+    return number_in(text, 0.0, 1e12, "a number")
+
+
+def non_negative(text: str) -> float:
+    """argparse type of a finite number >= 0 (0 has a meaning: e.g. --speed 0 is no pacing)."""
+    return number_in(text, 0.0, 1e12, "a number", low_included=True)
+
+
+def number_in(text: str, low: float, most: float, what: str, low_included: bool = False) -> float:
+    """A finite float from `low` (excluded unless `low_included`) to `most`; else an
+    argparse.ArgumentTypeError naming the bounds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    above = low <= value if low_included else low < value
+    if not (above and value <= most):  # nan fails every comparison
+        bound = ">=" if low_included else ">"
+        raise argparse.ArgumentTypeError(f"{text!r}: give {what} {bound} {low:g} and <= {most:g}")
+    return value
 
 
 def option(
@@ -476,10 +506,11 @@ class RunConfig(BaseModel):
         metavar="P,P,...",
     )
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
-    engine: EngineChoice = option(
+    engine: str = option(
         "auto",
         "read only this engine's payloads, counting others' as a reason (auto: any engine; "
         "sglang also asks every request for return_spec_tokens_details)",
+        metavar="{" + ",".join(("auto", *ENGINE_NAMES)) + "}",
     )
     split: bool = option(
         False,
@@ -563,6 +594,11 @@ class RunConfig(BaseModel):
             if self.api_key is None:
                 self.__dict__["api_key"] = secret
         return self
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        return engine_choice(value)  # the engine registry's names, plugins' included
 
     @field_validator("metric_percentiles")
     @classmethod

@@ -61,11 +61,17 @@ class TuneInput:
             return list(self.segments)
         return [
             decision.Measurement(
-                self.k, self.concurrency, self.histogram, self.step_time_ms,
-                label=self.label, requests=self.requests, errors=self.errors,
-                latency=self.latency, blocks=self.blocks,
+                k=self.k,
+                concurrency=self.concurrency,
+                histogram=self.histogram,
+                step_ms=self.step_time_ms,
+                label=self.label,
+                requests=self.requests,
+                errors=self.errors,
+                latency=self.latency,
+                blocks=self.blocks,
             )
-        ]  # fmt: skip
+        ]
 
 
 def is_sweep_dir(text: str) -> bool:

@@ -388,9 +388,21 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     reason = _no_decision_reason(stats, healthy, stable)
     if reason is not None:
         return Decision(
-            concurrency, None, None if best is None else best.k, None, None, None, None,
-            stats, unstable, missing, few, reason, notes, excluded,
-        )  # fmt: skip
+            concurrency=concurrency,
+            selected_k=None,
+            best_k=None if best is None else best.k,
+            selected_score=None,
+            selected_median=None,
+            selected_vs_best_percent=None,
+            selected_vs_k0_percent=None,
+            candidates=stats,
+            unstable_ks=unstable,
+            missing_ks=missing,
+            few_repeats=few,
+            reason=reason,
+            notes=notes,
+            excluded=excluded,
+        )
     top = max(s.score for s in stable)
     sel = _pick(stats)
     assert sel is not None  # _no_decision_reason found a cell _pick selects

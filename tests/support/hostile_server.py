@@ -97,6 +97,16 @@ CASES: dict[str, bytes] = {
 
 # (scrape number from 1, the connection's writer): writes one whole /metrics answer, however
 # slowly or endlessly it likes
+# Answers to a start-up GET that are not usable HTTP (each an http.client.HTTPException
+# for urllib): what a crashed or foreign server sends to /v1/models or /get_server_info
+PROBE_ANSWERS: dict[str, bytes] = {
+    "truncated": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    b'Content-Length: 100\r\n\r\n{"server_args": {',
+    "bad_status_line": b"SSH-2.0-OpenSSH_9.6\r\n",
+    "not_http": b"\x00\x01\x02 garbage\r\n\r\n",
+    "bad_status_code": b"HTTP/1.1 abc OK\r\n\r\n",
+}
+
 MetricsMode = Callable[[int, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -171,13 +181,23 @@ async def metrics_endless(n: int, writer: asyncio.StreamWriter) -> None:
         await writer.drain()
 
 
+class _RawAnswered(Exception):
+    """A raw answer was written: the connection ends there, closed (not reset)."""
+
+
 class HostileServer:
     """Serves CASES in order (cycling) on 127.0.0.1 and an ephemeral port, in a thread."""
 
     def __init__(
-        self, cases: dict[str, bytes] | None = None, metrics: MetricsMode | None = None
+        self,
+        cases: dict[str, bytes] | None = None,
+        metrics: MetricsMode | None = None,
+        raw: dict[str, bytes] | None = None,
     ) -> None:
         self.cases = list((cases or CASES).items())
+        # path -> the exact bytes answered there, then the connection closed: a bad status
+        # line, a body shorter than its Content-Length (PROBE_ANSWERS)
+        self.raw = {path.encode(): answer for path, answer in (raw or {}).items()}
         self.metrics = metrics  # how /metrics misbehaves (None: 404, no metrics)
         self.scrapes = 0  # /metrics requests seen
         self.sent: list[str] = []  # case names in the order they were served
@@ -227,6 +247,9 @@ class HostileServer:
                     continue
                 await self._answer(head, body, writer.write)
                 await writer.drain()
+        except _RawAnswered:  # FIN after the raw bytes, so the client reads all of them
+            await writer.drain()
+            writer.close()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
         except asyncio.CancelledError:  # the server stopped mid-answer (an endless body)
@@ -237,6 +260,9 @@ class HostileServer:
 
     async def _answer(self, head: bytes, body: bytes, write: Callable[[bytes], object]) -> None:
         path = head.split(b" ", 2)[1]
+        if path in self.raw:
+            write(self.raw[path])
+            raise _RawAnswered
         if path == b"/v1/models":
             listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
             write(_response(b"application/json", orjson.dumps(listing)))

@@ -47,6 +47,7 @@ from specmon.run.sweep.settings import (
 )
 from specmon.server.models import list_models
 from specmon.server.process import ServerProcess
+from specmon.text_guard import mask_secrets
 
 
 @dataclass
@@ -402,7 +403,7 @@ class SweepRunner:
         return path
 
     def _say(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        print(mask_secrets(line), file=self.out, flush=True)
 
     # the end: decisions, model, schedule --------------------------------------------------
     def conclude(self, result: SweepResult) -> SweepResult:

@@ -13,6 +13,7 @@ from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
+from specmon.text_guard import control_character
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,8 @@ def _parse_line(path: str, number: int, line: bytes) -> Prompt | None:
         raise UserError(f"{where}: 'text' must be a non-empty string")
     if category is not None and not isinstance(category, str):
         raise UserError(f"{where}: 'category' must be a string")
+    if category is not None and (bad := control_character(category)) is not None:
+        raise UserError(f"{where}: 'category' holds the control character {bad}")
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):

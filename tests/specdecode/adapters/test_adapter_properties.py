@@ -25,7 +25,8 @@ ADAPTERS = (
     LlamaCppSpecDecodeAdapter,
     OpenAIPredictionsAdapter,
 )
-ENGINES = {"vllm", "trtllm", "sglang", "llamacpp", "openai"}
+# the engine names records carry (AIPerf's: tensorrt_llm for trtllm)
+ENGINES = {"vllm", "tensorrt_llm", "sglang", "llamacpp", "openai"}
 SETTINGS = settings(
     max_examples=300,
     deadline=None,
