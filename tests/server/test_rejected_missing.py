@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from hostile_server import GOOD, HostileServer, counters_page, metrics_page
+from support.hostile_server import GOOD, HostileServer, counters_page, metrics_page
 
 from specmon.run.watch.runner import JSONL_NAME
 from specmon.server.scrape import RunTotals, add_deltas, counter_delta, parse_counters, reconcile

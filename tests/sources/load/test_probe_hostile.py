@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from hostile_server import GOOD, PROBE_ANSWERS, HostileServer
+from support.hostile_server import GOOD, PROBE_ANSWERS, HostileServer
 
 from specmon.run.load.runner import detect_engine, verification_note
 

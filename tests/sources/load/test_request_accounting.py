@@ -11,7 +11,7 @@ import json
 import unicodedata
 
 import pytest
-from hostile_server import GOOD, MODEL, HostileServer
+from support.hostile_server import GOOD, MODEL, HostileServer
 
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
