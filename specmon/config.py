@@ -50,6 +50,8 @@ from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import ENGINE_NAMES, engine_choice
 
 M = TypeVar("M", bound=BaseModel)
+MAX_TOKENS = 2**20  # prompt / output length bound: past any context window (a 1e9-token
+# prompt once sat building at "done 0/5", deaf to signals)
 MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
 
 
@@ -430,11 +432,15 @@ class RunConfig(BaseModel):
         None, "stop after this many seconds of profiling", gt=0, le=MAX_SECONDS
     )
     warmup_request_count: int = option(0, "requests sent first and left out of the metrics", ge=0)
-    synthetic_input_tokens_mean: int = option(550, "synthetic prompt length in tokens", ge=1)
+    synthetic_input_tokens_mean: int = option(
+        550, "synthetic prompt length in tokens", ge=1, le=MAX_TOKENS
+    )
     synthetic_input_tokens_stddev: float = option(
         0.0, "stddev of the synthetic prompt length", ge=0
     )
-    output_tokens_mean: int | None = option(128, "max_tokens sent with ignore_eos", ge=1)
+    output_tokens_mean: int | None = option(
+        128, "max_tokens sent with ignore_eos", ge=1, le=MAX_TOKENS
+    )
     output_tokens_stddev: float = option(0.0, "stddev of max_tokens", ge=0)
     prompt_source: Literal["synthetic", "builtin", "file"] | None = option(
         None, "prompts: synthetic, builtin (categories) or file (default builtin)"
