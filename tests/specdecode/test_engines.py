@@ -44,7 +44,7 @@ def test_every_builtin_adapter_reads_a_declared_engine_under_its_one_name():
 
 
 def test_each_engine_keeps_aiperfs_record_name():
-    # AIPerf's record names (docs/reference aiperf-semantics §2.1: vllm, tensorrt_llm,
+    # AIPerf's record names (its spec-decode engine field: vllm, tensorrt_llm,
     # llamacpp, sglang); openai is specmon's own (AIPerf has no such adapter)
     names = {e.name: e.aiperf_name for e in engines.ENGINES}
     assert names == {
