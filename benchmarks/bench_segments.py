@@ -27,7 +27,7 @@ from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 # the from-scratch table lives with the tests, as their oracle
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from segments_oracle import segment_table
+from support.segments_oracle import segment_table
 
 NS = 1_000_000_000
 KS = {"k2": 2, "k4": 4, "k6": 6}

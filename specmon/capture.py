@@ -29,6 +29,8 @@ ERROR_TYPES = (
     "invalid_json",
     "response_too_large",
     "cancelled",
+    "client_error",  # the client raised what the wire does not name (docs/architecture.md)
+    "invalid_timing",  # an answer stamped before its request: no latency is read from it
 )
 
 

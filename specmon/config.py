@@ -47,10 +47,42 @@ from specmon.constants import PERCENTILES
 from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.segment_plan import parse_segments  # validates the spec itself
-from specmon.specdecode.engines import EngineChoice
+from specmon.specdecode.engines import ENGINE_NAMES, engine_choice
 
 M = TypeVar("M", bound=BaseModel)
+MAX_TOKENS = 2**20  # prompt / output length bound: past any context window (a 1e9-token
+# prompt once sat building at "done 0/5", deaf to signals)
 MAX_SECONDS = 1e7  # about 115 days: beyond it a time option is a mistake (and overflows timers)
+
+
+def seconds(text: str) -> float:
+    """argparse type of a duration flag: a finite number of seconds > 0, at most MAX_SECONDS
+    (nan, inf, 0 or a negative is refused in one line: `argument --X: ...`, status 2)."""
+    return number_in(text, 0.0, MAX_SECONDS, "seconds")
+
+
+def positive(text: str) -> float:
+    """argparse type of a finite number > 0 (a rate, a refresh frequency)."""
+    return number_in(text, 0.0, 1e12, "a number")
+
+
+def non_negative(text: str) -> float:
+    """argparse type of a finite number >= 0 (0 has a meaning: e.g. --speed 0 is no pacing)."""
+    return number_in(text, 0.0, 1e12, "a number", low_included=True)
+
+
+def number_in(text: str, low: float, most: float, what: str, low_included: bool = False) -> float:
+    """A finite float from `low` (excluded unless `low_included`) to `most`; else an
+    argparse.ArgumentTypeError naming the bounds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    above = low <= value if low_included else low < value
+    if not (above and value <= most):  # nan fails every comparison
+        bound = ">=" if low_included else ">"
+        raise argparse.ArgumentTypeError(f"{text!r}: give {what} {bound} {low:g} and <= {most:g}")
+    return value
 
 
 def option(
@@ -400,11 +432,15 @@ class RunConfig(BaseModel):
         None, "stop after this many seconds of profiling", gt=0, le=MAX_SECONDS
     )
     warmup_request_count: int = option(0, "requests sent first and left out of the metrics", ge=0)
-    synthetic_input_tokens_mean: int = option(550, "synthetic prompt length in tokens", ge=1)
+    synthetic_input_tokens_mean: int = option(
+        550, "synthetic prompt length in tokens", ge=1, le=MAX_TOKENS
+    )
     synthetic_input_tokens_stddev: float = option(
         0.0, "stddev of the synthetic prompt length", ge=0
     )
-    output_tokens_mean: int | None = option(128, "max_tokens sent with ignore_eos", ge=1)
+    output_tokens_mean: int | None = option(
+        128, "max_tokens sent with ignore_eos", ge=1, le=MAX_TOKENS
+    )
     output_tokens_stddev: float = option(0.0, "stddev of max_tokens", ge=0)
     prompt_source: Literal["synthetic", "builtin", "file"] | None = option(
         None, "prompts: synthetic, builtin (categories) or file (default builtin)"
@@ -476,10 +512,11 @@ class RunConfig(BaseModel):
         metavar="P,P,...",
     )
     workers: int = option(1, "spread the load over N processes", ge=1, le=256)
-    engine: EngineChoice = option(
+    engine: str = option(
         "auto",
         "read only this engine's payloads, counting others' as a reason (auto: any engine; "
         "sglang also asks every request for return_spec_tokens_details)",
+        metavar="{" + ",".join(("auto", *ENGINE_NAMES)) + "}",
     )
     split: bool = option(
         False,
@@ -563,6 +600,11 @@ class RunConfig(BaseModel):
             if self.api_key is None:
                 self.__dict__["api_key"] = secret
         return self
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        return engine_choice(value)  # the engine registry's names, plugins' included
 
     @field_validator("metric_percentiles")
     @classmethod

@@ -166,7 +166,17 @@ def _error_of(capture: RawCapture) -> dict[str, Any] | None:
         return err
     if capture.status >= 400:
         return {"type": "http_error", "message": f"HTTP {capture.status}", "code": capture.status}
+    if _stamped_before_start(capture):  # a latency from such stamps would be negative
+        return {"type": "invalid_timing", "message": "an answer stamped before its request"}
     return None
+
+
+def _stamped_before_start(capture: RawCapture) -> bool:
+    start = capture.start_ns
+    if start is None:
+        return False
+    ends = [*(capture.response_ns or ()), *([capture.end_ns] if capture.end_ns is not None else [])]
+    return any(ns < start for ns in ends)
 
 
 def _last_ns(capture: RawCapture) -> int | None:

@@ -30,7 +30,7 @@ import pytest
 from peer.aiperf_peer import aiperf_ready  # noqa: F401  (fixture)
 from realvllm.fixtures import realvllm_ready, vllm_detailed  # noqa: F401  (fixtures)
 from realvllm.server import STATUS_ENV, ensure_installed
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim
@@ -97,7 +97,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _selects_realvllm(config: pytest.Config) -> bool:
     """Whether the command line can select a real-vLLM test (test_realvllm*.py)."""
-    if config.option.collectonly or "not realvllm" in (config.option.markexpr or ""):
+    markexpr = config.option.markexpr or ""
+    if config.option.collectonly or "not realvllm" in markexpr or "not acceptance" in markexpr:
         return False
     for arg in config.args:
         path = Path(arg.split("::")[0]).resolve()
@@ -126,6 +127,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("realvllm"):  # the real-vLLM group is the acceptance tier
+            item.add_marker(pytest.mark.acceptance)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts alike
         items[:] = slowest_files_first(items)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from metrics_helpers import (
+from support.metrics_helpers import (
     MS,
     SECOND,
     WORKED,
@@ -351,7 +351,7 @@ def test_requests_cut_short_by_a_stop_are_not_errors(tmp_path):
     """q / Ctrl-C / SIGTERM cancel what is in flight: those requests stay in the JSONL
     (was_cancelled) and the log, but the server did not fail them, so they are counted
     apart from error_request_count and the error summary."""
-    from metrics_helpers import error_capture, nonstream_capture
+    from support.metrics_helpers import error_capture, nonstream_capture
 
     from specmon.session import RunSession
 

@@ -33,12 +33,14 @@ RUN_SAMPLES: dict[str, str] = {
     "metric_percentiles": "25,75",
     "dataset_shard": "1/4",
     "slo": "ttft=1,tpot=50,p=95",  # parsed where it decides (decision/slo.py)
+    "engine": "trtllm",  # a name from the engine registry
 }
 SIM_SAMPLES: dict[str, str] = {
     "acceptance": "0.8",
     "category_acceptance": "code=0.9",
     "spec_schedule": "[[1, 4, 3], [5, 64, 1]]",
     "preset": "h200-70b-draft",
+    "shape": "trtllm",  # one of the engine registry's simulator shapes
 }
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
@@ -93,12 +95,16 @@ NEEDS: dict[str, dict[str, Any]] = {
 }
 
 
+def needs_of(options: OptionSet[Any], field: str) -> dict[str, Any]:
+    return NEEDS.get(field, {}) if options is RUN_OPTIONS else {}
+
+
 def expected(options: OptionSet[Any], spec: OptionSpec, text: str) -> Any:
     """The validated value of the sample, built directly on the model (no layer involved)."""
     raw: Any = {"on": True, "off": False}.get(text, text) if spec.kind == "bool" else text
     if spec.kind == "append":
         raw = [raw]
-    model = options.model(**{spec.field: raw, **NEEDS.get(spec.field, {})})
+    model = options.model(**{spec.field: raw, **needs_of(options, spec.field)})
     return getattr(model, spec.field)
 
 
@@ -124,7 +130,7 @@ def test_every_option_through_flags_env_toml_file_and_save_config(options, sampl
         text = sample_text(options, spec, samples)
         want = expected(options, spec, text)
         assert want != defaults[spec.field], f"sample for {spec.field} equals its default"
-        needs = NEEDS.get(spec.field, {})
+        needs = needs_of(options, spec.field)
         by_flag = options.build(parser.parse_args(as_argv(spec, text)), environ={}, overrides=needs)
         assert getattr(by_flag, spec.field) == want, f"flag {spec.flag}"
         by_env = options.build(environ={spec.env: env_text(spec, text)}, overrides=needs)

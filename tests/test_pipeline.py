@@ -1,7 +1,7 @@
 """specmon.capture + specmon.pipeline: raw captures in, per-request AIPerf metrics out."""
 
 import pytest
-from metrics_helpers import (
+from support.metrics_helpers import (
     MS,
     SECOND,
     WORKED,

@@ -1,7 +1,7 @@
 """The bounded request log (specmon/results_window.py): the newest results in memory, older
 ones read back from profile_export.jsonl through the offset index, a stub without one."""
 
-from metrics_helpers import WORKED, error_capture, nonstream_capture, vllm_payload
+from support.metrics_helpers import WORKED, error_capture, nonstream_capture, vllm_payload
 
 from specmon.pipeline import RequestResult, SpecOutcome
 from specmon.results_window import NOT_KEPT, ResultWindow

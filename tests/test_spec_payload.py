@@ -5,7 +5,7 @@ bounded window of valid results and for good on results without a record."""
 from __future__ import annotations
 
 import pytest
-from adapters_support import responses_of
+from support.adapters_support import responses_of
 
 from specmon import session as session_mod
 from specmon.capture import RawCapture

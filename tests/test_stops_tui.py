@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim

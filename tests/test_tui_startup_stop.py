@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 from specmon.sim.process import start_sim
 

@@ -1,4 +1,4 @@
-"""Render the PNGs in this folder: the monitor on the tests' recorded run (tests/tui_fixtures)
+"""Render the PNGs in this folder: the monitor on the tests' recorded run (tests/support/tui_fixtures)
 in the light and dark themes at 80x24 and 160x48, its charts (3: the time series, 2: the
 histogram, maximized) at 160x48, and the sweep view at 80x24 (the grid done, the schedule
 arm measured at concurrency 1 and being measured at 4).
@@ -21,8 +21,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 
-from tui_fixtures import accumulate, run_captures, session_view  # noqa: E402
-from tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
+from support.tui_fixtures import accumulate, run_captures, session_view  # noqa: E402
+from support.tui_tuning_fixtures import H2, capture_k, session_of  # noqa: E402
 
 from specmon.config import RunConfig  # noqa: E402
 from specmon.decision.sweep_types import Cell, RepeatMeasurement  # noqa: E402

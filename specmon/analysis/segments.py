@@ -36,7 +36,7 @@ def segment_of(result: Any) -> int:
 
 
 class _SegmentSums:
-    """One segment's running sums, O(1) per result added (tests/segments_oracle.py recomputes
+    """One segment's running sums, O(1) per result added (tests/support/segments_oracle.py recomputes
     the same figures from scratch)."""
 
     __slots__ = (
@@ -176,7 +176,7 @@ class SegmentTable:
     """The segments table kept up to date as results arrive: `update(label, results)` folds in
     only the results past the last call (result lists are append-only), so a live refresh
     costs O(new results) plus the recommendation per segment, not a re-read of the run.
-    `rows(settings)` gives the rows of the whole lists (thread-safe; tests/segments_oracle.py
+    `rows(settings)` gives the rows of the whole lists (thread-safe; tests/support/segments_oracle.py
     is the from-scratch oracle it is checked against)."""
 
     def __init__(

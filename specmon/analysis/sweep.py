@@ -18,6 +18,7 @@ from specmon.decision.cells import (
     CellStats,
     Decision,
     decision_lines,
+    trust_lines,
 )
 from specmon.decision.stepcost import KModel
 from specmon.decision.sweep_types import Cell
@@ -101,6 +102,8 @@ def _schedule_lines(schedule: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {r['start']}-{r['end']}: k={r['k']} {r['source']}{at}")
     if not schedule.get("complete", True):
         lines.append('  INCOMPLETE ("complete": false in the schedule file)')
+    if "trust" in schedule:  # a schedule written before the verdict existed has none
+        lines += [f"  {line}" for line in trust_lines(schedule)]
     said = ("measured k=", "left out", "the sweep was interrupted")
     lines += [f"  note: {n}" for n in schedule["notes"] if n.startswith(said)]
     return lines

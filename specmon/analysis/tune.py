@@ -32,7 +32,7 @@ from specmon.analysis.compare import (
 from specmon.analysis.segments import measurement_of_row
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision import acceptance as tuning
-from specmon.decision.cells import Decision, decide, decision_lines
+from specmon.decision.cells import Decision, decide, decision_lines, trust_lines, trust_of
 from specmon.decision.slo import Slo, percentiles_of_summary, slo_option
 from specmon.decision.sweep_types import SWEEP_JSON, Cell
 from specmon.errors import UserError
@@ -61,42 +61,54 @@ class TuneInput:
             return list(self.segments)
         return [
             decision.Measurement(
-                self.k, self.concurrency, self.histogram, self.step_time_ms,
-                label=self.label, requests=self.requests, errors=self.errors,
-                latency=self.latency, blocks=self.blocks,
+                k=self.k,
+                concurrency=self.concurrency,
+                histogram=self.histogram,
+                step_ms=self.step_time_ms,
+                label=self.label,
+                requests=self.requests,
+                errors=self.errors,
+                latency=self.latency,
+                blocks=self.blocks,
             )
-        ]  # fmt: skip
+        ]
 
 
 def is_sweep_dir(text: str) -> bool:
     return not is_url(text) and (Path(text) / SWEEP_JSON).is_file()
 
 
-def sweep_decisions(path: Path, slo: Slo | None) -> list[Decision]:
+def sweep_decisions(path: Path, slo: Slo | None) -> tuple[list[Decision], dict]:
     """A sweep's decisions from its sweep.json cells, by the sweep's own rule
-    (decision/cells.py), under `slo` or else the objective the sweep was run with."""
+    (decision/cells.py), under `slo` or else the objective the sweep was run with; and
+    their trust verdict (`trust_of`: the one the sweep's artifacts carry)."""
     try:
         doc = json.loads((path / SWEEP_JSON).read_text())
         cells = [Cell.from_dict(c) for c in doc.get("cells") or []]
         stored = (doc.get("settings") or {}).get("slo")
+        complete = doc.get("complete", True) is not False
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UserError(f"{path / SWEEP_JSON}: cannot read its cells ({exc})") from None
     decisions = decide(cells, slo if slo is not None else slo_option(stored))
     if not decisions:
         raise UserError(f"{path / SWEEP_JSON}: no measured cell")
-    return decisions
+    return decisions, trust_of(decisions, complete)
 
 
 def render_sweeps(paths: list[Path], slo: Slo | None, as_json: bool) -> str:
-    """Each sweep's decisions per load (text, or JSON), as `tune` and `compare` print them."""
-    made = [(p, sweep_decisions(p, slo)) for p in paths]
+    """Each sweep's decisions per load and its trust verdict with the cells excluded (text,
+    or JSON), as `tune` and `compare` print them."""
+    made = [(p, *sweep_decisions(p, slo)) for p in paths]
     if as_json:
-        out = [{"sweep": str(p), "decisions": [d.to_dict() for d in ds]} for p, ds in made]
+        out = [
+            {"sweep": str(p), "decisions": [d.to_dict() for d in ds], **trust}
+            for p, ds, trust in made
+        ]
         return json.dumps(out[0] if len(out) == 1 else out, indent=2)
     lines = []
-    for p, ds in made:
+    for p, ds, trust in made:
         lines.append(f"sweep {p}: the sweep's decision per load")
-        lines += decision_lines(ds)
+        lines += decision_lines(ds) + trust_lines(trust)
     return "\n".join(lines)
 
 

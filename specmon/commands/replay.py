@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from specmon.config import non_negative, positive
 from specmon.interfaces import MonitorConfig
 from specmon.sources.replay import (
     RAW,
@@ -46,13 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--speed",
-        type=float,
+        type=non_negative,
         default=0.0,
         metavar="X",
         help="pace by recorded timestamps, X times real time (default: full speed)",
     )
     parser.add_argument("--theme", default=None, help="theme name (see themes/*.toml)")
-    parser.add_argument("--refresh-hz", type=float, default=4.0, help="screen refreshes per second")
+    parser.add_argument(
+        "--refresh-hz", type=positive, default=4.0, help="screen refreshes per second"
+    )
 
 
 def build(args: argparse.Namespace) -> tuple[MonitorConfig, ReplayFeeder, RunSession]:

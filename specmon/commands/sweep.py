@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from specmon import stops
-from specmon.config import RunConfig, add_run_arguments, build_config
+from specmon.config import RunConfig, add_run_arguments, build_config, seconds
 from specmon.errors import UserError
+from specmon.text_guard import MASK
 
 if TYPE_CHECKING:
     from specmon.run.sweep.control import SweepControl
@@ -97,7 +98,7 @@ def _add_repeat_length(group: argparse._ArgumentGroup) -> None:
     length.add_argument(
         "--segment-duration",
         dest="sweep_segment_duration",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="seconds of profiling per repeat",
@@ -108,7 +109,7 @@ def _add_server_handling(group: argparse._ArgumentGroup) -> None:
     """Waiting for each server, failures, and resuming a sweep."""
     group.add_argument(
         "--ready-timeout",
-        type=float,
+        type=seconds,
         default=600.0,
         metavar="S",
         help="seconds a server may take to list its model (default 600)",
@@ -286,6 +287,12 @@ def _settings_from(previous: dict[str, Any]) -> tuple[SweepSettings, RunConfig]:
     from specmon.run.sweep.settings import SweepSettings
 
     settings = SweepSettings.from_dict(previous["settings"])
+    saved = [settings.serve, settings.baseline_serve, settings.schedule_serve]
+    if any(MASK in cmd for cmd in [*saved, *settings.variants.values()] if cmd is not None):
+        raise UserError(
+            "--resume: sweep.json keeps the server commands with their keys masked (***): "
+            "give --serve (and --baseline-serve, --variant) again"
+        )
     config = build_config(overrides=dict(settings.load))
     return settings, config
 

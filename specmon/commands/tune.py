@@ -29,6 +29,7 @@ from specmon.analysis.tune import (
     split_by_category,
 )
 from specmon.commands import add_slo_argument
+from specmon.config import non_negative
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision import acceptance as tuning
 from specmon.decision.slo import slo_option
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--draft-cost",
-        type=float,
+        type=non_negative,
         default=None,
         metavar="C",
         help="draft step time / target step time (default: fitted from runs at "

@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from specmon.analysis.alerts import AlertRule, parse_alert
-from specmon.config import RUN_OPTIONS, RunConfig, build_config
+from specmon.config import RUN_OPTIONS, RunConfig, build_config, seconds
 from specmon.errors import UserError
 
 if TYPE_CHECKING:
@@ -45,13 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("watch options")
     group.add_argument(
         "--interval",
-        type=float,
+        type=seconds,
         default=DEFAULT_INTERVAL_S,
         metavar="S",
         help=f"seconds between scrapes (default {DEFAULT_INTERVAL_S:g})",
     )
     group.add_argument(
-        "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
+        "--duration", type=seconds, default=None, metavar="S", help="stop after S seconds"
     )
     group.add_argument(
         "--alert",
@@ -82,10 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        raise UserError(f"--interval {args.interval:g}: give a number of seconds > 0")
-    if args.duration is not None and args.duration <= 0:
-        raise UserError(f"--duration {args.duration:g}: give a number of seconds > 0")
     alert = parse_alert(args.alert) if args.alert is not None else None
     config = build_config(args)
     fleet = _fleet(args, config)

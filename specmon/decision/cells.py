@@ -23,6 +23,12 @@ or counted too few requests is excluded from selection (as vLLM's tuner rejects 
 any failed request) and listed in `excluded` with why; when every cell at a load shares a
 machine-wide reason (a saturated client, a lagging server) the decision is taken among them
 and says so. With an SLO (decision/slo.py) a cell that misses it is excluded the same way.
+A cell excluded only by a gate that doubts the measurement (a saturated client, a lagging
+server, a per-token time off the simulator's formula, too few requests; not errors, not the
+SLO) whose median is above the pick's makes the decision `uncertain`: "uncertain:
+re-measure" leads its line, so a slower arm is never picked silently. `trust_of` sums a
+sweep's decisions into the verdict its artifacts carry ("clean" or "flagged", with why, and
+the excluded cells per load): the schedule file, sweep.json, `tune` and `compare`.
 
 Where specmon differs (vLLM refuses these inputs): fewer than 3 repeats still decide, marked
 "few repeats" (1 repeat: MAD 0, score = median); a concurrency whose cells are all unstable
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 import textwrap
 from collections.abc import Sequence
@@ -171,6 +178,8 @@ class Decision:
     excluded: dict[int, list[str]] = field(default_factory=dict)  # k -> health gate reasons
     p_selected: float | None = None  # bootstrap over repeats (`p_selected`)
     slo: str | None = None  # the objective decided under (Slo.text()), None without one
+    # why the pick may be the slower arm: a cell the gates doubt measured above it (None: not)
+    uncertain: str | None = None
 
     def basis(self) -> str:
         """What the decision rests on, in words (the same on every surface)."""
@@ -193,7 +202,12 @@ class Decision:
             figures.append(f"{self.selected_vs_k0_percent:+.1f}% vs k=0")
         if self.p_selected is not None:
             figures.append(f"P(sel.)={self.p_selected:.2f}")
-        return f"selected k={self.selected_k} ({', '.join(figures)})"
+        picked = f"selected k={self.selected_k} ({', '.join(figures)})"
+        return (
+            picked
+            if self.uncertain is None
+            else f"uncertain: re-measure ({self.uncertain}); {picked}"
+        )
 
     def text(self) -> str:
         """One line: head · basis (sweep.json's `text`)."""
@@ -374,9 +388,21 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     reason = _no_decision_reason(stats, healthy, stable)
     if reason is not None:
         return Decision(
-            concurrency, None, None if best is None else best.k, None, None, None, None,
-            stats, unstable, missing, few, reason, notes, excluded,
-        )  # fmt: skip
+            concurrency=concurrency,
+            selected_k=None,
+            best_k=None if best is None else best.k,
+            selected_score=None,
+            selected_median=None,
+            selected_vs_best_percent=None,
+            selected_vs_k0_percent=None,
+            candidates=stats,
+            unstable_ks=unstable,
+            missing_ks=missing,
+            few_repeats=few,
+            reason=reason,
+            notes=notes,
+            excluded=excluded,
+        )
     top = max(s.score for s in stable)
     sel = _pick(stats)
     assert sel is not None  # _no_decision_reason found a cell _pick selects
@@ -384,6 +410,7 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
     if k0 is not None and k0.unstable:
         notes.append("the k=0 baseline is unstable: the speedup is uncertain")
     return Decision(
+        uncertain=_faster_doubted(sel, stats, healthy),
         concurrency=concurrency,
         selected_k=sel.k,
         best_k=None if best is None else best.k,
@@ -398,6 +425,77 @@ def _decide_one(concurrency: int, stats: list[CellStats], all_ks: set[int]) -> D
         notes=notes,
         excluded=excluded,
     )
+
+
+# gates that doubt the configuration itself, not its measurement: never "uncertain"
+_CONFIG_GATES = ("error rate", "misses the SLO")
+
+
+def _faster_doubted(
+    sel: CellStats, stats: Sequence[CellStats], healthy: Sequence[CellStats]
+) -> str | None:
+    """Why the pick may be the slower arm: the cells left out only for how they were
+    measured (not their errors, not the SLO) whose median beat the pick's; None if none."""
+    faster = [
+        s
+        for s in stats
+        if s not in healthy
+        and s.median > sel.median
+        and not any(r.startswith(_CONFIG_GATES) for r in s.excluded)
+    ]
+    if not faster:
+        return None
+    return "; ".join(
+        f"k={s.k} measured {s.median:,.1f} tok/s above the pick's {sel.median:,.1f} but was "
+        f"excluded: {'; '.join(s.excluded)}"
+        for s in faster
+    )
+
+
+def trust_of(decisions: Sequence[Decision], complete: bool = True) -> dict[str, Any]:
+    """The verdict a sweep's artifacts carry: `trust` "clean" (every cell passed the gates,
+    each load decided on stable cells) or "flagged", `trust_reasons` (one line each), and
+    `excluded_cells` (concurrency -> k -> the gates' reasons, as JSON keys)."""
+    reasons = [] if complete else ["the sweep was interrupted: not every cell was measured"]
+    for d in decisions:
+        at = f"concurrency {d.concurrency}"
+        reasons += [f"{at}: {note}" for note in d.notes if _TRUST_NOTES.match(note)]
+        if d.uncertain is not None:
+            reasons.append(f"{at}: uncertain: re-measure ({d.uncertain})")
+        if d.selected_k is None:
+            reasons.append(f"{at}: nothing selected: {d.reason}")
+        if d.unstable_ks:
+            reasons.append(
+                f"{at}: k={','.join(map(str, d.unstable_ks))} unstable (relative MAD > "
+                f"{MAX_RELATIVE_MAD:.0%})"
+            )
+    excluded = {
+        str(d.concurrency): {str(k): why for k, why in d.excluded.items()}
+        for d in decisions
+        if d.excluded
+    }
+    return {
+        "trust": "flagged" if reasons else "clean",
+        "trust_reasons": reasons,
+        "excluded_cells": excluded,
+    }
+
+
+# the decision notes that flag the measurement: excluded or only flagged cells, a k missing
+_TRUST_NOTES = re.compile(r"k=[\d,]+ (excluded|flagged|not measured)|every cell here")
+
+
+def trust_lines(trust: dict[str, Any]) -> list[str]:
+    """'trust: flagged (3 reasons)' and one indented line per reason, as tune / compare
+    print a sweep's verdict."""
+    reasons = trust["trust_reasons"]
+    if not reasons:
+        return [
+            "trust: clean (every cell passed the health gates; each load decided on stable cells)"
+        ]
+    return [f"trust: flagged ({len(reasons)} reason{'s' if len(reasons) > 1 else ''})"] + [
+        f"  {r}" for r in reasons
+    ]
 
 
 def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True) -> list[Decision]:

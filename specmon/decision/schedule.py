@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specmon.decision.cells import Decision
+from specmon.decision.cells import Decision, trust_of
 from specmon.decision.stepcost import KModel
 from specmon.export.common import atomic_write
 
@@ -173,6 +173,8 @@ def build_schedule(
         "model_basis": None if model is None else model.basis,
         "left_out_concurrencies": sorted(partial),
         "notes": notes,
+        # the verdict and the cells left out per load: outside the fragment vLLM reads
+        **trust_of(decisions, complete),
     }
 
 

@@ -40,7 +40,6 @@ from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.generator import describe_outages
-from specmon.specdecode.engines import as_choice
 
 
 @dataclass
@@ -90,7 +89,7 @@ class MultiRun:
                 # --engine would, the payloads read
                 detected = detect(base, config.api_key)
                 if detected is not None:
-                    cfg.engine = as_choice(detected)
+                    cfg.engine = detected
             session = make_session(cfg)
             if cfg.engine in ("auto", "vllm"):  # suffix padding and FLy are vLLM's modes
                 session.verification_note = note(base, config.api_key)

@@ -9,6 +9,7 @@ load's client) has no blocking call (docs/architecture.md, "HTTP").
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from typing import Any
@@ -16,9 +17,17 @@ from typing import Any
 import orjson
 
 MODELS_PATH = "/v1/models"
-# what a GET here can raise besides a JSON error: no answer, a refused or reset connection
-UNREACHABLE = (urllib.error.URLError, OSError)
+# what a GET here can raise besides a JSON error: no answer, a refused or reset connection,
+# or an answer that is not HTTP (a bad status line, a body cut short: http.client's
+# HTTPException, BadStatusLine and IncompleteRead among them): each is "no usable answer"
+UNREACHABLE = (urllib.error.URLError, OSError, http.client.HTTPException)
 HTTPError = urllib.error.HTTPError  # an answer with status >= 400 (`.code`)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for what a GET raised: 'IncompleteRead: 5 bytes read, 20 more expected'."""
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def get_json(url: str, api_key: str | None = None, timeout: float = 10.0) -> Any:

@@ -22,8 +22,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from specmon.server.models import list_models
+from specmon.text_guard import mask_secrets, mask_values, secret_values
 
 WATCHDOG = Path(__file__).with_name("watchdog.py")
 
@@ -53,6 +55,7 @@ class ServerProcess:
         self.log_path = log_path
         self._stopped = False
         self._parent_fd: int | None = None  # the pipe's write end: held for the child's life
+        self._copier: threading.Thread | None = None  # masks the log (secrets in argv)
         self._watchdog_fd: int | None = None  # the watchdog's pipe's write end
         self._watchdog: subprocess.Popen[bytes] | None = None
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
@@ -77,12 +80,14 @@ class ServerProcess:
             return subprocess.Popen(
                 argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0, pass_fds=fds
             )
+        command = shell_command(argv)
+        secrets = secret_values(command)
         with open(self.log_path, "ab") as log:
-            log.write(f"$ {shell_command(argv)}\n".encode())
+            log.write(f"$ {mask_secrets(command)}\n".encode())  # keys: ***
             log.flush()
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
-                stdout=log,
+                stdout=subprocess.PIPE if secrets else log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
@@ -90,6 +95,13 @@ class ServerProcess:
                 pass_fds=fds,
                 text=True,  # no pipe to read: the same type as the piped one
             )
+        if secrets:  # the server may print its own arguments: its log gets them masked
+            pipe, proc.stdout = proc.stdout, None
+            self._copier = threading.Thread(
+                target=_copy_masked, args=(pipe, self.log_path, secrets), daemon=True
+            )
+            self._copier.start()
+        return proc
 
     def _start_watchdog(self, grace_s: float) -> None:
         """server/watchdog.py in the child's group: the group dies with this process."""
@@ -165,6 +177,8 @@ class ServerProcess:
     def log_tail(self, lines: int) -> str:
         if self.log_path is None:
             return ""
+        if self._copier is not None and not self.alive:
+            self._copier.join(2)  # what the server printed before it exited, copied first
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
@@ -217,3 +231,13 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def _copy_masked(pipe: IO[str] | None, log_path: Path, secrets: list[str]) -> None:
+    """The server's output into its log, line by line, each secret of its command masked."""
+    if pipe is None:
+        return
+    with pipe, open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        for line in pipe:
+            log.write(mask_values(line, secrets))
+            log.flush()

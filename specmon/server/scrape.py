@@ -80,6 +80,9 @@ class CounterSample:
     engine: str | None = field(default=None, compare=False)  # whose counters these are
     # gauge -> its last value (the mean over label sets): never a window
     gauges: Mapping[str, float] = field(default_factory=dict, compare=False)
+    # counter field ("accepted", "drafts", ...) -> why a line of it was rejected on this
+    # page: its value here is missing (or held from the page before), never a zero to read
+    missing: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def present(self) -> bool:
@@ -147,9 +150,12 @@ def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSa
     samples: list[Any] = []
     engines: set[str] = set()
     gauges: dict[str, list[float]] = {}
+    missing: dict[str, str] = {}
     for line in raw.split(b"\n"):
+        before = dict(rejected)
         sample = _parse_line(line, rejected)
         if sample is None:
+            _note_missing(line, before, rejected, missing)
             continue
         samples.append(sample)
         counter = _counter_of(sample.name)
@@ -165,7 +171,17 @@ def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSa
     health = health_from_families([_Family(samples)], taken)
     engine = ", ".join(sorted(engines)) or next(iter(map(ENGINE_GAUGES.get, gauges)), None)
     means = {name: sum(v) / len(v) for name, v in gauges.items()}
-    return CounterSample(series, taken, health, rejected, engine, means)
+    return CounterSample(series, taken, health, rejected, engine, means, missing)
+
+
+def _note_missing(
+    line: bytes, before: dict[str, int], rejected: dict[str, int], missing: dict[str, str]
+) -> None:
+    """A rejected line of a spec-decode counter makes its field missing, with the reason."""
+    reason = next((r for r, n in rejected.items() if n != before.get(r, 0)), None)
+    fld = _field_of(_line_name(line)) if reason is not None else None
+    if fld is not None:
+        missing.setdefault(fld, reason or "")
 
 
 @dataclass
@@ -193,12 +209,16 @@ def _parse_line(line: bytes, rejected: dict[str, int]) -> Any:
     return sample if why is None else _reject(rejected, why)
 
 
-def _wanted(line: bytes) -> bool:
+def _line_name(line: bytes) -> str:
     end = len(line)
     for stop in (b"{", b" "):
         at = line.find(stop, 0, end)
         end = at if at != -1 else end
-    name = line[:end].decode("utf-8", "replace")
+    return line[:end].decode("utf-8", "replace")
+
+
+def _wanted(line: bytes) -> bool:
+    name = _line_name(line)
     return _field_of(name) is not None or name in HEALTH_SERIES or name in ENGINE_GAUGES
 
 
@@ -250,6 +270,26 @@ class CounterDelta:
     resets: int = 0  # series that went backwards (server restart): counted from zero
     engine: str | None = None  # whose counters (the later sample's)
     gauges: Mapping[str, float] = field(default_factory=dict)  # the later sample's, as read
+    # field -> why it is missing at the window's start / end (a rejected line there): its
+    # count over the window is unknown, so every figure read from it is None, never 0
+    missing_start: Mapping[str, str] = field(default_factory=dict)
+    missing_end: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> dict[str, str]:
+        """field -> why its count over this window is unknown (a series rejected)."""
+        return {**self.missing_start, **self.missing_end}
+
+    def count(self, name: str) -> int | None:
+        """The window's count of one field ("drafts", "draft_tokens", "accepted"); None
+        when a series of it was rejected at either end."""
+        return None if name in self.missing else int(getattr(self, name))
+
+    def missing_text(self, *names: str) -> str | None:
+        """'accepted rejected: NaN values' for the first of `names` missing, else None."""
+        missing = self.missing
+        name = next((n for n in names if n in missing), None)
+        return None if name is None else f"{name} rejected: {missing[name]}"
 
     @property
     def num_spec_tokens(self) -> int:
@@ -257,20 +297,27 @@ class CounterDelta:
 
     @property
     def acceptance_rate(self) -> float | None:
+        if self.missing_text("accepted", "draft_tokens"):
+            return None
         return self.accepted / self.draft_tokens if self.draft_tokens else None
 
     @property
     def acceptance_length(self) -> float | None:
+        if self.missing_text("accepted", "drafts"):
+            return None
         return 1 + self.accepted / self.drafts if self.drafts else None
 
     @property
     def per_position_rates(self) -> list[float] | None:
+        if self.missing_text("per_pos", "drafts"):
+            return None
         return [p / self.drafts for p in self.per_pos] if self.drafts else None
 
     def histogram(self) -> list[int]:
-        """Derived H[0..k]; empty when the server has no per-position counters."""
+        """Derived H[0..k]; empty when the server has no per-position counters (or one of
+        them, or the step counter, was rejected)."""
         k = len(self.per_pos)
-        if k == 0:
+        if k == 0 or self.missing_text("per_pos", "drafts"):
             return []
         p = self.per_pos
         return [self.drafts - p[0]] + [p[j - 1] - p[j] for j in range(1, k)] + [p[k - 1]]
@@ -278,8 +325,8 @@ class CounterDelta:
     @property
     def consistent(self) -> bool:
         """Σ P[i] == Δaccepted and no negative histogram bucket."""
-        if not self.per_pos:
-            return True
+        if not self.per_pos or self.missing_text("per_pos", "accepted", "drafts"):
+            return True  # a rejected series: nothing to hold the others against
         return sum(self.per_pos) == self.accepted and min(self.histogram()) >= 0
 
 
@@ -305,6 +352,8 @@ def counter_delta(before: CounterSample, after: CounterSample) -> CounterDelta:
         resets=resets,
         engine=after.engine,
         gauges=after.gauges,
+        missing_start=before.missing,
+        missing_end=after.missing,
     )
 
 
@@ -323,6 +372,10 @@ def add_deltas(first: CounterDelta, then: CounterDelta) -> CounterDelta:
         resets=first.resets + then.resets,
         engine=then.engine,
         gauges=then.gauges,
+        # counters are cumulative: a series held across a rejected page in between loses
+        # nothing, so only the window's own ends decide what is missing
+        missing_start=first.missing_start,
+        missing_end=then.missing_end,
     )
 
 
@@ -433,10 +486,13 @@ def _only_cancellations(
 
 
 def _diffs(server: CounterDelta, run: RunTotals) -> dict[str, int]:
+    """server − run per total; a rejected series is compared with nothing (no diff)."""
+    pairs = {"steps": ("drafts", run.steps), "accepted": ("accepted", run.accepted)}
+    pairs["drafted"] = ("draft_tokens", run.drafted)
     diffs = {
-        "steps": server.drafts - run.steps,
-        "accepted": server.accepted - run.accepted,
-        "drafted": server.draft_tokens - run.drafted,
+        name: count - ours
+        for name, (fld, ours) in pairs.items()
+        if (count := server.count(fld)) is not None
     }
     server_hist = server.histogram()
     if run.histogram is not None and server_hist:
@@ -776,7 +832,7 @@ class ServerCounterPoller:
         """A series rejected on this page keeps its previous value (so it neither vanishes
         nor restarts from zero when it comes back)."""
         if not sample.rejected or self._previous is None:
-            return sample
+            return sample  # a field rejected here stays in sample.missing either way
         missing = {k: v for k, v in self._previous.series.items() if k not in sample.series}
         if not missing:
             return sample
@@ -832,22 +888,28 @@ def describe_window(delta: CounterDelta | None) -> str:
         return "server /metrics: no spec-decode counters" + gauges
     who = f"{delta.engine} counters, " if delta.engine else ""
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
-    if not delta.drafts and delta.draft_tokens:  # TensorRT-LLM: no verify-step counter
+    if not delta.drafts and delta.draft_tokens and not delta.missing:  # TensorRT-LLM: no
+        # verify-step counter
         return (
             f"server /metrics ({who}{delta.label_sets} engine(s), server-wide): draft "
             f"acceptance {rate}, {delta.draft_tokens:,} draft tokens; no verify-step counter, "
             "so no acceptance length from counters" + gauges
         )
-    if not delta.drafts:
+    if not delta.drafts and "drafts" not in delta.missing:
         return (
             f"server /metrics ({who}{delta.label_sets} engine(s)): no verify steps in the window"
             + gauges
         )
-    per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or [])
+    al = delta.acceptance_length
+    per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or []) or "-"
+    steps = delta.count("drafts")
+    rejected = delta.missing_text("accepted", "drafts", "draft_tokens", "per_pos")
     return (
         f"server /metrics ({who}{delta.label_sets} engine(s), server-wide): acceptance length "
-        f"{delta.acceptance_length:.2f}, draft acceptance {rate}, per position "
-        f"[{per_pos}], {delta.drafts:,} steps" + gauges
+        f"{'-' if al is None else f'{al:.2f}'}, draft acceptance {rate}, per position "
+        f"[{per_pos}], {'-' if steps is None else f'{steps:,}'} steps"
+        + (f" ({rejected}: missing, not zero)" if rejected else "")
+        + gauges
     )
 
 

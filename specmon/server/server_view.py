@@ -147,10 +147,12 @@ def server_metrics_report(
         "samples": view.samples,
         "label_sets": delta.label_sets,
         "num_spec_tokens": delta.num_spec_tokens or None,
-        "drafts": delta.drafts,
-        "draft_tokens": delta.draft_tokens,
-        "accepted": delta.accepted,
-        "accepted_per_position": list(delta.per_pos),
+        # a rejected series' count is missing (null), never a zero (issue 35 item 3)
+        "drafts": delta.count("drafts"),
+        "draft_tokens": delta.count("draft_tokens"),
+        "accepted": delta.count("accepted"),
+        "accepted_per_position": None if "per_pos" in delta.missing else list(delta.per_pos),
+        "missing_series": delta.missing,
         "acceptance_rate": delta.acceptance_rate,
         "acceptance_length": delta.acceptance_length,
         "per_position_rates": delta.per_position_rates,
@@ -193,11 +195,13 @@ def server_metrics_lines(view: ServerCounterView, report: Mapping[str, Any]) -> 
         lines.append(f"server metrics: rejected series on /metrics: {why}")
     if report["acceptance_source"] == "server-wide":
         hist = " ".join(f"{j}:{n}" for j, n in report["histogram"].items())
-        rate = report["acceptance_rate"]
+        rate, al = report["acceptance_rate"], report["acceptance_length"]
+        missing = ", ".join(f"{f} rejected: {r}" for f, r in report["missing_series"].items())
         lines.append(
             "no response carried per-request stats: acceptance figures are server-wide, from "
-            f"/metrics: acceptance length {report['acceptance_length']:.2f}, draft acceptance "
-            f"{'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) {hist or '-'}"
+            f"/metrics: acceptance length {'-' if al is None else f'{al:.2f}'}, draft "
+            f"acceptance {'-' if rate is None else f'{100 * rate:.1f}%'}, histogram (derived) "
+            f"{hist or '-'}" + (f" ({missing}: missing, not zero)" if missing else "")
         )
     return lines
 

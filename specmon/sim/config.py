@@ -20,17 +20,17 @@ from specmon.records import same_named
 from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel
+from specmon.specdecode.engines import sim_shapes
 
-# sglext is SGLang's OpenAI-endpoint shape by the name of its wire field (the same as
-# sglang, which also answers /get_server_info); openai-predictions and llamacpp carry
-# counts only (specmon/sim/payloads.py).
-Shape = Literal[
-    "vllm", "vllm-legacy", "trtllm", "sglang", "sglext", "openai-predictions", "llamacpp", "none"
-]
+# The shapes are the engine registry's (specmon/specdecode/engines.py `sim_shapes`); sglext
+# is SGLang's OpenAI-endpoint shape by the name of its wire field (the same as sglang, which
+# also answers /get_server_info); openai-predictions and llamacpp carry counts only
+# (specmon/sim/payloads.py).
+SHAPE_ALIASES = {"sglext": "sglang"}
 Level = Literal["summary", "detailed"]
 Spelling = Literal["vllm", "ray"]  # vLLM's own /metrics names, or Ray Serve's
 LatencyKind = Literal["linear", "roofline"]  # sim/model.py LATENCY_MODELS
-SHAPES: tuple[str, ...] = typing.get_args(Shape)
+SHAPES: tuple[str, ...] = (*sim_shapes(), *SHAPE_ALIASES)  # the built-in ones, for the help
 LEVELS: tuple[str, ...] = typing.get_args(Level)
 
 
@@ -83,7 +83,9 @@ class SimConfig(BaseModel):
     kv_cache_tokens: int = option(
         1_000_000_000, "KV-cache capacity per engine, in tokens (overflow preempts)", ge=1
     )
-    shape: Shape = option("vllm", "where and how the per-request stats are sent")
+    shape: str = option(
+        "vllm", "where and how the per-request stats are sent", metavar="{" + ",".join(SHAPES) + "}"
+    )
     level: Level = option("detailed", "summary omits per-step arrays")
     seed: int | None = option(None, "same seed + same requests -> same answers")
     log_path: str | None = option(
@@ -133,7 +135,10 @@ class SimConfig(BaseModel):
     @field_validator("shape", mode="after")
     @classmethod
     def _shape(cls, value: str) -> str:
-        return "sglang" if value == "sglext" else value  # one shape, two names
+        value = SHAPE_ALIASES.get(value, value)  # one shape, two names
+        if value not in sim_shapes():  # the live registry: an engine added later serves too
+            raise ValueError(f"'{value}' is not one of {', '.join(sim_shapes())}")
+        return value
 
     @field_validator("acceptance", mode="before")
     @classmethod

@@ -31,19 +31,28 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from specmon.sim.model import SequencePlan
+from specmon.specdecode.engines import engine as registered_engine
 
 LABELS = ["engine", "model_name"]
+_VLLM = registered_engine(
+    "vllm"
+).metrics  # the simulator's /metrics imitates vLLM's (the registry's names)
+
+
+def _named(name: str | None) -> str:
+    if name is None:
+        raise RuntimeError("vLLM's registry entry lacks a spec-decode counter name")
+    return name
+
+
 # (attribute, kind, series, help), in the order /metrics lists them. Spec decoding's exist
 # only with speculation (k >= 1); its per-position counter has a third label, `position`.
 SPEC_SERIES: tuple[tuple[str, type[Counter] | type[Gauge], str, str], ...] = (
-    ("drafts", Counter, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
-    ("draft_tokens", Counter, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
-    ("accepted", Counter, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens."),
+    ("drafts", Counter, _named(_VLLM.steps), "Number of spec decoding drafts."),
+    ("draft_tokens", Counter, _named(_VLLM.draft_tokens), "Number of draft tokens."),
+    ("accepted", Counter, _named(_VLLM.accepted), "Number of accepted tokens."),
 )
-PER_POSITION = (
-    "vllm:spec_decode_num_accepted_tokens_per_pos",
-    "Accepted tokens per draft position.",
-)
+PER_POSITION = (_named(_VLLM.per_position), "Accepted tokens per draft position.")
 SERIES: tuple[tuple[str, type[Counter] | type[Gauge], str, str], ...] = (
     ("prompt_tokens", Counter, "vllm:prompt_tokens", "Number of prefill tokens processed."),
     (

@@ -9,10 +9,16 @@ openai-predictions  `usage.completion_tokens_details` accepted / rejected predic
              tokens (counts only; a gateway's shape, smg #2481)
 llamacpp     root `timings` with `draft_n` / `draft_n_accepted` (counts only; llama.cpp
              writes the two keys only when the request drafted)
+
+The per-choice shapes are declared in CHOICE_PAYLOADS (the choice's key, the builder, any
+other keys on the choice), so a new engine whose stats ride on each choice is one
+`register_choice_payload` beside its engine entry; the server reads the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from specmon.sim.model import SequencePlan
@@ -203,3 +209,42 @@ def _with_per_step(
         obj["per_step_accepted"] = None
         obj["per_step_drafted"] = None
     return obj
+
+
+# (plan, k, level, streaming) -> the object, or None when this request sends none
+ChoiceBuilder = Callable[[SequencePlan, int, str, bool], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class ChoicePayload:
+    """A shape whose per-request stats ride on each choice: the choice's key for them, how
+    they are built, and the other keys the engine adds to a finished choice."""
+
+    key: str
+    build: ChoiceBuilder
+    extras: Callable[[SequencePlan], dict[str, Any]] | None = None
+
+
+CHOICE_PAYLOADS: dict[str, ChoicePayload] = {}
+
+
+def register_choice_payload(shape: str, payload: ChoicePayload) -> None:
+    """The simulator's payload builder for `shape` (one of an engine entry's sim_shapes)."""
+    CHOICE_PAYLOADS[shape] = payload
+
+
+register_choice_payload(
+    "vllm-legacy",
+    ChoicePayload(
+        "speculative_decoding_stats",
+        lambda plan, k, level, streaming: legacy_object(plan, level, streaming),
+    ),
+)
+register_choice_payload(
+    "trtllm",
+    ChoicePayload(
+        "speculative_decoding",
+        lambda plan, k, level, streaming: trtllm_object(plan, k),
+        lambda plan: {"avg_decoded_tokens_per_iter": trtllm_decoded_per_iter(plan)},
+    ),
+)

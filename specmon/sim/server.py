@@ -50,6 +50,7 @@ from specmon.sim.model import SequencePlan, start_sequence
 from specmon.sim.requests import ApiError, ParsedRequest, parse_request
 from specmon.sim.schedule import lookup
 from specmon.sim.scheduler import Scheduler, Seq
+from specmon.specdecode.engines import engine_of_shape
 
 # 64 cheap fake words: a token is " " + one of them.
 WORDS = tuple(
@@ -123,15 +124,6 @@ WORDS = tuple(
 assert len(WORDS) == 64
 WORD_BYTES = tuple((" " + w).encode() for w in WORDS)
 _TEXT_MARK = "\u2063specmon-text\u2063"  # never in the words: where a chunk's text goes
-OWNERS = {
-    "vllm": "vllm",
-    "vllm-legacy": "vllm",
-    "none": "vllm",
-    "trtllm": "tensorrt_llm",
-    "sglang": "sglang",
-    "llamacpp": "llamacpp",
-    "openai-predictions": "specmon-sim",  # a gateway's cards name no engine
-}
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
 
@@ -353,17 +345,18 @@ class SimRequest:
 
     def choice_spec(self, index: int, streaming: bool) -> tuple[str, dict[str, Any]] | None:
         """(key, object) to put on choice `index` for the per-choice shapes."""
-        plan = self.plans[index]
-        if self.k == 0:  # no speculation: no spec-decode object anywhere
+        shaped = payloads.CHOICE_PAYLOADS.get(self.cfg.shape)
+        if shaped is None or self.k == 0:  # no speculation: no spec-decode object anywhere
             return None
-        if self.cfg.shape == "vllm-legacy":
-            return "speculative_decoding_stats", self._maybe_corrupt(
-                payloads.legacy_object(plan, self.cfg.level, streaming)
-            )
-        if self.cfg.shape == "trtllm":
-            obj = payloads.trtllm_object(plan, self.k)
-            return None if obj is None else ("speculative_decoding", self._maybe_corrupt(obj))
-        return None
+        obj = shaped.build(self.plans[index], self.k, self.cfg.level, streaming)
+        return None if obj is None else (shaped.key, self._maybe_corrupt(obj))
+
+    def choice_extras(self, index: int) -> dict[str, Any]:
+        """The other keys a per-choice shape's engine adds to a finished choice."""
+        shaped = payloads.CHOICE_PAYLOADS.get(self.cfg.shape)
+        if shaped is None or shaped.extras is None:
+            return {}
+        return shaped.extras(self.plans[index])
 
     def sglext(self) -> dict[str, Any] | None:
         if self.cfg.shape != "sglang" or not self.parsed.return_spec_details or self.k == 0:
@@ -582,8 +575,7 @@ class SimRequest:
             if extra is not None:
                 choice[extra[0]] = extra[1]
                 sent.append(extra[1])
-            if self.cfg.shape == "trtllm":
-                choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(plan)
+            choice.update(self.choice_extras(index))
             choices.append(choice)
         body: dict[str, Any] = {
             "id": self.id,
@@ -678,10 +670,7 @@ class SimRequest:
         if extra is not None:
             choice[extra[0]] = extra[1]
             self._sent_choice_specs.append(extra[1])
-        if self.cfg.shape == "trtllm":
-            choice["avg_decoded_tokens_per_iter"] = payloads.trtllm_decoded_per_iter(
-                self.plans[index]
-            )
+        choice.update(self.choice_extras(index))
 
     def _template(self, index: int) -> tuple[bytes, bytes]:
         """A mid-stream chunk of choice `index` as bytes before and after its text: built once
@@ -839,7 +828,7 @@ async def models(request: Request) -> Response:
         "id": state.cfg.model,
         "object": "model",
         "created": state.started,
-        "owned_by": OWNERS[state.cfg.shape],
+        "owned_by": engine_of_shape(state.cfg.shape).sim_owner,
         "root": state.cfg.model,
         "parent": None,
         "max_model_len": state.cfg.max_model_len,

@@ -191,7 +191,7 @@ def counter_status(
         return CounterStatus([f"server /metrics: {why}"], None, None)
     if not delta.present:
         return CounterStatus(["server /metrics: no spec-decode counters"], None, None)
-    if not delta.drafts:
+    if not delta.drafts and not delta.missing:
         return CounterStatus(
             [
                 f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s): "
@@ -201,12 +201,17 @@ def counter_status(
             None,
         )
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
+    al = "-" if delta.acceptance_length is None else f"{delta.acceptance_length:.2f}"
+    steps = delta.count("drafts")
     per_pos = " ".join(f"{r:.2f}" for r in delta.per_position_rates or []) or "-"
     lines = [
         f"server-wide /metrics: {delta.label_sets} engine(s), {delta.duration_s:.0f} s window",
-        f"AL {delta.acceptance_length:.2f} · draft acceptance {rate} · {delta.drafts:,} steps",
+        f"AL {al} · draft acceptance {rate} · {'-' if steps is None else f'{steps:,}'} steps",
         f"per position: {per_pos}",
     ]
+    rejected = delta.missing_text("accepted", "drafts", "draft_tokens", "per_pos")
+    if rejected:
+        lines.append(f"{rejected}: missing, not zero")
     if reconciled:
         lines.append(reconciliation_line(view, snapshot, now_s))
     hist = delta.histogram()

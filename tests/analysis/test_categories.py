@@ -9,7 +9,7 @@ import json
 import math
 
 import pytest
-from metrics_helpers import nonstream_capture, vllm_payload
+from support.metrics_helpers import nonstream_capture, vllm_payload
 
 from specmon.analysis.categories import (
     UNCATEGORIZED,

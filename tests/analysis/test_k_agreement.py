@@ -258,7 +258,10 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert said.returncode == 0, said.stderr
-    assert said.stdout.splitlines()[1:] == lines, said.stdout
+    # then the sweep's trust verdict: every cell here passed the gates and is stable
+    clean = "trust: clean (every cell passed the health gates; each load decided on stable cells)"
+    assert said.stdout.splitlines()[1:] == lines + [clean], said.stdout
+    assert doc["trust"] == "clean" and doc["trust_reasons"] == [] and doc["excluded_cells"] == {}
     compared = _cli("compare", sweep_dir)
     assert compared.returncode == 0 and compared.stdout == said.stdout, compared.stderr
     got = subprocess.run(
@@ -267,6 +270,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
+    assert json.loads(got.stdout)["trust"] == "clean"
 
 
 @pytest.mark.e2e  # `specmon tune` as a process

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from segments_oracle import segment_table
+from support.segments_oracle import segment_table
 
 from specmon.analysis.segments import recommended_by_segment, render_segment_table
 from specmon.config import RunConfig, add_run_arguments, build_config

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-import segments_oracle
-from segments_oracle import segment_table
+from support import segments_oracle
+from support.segments_oracle import segment_table
 
 from analysis.test_segments import result
 from specmon.analysis import segments

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specmon.analysis.sweep import render_sweep_tables
-from specmon.decision.cells import decide, summarize
+from specmon.decision.cells import decide, summarize, trust_lines, trust_of
 from specmon.decision.schedule import build_schedule, validate_schedule, write_schedule
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
 
@@ -354,3 +354,48 @@ def test_a_cell_with_an_error_is_never_a_candidate():
     (d,) = decide(cells)
     assert d.concurrency == 1 and d.selected_k == 2
     assert [s.k for s in d.candidates] == [0, 2] and d.missing_ks == []
+
+
+def test_a_doubted_cell_above_the_pick_makes_the_decision_uncertain():
+    # k=4 ran on a lagging server (excluded) yet measured 300 tok/s, above the pick k=0's 100
+    lag = Cell(4, 1, [RepeatMeasurement(300.0, 1.0, 10, server_lag_share=0.05)] * 3)
+    (d,) = decide([cell(0, 1, 100, 100, 100), lag])
+    assert d.selected_k == 0 and d.uncertain is not None
+    assert d.uncertain.startswith(
+        "k=4 measured 300.0 tok/s above the pick's 100.0 but was excluded"
+    )
+    assert d.head().startswith("uncertain: re-measure (k=4 measured 300.0")
+    assert d.head().endswith("; selected k=0 (100.0 tok/s, P(sel.)=1.00)")
+    assert d.to_dict()["uncertain"] == d.uncertain
+    # below the pick, or excluded for its errors or the SLO: the pick stands, certain
+    slow = Cell(4, 1, [RepeatMeasurement(90.0, 1.0, 10, server_lag_share=0.05)] * 3)
+    assert decide([cell(0, 1, 100, 100, 100), slow])[0].uncertain is None
+    broken = failing(4, 1, 300, 10)
+    assert decide([cell(0, 1, 100, 100, 100), broken])[0].uncertain is None
+
+
+def test_trust_verdict_lists_every_exclusion_per_load():
+    lag = Cell(4, 1, [RepeatMeasurement(300.0, 1.0, 10, server_lag_share=0.05)] * 3)
+    decisions = decide([cell(0, 1, 100, 100, 100), lag, cell(0, 4, 200, 200, 200)])
+    trust = trust_of(decisions)
+    why = "server behind its step model (+5.0% of its formula's time > 2%)"
+    assert trust["trust"] == "flagged"
+    assert trust["excluded_cells"] == {"1": {"4": [why]}}
+    assert trust["trust_reasons"] == [
+        f"concurrency 1: k=4 excluded: {why}",
+        f"concurrency 1: uncertain: re-measure ({decisions[0].uncertain})",
+        "concurrency 4: k=4 not measured here",
+    ]
+    assert trust_lines(trust)[0] == "trust: flagged (3 reasons)"
+    # the schedule file carries the same verdict, outside the fragment vLLM reads
+    sched = build_schedule(decisions)
+    assert {k: sched[k] for k in trust} == trust
+    assert set(sched["speculative_config_fragment"] or {}) <= {
+        "num_speculative_tokens",
+        "num_speculative_tokens_per_batch_size",
+    }
+    clean = trust_of(decide(grid({1: 4, 16: 2})))
+    assert clean == {"trust": "clean", "trust_reasons": [], "excluded_cells": {}}
+    assert trust_of(decide(grid({1: 4})), complete=False)["trust_reasons"] == [
+        "the sweep was interrupted: not every cell was measured"
+    ]

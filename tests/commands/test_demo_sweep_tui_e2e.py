@@ -13,8 +13,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
-from tmux_pane import Pane
+from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.tmux_pane import Pane
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import sys
 from importlib import resources
 
 import pytest
-from metrics_helpers import (
+from support.metrics_helpers import (
     SECOND,
     WORKED,
     error_capture,
@@ -15,7 +15,7 @@ from metrics_helpers import (
     stream_capture,
     vllm_payload,
 )
-from paths import FIXTURES as FIXTURES_DIR
+from support.paths import FIXTURES as FIXTURES_DIR
 
 from specmon.session import RunSession
 

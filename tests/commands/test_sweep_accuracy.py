@@ -51,7 +51,7 @@ import pytest
 
 from specmon.sim.model import expected_tokens_per_step
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.acceptance]  # minutes of real-time load
 
 KS = [1, 2, 4, 6]  # plus the k=0 baseline
 CONCURRENCY = [1, 4, 16]

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from commands.test_sweep_run import (
     child_env,

@@ -1,6 +1,6 @@
 """`specmon sweep` as a real process against `specmon sim` servers it starts (or is given).
 
-The decision code is the stand-in of tests/sweep_fakes.py until the real one is merged
+The decision code is the stand-in of tests/support/sweep_fakes.py until the real one is merged
 (sweep_fakes.install() steps aside then). SIM_HAS_K0 / SIM_HAS_ROOFLINE switch on the
 checks that need `specmon sim --num-spec-tokens 0` and `--latency-model roofline`.
 """
@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from specmon.sim.process import start_sim
 
@@ -427,3 +427,33 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(
         return False
 
     poll(group_gone, timeout=10, what="the server's process group gone")
+
+
+# issue 35 item 8: a key in the server command reaches the server, and no artifact --------
+SECRETS = ("sk-SECRET-one", "sk-SECRET-two", "hf_SECRET_three")
+
+
+def test_keys_in_the_serve_template_are_masked_in_every_artifact(tmp_path: Path) -> None:
+    # the server prints what it got (as vLLM prints its arguments), then fails to start
+    template = (
+        "echo \"server got: 'api_key': '$KEY' $AUTH\"; exit 3 "
+        "# {k} {port} --api-key sk-SECRET-one -H 'Authorization: Bearer sk-SECRET-two' "
+        "HF_TOKEN=hf_SECRET_three"
+    )
+    template = "KEY=sk-SECRET-one AUTH=sk-SECRET-two; " + template
+    args = ["--serve", template, "--num-spec-tokens", "1", "--concurrency", "1"]
+    args += ["--repeats", "1", "--artifact-dir", str(tmp_path)]
+    proc = run_sweep(args + load_flags())
+    assert proc.returncode == 1
+    log = (tmp_path / "server-k1.log").read_text()
+    assert "server got: 'api_key': '***' ***" in log  # the server had the real ones
+    shown = proc.stdout + proc.stderr
+    assert "--api-key *** -H 'Authorization: Bearer ***' HF_TOKEN=***" in shown
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert not [s for s in SECRETS if s in text], path
+    assert not [s for s in SECRETS if s in shown]
+    resumed = run_sweep(["--resume", str(tmp_path)])  # sweep.json alone cannot restart it
+    assert resumed.returncode == 2
+    assert "give --serve (and --baseline-serve, --variant) again" in resumed.stderr

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tmux_pane import Pane
+from support.tmux_pane import Pane
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from paths import BENCHMARKS
+from support.paths import BENCHMARKS
 
 from specmon.decision.choose import (
     ACROSS_K,

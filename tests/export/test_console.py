@@ -2,7 +2,7 @@
 
 import io
 
-from metrics_helpers import SECOND, WORKED, nonstream_capture, vllm_payload
+from support.metrics_helpers import SECOND, WORKED, nonstream_capture, vllm_payload
 
 from specmon.accumulator import RunAccumulator
 from specmon.export.console import histogram_line, print_console, render_console, row_label

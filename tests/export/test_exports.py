@@ -5,7 +5,7 @@ import threading
 
 import orjson
 import pytest
-from metrics_helpers import (
+from support.metrics_helpers import (
     SECOND,
     WORKED,
     error_capture,

@@ -1,5 +1,5 @@
 """Hostile responses are never lost and never crash a run (issue 10 item 5): a real hostile
-server (tests/hostile_server.py), `specmon run --headless --export-level raw` as a process,
+server (tests/support/hostile_server.py), `specmon run --headless --export-level raw` as a process,
 then `specmon report` over its raw file; plus the encoder's replacements checked by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import orjson
 import pytest
-from hostile_server import CASES, I64_MAX, HostileServer
+from support.hostile_server import CASES, I64_MAX, HostileServer
 
 from specmon.export.safe_json import MAX_DEPTH, OUT_OF_RANGE, TOO_DEEP, dumps_safe
 

@@ -1,7 +1,7 @@
 """Values checked at the edge (issue 19 item 5), live and in `specmon report`: spec-decode
 counts past 2^63-1 make the record malformed, a reported acceptance length or rate that its
 own counts contradict makes it contested, and either way the request is kept, counted by
-reason, and never raises. Real processes against tests/hostile_server.py."""
+reason, and never raises. Real processes against tests/support/hostile_server.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import orjson
 import pytest
-from hostile_server import GOOD, HostileServer, _body, _usage
+from support.hostile_server import GOOD, HostileServer, _body, _usage
 
 SPECMON = [sys.executable, "-m", "specmon"]
 

@@ -8,7 +8,7 @@ import sys
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import BENCHMARKS
+from support.paths import BENCHMARKS
 
 sys.path.insert(0, str(BENCHMARKS))
 from bench_wire_fuzz import BAD, run_batch

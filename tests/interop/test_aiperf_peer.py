@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 import pytest
-from paths import TESTS
 from peer.aiperf_peer import (
     HISTOGRAM_LINE,
     SPEC_SECTION_TITLE,
@@ -27,6 +26,7 @@ from peer.aiperf_peer import (
     server_payloads,
     spec_section,
 )
+from support.paths import TESTS
 
 from specmon.interop.aiperf import read_records_export, read_summary_export, spec_decode_summary
 from specmon.sim.process import start_sim

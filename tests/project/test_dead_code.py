@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from paths import ROOT
+from support.paths import ROOT
 
 PLAIN_DECORATORS = {"property", "classmethod", "staticmethod", "cached_property", "cache",
                     "overload", "dataclass"}  # fmt: skip

@@ -12,6 +12,7 @@ docs/architecture.md).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,26 @@ def test_upward_imports_are_the_allowed_few(graph):
         assert imported in graph[importer]
         short = f"{importer.removeprefix('specmon.')} -> {imported.removeprefix('specmon.')}"
         assert short in doc, short
+
+
+# names a runner class carries (run/: LoadRunner, WorkerPool, MultiRun, SweepControl, ...)
+RUNNER_NAME = re.compile(r"(Runner|Run|Pool|Control)$")
+
+
+def test_sources_hold_producers_and_no_runner_class():
+    """sources/ is the producers' room (issue 32): a class named like a runner
+    (…Runner, …Run, …Pool, …Control) belongs in run/; BackgroundRun, the lifecycle every
+    runner shares, is the one base kept beside the feeders that use it."""
+    found = []
+    for path in (PACKAGE / "sources").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{path.relative_to(ROOT)}:{node.name}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            and RUNNER_NAME.search(node.name)
+            and node.name != "BackgroundRun"
+        ]
+    assert found == []
+    assert RUNNER_NAME.search("SweepRunner") and RUNNER_NAME.search("MultiRun")
+    assert not RUNNER_NAME.search("LoadGenerator")

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import conftest
 import pytest
-from paths import ROOT, TESTS
+from support.paths import ROOT, TESTS
 
 pytestmark = pytest.mark.e2e  # an inner pytest process
 

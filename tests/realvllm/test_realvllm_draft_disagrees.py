@@ -21,7 +21,7 @@ import subprocess
 import warnings
 
 import pytest
-from sweep_fakes import sweep_argv
+from support.sweep_fakes import sweep_argv
 
 from realvllm.server import (
     ensure_other_model,

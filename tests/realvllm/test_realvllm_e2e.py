@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from paths import FIXTURES as FIXTURES_DIR
+from support.paths import FIXTURES as FIXTURES_DIR
 
 from realvllm.server import NUM_SPEC_TOKENS, read_request_counts, read_spec_counters
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import FIXTURES as FIXTURES_DIR
+from support.paths import FIXTURES as FIXTURES_DIR
 
 FIXTURES = FIXTURES_DIR / "vllm032"
 LEVELS = ("summary", "detailed")

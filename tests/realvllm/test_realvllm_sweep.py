@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sweep_fakes import sweep_argv
+from support.sweep_fakes import sweep_argv
 
 from realvllm.server import (
     MODEL_DIR,

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fleet_fixtures import Fleet, al_between, fleet, truth  # noqa: F401 (fixture)
+from support.fleet_fixtures import Fleet, al_between, fleet, truth  # noqa: F401 (fixture)
 
 SELECTOR = '{job="vllm"}'
 
@@ -98,7 +98,7 @@ def test_no_series_match_names_the_selector(fleet: Fleet, tmp_path: Path) -> Non
 
 
 def test_unreachable_store_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    from specmon.run.sweep.runner import free_port
+    from specmon.run.sweep.servers import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     command = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from paths import ROOT as ROOT_DIR
+from support.paths import ROOT as ROOT_DIR
 
 from specmon.errors import UserError
 from specmon.server.health import HealthDelta, label_text, parse_health

@@ -1,6 +1,6 @@
 """/metrics can never take a run down (issue 19 item 2): the page parser's per-series
 rejections checked by hand, then `specmon run --headless` as a real process against a real
-loopback server (tests/hostile_server.py) whose /metrics is slow, trickles, is endless, turns
+loopback server (tests/support/hostile_server.py) whose /metrics is slow, trickles, is endless, turns
 NaN late, or carries absurd labels: every request is in the exports, no traceback, exit 0,
 and the console names what happened to the server metrics."""
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from hostile_server import (
+from support.hostile_server import (
     GOOD,
     HostileServer,
     counters_page,

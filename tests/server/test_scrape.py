@@ -8,7 +8,7 @@ import ssl
 
 import httpx
 import pytest
-from paths import FIXTURES as FIXTURES_DIR
+from support.paths import FIXTURES as FIXTURES_DIR
 
 from specmon.errors import UserError
 from specmon.server import scrape

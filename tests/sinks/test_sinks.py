@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, vllm_payload
+from support.metrics_helpers import SECOND, WORKED, error_capture, nonstream_capture, vllm_payload
 
 import specmon.session as session_module
 from specmon.accumulator import RunSnapshot

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from adapters_support import load_capture, parsed, responses_of
+from support.adapters_support import load_capture, parsed, responses_of
 
 from specmon.capture import RawCapture
 from specmon.session import RunSession
@@ -37,10 +37,55 @@ def test_every_builtin_adapter_reads_a_declared_engine_under_its_one_name():
     assert declared == {"vllm", "trtllm", "sglang", "llamacpp", "openai"}
     seen = {adapter_engine(e) for e in registered_adapters()}
     assert declared <= seen
-    # TensorRT-LLM has one name: the record, --engine and the exports say trtllm
+    # the adapters and --engine use the short name; no adapter answers to AIPerf's
     assert "tensorrt_llm" not in seen
     for declared_engine in engines.ENGINES:
         assert len(declared_engine.adapters) >= 1
+
+
+def test_each_engine_keeps_aiperfs_record_name():
+    # AIPerf's record names (its spec-decode engine field: vllm, tensorrt_llm,
+    # llamacpp, sglang); openai is specmon's own (AIPerf has no such adapter)
+    names = {e.name: e.aiperf_name for e in engines.ENGINES}
+    assert names == {
+        "vllm": "vllm",
+        "trtllm": "tensorrt_llm",
+        "sglang": "sglang",
+        "llamacpp": "llamacpp",
+        "openai": "openai",
+    }
+    assert engines.record_name("trtllm") == "tensorrt_llm"
+    assert engines.record_name("an-outside-adapter") == "an-outside-adapter"
+
+
+def test_the_simulator_derives_its_shapes_and_owners_from_the_registry():
+    from specmon.sim.config import SHAPES, SimConfig
+
+    shapes = {s: engines.engine_of_shape(s).name for s in engines.sim_shapes()}
+    assert shapes == {
+        "vllm": "vllm",
+        "vllm-legacy": "vllm",
+        "none": "vllm",
+        "trtllm": "trtllm",
+        "sglang": "sglang",
+        "llamacpp": "llamacpp",
+        "openai-predictions": "openai",
+    }
+    assert set(SHAPES) == set(shapes) | {"sglext"}
+    assert SimConfig(shape="sglext").shape == "sglang"
+    with pytest.raises(ValueError):
+        SimConfig(shape="tensorrt_llm")
+    owners = {s: engines.engine_of_shape(s).sim_owner for s in shapes}
+    assert owners["trtllm"] == "tensorrt_llm" and owners["none"] == "vllm"
+    assert owners["openai-predictions"] == "specmon-sim"  # a gateway names no engine
+
+
+def test_the_simulators_vllm_counters_are_the_registrys_names():
+    from specmon.sim.counters import PER_POSITION, SPEC_SERIES
+
+    vllm = engines.engine("vllm").metrics
+    assert [row[2] for row in SPEC_SERIES] == [vllm.steps, vllm.draft_tokens, vllm.accepted]
+    assert PER_POSITION[0] == vllm.per_position
 
 
 def test_request_options_come_from_the_registry():

@@ -24,6 +24,7 @@ from specmon.segment_plan import SegmentLog
 from specmon.server.models import (
     UNREACHABLE,
     HTTPError,
+    describe_failure,
     get_json,
     get_models,
     model_ids,
@@ -81,7 +82,7 @@ def _listed_ids(base: str, api_key: str | None, timeout: float) -> list[str]:
             f"server {base} answered HTTP {exc.code} on /v1/models{http_hint(base, exc.code)}"
         ) from None
     except UNREACHABLE as exc:
-        reason = getattr(exc, "reason", exc)
+        reason = getattr(exc, "reason", None) or describe_failure(exc)
         raise UserError(f"cannot reach server {base}: {reason}{unreachable_hint(reason)}") from None
     except orjson.JSONDecodeError:
         raise UserError(

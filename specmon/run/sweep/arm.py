@@ -39,6 +39,7 @@ from specmon.run.sweep.settings import (
     row_label,
 )
 from specmon.server.process import ServerProcess
+from specmon.text_guard import mask_secrets
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,9 @@ def _serve(
     port = free_port()
     command = spec.command(port, gpus, directory)
     on_gpus = f" on GPU {','.join(gpus)}" if gpus else ""
-    hooks.say(f"specmon sweep: {spec.label}: starting `{command}`{on_gpus} (pid {os.getpid()})")
+    hooks.say(
+        f"specmon sweep: {spec.label}: starting `{mask_secrets(command)}`{on_gpus} (pid {os.getpid()})"
+    )
     server = start_server(command, port, directory / spec.log_name, gpus)
     measurer = Measurer(
         job.settings, job.load_config, directory, job.make_repeat, stopping, hooks.say, hooks.on_now

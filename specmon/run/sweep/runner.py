@@ -29,7 +29,7 @@ from specmon.analysis.arms import ArmReport, arm_reports, render_arms
 from specmon.analysis.sweep import render_sweep_tables
 from specmon.config import RunConfig
 from specmon.decision import stepcost
-from specmon.decision.cells import Decision, decide
+from specmon.decision.cells import Decision, decide, trust_of
 from specmon.decision.schedule import SCHEDULE_NAME, build_schedule, write_schedule
 from specmon.decision.stepcost import KModel
 from specmon.decision.sweep_types import SWEEP_JSON, Cell
@@ -47,6 +47,7 @@ from specmon.run.sweep.settings import (
 )
 from specmon.server.models import list_models
 from specmon.server.process import ServerProcess
+from specmon.text_guard import mask_secrets
 
 
 @dataclass
@@ -402,7 +403,7 @@ class SweepRunner:
         return path
 
     def _say(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        print(mask_secrets(line), file=self.out, flush=True)
 
     # the end: decisions, model, schedule --------------------------------------------------
     def conclude(self, result: SweepResult) -> SweepResult:
@@ -414,6 +415,7 @@ class SweepRunner:
         try:
             result.decisions = decide(measured, self.settings.objective())
             extra["decisions"] = [d.to_dict() for d in result.decisions]
+            extra.update(trust_of(result.decisions, not result.stopped))
             try:
                 result.model = stepcost.fit(measured)
                 extra["model"] = result.model.to_dict()

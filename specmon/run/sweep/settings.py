@@ -16,6 +16,7 @@ from specmon.decision.slo import Slo, slo_option
 from specmon.decision.sweep_types import SWEEP_JSON
 from specmon.errors import UserError
 from specmon.records import int_keys
+from specmon.text_guard import mask_secrets
 
 SCHEMA = "specmon-sweep/1"
 PLACEHOLDERS = ("{k}", "{port}", "{gpus}", "{python}", "{schedule}")
@@ -69,9 +70,13 @@ class SweepSettings:
                 (self.baseline_serve, "--baseline-serve"),
             ):
                 if template is not None and "{port}" not in template:
-                    raise UserError(f"{name} needs the {{port}} placeholder: '{template}'")
+                    raise UserError(
+                        f"{name} needs the {{port}} placeholder: '{mask_secrets(template)}'"
+                    )
             if "{k}" not in self.serve:
-                raise UserError(f"--serve needs the {{k}} placeholder: '{self.serve}'")
+                raise UserError(
+                    f"--serve needs the {{k}} placeholder: '{mask_secrets(self.serve)}'"
+                )
             if 0 in self.ks:
                 raise UserError("k=0 is the baseline: give its command with --baseline-serve")
         if (self.segment_requests is None) == (self.segment_duration is None):
@@ -90,7 +95,8 @@ class SweepSettings:
             for needed in ("{port}", "{schedule}"):
                 if needed not in self.schedule_serve:
                     raise UserError(
-                        f"--schedule-serve needs the {needed} placeholder: '{self.schedule_serve}'"
+                        f"--schedule-serve needs the {needed} placeholder: "
+                        f"'{mask_secrets(self.schedule_serve)}'"
                     )
         for name, template in self.variants.items():
             if not ARM_NAME.fullmatch(name) or name == SCHEDULE_ARM:
@@ -99,7 +105,9 @@ class SweepSettings:
                     f"(not '{SCHEDULE_ARM}')"
                 )
             if "{port}" not in template:
-                raise UserError(f"--variant {name} needs the {{port}} placeholder: '{template}'")
+                raise UserError(
+                    f"--variant {name} needs the {{port}} placeholder: '{mask_secrets(template)}'"
+                )
             if SCHEDULE_PLACEHOLDER in template:
                 raise UserError(f"--variant {name}: {{schedule}} is for --serve / --schedule-serve")
         if self.verify_schedule and schedule_placement(self.schedule_template()) is None:
@@ -140,8 +148,13 @@ class SweepSettings:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
+        """What sweep.json stores: the server commands with their secrets masked (a key
+        given to the server never lands in a shared artifact; --resume asks for them)."""
         data = asdict(self)
         data["urls"] = {str(k): u for k, u in sorted(self.urls.items())}
+        for key in ("serve", "baseline_serve", "schedule_serve"):
+            data[key] = mask_secrets(data[key]) if data[key] is not None else None
+        data["variants"] = {name: mask_secrets(cmd) for name, cmd in self.variants.items()}
         return data
 
     @classmethod

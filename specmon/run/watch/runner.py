@@ -61,24 +61,26 @@ NO_REQUESTS = "watch mode: no requests of its own; server-wide figures from /met
 class SpecFigures:
     """Spec-decode figures over an interval or the whole watch (one label set or summed)."""
 
-    drafts: int
-    draft_tokens: int
-    accepted: int
+    drafts: int | None  # None: a series of it was rejected (missing, never a zero)
+    draft_tokens: int | None
+    accepted: int | None
     acceptance_rate: float | None
     acceptance_length: float | None
     per_position: list[float] | None
     histogram: list[int]
+    missing: dict[str, str] = field(default_factory=dict)  # field -> why it was rejected
 
     @classmethod
     def of(cls, delta: CounterDelta) -> SpecFigures:
         return cls(
-            delta.drafts,
-            delta.draft_tokens,
-            delta.accepted,
+            delta.count("drafts"),
+            delta.count("draft_tokens"),
+            delta.count("accepted"),
             delta.acceptance_rate,
             delta.acceptance_length,
             delta.per_position_rates,
             delta.histogram(),
+            delta.missing,
         )
 
 
@@ -196,7 +198,11 @@ def split_labels(sample: CounterSample) -> dict[tuple[tuple[str, str], ...], Cou
     for key, value in sample.series.items():
         labels = tuple(pair for pair in key[1] if pair[0] != "position")
         out.setdefault(labels, {})[key] = value
-    return {labels: CounterSample(series, sample.taken_s) for labels, series in out.items()}
+    # a rejected line's label set is unknown: each label set is missing that field
+    return {
+        labels: CounterSample(series, sample.taken_s, missing=sample.missing)
+        for labels, series in out.items()
+    }
 
 
 class ServerTrack:
@@ -212,6 +218,9 @@ class ServerTrack:
         self.last_error: str | None = None
         self.previous: CounterSample | None = None
         self.totals: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos": []}
+        # what the totals miss at their start (the first interval's): counters are
+        # cumulative, so a series rejected in between loses nothing once it is back
+        self.missing_start: dict[str, str] | None = None
         self.rows: deque[WatchRow] = deque(maxlen=KEEP_ROWS)
 
     def add(self, view: ServerCounterView) -> WatchRow:
@@ -259,6 +268,8 @@ class ServerTrack:
         t["pos"] = [
             p + (delta.per_pos[i] if i < len(delta.per_pos) else 0) for i, p in enumerate(pos)
         ]
+        if self.missing_start is None:
+            self.missing_start = dict(delta.missing_start)
         total = CounterDelta(
             t["drafts"],
             t["draft_tokens"],
@@ -267,6 +278,8 @@ class ServerTrack:
             base["t_s"],
             delta.label_sets,
             delta.present,
+            missing_start=self.missing_start,
+            missing_end=delta.missing_end,
         )
         return WatchRow(
             **base,
@@ -517,9 +530,10 @@ def watch_series(
         if row.t_s < start or row.error is not None:
             continue
         b = min(int((row.t_s - start) / width), columns - 1)
-        if row.interval is not None:
-            drafts[b] += row.interval.drafts
-            accepted[b] += row.interval.accepted
+        figs = row.interval
+        if figs is not None and figs.drafts is not None and figs.accepted is not None:
+            drafts[b] += figs.drafts  # a rejected series adds nothing (missing, not 0)
+            accepted[b] += figs.accepted
         if row.health.generation_tokens_per_s is not None:
             tok[b].append(row.health.generation_tokens_per_s)
     empty: list[float | None] = [None] * columns
@@ -562,12 +576,15 @@ def headless_line(row: WatchRow) -> str:
 
 
 def _spec_text(interval: SpecFigures, total: SpecFigures | None) -> str:
-    if not interval.drafts:
+    if interval.missing:  # a rejected series: its figures are missing, never read as 0
+        why = ", ".join(f"{name} rejected: {reason}" for name, reason in interval.missing.items())
+        al = f"AL - acc - ({why})"
+    elif not interval.drafts:
         al = "AL -"
     else:
         rate = interval.acceptance_rate
         al = (
-            f"AL {interval.acceptance_length:.2f} acc "
+            f"AL {_fixed(interval.acceptance_length)} acc "
             f"{'-' if rate is None else f'{100 * rate:.1f}%'} pos ["
             + " ".join(f"{r:.2f}" for r in interval.per_position or [])
             + f"] steps {interval.drafts}"
@@ -575,6 +592,10 @@ def _spec_text(interval: SpecFigures, total: SpecFigures | None) -> str:
     if total is not None and total.acceptance_length is not None:
         al += f" | watch AL {total.acceptance_length:.2f} steps {total.drafts}"
     return al
+
+
+def _fixed(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _pct(value: float | None) -> float | None:

@@ -22,6 +22,7 @@ import orjson
 
 from specmon.bounded_read import read_bounded
 from specmon.errors import UserError
+from specmon.text_guard import control_character
 
 DATASETS = ("spec_bench", "mt_bench", "speed_bench", "sharegpt")
 # max_tokens as the peers send them: `vllm bench serve` sends 256 for spec_bench (and
@@ -164,6 +165,8 @@ def _category(where: _Where, obj: dict[str, Any], default: str | None = None) ->
     value = obj.get("category", default)
     if not isinstance(value, str) or not value.strip():
         raise where.error("'category' must be a non-empty string")
+    if (bad := control_character(value.strip())) is not None:  # sent as a header, shown
+        raise where.error(f"'category' holds the control character {bad}")
     return value.strip()
 
 

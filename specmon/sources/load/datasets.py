@@ -10,9 +10,11 @@ import random
 from dataclasses import dataclass
 
 from specmon.bounded_read import read_bounded
+from specmon.config import MAX_TOKENS
 from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.sources.load.prompts import BUILTIN_PROMPTS, SYNTHETIC_WORDS
+from specmon.text_guard import control_character
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +32,10 @@ class Prompt:
 
 
 def sample_length(rng: random.Random, mean: float, stddev: float) -> int:
-    """A normal draw rounded to an int, never below 1 (stddev 0 gives the mean exactly)."""
+    """A normal draw rounded to an int, in 1..MAX_TOKENS (stddev 0 gives the mean exactly)."""
     if stddev <= 0:
-        return max(1, round(mean))
-    return max(1, round(rng.gauss(mean, stddev)))
+        return min(MAX_TOKENS, max(1, round(mean)))
+    return min(MAX_TOKENS, max(1, round(rng.gauss(mean, stddev))))  # a wide stddev: bounded
 
 
 def synthetic_text(rng: random.Random, n_tokens: int) -> str:
@@ -110,6 +112,8 @@ def _parse_line(path: str, number: int, line: bytes) -> Prompt | None:
         raise UserError(f"{where}: 'text' must be a non-empty string")
     if category is not None and not isinstance(category, str):
         raise UserError(f"{where}: 'category' must be a string")
+    if category is not None and (bad := control_character(category)) is not None:
+        raise UserError(f"{where}: 'category' holds the control character {bad}")
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):

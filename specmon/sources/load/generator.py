@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import random
 import time
 from collections import deque
@@ -21,12 +22,13 @@ from specmon.errors import ServerUnreachable, UserError
 from specmon.interfaces import LoadProgress
 from specmon.segment_plan import SegmentLog, parse_segments
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
-from specmon.sources.load.client import LoadClient, new_capture
+from specmon.sources.load.client import LoadClient, describe_exception, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
 from specmon.sources.load.loop_health import LoopHealthMonitor
 from specmon.specdecode.engines import request_options
 
 Sink = Callable[[dict[str, Any]], None]
+log = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP_S = 30.0  # the most a 429's Retry-After holds a slot back
 RATE_LIMIT_RETRIES = 5  # times one request is re-sent after a 429 before it stays an error
@@ -529,6 +531,8 @@ class LoadGenerator:
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # retrieved: no stray trace
+            log.error("recording a request failed: %s", describe_exception(task.exception()))
         self._poke()
 
     async def _one(self, capture: dict[str, Any], prompt: Prompt) -> None:
@@ -559,6 +563,8 @@ class LoadGenerator:
                 }
                 capture["start_ns"] = capture["end_ns"] = time.perf_counter_ns()
             raise
+        except Exception as exc:  # never a success with invented times: a counted error
+            _client_error(capture, exc)
         finally:  # also on cancellation: the capture is marked cancelled, still recorded
             self.factory.answered(prompt, capture)  # before the completion pokes the loop
             self._record(capture)
@@ -617,3 +623,13 @@ def _fresh(capture: dict[str, Any]) -> dict[str, Any]:
 
 
 _TAGS = ("category", "question_id", "turn", "benchmark_phase", "server", "worker_id", "segment")
+
+
+def _client_error(capture: dict[str, Any], exc: Exception) -> None:
+    """What a request task raised outside the client, as the capture's error (`client_error`);
+    a capture never sent gets its stamps now, so it carries no latency but a real time."""
+    if capture["error"] is None:
+        capture["error"] = {"type": "client_error", "message": describe_exception(exc)}
+    now = time.perf_counter_ns()
+    capture["start_ns"] = capture["start_ns"] or now
+    capture["end_ns"] = capture["end_ns"] or now

@@ -30,7 +30,7 @@ from specmon.specdecode.adapters.base import (
     SpecDecodeAdapter,
     SpecDecodeAdapterProtocol,
 )
-from specmon.specdecode.engines import ENGINES
+from specmon.specdecode.engines import ENGINES, Engine, register_engine
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord, self_contradiction
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "RegisteredAdapter",
     "SpecDecodeAdapterProtocol",
     "adapter_engine",
+    "add_engine",
     "detect",
     "load_entry_points",
     "reason_counts",
@@ -415,12 +416,24 @@ def _register_builtins() -> None:
     """Every adapter the engine registry names, in its order. Imported here, once the
     registry's own names exist (the modules are this package's children)."""
     for declared in ENGINES:
-        for path in declared.adapters:
-            module, _, cls_name = path.partition(":")
-            cls = getattr(importlib.import_module(module), cls_name)
-            if cls.engine != declared.name:  # one name per engine, checked at import
-                raise RuntimeError(f"{path}: engine {cls.engine!r} is not {declared.name!r}")
-            register_adapter(cls)
+        _register_adapters_of(declared)
+
+
+def _register_adapters_of(declared: Engine) -> None:
+    for path in declared.adapters:
+        module, _, cls_name = path.partition(":")
+        cls = getattr(importlib.import_module(module), cls_name)
+        if cls.engine != declared.name:  # one name per engine, checked at import
+            raise RuntimeError(f"{path}: engine {cls.engine!r} is not {declared.name!r}")
+        register_adapter(cls)
+
+
+def add_engine(declared: Engine) -> Engine:
+    """A new engine, beside the built-in ones: its registry entry and its adapters (the
+    simulator's payload builder is sim/payloads.py `register_choice_payload`)."""
+    register_engine(declared)
+    _register_adapters_of(declared)
+    return declared
 
 
 _register_builtins()

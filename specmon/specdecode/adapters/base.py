@@ -13,6 +13,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 from pydantic import ValidationError
 
 from specmon.checks import is_count
+from specmon.specdecode.engines import record_name
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 
@@ -181,6 +182,12 @@ class SpecDecodeAdapter:
     priority: ClassVar[int] = 0
 
     @classmethod
+    def record_engine(cls) -> str:
+        """The `engine` a record of this adapter carries: AIPerf's name for the engine
+        (tensorrt_llm for trtllm; the registry's `record_name`), the exports' promise."""
+        return record_name(cls.engine)
+
+    @classmethod
     def payloads(cls, responses: list[ParsedResponse]) -> list[Payload]:
         raise NotImplementedError
 
@@ -283,7 +290,7 @@ class CountsAdapter(SpecDecodeAdapter):
     ) -> SpecDecodeAcceptanceRecord:
         accepted, drafted = cls.drafts(report)
         return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
+            engine=cls.record_engine(),
             draft_acceptance_rate=accepted / drafted,
             num_accepted_draft_tokens=accepted,
             num_draft_tokens=drafted,

@@ -124,7 +124,7 @@ class SGLangSpecDecodeAdapter(SpecDecodeAdapter):
         if rate is None:
             rate = accepted / drafted if drafted else 0.0
         return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
+            engine=cls.record_engine(),
             mean_acceptance_length=1 + accepted / steps if steps else 1.0,
             draft_acceptance_rate=rate,
             # SGLang reports no k; the histogram's length (block size + 1) is not checked.

@@ -56,7 +56,7 @@ class TensorRTLLMSpecDecodeAdapter(SpecDecodeAdapter):
             raise AdapterRejection("bad_value", f"total_accepted_draft_tokens={accepted!r}")
         k = stats.get("num_spec_tokens")
         return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
+            engine=cls.record_engine(),
             mean_acceptance_length=1 + accepted / steps,
             draft_acceptance_rate=require(stats, "acceptance_rate"),
             acceptance_histogram=dense_histogram(require(stats, "acceptance_histogram"), k),

@@ -95,7 +95,7 @@ class VLLMSpecDecodeAdapter(SpecDecodeAdapter):
                     "histogram_length", f"bucket {max(histogram)} > num_spec_tokens {k}"
                 )
         return SpecDecodeAcceptanceRecord.checked(
-            engine=cls.engine,
+            engine=cls.record_engine(),
             mean_acceptance_length=require(stats, "mean_acceptance_length"),
             draft_acceptance_rate=require(stats, "draft_acceptance_rate"),
             acceptance_histogram=histogram,

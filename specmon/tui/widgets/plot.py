@@ -5,7 +5,7 @@ widget's own background, the ticks, labels and title in its text colour (`$text`
 data in its `plot--line` component colour, all resolved from the theme when it renders, so
 a theme change (`t`) only needs a refresh. It draws only when `show_data` is given data that
 differs from what it shows (plotext builds the whole figure on every render). `nice_ticks`
-and `tick_labels` are pure, checked by hand in tests/tui/test_series_chart.py.
+and `tick_labels` are pure, checked by hand in tests/tui/widgets/test_series_chart.py.
 """
 
 from __future__ import annotations

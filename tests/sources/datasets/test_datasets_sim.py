@@ -195,7 +195,7 @@ def test_bad_dataset_file_fails_before_the_server_and_the_artifact_dir(tmp_path)
 
 def test_split_sends_each_question_once_across_two_servers(tmp_path):
     """--split: server a takes rows 0, 2, 4, ..., server b rows 1, 3, 5, ...; --mirror
-    would send both the same (tests/sources/load/test_dataset_shards.py)."""
+    would send both the same (tests/run/load/test_dataset_shards.py)."""
     logs, out = [tmp_path / "a.log", tmp_path / "b.log"], tmp_path / "run"
     path = spec_bench_file()
     with (

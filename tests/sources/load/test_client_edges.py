@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from hostile_server import GOOD, HostileServer
+from support.hostile_server import GOOD, HostileServer
 
 from specmon.config import RunConfig, redact_url
 from specmon.sim.process import start_sim

@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
+from support.hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
 from specmon.run.sweep.servers import free_port
 from specmon.sim.process import start_sim

@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 import math
 
-from adapters_support import PAYLOADS, load_capture, parsed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.adapters_support import PAYLOADS, load_capture, parsed
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 from specmon.specdecode.adapters.llamacpp import LlamaCppSpecDecodeAdapter
@@ -25,7 +25,8 @@ ADAPTERS = (
     LlamaCppSpecDecodeAdapter,
     OpenAIPredictionsAdapter,
 )
-ENGINES = {"vllm", "trtllm", "sglang", "llamacpp", "openai"}
+# the engine names records carry (AIPerf's: tensorrt_llm for trtllm)
+ENGINES = {"vllm", "tensorrt_llm", "sglang", "llamacpp", "openai"}
 SETTINGS = settings(
     max_examples=300,
     deadline=None,

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from paths import TESTS
+from support.paths import TESTS
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from adapters_support import PAYLOADS, load_capture, parsed, responses_of, wrap
+from support.adapters_support import PAYLOADS, load_capture, parsed, responses_of, wrap
 
 from specmon.specdecode import adapters as registry
 from specmon.specdecode.adapters import (
@@ -187,7 +187,7 @@ def test_each_engine_resolves_to_its_own_record_with_completion_tokens():
     trt = load_capture("trtllm_summary")
     vllm = load_capture("vllm_merged_summary_chat")
     vllm["responses"][0]["usage"]["completion_tokens"] = 7
-    for capture, engine in ((trt, "trtllm"), (vllm, "vllm")):
+    for capture, engine in ((trt, "tensorrt_llm"), (vllm, "vllm")):
         r = detect(parsed(capture)).record
         assert r.engine == engine and r.completion_tokens == 7
 

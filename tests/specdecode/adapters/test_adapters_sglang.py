@@ -4,7 +4,7 @@ native /generate meta_info keys (docs/metrics.md §10)."""
 from __future__ import annotations
 
 import pytest
-from adapters_support import load_capture, parsed, responses_of, wrap
+from support.adapters_support import load_capture, parsed, responses_of, wrap
 
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.sglang import SGLangSpecDecodeAdapter as S

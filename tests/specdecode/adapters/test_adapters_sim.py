@@ -12,7 +12,8 @@ import pytest
 from specmon.sim.process import start_sim
 from specmon.specdecode.adapters import ParsedResponse, detect
 
-ENGINE = {"vllm": "vllm", "vllm-legacy": "vllm", "trtllm": "trtllm", "sglang": "sglang"}
+# shape -> the engine a record names (AIPerf's name: tensorrt_llm)
+ENGINE = {"vllm": "vllm", "vllm-legacy": "vllm", "trtllm": "tensorrt_llm", "sglang": "sglang"}
 PROMPTS = ["def foo(self): return self.foo(self)", "import os\nimport sys\n", "hello there"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from adapters_support import load_capture, parsed, responses_of, wrap
+from support.adapters_support import load_capture, parsed, responses_of, wrap
 
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.trtllm import TensorRTLLMSpecDecodeAdapter as T
@@ -25,7 +25,8 @@ def test_summary(fixture, completion_tokens):
     # APV = (a+s)/(d+s) = 50/80 = 0.625 (metrics layer, checked here from the counts)
     outcome = detect(*responses_of(fixture))
     r = outcome.record
-    assert outcome.engine == "trtllm" and r.engine == "trtllm"
+    # the registry name is trtllm; the record carries AIPerf's name
+    assert outcome.engine == "trtllm" and r.engine == "tensorrt_llm"
     assert r.acceptance_histogram == {0: 8, 2: 6, 3: 6}
     assert (r.num_spec_steps, r.num_accepted_draft_tokens, r.num_draft_tokens) == (20, 30, 60)
     assert r.mean_acceptance_length == 2.5 and r.draft_acceptance_rate == 0.5

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from adapters_support import load_capture, parsed, responses_of, wrap
+from support.adapters_support import load_capture, parsed, responses_of, wrap
 
 from specmon.specdecode.adapters import detect
 from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter as V

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from paths import FIXTURES as FIXTURES_DIR
+from support.paths import FIXTURES as FIXTURES_DIR
 
 from specmon.specdecode.adapters import ParsedResponse, detect
 

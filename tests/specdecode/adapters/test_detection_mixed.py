@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmon.specdecode.adapters import ParsedResponse, detect, registered_adapters
+from specmon.specdecode.engines import record_name
 
 SETTINGS = settings(max_examples=250, deadline=None)
 
@@ -131,7 +132,7 @@ shapes = st.sampled_from(sorted(ENGINE))
 
 def check(record, shape: str, steps: list[int], k: int) -> None:
     s, a = len(steps), sum(steps)
-    assert record.engine == ENGINE[shape]
+    assert record.engine == record_name(ENGINE[shape])  # AIPerf's name (tensorrt_llm)
     assert (record.num_accepted_draft_tokens, record.num_draft_tokens) == (a, s * k)
     if shape in ("llamacpp", "openai"):  # counts only
         assert record.num_spec_steps is None and record.acceptance_histogram is None

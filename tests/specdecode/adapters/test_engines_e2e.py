@@ -16,7 +16,8 @@ from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.e2e
 
-ENGINES = {"trtllm": "trtllm", "sglang": "sglang", "vllm-legacy": "vllm"}
+# shape -> the exported `engine` (AIPerf's name: tensorrt_llm)
+ENGINES = {"trtllm": "tensorrt_llm", "sglang": "sglang", "vllm-legacy": "vllm"}
 
 
 def _jsonl(path: Path) -> list[dict]:

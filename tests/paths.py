@@ -1,8 +1,0 @@
-"""Where the tests' files live, for test modules at any depth under tests/."""
-
-from pathlib import Path
-
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
-FIXTURES = TESTS / "fixtures"
-BENCHMARKS = ROOT / "benchmarks"
