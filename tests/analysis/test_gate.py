@@ -154,7 +154,7 @@ CLAUSES = "al<-3%,acc<-3%"
 
 def measure(url: str, folder: Path, seed: int) -> Path:
     command = [sys.executable, "-m", "specmon", "run", "--url", url, "--headless",
-               "--request-count", "240", "--concurrency", "8", "--output-tokens-mean", "48",
+               "--request-count", "120", "--concurrency", "8", "--output-tokens-mean", "48",
                "--streaming",
                "--random-seed", str(seed), "--artifact-dir", str(folder)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
@@ -170,6 +170,7 @@ def compare(base: Path, new: Path) -> tuple[int, dict[str, object]]:
 
 
 @pytest.mark.e2e
+@pytest.mark.acceptance  # 30 real runs and compares: about 90 s of real-time load
 def test_the_gate_fires_on_a_10pct_acceptance_drop_and_never_on_a_rerun(tmp_path: Path) -> None:
     # paced by the simulator's step model (not the CPU), so throughput and TTFT are the
     # server's; no --seed: a rerun draws new acceptances, as a real rerun does
