@@ -21,6 +21,7 @@ if specmon.early_installed:
 
 import argparse
 import importlib
+from typing import NoReturn
 
 from specmon import __version__
 from specmon.errors import UserError
@@ -90,9 +91,12 @@ def _main(argv: list[str] | None) -> int:
             )
             return 2
         raise
-    parser = argparse.ArgumentParser(prog=f"specmon {name}", description=desc)
+    parser = _OneLineParser(prog=f"specmon {name}", description=desc)
     module.add_arguments(parser)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad flag (2, one line already said)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(module.main(args) or 0)
     except UserError as exc:
@@ -104,6 +108,15 @@ def _main(argv: list[str] | None) -> int:
         # `specmon tune ... | head`: the reader left; exit quietly like other CLI tools.
         _silence_stdout()
         return 0
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """A bad flag or value is one line and status 2 in every command, as the commands whose
+    options are declared in config.py already say it (`config._one_line_error`)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"specmon: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _silence_stdout() -> None:

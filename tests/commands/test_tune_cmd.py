@@ -195,7 +195,7 @@ def test_draft_cost_fitted_from_runs_at_several_k(tmp_path, capsys):
         ("nohist", [], "no pooled_spec_decode_acceptance_histogram"),
         ("run", ["--num-spec-tokens", "4"], "contradicts the records' num_spec_tokens 5"),
         ("aiperf", ["--num-spec-tokens", "3"], "accepted 5 drafts, more than k = 3"),
-        ("run", ["--draft-cost", "-1"], "--draft-cost -1.0: must be a number >= 0"),
+        ("run", ["--draft-cost", "-1"], "argument --draft-cost: '-1': give a number >= 0"),
         ("empty", [], "no profile_export_aiperf.json here"),
     ],
 )

@@ -197,7 +197,7 @@ def test_watch_duration_stops_by_itself_and_bad_interval_is_one_line(tmp_path):
     )  # fmt: skip
     assert bad.returncode != 0
     assert bad.stderr.strip().splitlines() == [
-        "specmon: error: --interval 0: give a number of seconds > 0"
+        "specmon: error: argument --interval: '0': give seconds > 0 and <= 1e+07 (see --help)"
     ]
 
 

@@ -426,7 +426,8 @@ def test_replay_cli_errors_are_one_line(tmp_path):
     proc = subprocess.run(
         exe + [str(good), "--speed", "-1"], capture_output=True, text=True, timeout=60
     )
-    assert proc.returncode == 2 and "--speed must be >= 0" in proc.stderr
+    assert proc.returncode == 2 and "argument --speed: '-1': give a number >= 0" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_profile_export_replay_matches_the_run(tmp_path):
