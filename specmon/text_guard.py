@@ -30,10 +30,11 @@ def control_character(text: str) -> str | None:
 
 # An option whose name ends in a secret's word, spelled with dashes or underscores, its value
 # after a space or '=': --api-key K, --api_key=K, --hf-token K, --password K, --client-secret K
-# (--num-speculative-tokens 3 ends in 'tokens': a count, kept)
+# (--num-speculative-tokens 3 ends in 'tokens': a count, kept). An option starts a word: the
+# '-token time' inside "per-token time" is prose, not an option (it masked every "time")
 _SECRET_OPTION = re.compile(
     r"""(?ix)
-    (?P<opt>--?(?:[\w-]*[-_])?(?:api[-_]?key|token|password|passwd|secret|auth|authorization))
+    (?P<opt>(?<![\w-])--?(?:[\w-]*[-_])?(?:api[-_]?key|token|password|passwd|secret|auth|authorization))
     (?P<sep>=|\s+)
     (?P<value>"[^"]*"|'[^']*'|[^\s'"]+)
     """

@@ -40,3 +40,13 @@ def test_mask_secrets_hides_values_and_keeps_the_rest(command, shown):
 def test_secret_values_are_the_literal_values_longest_first():
     command = "x --api-key sk-12345678 -H 'Authorization: Bearer tok-1' HF_TOKEN=hf_abcd"
     assert secret_values(command) == ["sk-12345678", "hf_abcd", "tok-1"]
+
+
+def test_prose_with_a_hyphenated_secret_word_is_not_masked():
+    # a sweep's cell line: "per-token time" once masked every "time" on stdout
+    line = (
+        "server behind its step model (+4.0% of its formula's time > 2%); "
+        "off the simulator's formula (per-token time +5.0%, beyond 2%)"
+    )
+    assert mask_secrets(line) == line
+    assert mask_secrets("serve.sh --hf-token abcd1234 x") == "serve.sh --hf-token *** x"
