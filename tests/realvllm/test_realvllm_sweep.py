@@ -227,6 +227,13 @@ def test_vllm_serves_the_schedule_and_the_arms_table_is_right(sweep):
     figures computed here from the arm's and the fixed-k cells' repeats."""
     doc, ranges = sweep.doc(), sweep.schedule()
     logs = sorted(sweep.dir.glob("server-arm-schedule*.log"))
+    selected = {d.get("selected_k") for d in doc["decisions"]}
+    if selected == {0}:
+        # k=0 measured best at every load (this tiny random-weight drafter loses on some CPUs:
+        # an AVX2-only EPYC measured k=0 at 182 and 476 tok/s, stable): the schedule is "no
+        # speculation" everywhere and the sweep rightly runs no arm to verify it
+        assert not logs and not doc.get("arm_cells"), sorted(p.name for p in sweep.dir.iterdir())
+        return
     assert logs, sorted(p.name for p in sweep.dir.iterdir())
     assert json.dumps(ranges) in logs[0].read_text(errors="replace")
     arm_cells = {c["concurrency"]: c for c in doc["arm_cells"] if c["arm"] == "schedule"}
