@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from specmon.errors import UserError
+from specmon.stats import percentile
 
 RECORDS_FILE = "profile_export.jsonl"
 MIN_REQUESTS = 20  # fewer records than this cannot give an interval worth gating on
@@ -81,12 +82,7 @@ def _percentile(values: Callable[[Rows], list[float]], q: float) -> Stat:
     def stat(rows: Rows, idx: Sequence[int]) -> float | None:
         column = values(rows)
         picked = sorted(v for v in (column[i] for i in idx) if not math.isnan(v))
-        if not picked:
-            return None
-        pos = (len(picked) - 1) * q / 100  # linear interpolation, as AIPerf's percentiles
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(picked) - 1)
-        return picked[lo] + (picked[hi] - picked[lo]) * (pos - lo)
+        return percentile(picked, q) if picked else None  # AIPerf's, as the exports
 
     return stat
 
