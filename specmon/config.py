@@ -222,10 +222,12 @@ class OptionSet(Generic[M]):
         for spec in self.specs:
             if spec.field in exclude:
                 continue
+            text = spec.help_text((defaults or {}).get(spec.field, PydanticUndefined))
             kwargs: dict[str, Any] = {
                 "dest": self.dest_prefix + spec.field,
                 "default": argparse.SUPPRESS,
-                "help": spec.help_text((defaults or {}).get(spec.field, PydanticUndefined)),
+                # argparse formats help with %: a literal one ("more than 1% of") crashed --help
+                "help": text.replace("%", "%%"),
             }
             if spec.kind == "bool":
                 kwargs["action"] = argparse.BooleanOptionalAction

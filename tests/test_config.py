@@ -226,3 +226,19 @@ def test_unknown_flag_is_one_line():
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: unrecognized arguments: --concurency 4 (see --help)"
     ]
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "demo", "sim", "watch", "compare"])
+def test_every_commands_help_prints(command):
+    """argparse formats help with %: a literal one in an option's help ("more than 1% of
+    the requests", --fail-on-errors) made `specmon run --help` a traceback."""
+    out = subprocess.run(
+        [sys.executable, "-m", "specmon", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    assert "usage:" in out.stdout
+    if command == "run":
+        assert "more than 1% of the requests failed" in " ".join(out.stdout.split())
