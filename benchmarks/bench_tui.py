@@ -292,7 +292,7 @@ def chart_repaint_ms(repeats: int = 25) -> float:
 
     from textual.app import App, ComposeResult
 
-    from specmon.tui.widgets.series import SERIES, TIME
+    from specmon.tui.model.series import SERIES, TIME
     from specmon.tui.widgets.series_chart import SeriesChart, SeriesPanel
 
     data: dict[str, list[float | None]] = {TIME: [0.5 + i for i in range(40)]}

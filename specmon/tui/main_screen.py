@@ -30,6 +30,7 @@ from specmon.pipeline import RequestResult
 from specmon.session import RunSession
 from specmon.tui.layout import Fitter
 from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
+from specmon.tui.model.series import WINDOWS, SeriesBins
 from specmon.tui.modes import Mode
 from specmon.tui.panels import PanelSpec, build_layout, by_id
 from specmon.tui.requests import alarm_notes, log_title
@@ -43,11 +44,9 @@ from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.histogram_chart import HistogramChart
 from specmon.tui.widgets.panel import Slot
 from specmon.tui.widgets.request_log import RequestLog
-from specmon.tui.widgets.series import SeriesBins
 from specmon.tui.widgets.series_chart import SeriesPanel
 from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
-from specmon.tui.widgets.timeline import WINDOWS
 from specmon.tui.widgets.tuning import CountersView, SegmentsView, ServersView, WhatIfView
 
 PLOT_EVERY_S = 1.0  # the series fold every bin of the window: 1 Hz is plenty

@@ -16,11 +16,11 @@ from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, SeriesSourc
 from specmon.stats import MetricRow
 from specmon.tui.model.figures import Acceptance, Headline, acceptance_of, run_headline
 from specmon.tui.model.header import HeaderInfo, header_of
+from specmon.tui.model.series import WINDOWS
 from specmon.tui.model.state import UiState
 from specmon.tui.model.tuning import Tuning, tuning_of
 from specmon.tui.modes import Mode
 from specmon.tui.tuning_view import WhatIf, what_if
-from specmon.tui.widgets.timeline import WINDOWS
 
 if TYPE_CHECKING:
     from specmon.accumulator import RunSnapshot

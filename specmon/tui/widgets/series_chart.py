@@ -23,8 +23,9 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual_plotext.plot import Plot
 
+from specmon.tui.model.series import NOW, SERIES, TIME, Fetch, SeriesSpec
 from specmon.tui.widgets.plot import MARKER, Palette, ThemedPlot, nice_ticks, tick_labels
-from specmon.tui.widgets.series import NOW, SERIES, TIME, Fetch, SeriesSpec, SeriesView
+from specmon.tui.widgets.series import SeriesView
 
 CHART_MIN_ROWS = 8  # title, x ticks, x label and five rows of plot
 CHART_MIN_W = 36  # y ticks (up to 8) and about 28 columns of plot

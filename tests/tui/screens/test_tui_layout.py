@@ -18,11 +18,12 @@ from textual.widgets import Static
 from specmon.commands.replay import build
 from specmon.stats import MetricRow
 from specmon.tui.app import PANELS, SpecmonApp
+from specmon.tui.model.series import SeriesBins
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.widgets.headline import headline_of, headline_text
 from specmon.tui.widgets.panel import Slot
 from specmon.tui.widgets.request_log import RequestLog
-from specmon.tui.widgets.series import SeriesBins, series_lines, spark_rows
+from specmon.tui.widgets.series import series_lines, spark_rows
 
 
 def recorded(n: int = 60) -> SpecmonApp:

@@ -13,7 +13,8 @@ from specmon.config import RunConfig
 from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
-from specmon.tui.widgets.series import Point, SeriesBins, series_lines
+from specmon.tui.model.series import Point, SeriesBins
+from specmon.tui.widgets.series import series_lines
 from specmon.tui.widgets.series_chart import POINT_MIN_S, chart_columns, segments
 
 

@@ -1,0 +1,252 @@
+"""Panel 3's time series as data: per-request figures folded into fine time bins
+(`SeriesBins`), the series each one names (`SERIES`) and the windows `w` cycles (`WINDOWS`).
+No Textual: the screen model builds them, tui/widgets/series.py draws them.
+
+Definitions (docs/architecture.md, "Time series"): per time bin of the window, AL is
+token-weighted (1 + Σaccepted / Σsteps of the requests that ended in the bin), TTFT p50 their
+median TTFT and the error rate errors / requests ended in the bin. Output tokens/s counts
+tokens when they arrived (each request's tokens spread over its first token .. end) and is
+drawn only where complete (SeriesBins). The label's current value is the newest CURRENT_S
+seconds of complete data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specmon.interfaces import SERIES_TIME
+
+if TYPE_CHECKING:
+    from specmon.pipeline import RequestResult
+
+BIN_S = 0.25  # fine bins; a window folds them into at most `columns` display bins
+# The label's current value is over this much of the newest complete data, not one column:
+# a 0.25 s column of a steady 2,000 tok/s run reads +-10% (acceptance bursts), 3 s +-3%.
+CURRENT_S = 3.0
+NOW = "@now"  # data[key + NOW] = [the current value], when the source gives one
+# fetch(columns, min_column_s): the series binned to at most that many columns, each at
+# least min_column_s long (a source whose columns are never shorter may ignore it)
+Fetch = Callable[[int, float], dict[str, list[float | None]]]
+TIME = SERIES_TIME  # data[TIME]: each column's middle, seconds from the start
+# panel 3's windows (`w` cycles them): 10 s, 60 s, the whole run
+WINDOWS: tuple[tuple[str, float | None], ...] = (("10 s", 10.0), ("60 s", 60.0), ("run", None))
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    key: str
+    name: str
+    fmt: str  # format spec of the numbers
+    title: str  # the chart's title: what it is and its unit (short: a chart may be 36 wide)
+    floor: float  # the chart's y axis starts here (AL is at least 1; the others 0)
+
+
+SERIES: tuple[SeriesSpec, ...] = (
+    SeriesSpec("al", "AL", ".2f", "AL (tokens/step)", 1.0),
+    SeriesSpec("tok_s", "out tok/s", ",.0f", "output tok/s", 0.0),
+    SeriesSpec("ttft_p50", "TTFT p50 ms", ",.1f", "TTFT p50 (ms)", 0.0),
+    SeriesSpec("err_pct", "errors %", ".1f", "errors (% of requests)", 0.0),
+)
+
+
+@dataclass
+class _Cell:
+    """What the requests that ended in one time bin add up to."""
+
+    requests: int = 0
+    errors: int = 0
+    steps: int = 0
+    accepted: int = 0
+    ttfts: list[float] = field(default_factory=list)
+
+    def merge(self, other: _Cell) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.steps += other.steps
+        self.accepted += other.accepted
+        self.ttfts.extend(other.ttfts)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One finished request as the series read it; times in seconds from the bins' origin."""
+
+    end_s: float
+    first_token_s: float | None  # None: no token time known (the tokens count at the end)
+    ok: bool
+    tokens: int
+    steps: int
+    accepted: int
+    ttft_ms: float | None
+
+
+class SeriesBins:
+    """Per-request figures summed into fine time bins, fed incrementally from `results`.
+
+    Time is seconds from the first result's start (results arrive in completion order, so
+    the first one started at about the run's start); only results new since the last call
+    are read, so a refresh costs O(new).
+
+    Output tokens are counted when they arrived, not when their request ended: a request's
+    tokens are spread evenly over its generation (first token to end), so a bin holds the
+    tokens generated in it. A bin is complete once every request generating in it has
+    ended; requests end in order of arrival here, so bins older than the newest end minus
+    the longest generation seen are complete (`complete_s`). Newer bins would lack the
+    tokens of requests still in flight and read low: they are not drawn, and the bin
+    astride that time is divided by the part of it that is complete (issue 20: the newest,
+    half-filled bin divided by the full width read 512 tok/s against a headline of 7,200).
+    """
+
+    def __init__(self, width_s: float = BIN_S) -> None:
+        self.width_s = width_s
+        self.seen = 0
+        self._origin_ns: int | None = None
+        self._bins: dict[int, _Cell] = {}  # by end time: AL, TTFT, errors
+        self._tokens: dict[int, float] = {}  # by arrival time: output tokens
+        self._latest_s = 0.0  # the newest end seen
+        self._longest_s = 0.0  # the longest generation (first token to end) seen
+
+    def add(self, results: Sequence[RequestResult]) -> None:
+        for i in range(self.seen, len(results)):
+            raw = result_point(results[i])
+            if raw is None:
+                continue
+            end_ns, start_ns, ok, tokens, steps, accepted, ttft = raw
+            if self._origin_ns is None:
+                self._origin_ns = start_ns if start_ns is not None else end_ns
+            end_s = max(0.0, (end_ns - self._origin_ns) / 1e9)
+            first = None
+            if start_ns is not None and ttft is not None:
+                first = min(end_s, max(0.0, (start_ns - self._origin_ns) / 1e9 + ttft / 1e3))
+            self.add_point(Point(end_s, first, ok, tokens, steps, accepted, ttft))
+        self.seen = len(results)
+
+    def add_point(self, p: Point) -> None:
+        cell = self._bins.setdefault(int(p.end_s / self.width_s), _Cell())
+        cell.requests += 1
+        cell.errors += 0 if p.ok else 1
+        cell.steps += p.steps
+        cell.accepted += p.accepted
+        if p.ttft_ms is not None:
+            cell.ttfts.append(p.ttft_ms)
+        first = p.end_s if p.first_token_s is None else p.first_token_s
+        self._spread(first, p.end_s, p.tokens)
+        self._latest_s = max(self._latest_s, p.end_s)
+        self._longest_s = max(self._longest_s, p.end_s - first)
+
+    def _spread(self, t0: float, t1: float, tokens: int) -> None:
+        """`tokens` evenly over [t0, t1] (all in t1's bin when the span is empty)."""
+        w = self.width_s
+        if tokens <= 0:
+            return
+        if t1 <= t0:
+            b = int(t1 / w)
+            self._tokens[b] = self._tokens.get(b, 0.0) + tokens
+            return
+        rate = tokens / (t1 - t0)
+        b = int(t0 / w)
+        while b * w < t1:
+            share = rate * (min(t1, (b + 1) * w) - max(t0, b * w))
+            self._tokens[b] = self._tokens.get(b, 0.0) + share
+            b += 1
+
+    def last_s(self) -> float:
+        """The newest end seen (seconds from the origin)."""
+        return self._latest_s
+
+    def complete_s(self) -> float:
+        """Token bins before this time hold every token generated in them."""
+        return self._latest_s - self._longest_s
+
+    def series(
+        self, window_s: float | None, now_s: float, columns: int, min_column_s: float = 0.0
+    ) -> dict[str, list[float | None]]:
+        """Each series as at most `columns` display bins over the last `window_s` (None: the
+        run) up to `now_s`; a display bin is a whole number of fine bins, at least
+        `min_column_s` long, the last one ending at the fine bin that holds `now_s` (a short
+        run gets fewer columns)."""
+        w = self.width_s
+        end_b = max(1, math.ceil(now_s / w - 1e-9))
+        start_b = 0 if window_s is None else max(0, math.floor((now_s - window_s) / w + 1e-9))
+        per = max(
+            1, math.ceil((end_b - start_b) / max(columns, 1)), math.ceil(min_column_s / w - 1e-9)
+        )
+        columns = max(1, math.ceil((end_b - start_b) / per))
+        first_b = end_b - columns * per  # may be < 0: those fine bins are empty
+        complete_b = math.floor(self.complete_s() / w + 1e-9)
+        out: dict[str, list[float | None]] = {s.key: [] for s in SERIES}
+        out[TIME] = [(first_b + (c + 0.5) * per) * w for c in range(columns)]
+        for c in range(columns):
+            lo = first_b + c * per
+            cell = _Cell()
+            for b in range(lo, lo + per):
+                if b in self._bins:
+                    cell.merge(self._bins[b])
+            out["al"].append(1 + cell.accepted / cell.steps if cell.steps else None)
+            out["tok_s"].append(self._rate(lo, lo + per, complete_b))
+            out["ttft_p50"].append(_median(cell.ttfts))
+            out["err_pct"].append(100.0 * cell.errors / cell.requests if cell.requests else None)
+        out.update({key + NOW: [value] for key, value in self.current().items()})
+        return out
+
+    def current(self) -> dict[str, float | None]:
+        """Each series over the newest CURRENT_S seconds of complete data: tokens/s up to
+        complete_s(), the per-request figures of the requests that ended in that span."""
+        w, n = self.width_s, max(1, round(CURRENT_S / self.width_s))
+        complete_b = math.floor(self.complete_s() / w + 1e-9)
+        tok = self._rate(max(0, complete_b - n), complete_b, complete_b) if complete_b > 0 else None
+        last_b = int(self._latest_s / w)
+        cell = _Cell()
+        for b in range(last_b - n + 1, last_b + 1):
+            if b in self._bins:
+                cell.merge(self._bins[b])
+        return {
+            "al": 1 + cell.accepted / cell.steps if cell.steps else None,
+            "tok_s": tok,
+            "ttft_p50": _median(cell.ttfts),
+            "err_pct": 100.0 * cell.errors / cell.requests if cell.requests else None,
+        }
+
+    def _rate(self, lo: int, hi: int, complete_b: int) -> float | None:
+        """Tokens/s of fine bins lo..hi-1 over their complete part; None under half complete
+        (or before the first request)."""
+        covered = min(hi, complete_b) - max(lo, 0)
+        if covered * 2 < hi - lo or covered <= 0:
+            return None
+        tokens = sum(self._tokens.get(b, 0.0) for b in range(max(lo, 0), min(hi, complete_b)))
+        return tokens / (covered * self.width_s)
+
+
+def result_point(
+    r: RequestResult,
+) -> tuple[int, int | None, bool, int, int, int, float | None] | None:
+    """(end ns, start ns, ok, output tokens, steps, accepted, TTFT ms) of one result; the
+    one place that reads RequestResult fields for the time series. Warmup is left out."""
+    if r.phase == "warmup" or r.end_ns is None:
+        return None
+    metrics = r.metrics or {}
+    spec = r.spec
+    # a counts-only record (no verify steps) has no AL to add to a bin
+    steps = spec.num_spec_steps if spec is not None else None
+    accepted = spec.num_accepted_draft_tokens if spec is not None and steps is not None else 0
+    ttft = metrics.get("time_to_first_token")
+    return (
+        int(r.end_ns),
+        r.start_ns,
+        r.ok,
+        int(metrics.get("output_sequence_length") or 0) if r.ok else 0,
+        steps or 0,
+        accepted,
+        float(ttft) if ttft is not None and r.ok else None,
+    )
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
