@@ -19,7 +19,7 @@ from specmon.errors import UserError
 from specmon.records import same_named
 from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
-from specmon.sim.model import LatencyModel
+from specmon.sim.model import LatencyModel, context_acceptance
 from specmon.specdecode.engines import sim_shapes
 
 # The shapes are the engine registry's (specmon/specdecode/engines.py `sim_shapes`); sglext
@@ -78,6 +78,20 @@ class SimConfig(BaseModel):
     step_floor_ms: float = option(0.0, "roofline: memory-bound step floor", ge=0)
     compute_ms_per_token: float = option(
         0.0, "roofline: cost per verified token in the batch (B * (k + 1) of them)", ge=0
+    )
+    # The context effect (sim/model.py; docs/simulator.md "Context effect"): off at 0.
+    acceptance_context_halflife: float = option(
+        0.0,
+        "acceptance a_i * 2^(-prompt tokens / TOKENS): every position's acceptance halves "
+        "each TOKENS of the request's prompt (0: no context effect)",
+        ge=0,
+        metavar="TOKENS",
+    )
+    kv_ms_per_ktoken: float = option(
+        0.0,
+        "step time + X ms per 1000 context tokens held by the running batch (KV reads)",
+        ge=0,
+        metavar="X",
     )
     max_num_seqs: int = option(1_000_000, "running requests per engine (the rest wait)", ge=1)
     kv_cache_tokens: int = option(
@@ -183,11 +197,11 @@ class SimConfig(BaseModel):
         # the model's other fields are the options of the same name
         return LatencyModel(kind=self.latency_model, **same_named(LatencyModel, self))
 
-    def acceptance_for(self, category: str | None) -> list[float]:
-        """Per-position conditional acceptance for a request of this category."""
-        if category and category in self.category_acceptance:
-            return self.category_acceptance[category]
-        return self.acceptance
+    def acceptance_for(self, category: str | None, prompt_tokens: int = 0) -> list[float]:
+        """Per-position conditional acceptance for a request of this category and prompt
+        length (the context effect, sim/model.py context_acceptance)."""
+        base = self.category_acceptance.get(category or "", self.acceptance)
+        return context_acceptance(base, prompt_tokens, self.acceptance_context_halflife)
 
 
 def with_preset(cfg: SimConfig) -> tuple[SimConfig, presets.Preset | None, bool]:

@@ -5,7 +5,8 @@ Each step, at its start: every running request of the engine draws its next deco
 KV tokens it adds (specmon/sim/scheduler.py; a claim may preempt). The step's duration is
 the latency formula for the batch that actually ran, B = requests running on all engines
 after the claims (as vllm:num_requests_running: those in prefill count too), with k from the
-schedule (`--spec-schedule`, looked up with B at the step's start) or `--num-spec-tokens`.
+schedule (`--spec-schedule`, looked up with B at the step's start) or `--num-spec-tokens`,
+plus the KV reads of the context tokens the running batch holds then (`--kv-ms-per-ktoken`).
 The loop sleeps to the step's ABSOLUTE monotonic deadline (previous deadline + duration), so
 a late wake-up delays one step and never the ones after it. At the deadline every request
 of the step gets its round (one SSE event per request per step); a request whose client has
@@ -182,7 +183,8 @@ class EngineLoop:
                 lag = LagMeter(deadline)
                 continue
             batch_size = self.scheduler.running_total
-            step_s = self.latency.step_ms_at(self._k, batch_size) / 1000.0
+            context = self.scheduler.held_total  # the batch's KV reads (--kv-ms-per-ktoken)
+            step_s = self.latency.step_ms_at(self._k, batch_size, context) / 1000.0
             deadline += step_s
             await sleep_until(deadline)
             now = time.perf_counter()

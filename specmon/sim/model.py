@@ -21,6 +21,16 @@ per step, k = 0 meaning no speculation). Two models (`--latency-model`):
     roofline: step_time(k, B) = max(step_floor_ms, compute_ms_per_token * B * (k + 1))
                                 + draft_ms_per_token * k
 
+Context (both off by default; docs/simulator.md "Context effect"):
+
+    acceptance: a_i(c) = a_i * 2 ** (-c / acceptance_context_halflife)
+    step time:  step_time(k, B) + kv_ms_per_ktoken * C / 1000
+
+c is the request's prompt tokens (the context it brought: fixed for the request, so its
+acceptance is a known constant); C is the context tokens held by the running batch at the
+step (every running request's prompt plus what it has generated so far: the KV reads of
+attention).
+
 linear: step_ms is the target's step time at batch 1 (memory bound: verifying k+1 tokens
 costs about one step); batch_slope is the fractional growth of the step time per extra
 verified token in flight, so at high concurrency a smaller k gives more tokens/s.
@@ -154,26 +164,35 @@ class LatencyModel:
     step_floor_ms: float = 0.0  # roofline: memory-bound floor
     compute_ms_per_token: float = 0.0  # roofline: cost per verified token in the batch
     draft_ms_per_token: float = 0.0  # both: cost per drafted token
+    kv_ms_per_ktoken: float = 0.0  # both: cost per 1000 context tokens held by the batch
 
-    def step_ms_at(self, k: int, in_flight: int) -> float:
-        """step_time(k, B) in ms; B < 1 counts as batch 1."""
+    def step_ms_at(self, k: int, in_flight: int, context_tokens: float = 0.0) -> float:
+        """step_time(k, B) in ms, plus the KV reads of `context_tokens` held by the batch;
+        B < 1 counts as batch 1."""
         batch = max(in_flight, 1)
+        kv = self.kv_ms_per_ktoken * context_tokens / 1000.0
         if self.kind == "roofline":
             verify = max(self.step_floor_ms, self.compute_ms_per_token * batch * (k + 1))
-            return verify + self.draft_ms_per_token * k
-        return step_time_ms(k, batch, self.step_ms, self.draft_ms_per_token, self.batch_slope)
+            return verify + self.draft_ms_per_token * k + kv
+        steps = step_time_ms(k, batch, self.step_ms, self.draft_ms_per_token, self.batch_slope)
+        return steps + kv
 
-    def tokens_per_second(self, acceptance: list[float], k: int, in_flight: int) -> float:
-        """Server-wide steady-state decode tokens/s: B * E(k) / step_time(k, B)."""
-        step = self.step_ms_at(k, in_flight)
+    def tokens_per_second(
+        self, acceptance: list[float], k: int, in_flight: int, context: float = 0.0
+    ) -> float:
+        """Server-wide steady-state decode tokens/s: B * E(k) / step_time(k, B), with each
+        of the B requests holding `context` tokens (the batch holds B * context)."""
+        batch = max(in_flight, 1)
+        step = self.step_ms_at(k, in_flight, batch * context)
         if step <= 0:
             return float("inf")
-        return max(in_flight, 1) * expected_tokens_per_step(acceptance, k) * 1000.0 / step
+        return batch * expected_tokens_per_step(acceptance, k) * 1000.0 / step
 
-    def best_k(self, acceptance: list[float], in_flight: int) -> int:
+    def best_k(self, acceptance: list[float], in_flight: int, context: float = 0.0) -> int:
         """The k in 0..len(acceptance) with the highest tokens/s (ties to the smaller k)."""
         rates = [
-            self.tokens_per_second(acceptance, k, in_flight) for k in range(len(acceptance) + 1)
+            self.tokens_per_second(acceptance, k, in_flight, context)
+            for k in range(len(acceptance) + 1)
         ]
         return max(range(len(rates)), key=lambda k: (rates[k], -k))
 
@@ -186,6 +205,7 @@ class LatencyModel:
                 self.step_floor_ms,
                 self.compute_ms_per_token,
                 self.draft_ms_per_token,
+                self.kv_ms_per_ktoken,
             )
         )
 
@@ -194,6 +214,15 @@ def latency_step_ms(model: str, k: int, in_flight: int, **params: float) -> floa
     """step_time(k, B) of the named model: latency_step_ms("roofline", 4, 16, step_floor_ms=8,
     compute_ms_per_token=0.1, draft_ms_per_token=0.5). Parameters are LatencyModel's fields."""
     return LatencyModel(kind=model, **params).step_ms_at(k, in_flight)
+
+
+def context_acceptance(acceptance: list[float], prompt_tokens: int, halflife: float) -> list[float]:
+    """a_i(c) = a_i * 2 ** (-c / halflife): every position's acceptance halves each
+    `halflife` tokens of the request's prompt (halflife 0: no context effect)."""
+    if halflife <= 0 or prompt_tokens <= 0:
+        return acceptance
+    factor = 2.0 ** (-prompt_tokens / halflife)
+    return [a * factor for a in acceptance]
 
 
 def expected_tokens_per_step(acceptance: list[float], k: int) -> float:

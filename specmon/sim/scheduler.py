@@ -65,6 +65,11 @@ class Scheduler:
         self.engines = [_Engine() for _ in range(engines)]
         self.running_total = 0
 
+    @property
+    def held_total(self) -> int:
+        """KV tokens held by the running requests of every engine (prompt + generated)."""
+        return sum(eng.held for eng in self.engines)
+
     # ----- admission ----------------------------------------------------------------------
     async def admit(self, seq: Seq) -> None:
         """Run `seq` now if it fits, else wait in the queue until it is admitted."""

@@ -259,7 +259,7 @@ class SimRequest:
         self.t_start = self.t_first = time.perf_counter()
         self.send_usage = parsed.include_usage or (parsed.stream and cfg.force_include_usage)
         self.engine = state.next_engine()
-        self.acceptance = cfg.acceptance_for(category)
+        self.acceptance = cfg.acceptance_for(category, sum(parsed.prompt_tokens))
         # Lengths now, steps as the engine runs them (engine.py): nothing drawn ahead.
         self.plans: list[SequencePlan] = [
             start_sequence(rng, parsed.max_tokens, parsed.ignore_eos)
