@@ -1,7 +1,10 @@
 """What the whole suite shares: the process fixtures and the `e2e` rule of the fast loop.
 
 Fixtures (each stops what it started, by PID, at its scope's end):
-- `sims`: start `specmon sim` with a test's own settings: `sims(["--seed", "3"])`.
+- `sim`: the one simulator a test declares with a mark: `@pytest.mark.sim("--seed", "3")`
+  (`log=True` adds `--log` in the test's tmp_path, read back as `sim.log_path`); without the
+  mark, the `shared_sim` settings in a process of the test's own.
+- `sims`: start more than one, or with settings known only inside the test: `sims(["--seed", "3"])`.
 - `shared_sim`: one fast simulator per test module, for tests that need a server but none of
   its settings and read no absolute server counters (each run reads deltas from its own start).
 - `tmux_pane`: open a tmux pane on a private socket: `tmux_pane("specmon demo", 100, 30)`.
@@ -47,6 +50,7 @@ os.environ[SIM_PRESET_ENV] = "zero"
 # The settings of `shared_sim`: quick answers (a run of a few requests takes well under 1 s).
 SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
 PROCESS_FIXTURES = {
+    "sim",
     "sims",
     "shared_sim",
     "tmux_pane",
@@ -70,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     so every process a test starts would ignore the signals the stop tests send (19 of them
     failed, run as `nohup ... &`). The nohup test sets SIG_IGN for its own child. Runs in
     the main process and in each xdist worker, before any test starts a process."""
+    config.addinivalue_line("markers", "sim(*args, log=False): the `sim` fixture's settings")
     if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
@@ -173,6 +178,18 @@ def sims() -> Iterator[Callable[..., ServerProcess]]:
     yield start
     for sim in started:
         sim.stop()
+
+
+@pytest.fixture
+def sim(
+    request: pytest.FixtureRequest, sims: Callable[..., ServerProcess], tmp_path: Path
+) -> ServerProcess:
+    mark = request.node.get_closest_marker("sim")
+    args = [str(a) for a in mark.args] if mark else list(SHARED_SIM_ARGS)
+    log = tmp_path / "sim.log" if mark and mark.kwargs.get("log") else None
+    server = sims([*args, "--log", str(log)] if log else args)
+    server.log_path = log  # type: ignore[attr-defined]
+    return server
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from specmon.config import RunConfig
 from specmon.run.assemble import make_session
 from specmon.run.load.workers import WorkerPool
-from specmon.sim.process import start_sim
+from specmon.server.process import ServerProcess
 
 pytestmark = pytest.mark.e2e
 SPECMON = [sys.executable, "-m", "specmon"]
@@ -27,38 +28,53 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_headless_workers_with_warmup_reconcile_exactly(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]
-    ) as sim:
-        proc = subprocess.run(
-            [
-                *SPECMON,
-                "--url",
-                sim.url,
-                "--headless",
-                "--workers",
-                "2",
-                "--warmup-request-count",
-                "4",
-                "--request-count",
-                "40",
-                "--concurrency",
-                "4",
-                "--output-tokens-mean",
-                "16",
-                "--artifact-dir",
-                str(tmp_path / "run"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+def served(sim: ServerProcess) -> list[dict]:
+    """The requests the simulator answered with 200, in the order it sent the answers."""
+    return [e for e in read_jsonl(sim.log_path) if e.get("status") == 200]
+
+
+def pool_for(sim: ServerProcess, tmp_path: Path, **settings: int) -> WorkerPool:
+    """A worker pool on its own session (`pool.session`), for a run of `settings`."""
+    config = RunConfig(url=[sim.url], artifact_dir=str(tmp_path / "run"), **settings)
+    pool = WorkerPool(config, make_session(config))
+    return pool
+
+
+def run_pool(pool: WorkerPool, hook: Callable[[], None], kill: int | None = None) -> None:
+    """Start the pool with `hook` as its before_profiling, optionally SIGKILL one worker at
+    once, wait for every worker, and close the session."""
+    pool.before_profiling = hook
+    pool.start()
+    if kill is not None:
+        pool._processes[kill].kill()
+    assert pool.join(120)
+    pool.session.finish()
+
+
+def headless(sim: ServerProcess, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
+    """`specmon --headless` with two workers against `sim`, its exports in tmp_path/run."""
+    run = [
+        "--url",
+        sim.url,
+        "--headless",
+        "--workers",
+        "2",
+        "--artifact-dir",
+        str(tmp_path / "run"),
+    ]
+    return subprocess.run([*SPECMON, *run, *flags], capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.sim("--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", log=True)
+def test_headless_workers_with_warmup_reconcile_exactly(tmp_path, sim):
+    proc = headless(
+        sim, tmp_path, "--warmup-request-count", "4", "--request-count", "40",
+        "--concurrency", "4", "--output-tokens-mean", "16",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "run" / "profile_export_aiperf.json").read_text())
     records = read_jsonl(tmp_path / "run" / "profile_export.jsonl")
-    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    entries = served(sim)
     assert len(entries) == 44  # 4 warmup + 40 profiling requests served
     profiled = {r["metadata"]["x_request_id"] for r in records}
     assert len(profiled) == 40
@@ -80,34 +96,21 @@ def test_headless_workers_with_warmup_reconcile_exactly(tmp_path):
     assert "server counters match the per-request totals" in proc.stdout
 
 
-def test_hook_runs_once_between_warmup_and_profiling(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", "--log", str(log)]
-    ) as sim:
-        # warmup 3 over 3 workers -> shares 1 + 1 + 1; 12 requests -> 4 + 4 + 4
-        config = RunConfig(
-            url=[sim.url],
-            concurrency=3,
-            workers=3,
-            warmup_request_count=3,
-            request_count=12,
-            output_tokens_mean=8,
-            random_seed=1,
-            artifact_dir=str(tmp_path / "run"),
-        )
-        session = make_session(config)
-        pool = WorkerPool(config, session)
-        calls: list[tuple[int, int, int]] = []
+@pytest.mark.sim("--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", log=True)
+def test_hook_runs_once_between_warmup_and_profiling(tmp_path, sim):
+    # warmup 3 over 3 workers -> shares 1 + 1 + 1; 12 requests -> 4 + 4 + 4
+    pool = pool_for(
+        sim, tmp_path, concurrency=3, workers=3, warmup_request_count=3, request_count=12,
+        output_tokens_mean=8, random_seed=1,
+    )  # fmt: skip
+    session = pool.session
+    calls: list[tuple[int, int, int]] = []
 
-        def hook() -> None:  # what the parent has received when the hook runs
-            acc = session.accumulator
-            calls.append((acc.warmup_count, len(acc.results), pool.unlanded()))
+    def hook() -> None:  # what the parent has received when the hook runs
+        acc = session.accumulator
+        calls.append((acc.warmup_count, len(acc.results), pool.unlanded()))
 
-        pool.before_profiling = hook
-        pool.start()
-        assert pool.join(120)
-        session.finish()
+    run_pool(pool, hook)
     assert pool.error is None
     # once, with all 3 warmup results in and not one profiling result; the live probe's
     # count of requests not received is 3: nothing outstanding, but each of the 3 running
@@ -115,75 +118,38 @@ def test_hook_runs_once_between_warmup_and_profiling(tmp_path):
     assert calls == [(3, 0, 3)]
     assert pool.unlanded() == 0  # all done: every request sent was received
     assert len(session.accumulator.results) == 12
-    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
-    assert len(entries) == 15  # 3 warmup + 12 profiling
+    assert len(served(sim)) == 15  # 3 warmup + 12 profiling
 
 
-def test_a_worker_without_warmup_share_waits_too(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", "--log", str(log)]
-    ) as sim:
-        # warmup 1 over 2 workers -> shares 1 + 0: worker-1 has no warmup of its own
-        config = RunConfig(
-            url=[sim.url],
-            concurrency=2,
-            workers=2,
-            warmup_request_count=1,
-            request_count=8,
-            output_tokens_mean=8,
-            random_seed=2,
-            artifact_dir=str(tmp_path / "run"),
-        )
-        session = make_session(config)
-        pool = WorkerPool(config, session)
-        calls: list[tuple[int, int]] = []
-        pool.before_profiling = lambda: calls.append(
-            (session.accumulator.warmup_count, len(session.accumulator.results))
-        )
-        pool.start()
-        assert pool.join(120)
-        session.finish()
+@pytest.mark.sim("--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", log=True)
+def test_a_worker_without_warmup_share_waits_too(tmp_path, sim):
+    # warmup 1 over 2 workers -> shares 1 + 0: worker-1 has no warmup of its own
+    pool = pool_for(
+        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=1, request_count=8,
+        output_tokens_mean=8, random_seed=2,
+    )  # fmt: skip
+    acc = pool.session.accumulator
+    calls: list[tuple[int, int]] = []
+    run_pool(pool, lambda: calls.append((acc.warmup_count, len(acc.results))))
     assert pool.error is None and calls == [(1, 0)]
-    records = session.accumulator.results
+    records = acc.results
     assert len(records) == 8
-    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
+    entries = served(sim)
     profiled = {r.x_request_id for r in records}
     # worker-1 sent nothing before worker-0's one warmup answer: that answer is logged first
     assert [e["x_request_id"] in profiled for e in entries] == [False] + [True] * 8
 
 
-def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
-    with start_sim(["--num-spec-tokens", "2", "--seed", "8", "--step-ms", "1"]) as sim:
-        # 4 req/s over 2 workers: 2/s each, worker-1 shifted by 1/4 s = 250 ms. Warmup 2 -> one
-        # request each (worker-1's also 250 ms late). Each worker starting profiling on its
-        # own after its warmup would put worker-1 a further 250 ms late, so the two streams
-        # would coincide; one common start keeps them 250 ms apart.
-        proc = subprocess.run(
-            [
-                *SPECMON,
-                "--url",
-                sim.url,
-                "--headless",
-                "--workers",
-                "2",
-                "--request-rate",
-                "4",
-                "--request-rate-mode",
-                "constant",
-                "--warmup-request-count",
-                "2",
-                "--request-count",
-                "10",
-                "--output-tokens-mean",
-                "4",
-                "--artifact-dir",
-                str(tmp_path / "run"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
+@pytest.mark.sim("--num-spec-tokens", "2", "--seed", "8", "--step-ms", "1")
+def test_constant_rate_workers_still_interleave_after_warmup(tmp_path, sim):
+    # 4 req/s over 2 workers: 2/s each, worker-1 shifted by 1/4 s = 250 ms. Warmup 2 -> one
+    # request each (worker-1's also 250 ms late). Each worker starting profiling on its
+    # own after its warmup would put worker-1 a further 250 ms late, so the two streams
+    # would coincide; one common start keeps them 250 ms apart.
+    proc = headless(
+        sim, tmp_path, "--request-rate", "4", "--request-rate-mode", "constant",
+        "--warmup-request-count", "2", "--request-count", "10", "--output-tokens-mean", "4",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = sorted(
         read_jsonl(tmp_path / "run" / "profile_export.jsonl"),
@@ -196,66 +162,42 @@ def test_constant_rate_workers_still_interleave_after_warmup(tmp_path):
     assert min(gaps_ms) > 100, gaps_ms
 
 
-def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", "--log", str(log)]
-    ) as sim:
-        config = RunConfig(
-            url=[sim.url],
-            concurrency=2,
-            workers=2,
-            warmup_request_count=2,
-            request_count=20,
-            output_tokens_mean=8,
-            random_seed=3,
-            artifact_dir=str(tmp_path / "run"),
-        )
-        session = make_session(config)
-        pool = WorkerPool(config, session)
-        calls: list[int] = []
+@pytest.mark.sim("--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", log=True)
+def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path, sim):
+    pool = pool_for(
+        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=2, request_count=20,
+        output_tokens_mean=8, random_seed=3,
+    )  # fmt: skip
+    acc = pool.session.accumulator
+    calls: list[int] = []
 
-        def hook() -> None:
-            # both workers wait for go now; the user stops before it comes
-            calls.append(session.accumulator.warmup_count)
-            stopper = threading.Thread(target=pool.stop)
-            stopper.start()
-            stopper.join()  # "stop" is queued to every worker, and no "go" follows it
+    def hook() -> None:
+        # both workers wait for go now; the user stops before it comes
+        calls.append(acc.warmup_count)
+        stopper = threading.Thread(target=pool.stop)
+        stopper.start()
+        stopper.join()  # "stop" is queued to every worker, and no "go" follows it
 
-        pool.before_profiling = hook
-        pool.start()
-        assert pool.join(120)
-        session.finish()
+    run_pool(pool, hook)
     assert pool.error is None and pool.stopped_early
     assert calls == [2]
-    assert len(session.accumulator.results) == 0  # not one profiling request recorded
-    assert session.accumulator.cancelled_count == 0  # nor one started and cut short
-    entries = [e for e in read_jsonl(log) if e.get("status") == 200]
-    assert len(entries) == 2  # the simulator served the 2 warmup requests and nothing else
+    assert len(acc.results) == 0  # not one profiling request recorded
+    assert acc.cancelled_count == 0  # nor one started and cut short
+    assert len(served(sim)) == 2  # the simulator served the 2 warmup requests and nothing else
 
 
-def test_a_worker_killed_in_warmup_does_not_hold_the_others(tmp_path):
-    # 100 ms per step, 8 tokens at k=2 -> several steps per request: the warmup takes long
-    # enough to kill worker-1 before it reports "warm"
-    with start_sim(["--num-spec-tokens", "2", "--seed", "7", "--step-ms", "100"]) as sim:
-        config = RunConfig(
-            url=[sim.url],
-            concurrency=2,
-            workers=2,
-            warmup_request_count=2,
-            request_count=4,
-            output_tokens_mean=8,
-            random_seed=4,
-            artifact_dir=str(tmp_path / "run"),
-        )
-        session = make_session(config)
-        pool = WorkerPool(config, session)
-        calls: list[int] = []
-        pool.before_profiling = lambda: calls.append(len(session.accumulator.results))
-        pool.start()
-        pool._processes[1].kill()  # the share of worker-1: 1 warmup + 2 requests, never sent
-        assert pool.join(120)
-        session.finish()
+# 100 ms per step, 8 tokens at k=2 -> several steps per request: the warmup takes long
+# enough to kill worker-1 before it reports "warm"
+@pytest.mark.sim("--num-spec-tokens", "2", "--seed", "7", "--step-ms", "100")
+def test_a_worker_killed_in_warmup_does_not_hold_the_others(tmp_path, sim):
+    pool = pool_for(
+        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=2, request_count=4,
+        output_tokens_mean=8, random_seed=4,
+    )  # fmt: skip
+    session = pool.session
+    calls: list[int] = []
+    # the share of worker-1 (1 warmup + 2 requests) is never sent: it is killed at once
+    run_pool(pool, lambda: calls.append(len(session.accumulator.results)), kill=1)
     # worker-0 did not wait forever for it: the hook ran once, then its 2 requests (4 split
     # as 2 + 2) were sent and recorded
     assert calls == [0]
