@@ -4,7 +4,8 @@ Fixtures (each stops what it started, by PID, at its scope's end):
 - `sim`: the one simulator a test declares with a mark: `@pytest.mark.sim("--seed", "3")`
   (`log=True` adds `--log` in the test's tmp_path, read back as `sim.log_path`); without the
   mark, the `shared_sim` settings in a process of the test's own.
-- `sims`: start more than one, or with settings known only inside the test: `sims(["--seed", "3"])`.
+- `sims`: start more than one, or with settings known only inside the test: `sims(["--seed", "3"])`;
+  `module_sims` the same for a module-scoped fixture.
 - `shared_sim`: one fast simulator per test module, for tests that need a server but none of
   its settings and read no absolute server counters (each run reads deltas from its own start).
 - `tmux_pane`: open a tmux pane on a private socket: `tmux_pane("specmon demo", 100, 30)`.
@@ -52,6 +53,7 @@ SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
 PROCESS_FIXTURES = {
     "sim",
     "sims",
+    "module_sims",
     "shared_sim",
     "tmux_pane",
     "realvllm_ready",
@@ -166,18 +168,29 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         )
 
 
-@pytest.fixture
-def sims() -> Iterator[Callable[..., ServerProcess]]:
+def _starter() -> Iterator[Callable[..., ServerProcess]]:
+    """start(args) starts a simulator, stopped when the fixture's scope ends."""
     started: list[ServerProcess] = []
 
     def start(args: Sequence[str] = (), timeout: float = 30) -> ServerProcess:
-        sim = start_sim(list(args), timeout)
+        sim = start_sim([str(a) for a in args], timeout)
         started.append(sim)
         return sim
 
     yield start
     for sim in started:
         sim.stop()
+
+
+@pytest.fixture
+def sims() -> Iterator[Callable[..., ServerProcess]]:
+    yield from _starter()
+
+
+@pytest.fixture(scope="module")
+def module_sims() -> Iterator[Callable[..., ServerProcess]]:
+    """`sims` for a module-scoped fixture: one simulator shared by the module's tests."""
+    yield from _starter()
 
 
 @pytest.fixture
@@ -193,9 +206,8 @@ def sim(
 
 
 @pytest.fixture(scope="module")
-def shared_sim() -> Iterator[ServerProcess]:
-    with start_sim(SHARED_SIM_ARGS) as sim:
-        yield sim
+def shared_sim(module_sims: Callable[..., ServerProcess]) -> ServerProcess:
+    return module_sims(SHARED_SIM_ARGS)
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ import sys
 
 import pytest
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 
 
@@ -24,10 +22,10 @@ def _run(url: str, out, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_fail_on_errors_exits_1_when_errors_exclude_the_run(tmp_path):
-    with start_sim(["--seed", "9", "--error-rate", "0.3"]) as sim:
-        plain = _run(sim.url, tmp_path / "plain")
-        strict = _run(sim.url, tmp_path / "strict", "--fail-on-errors")
+@pytest.mark.sim("--seed", "9", "--error-rate", "0.3")
+def test_fail_on_errors_exits_1_when_errors_exclude_the_run(tmp_path, sim):
+    plain = _run(sim.url, tmp_path / "plain")
+    strict = _run(sim.url, tmp_path / "strict", "--fail-on-errors")
     assert plain.returncode == 0, plain.stderr
     assert strict.returncode == 1, strict.stderr
     doc = json.loads((tmp_path / "strict" / "profile_export_aiperf.json").read_text())
@@ -41,7 +39,7 @@ def test_fail_on_errors_exits_1_when_errors_exclude_the_run(tmp_path):
     ) in strict.stdout + strict.stderr
 
 
-def test_fail_on_errors_keeps_0_for_a_clean_run(tmp_path):
-    with start_sim(["--seed", "9"]) as sim:
-        strict = _run(sim.url, tmp_path / "strict", "--fail-on-errors")
+@pytest.mark.sim("--seed", "9")
+def test_fail_on_errors_keeps_0_for_a_clean_run(tmp_path, sim):
+    strict = _run(sim.url, tmp_path / "strict", "--fail-on-errors")
     assert strict.returncode == 0, strict.stderr

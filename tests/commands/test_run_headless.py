@@ -282,31 +282,29 @@ def test_workers_merge_into_one_run(tmp_path):
     assert doc["request_count"]["avg"] == 40
 
 
-def test_api_key_from_openai_env(tmp_path):
-    with start_sim(["--seed", "1", "--api-key", "sk-test"]) as sim:
-        base = [
-            *SPECMON,
-            "--url",
-            sim.url,
-            "--headless",
-            "--request-count",
-            "3",
-            "--output-tokens-mean",
-            "4",
-            "--artifact-dir",
-            str(tmp_path / "a"),
-        ]
-        env = {
-            k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SPECMON_API_KEY")
-        }
-        denied = subprocess.run(base, capture_output=True, text=True, timeout=60, env=env)
-        allowed = subprocess.run(
-            base,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dict(env, OPENAI_API_KEY="sk-test"),
-        )
+@pytest.mark.sim("--seed", "1", "--api-key", "sk-test")
+def test_api_key_from_openai_env(tmp_path, sim):
+    base = [
+        *SPECMON,
+        "--url",
+        sim.url,
+        "--headless",
+        "--request-count",
+        "3",
+        "--output-tokens-mean",
+        "4",
+        "--artifact-dir",
+        str(tmp_path / "a"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "SPECMON_API_KEY")}
+    denied = subprocess.run(base, capture_output=True, text=True, timeout=60, env=env)
+    allowed = subprocess.run(
+        base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(env, OPENAI_API_KEY="sk-test"),
+    )
     assert denied.returncode == 2
     assert denied.stderr.strip() == (
         f"specmon: error: server {sim.url} answered HTTP 401 on /v1/models "

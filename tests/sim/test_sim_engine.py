@@ -112,15 +112,15 @@ def test_one_step_serves_the_whole_batch(tmp_path):
     )
 
 
+@pytest.mark.sim("--num-spec-tokens", "0", "--step-ms", "7.5")
 @pytest.mark.e2e
-def test_fidelity_counters_count_each_step_at_its_formula(tmp_path):
+def test_fidelity_counters_count_each_step_at_its_formula(tmp_path, sim):
     # one request alone (B = 1), k = 0: 21 tokens = 20 decode steps of 7.5 ms -> 0.15 s
-    with start_sim(["--num-spec-tokens", "0", "--step-ms", "7.5"]) as sim:
-        before = scrape(sim.url)
-        assert {name: before[name] for name in FIDELITY} == dict.fromkeys(FIDELITY, 0.0)
-        response = httpx.post(sim.url + "/v1/chat/completions", json=chat("f", 21), timeout=60)
-        assert response.status_code == 200
-        after = scrape(sim.url)
+    before = scrape(sim.url)
+    assert {name: before[name] for name in FIDELITY} == dict.fromkeys(FIDELITY, 0.0)
+    response = httpx.post(sim.url + "/v1/chat/completions", json=chat("f", 21), timeout=60)
+    assert response.status_code == 200
+    after = scrape(sim.url)
     assert after["specmon_sim_steps_total"] == 20
     assert after["specmon_sim_step_formula_seconds_total"] == pytest.approx(20 * 0.0075)
     assert after["specmon_sim_step_lag_seconds_total"] >= 0
@@ -159,39 +159,39 @@ def test_itl_counters_hold_what_a_client_should_measure(tmp_path):
     assert ran <= after["specmon_sim_step_batch_total"] <= ran + 5
 
 
+@pytest.mark.sim("--num-spec-tokens", "0", "--step-ms", "10")
 @pytest.mark.e2e
-def test_a_stall_the_simulator_recovers_from_is_not_lag():
+def test_a_stall_the_simulator_recovers_from_is_not_lag(sim):
     # SIGSTOP the simulator for 0.4 s in the middle of a 200-step stream of 10 ms steps: on
     # its absolute deadlines it then catches up (the 40 missed steps at once), so the
     # stream still ends on the formula's time and the lag counter stays near zero.
-    with start_sim(["--num-spec-tokens", "0", "--step-ms", "10"]) as sim:
-        with concurrent.futures.ThreadPoolExecutor(1) as bg:
-            t0 = time.monotonic()
-            pending = bg.submit(
-                httpx.post, sim.url + "/v1/chat/completions", json=chat("s", 201), timeout=60
-            )
-            time.sleep(0.5)
-            os.kill(sim.pid, signal.SIGSTOP)
-            time.sleep(0.4)
-            os.kill(sim.pid, signal.SIGCONT)
-            assert pending.result().status_code == 200
-            took = time.monotonic() - t0
-        after = scrape(sim.url)
+    with concurrent.futures.ThreadPoolExecutor(1) as bg:
+        t0 = time.monotonic()
+        pending = bg.submit(
+            httpx.post, sim.url + "/v1/chat/completions", json=chat("s", 201), timeout=60
+        )
+        time.sleep(0.5)
+        os.kill(sim.pid, signal.SIGSTOP)
+        time.sleep(0.4)
+        os.kill(sim.pid, signal.SIGCONT)
+        assert pending.result().status_code == 200
+        took = time.monotonic() - t0
+    after = scrape(sim.url)
     assert after["specmon_sim_steps_total"] == 200
     assert after["specmon_sim_step_formula_seconds_total"] == pytest.approx(2.0)
     assert took < 2.0 + 0.3  # the formula's 2 s, not 2.4 s: the stall was caught up
     assert after["specmon_sim_step_lag_seconds_total"] < 0.05
 
 
+@pytest.mark.sim("--num-spec-tokens", "0", "--step-ms", "0.02")
 @pytest.mark.e2e
-def test_a_simulator_that_cannot_keep_up_reports_its_lag():
+def test_a_simulator_that_cannot_keep_up_reports_its_lag(sim):
     # 0.02 ms steps for 8 running requests: a step's work (8 chunks, each several us of
     # Python and a socket write) takes far longer than 20 us, so the loop falls further
     # behind at every step. 10,000 steps: the formula says 0.2 s; the loop needs several
     # times that, and all but the first 0.1 s window of it is counted as lag.
-    with start_sim(["--num-spec-tokens", "0", "--step-ms", "0.02"]) as sim:
-        responses = post_all(sim.url, [chat(f"c{i}", 10_001) for i in range(8)])
-        after = scrape(sim.url)
+    responses = post_all(sim.url, [chat(f"c{i}", 10_001) for i in range(8)])
+    after = scrape(sim.url)
     assert all(r.status_code == 200 for r in responses)
     steps, formula = (
         after["specmon_sim_steps_total"],
@@ -228,15 +228,15 @@ def test_max_tokens_above_the_model_length_is_vllms_400():
     assert card["max_model_len"] == 131072
 
 
+@pytest.mark.sim("--max-model-len", "100")
 @pytest.mark.e2e
-def test_the_context_caps_the_output_and_refuses_a_long_prompt():
+def test_the_context_caps_the_output_and_refuses_a_long_prompt(sim):
     # --max-model-len 100; a completions prompt of 90 token ids asking 50 tokens gets
     # 100 - 90 = 10 (vLLM's get_max_tokens); a 120-id prompt is refused
-    with start_sim(["--max-model-len", "100"]) as sim:
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            body = {"model": "specmon-sim", "prompt": list(range(90)), "max_tokens": 50}
-            capped = client.post("/v1/completions", json={**body, "ignore_eos": True})
-            long = client.post("/v1/completions", json={**body, "prompt": list(range(120))})
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        body = {"model": "specmon-sim", "prompt": list(range(90)), "max_tokens": 50}
+        capped = client.post("/v1/completions", json={**body, "ignore_eos": True})
+        long = client.post("/v1/completions", json={**body, "prompt": list(range(120))})
     assert capped.status_code == 200
     assert capped.json()["usage"]["completion_tokens"] == 10
     assert long.status_code == 400

@@ -71,10 +71,10 @@ def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
         return list(pool.map(send, bodies))
 
 
+@pytest.mark.sim()
 @pytest.mark.e2e
-def test_series_exist_at_zero_with_vllm_names():
-    with start_sim([]) as sim:
-        values = scrape(sim.url)
+def test_series_exist_at_zero_with_vllm_names(sim):
+    values = scrape(sim.url)
     assert {name: values[name] for name in HEALTH} == dict.fromkeys(HEALTH, 0.0)
 
 

@@ -18,7 +18,6 @@ from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
-from specmon.sim.process import start_sim
 from specmon.sources.load.client import LoadClient, new_capture
 
 pytestmark = pytest.mark.e2e
@@ -51,23 +50,11 @@ def run_load(
 
 
 @pytest.fixture(scope="module", params=["vllm", "vllm-legacy"])
-def shaped_sim(request, tmp_path_factory):
+def shaped_sim(request, tmp_path_factory, module_sims):
     log = tmp_path_factory.mktemp("sim") / f"{request.param}.log"
-    with start_sim(
-        [
-            "--seed",
-            "11",
-            "--shape",
-            request.param,
-            "--num-spec-tokens",
-            "3",
-            "--acceptance",
-            "0.8,0.6,0.4",
-            "--log",
-            str(log),
-        ]
-    ) as sim:
-        yield sim, log
+    acceptance = ["--acceptance", "0.8,0.6,0.4", "--log", log]
+    sim = module_sims(["--seed", 11, "--shape", request.param, "--num-spec-tokens", 3, *acceptance])
+    return sim, log
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
@@ -122,16 +109,16 @@ def _content(response: dict) -> str:
     return choices[0].get("text") or (choices[0].get("delta") or {}).get("content") or ""
 
 
-def test_warmup_first_and_only_in_raw_capture(tmp_path):
-    with start_sim(["--seed", "3", "--step-ms", "1"]) as sim:
-        session, captures, runner = run_load(
-            sim.url,
-            tmp_path,
-            concurrency=2,
-            request_count=10,
-            warmup_request_count=4,
-            output_tokens_mean=8,
-        )
+@pytest.mark.sim("--seed", "3", "--step-ms", "1")
+def test_warmup_first_and_only_in_raw_capture(tmp_path, sim):
+    session, captures, runner = run_load(
+        sim.url,
+        tmp_path,
+        concurrency=2,
+        request_count=10,
+        warmup_request_count=4,
+        output_tokens_mean=8,
+    )
     phases = [c["benchmark_phase"] for c in captures]
     assert phases.count("warmup") == 4 and phases.count("profiling") == 10
     last_warmup_end = max(c["end_ns"] for c in captures if c["benchmark_phase"] == "warmup")
@@ -160,19 +147,19 @@ def _max_overlap(captures: list[dict]) -> int:
     return peak
 
 
+@pytest.mark.sim("--seed", "2")
 @pytest.mark.parametrize("mode", ["constant", "poisson"])
-def test_request_rate_modes(tmp_path, mode):
+def test_request_rate_modes(tmp_path, mode, sim):
     rate = 40.0  # 25 ms mean gap; the sim answers in about 2 ms, so no concurrency cap binds
-    with start_sim(["--seed", "2"]) as sim:
-        _, captures, _ = run_load(
-            sim.url,
-            tmp_path,
-            request_rate=rate,
-            request_rate_mode=mode,
-            request_count=120,
-            output_tokens_mean=4,
-            random_seed=8,
-        )
+    _, captures, _ = run_load(
+        sim.url,
+        tmp_path,
+        request_rate=rate,
+        request_rate_mode=mode,
+        request_count=120,
+        output_tokens_mean=4,
+        random_seed=8,
+    )
     starts = sorted(c["start_ns"] for c in captures)
     gaps = [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
     mean_gap = statistics.fmean(gaps)
@@ -189,33 +176,33 @@ def test_request_rate_modes(tmp_path, mode):
         assert in_band < 0.35
 
 
-def test_request_rate_capped_by_concurrency(tmp_path):
-    with start_sim(["--seed", "4", "--ttft-ms", "30"]) as sim:
-        _, captures, _ = run_load(
-            sim.url,
-            tmp_path,
-            request_rate=500.0,
-            concurrency=2,
-            request_count=12,
-            output_tokens_mean=2,
-        )
+@pytest.mark.sim("--seed", "4", "--ttft-ms", "30")
+def test_request_rate_capped_by_concurrency(tmp_path, sim):
+    _, captures, _ = run_load(
+        sim.url,
+        tmp_path,
+        request_rate=500.0,
+        concurrency=2,
+        request_count=12,
+        output_tokens_mean=2,
+    )
     assert len(captures) == 12
     assert _max_overlap(captures) == 2  # 500/s wants more in flight; the cap holds it at 2
 
 
-def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(tmp_path):
-    with start_sim(["--seed", "4", "--ttft-ms", "40"]) as sim:
-        config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=1, output_tokens_mean=2)
-        captures: list[dict] = []
-        runner = LoadRunner(config, None, sink=captures.append)
-        runner.start()
-        while len(captures) < 4:
-            runner.join(0.02)
-        runner.set_concurrency(5)
-        while len(captures) < 30:
-            runner.join(0.02)
-        runner.stop()
-        assert runner.join(30)
+@pytest.mark.sim("--seed", "4", "--ttft-ms", "40")
+def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(tmp_path, sim):
+    config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=1, output_tokens_mean=2)
+    captures: list[dict] = []
+    runner = LoadRunner(config, None, sink=captures.append)
+    runner.start()
+    while len(captures) < 4:
+        runner.join(0.02)
+    runner.set_concurrency(5)
+    while len(captures) < 30:
+        runner.join(0.02)
+    runner.stop()
+    assert runner.join(30)
     first, later = captures[:4], captures[10:25]
     assert _max_overlap(first) == 1
     assert _max_overlap(later) == 5
@@ -224,18 +211,17 @@ def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(
     assert runner.progress().in_flight == 0
 
 
-def test_errors_counted_by_kind_and_run_goes_on(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(["--seed", "9", "--error-rate", "0.3", "--log", str(log)]) as sim:
-        session, captures, _ = run_load(
-            sim.url,
-            tmp_path / "run",
-            concurrency=4,
-            request_count=40,
-            output_tokens_mean=4,
-            streaming=True,
-        )
-    truth = read_log(log)
+@pytest.mark.sim("--seed", "9", "--error-rate", "0.3", log=True)
+def test_errors_counted_by_kind_and_run_goes_on(tmp_path, sim):
+    session, captures, _ = run_load(
+        sim.url,
+        tmp_path / "run",
+        concurrency=4,
+        request_count=40,
+        output_tokens_mean=4,
+        streaming=True,
+    )
+    truth = read_log(sim.log_path)
     failed = [c for c in captures if c["error"]]
     expected = sum(1 for c in captures if truth[c["x_request_id"]]["status"] == 500)
     assert expected > 0 and len(failed) == expected
@@ -246,24 +232,24 @@ def test_errors_counted_by_kind_and_run_goes_on(tmp_path):
     assert doc["request_count"]["avg"] == 40 - expected
 
 
-def test_disconnects_are_broken_streams(tmp_path):
-    with start_sim(["--seed", "9", "--disconnect-rate", "1.0"]) as sim:
-        _, captures, _ = run_load(
-            sim.url, tmp_path, concurrency=2, request_count=4, output_tokens_mean=16, streaming=True
-        )
+@pytest.mark.sim("--seed", "9", "--disconnect-rate", "1.0")
+def test_disconnects_are_broken_streams(tmp_path, sim):
+    _, captures, _ = run_load(
+        sim.url, tmp_path, concurrency=2, request_count=4, output_tokens_mean=16, streaming=True
+    )
     assert [c["error"]["type"] for c in captures] == ["broken_stream"] * 4
 
 
-def test_timeout_is_counted(tmp_path):
-    with start_sim(["--seed", "9", "--ttft-ms", "3000"]) as sim:
-        _, captures, _ = run_load(
-            sim.url,
-            tmp_path,
-            concurrency=2,
-            request_count=2,
-            output_tokens_mean=2,
-            request_timeout=0.3,
-        )
+@pytest.mark.sim("--seed", "9", "--ttft-ms", "3000")
+def test_timeout_is_counted(tmp_path, sim):
+    _, captures, _ = run_load(
+        sim.url,
+        tmp_path,
+        concurrency=2,
+        request_count=2,
+        output_tokens_mean=2,
+        request_timeout=0.3,
+    )
     assert [c["error"]["type"] for c in captures] == ["timeout", "timeout"]
 
 
@@ -279,60 +265,59 @@ async def test_connection_refused_is_connection_error():
     assert capture["status"] == 0 and capture["responses"] == []
 
 
-def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path):
-    with start_sim(["--seed", "1"]) as sim:
-        # Four in flight: answers queue up while the sink blocks, so the loop stays busy even
-        # when the simulator itself is slowed by a loaded machine.
-        config = RunConfig(
-            url=[sim.url],
-            model="specmon-sim",
-            concurrency=4,
-            request_count=24,
-            output_tokens_mean=2,
-        )
-        worst = []
+@pytest.mark.sim("--seed", "1")
+def test_loop_lag_is_measured_and_warned_when_the_loop_is_blocked(tmp_path, sim):
+    # Four in flight: answers queue up while the sink blocks, so the loop stays busy even
+    # when the simulator itself is slowed by a loaded machine.
+    config = RunConfig(
+        url=[sim.url],
+        model="specmon-sim",
+        concurrency=4,
+        request_count=24,
+        output_tokens_mean=2,
+    )
+    worst = []
 
-        def slow_sink(capture: dict) -> None:
-            time.sleep(0.08)  # 80 ms of work on the loop per request: a saturated client
-            worst.append(runner.progress())
-
-        runner = LoadRunner(config, None, sink=slow_sink)
-        runner.start()
-        assert runner.join(60)
-        # and the run's end, where a saturation shorter than the half-second hold is judged
-        # once (a loaded machine spreads the blocked spells out)
+    def slow_sink(capture: dict) -> None:
+        time.sleep(0.08)  # 80 ms of work on the loop per request: a saturated client
         worst.append(runner.progress())
+
+    runner = LoadRunner(config, None, sink=slow_sink)
+    runner.start()
+    assert runner.join(60)
+    # and the run's end, where a saturation shorter than the half-second hold is judged
+    # once (a loaded machine spreads the blocked spells out)
+    worst.append(runner.progress())
     assert max(p.loop_lag_ms for p in worst) >= 40  # the 100 ms timer fired >= 40 ms late
     assert any(p.lag_warning for p in worst)
 
 
-def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
+@pytest.mark.sim("--seed", "1", log=True)
+def test_file_and_synthetic_prompts_reach_the_server(tmp_path, sim):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
         '{"text": "alpha beta", "category": "code", "max_tokens": 3}\n'
         '{"text": "gamma", "max_tokens": 5}\n'
     )
-    log = tmp_path / "sim.log"
-    with start_sim(["--seed", "1", "--log", str(log)]) as sim:
-        _, from_file, _ = run_load(
-            sim.url,
-            tmp_path / "a",
-            "summary",
-            concurrency=1,
-            request_count=4,
-            input_file=str(prompts),
-        )
-        _, synthetic, _ = run_load(
-            sim.url,
-            tmp_path / "b",
-            "summary",
-            concurrency=2,
-            request_count=3,
-            prompt_source="synthetic",
-            synthetic_input_tokens_mean=40,
-            output_tokens_mean=6,
-        )
-    truth = read_log(log)
+    _, from_file, _ = run_load(
+        sim.url,
+        tmp_path / "a",
+        "summary",
+        concurrency=1,
+        request_count=4,
+        input_file=str(prompts),
+    )
+    _, synthetic, _ = run_load(
+        sim.url,
+        tmp_path / "b",
+        "summary",
+        concurrency=2,
+        request_count=3,
+        prompt_source="synthetic",
+        synthetic_input_tokens_mean=40,
+        output_tokens_mean=6,
+    )
+    truth = read_log(sim.log_path)
     sent = [truth[c["x_request_id"]] for c in from_file]
     # the file is replayed in order, its max_tokens win, its category goes in the header
     assert [e["received"]["messages"][0]["content"] for e in sent] == ["alpha beta", "gamma"] * 2
@@ -344,11 +329,11 @@ def test_file_and_synthetic_prompts_reach_the_server(tmp_path):
         assert entry["usage"]["completion_tokens"] == 6 and entry["category"] == "synthetic"
 
 
-def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
-    with start_sim(["--seed", "1", "--ttft-ms", "5"]) as sim:
-        _, captures, runner = run_load(
-            sim.url, tmp_path, concurrency=2, benchmark_duration=0.8, output_tokens_mean=2
-        )
+@pytest.mark.sim("--seed", "1", "--ttft-ms", "5")
+def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path, sim):
+    _, captures, runner = run_load(
+        sim.url, tmp_path, concurrency=2, benchmark_duration=0.8, output_tokens_mean=2
+    )
     assert len(captures) > 4 and all(c["error"] is None for c in captures)
     # nothing was dispatched after the deadline, 0.8 s from the start of profiling, and the
     # requests in flight at the deadline were allowed to finish (no cancelled errors above)
@@ -357,19 +342,18 @@ def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path):
     assert runner.progress().total is None and runner.progress().phase == "done"
 
 
-def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path):
-    log = tmp_path / "sim.log"
-    with start_sim(["--seed", "1", "--log", str(log)]) as sim:
-        session, captures, _ = run_load(
-            sim.url,
-            tmp_path / "r",
-            "summary",
-            concurrency=1,
-            request_count=2,
-            output_tokens_mean=4,
-            extra_inputs={"stream": True, "stream_options": {"include_usage": False}},
-        )
-    truth = read_log(log)
+@pytest.mark.sim("--seed", "1", log=True)
+def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path, sim):
+    session, captures, _ = run_load(
+        sim.url,
+        tmp_path / "r",
+        "summary",
+        concurrency=1,
+        request_count=2,
+        output_tokens_mean=4,
+        extra_inputs={"stream": True, "stream_options": {"include_usage": False}},
+    )
+    truth = read_log(sim.log_path)
     for capture, result in zip(captures, session.accumulator.results):
         assert capture["streaming"] is True and capture["error"] is None  # parsed as SSE
         assert truth[capture["x_request_id"]]["include_usage"] is False

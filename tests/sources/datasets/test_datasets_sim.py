@@ -40,41 +40,40 @@ def joined_text(responses: list) -> str:
     return "".join(out)
 
 
+@pytest.mark.sim(*FAST_SIM, log=True)
 @pytest.mark.parametrize(
     ("endpoint", "streaming"), [("chat", True), ("chat", False), ("completions", True)]
 )
-def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streaming):
-    log = tmp_path / "sim.log"
-    with start_sim([*FAST_SIM, "--log", str(log)]) as sim:
-        config = build_config(
-            overrides={
-                "url": [sim.url],
-                "model": "specmon-sim",
-                "dataset": "mt_bench",
-                "input_file": str(spec_bench_file()),
-                "dataset_category": "writing,coding",
-                "dataset_turns": "all",
-                "concurrency": 4,
-                "endpoint_type": endpoint,
-                "streaming": streaming,
-                "output_tokens_mean": 12,
-                "random_seed": 1,
-            }
-        )
-        prepare_run(config)
-        assert config.request_count == 40  # 20 questions x 2 turns
-        session = RunSession(tmp_path / "art", "raw", config.model_dump())
-        captures: list[dict] = []
+def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streaming, sim):
+    config = build_config(
+        overrides={
+            "url": [sim.url],
+            "model": "specmon-sim",
+            "dataset": "mt_bench",
+            "input_file": str(spec_bench_file()),
+            "dataset_category": "writing,coding",
+            "dataset_turns": "all",
+            "concurrency": 4,
+            "endpoint_type": endpoint,
+            "streaming": streaming,
+            "output_tokens_mean": 12,
+            "random_seed": 1,
+        }
+    )
+    prepare_run(config)
+    assert config.request_count == 40  # 20 questions x 2 turns
+    session = RunSession(tmp_path / "art", "raw", config.model_dump())
+    captures: list[dict] = []
 
-        def sink(capture: dict) -> None:
-            captures.append(capture)
-            session.add(RawCapture(**capture))
+    def sink(capture: dict) -> None:
+        captures.append(capture)
+        session.add(RawCapture(**capture))
 
-        runner = LoadRunner(config, session, sink=sink)
-        runner.start()
-        assert runner.join(120) and runner.error is None
-        session.finish()
-    truth = read_log(log)
+    runner = LoadRunner(config, session, sink=sink)
+    runner.start()
+    assert runner.join(120) and runner.error is None
+    session.finish()
+    truth = read_log(sim.log_path)
     assert len(truth) == 40 and all(c["error"] is None for c in captures)
     by_turn = {(c["question_id"], c["turn"]): c for c in captures}
     rows = {json.loads(line)["question_id"]: json.loads(line) for line in spec_bench_file().open()}
