@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, fmt_signed, format_table
+from specmon.specdecode.record import k_contradiction
 
 SUMMARY_FILE = "profile_export_aiperf.json"
 RECORDS_FILE = "profile_export.jsonl"
@@ -101,6 +102,10 @@ class RecordScan:
     spec_records: int = 0
     warmup_skipped: int = 0
     bad_lines: int = 0
+    # records whose declared k their own counts deny (record.k_contradiction): left out of
+    # the histogram and of the k values, so one such record never blocks the run
+    implausible: int = 0
+    first_implausible: str = ""
 
 
 def scan_records(path: Path) -> RecordScan:
@@ -121,7 +126,7 @@ def scan_records(path: Path) -> RecordScan:
 def _scan_line(line: str, scan: RecordScan) -> None:
     try:
         rec = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested past the stack
         scan.bad_lines += 1
         return
     if not isinstance(rec, dict):
@@ -141,6 +146,11 @@ def _scan_line(line: str, scan: RecordScan) -> None:
     except (AttributeError, TypeError, ValueError):
         scan.bad_lines += 1
         return
+    problem = _k_problem(spec, hist)
+    if problem is not None:
+        scan.implausible += 1
+        scan.first_implausible = scan.first_implausible or f"record {scan.records}: {problem}"
+        return
     scan.spec_records += 1
     if isinstance(spec.get("num_spec_tokens"), int):
         scan.k_values[spec["num_spec_tokens"]] += 1
@@ -149,6 +159,28 @@ def _scan_line(line: str, scan: RecordScan) -> None:
     for j, n in hist.items():
         if n:
             scan.histogram[j] = scan.histogram.get(j, 0) + n
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _k_problem(spec: dict, hist: dict[int, int]) -> str | None:
+    """Why the record's num_spec_tokens cannot be true (record.k_contradiction), or None."""
+    drafted = _count(spec.get("num_draft_tokens")) or 0
+    per_step = spec.get("per_step_drafted")
+    most_drafted = (
+        max((v for v in per_step if _count(v) is not None), default=0)
+        if isinstance(per_step, list)
+        else 0
+    )
+    return k_contradiction(
+        _count(spec.get("num_spec_tokens")),
+        drafted,
+        _count(spec.get("num_spec_steps")),
+        max((j for j, n in hist.items() if n), default=0),
+        most_drafted,
+    )
 
 
 def record_k(path: Path | None) -> int | None:

@@ -243,6 +243,11 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
     summary = read_summary(summary_path) if summary_path.is_file() else {}
     scan = scan_records(records_path) if records_path.is_file() else None  # read once
     notes: list[str] = []
+    if scan is not None and scan.implausible:
+        notes.append(
+            f"{scan.implausible} record(s) with an implausible num_spec_tokens left out "
+            f"({scan.first_implausible})"
+        )
     if use_records and scan is not None:  # use_records implies the file exists
         histogram, source = _histogram_from_records(scan, records_path, notes), records_path
     else:

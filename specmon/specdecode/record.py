@@ -225,6 +225,45 @@ def self_contradiction(record: SpecDecodeAcceptanceRecord) -> str | None:
     return None
 
 
+# The largest num_spec_tokens a record may declare (docs/metrics.md §10): far above any
+# engine's draft length (vLLM, SGLang trees and TRT-LLM draft tens of tokens a step), far
+# below a corrupt or hostile value such as 2^63-1, which would name an absurd k in the advice.
+MAX_NUM_SPEC_TOKENS = 1024
+
+
+def implausible_k(record: SpecDecodeAcceptanceRecord) -> str | None:
+    """Why the record's declared k (num_spec_tokens) cannot be true, or None: past
+    MAX_NUM_SPEC_TOKENS, or contradicted by its own counts (more drafts than steps x k, a
+    step that drafted or accepted more than k, drafts with k = 0). None when k is absent."""
+    return k_contradiction(
+        record.num_spec_tokens,
+        record.num_draft_tokens,
+        record.num_spec_steps,
+        max(record.acceptance_histogram or (0,)),
+        max(record.per_step_drafted or (0,)),
+    )
+
+
+def k_contradiction(
+    k: int | None, drafted: int, steps: int | None, most_accepted: int, most_drafted: int
+) -> str | None:
+    """implausible_k on plain counts (also what `tune` and `compare` check each JSONL record
+    with): `most_accepted` / `most_drafted` are the largest per-step values known (0: none)."""
+    if k is None:
+        return None
+    if k > MAX_NUM_SPEC_TOKENS:
+        return f"num_spec_tokens {k} exceeds the maximum {MAX_NUM_SPEC_TOKENS}"
+    if k == 0 and drafted:
+        return f"num_spec_tokens 0 with {drafted} draft tokens"
+    if steps and drafted > steps * k:  # zero steps: a zero_step record, counted as such
+        return f"num_draft_tokens {drafted} > num_spec_steps {steps} x num_spec_tokens {k}"
+    if most_accepted > k:
+        return f"a step accepted {most_accepted} drafts, more than num_spec_tokens {k}"
+    if most_drafted > k:
+        return f"a step drafted {most_drafted} tokens, more than num_spec_tokens {k}"
+    return None
+
+
 _FIELD_ORDER = tuple(SpecDecodeAcceptanceRecord.model_fields)
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 _REQUIRED = frozenset(

@@ -7,7 +7,13 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord, record_from_export_dict
+from specmon.specdecode.record import (
+    MAX_NUM_SPEC_TOKENS,
+    SpecDecodeAcceptanceRecord,
+    implausible_k,
+    k_contradiction,
+    record_from_export_dict,
+)
 
 
 def make(**over):
@@ -123,3 +129,50 @@ def test_export_dict_omits_none_and_reader_accepts_nulls():
     # an older AIPerf writer emitted explicit nulls
     d_with_nulls = dict(d, num_spec_tokens=None, completion_tokens=None, per_step_drafted=None)
     assert record_from_export_dict(d_with_nulls) == r
+
+
+# -- a declared k its own counts deny (issue 35 item 7) -------------------------------------
+# make()'s record: 8 steps, k 4, 32 drafts, buckets up to 4, 4 drafts a step.
+
+
+def test_a_consistent_k_is_plausible():
+    assert implausible_k(make()) is None
+    assert implausible_k(make(num_spec_tokens=None)) is None  # no k declared: nothing to deny
+
+
+@pytest.mark.parametrize(
+    "over, says",
+    [
+        # the hostile payload of the issue: counts of a k=4 run, k = 2^63-1
+        ({"num_spec_tokens": 2**63 - 1}, "num_spec_tokens 9223372036854775807 exceeds"),
+        (
+            {"num_spec_tokens": MAX_NUM_SPEC_TOKENS + 1},
+            f"exceeds the maximum {MAX_NUM_SPEC_TOKENS}",
+        ),
+        # 8 steps x k 3 = 24 < 32 drafts
+        (
+            {"num_spec_tokens": 3, "per_step_drafted": None},
+            "num_draft_tokens 32 > num_spec_steps 8 x num_spec_tokens 3",
+        ),
+        # 32 drafts over 8 steps at k 8 is possible, but a step drafted 9 of at most 8
+        (
+            {"num_spec_tokens": 8, "per_step_drafted": [9, 3, 1, 4, 4, 4, 3, 4]},
+            "a step drafted 9 tokens, more than num_spec_tokens 8",
+        ),
+    ],
+)
+def test_a_k_its_own_counts_deny_is_named(over, says):
+    reason = implausible_k(make(**over))
+    assert reason is not None and says in reason
+
+
+def test_a_bucket_above_k_or_drafts_at_k_zero_are_implausible():
+    # 8 steps x k 3 = 24 >= 18 drafts, but bucket 4 (a step accepted 4) > k 3
+    rec = make(
+        num_spec_tokens=3, num_draft_tokens=24, per_step_drafted=None, draft_acceptance_rate=18 / 24
+    )
+    assert implausible_k(rec) == "a step accepted 4 drafts, more than num_spec_tokens 3"
+    assert k_contradiction(0, 5, None, 0, 0) == "num_spec_tokens 0 with 5 draft tokens"
+    assert k_contradiction(0, 0, 3, 0, 0) is None  # k = 0 and no drafts: plain decoding
+    # zero verify steps: a zero_step record, counted as such, not here
+    assert k_contradiction(3, 1, 0, 0, 0) is None

@@ -31,7 +31,11 @@ from specmon.specdecode.adapters.base import (
     SpecDecodeAdapterProtocol,
 )
 from specmon.specdecode.engines import ENGINES, Engine, register_engine
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord, self_contradiction
+from specmon.specdecode.record import (
+    SpecDecodeAcceptanceRecord,
+    implausible_k,
+    self_contradiction,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -366,6 +370,11 @@ def _adapt(
     if contradiction is not None:  # the record says two things: neither is taken
         return AdaptOutcome(
             None, reason="contested", engine=entry.name, detail=contradiction, payload=raw
+        )
+    implausible = implausible_k(record)
+    if implausible is not None:  # a declared k its own counts deny (or absurdly large)
+        return AdaptOutcome(
+            None, reason="implausible_k", engine=entry.name, detail=implausible, payload=raw
         )
     if record.num_spec_steps == 0:
         return AdaptOutcome(

@@ -286,10 +286,11 @@ def test_mutated_valid_payloads_never_raise_and_stay_valid(name, ops):
 )
 def test_consistent_vllm_payloads_round_trip_exactly(hist, extra_drafts, tokens):
     # Build a consistent merged payload from a random dense histogram: s = sum(H),
-    # a = sum(j*H[j]), d = a + extra; the record must carry exactly these numbers.
+    # a = sum(j*H[j]), d = a + extra (up to s*k); the record must carry exactly these numbers.
     steps = sum(hist)
     accepted = sum(j * n for j, n in enumerate(hist))
-    drafted = accepted + extra_drafts
+    # consistent: at most k drafts a step (k = len(hist) - 1; record.k_contradiction)
+    drafted = accepted + min(extra_drafts, steps * (len(hist) - 1) - accepted)
     rate = accepted / drafted if drafted else 0.0
     stats = {
         "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,

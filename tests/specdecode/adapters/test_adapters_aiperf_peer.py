@@ -171,6 +171,17 @@ def self_contradicting(rec: dict) -> bool:
     return bool(al_off or rate_off)
 
 
+def k_denied(rec: dict) -> bool:
+    """The declared k cannot be true by the record's own counts (by hand: a step drafts
+    and accepts at most k, so drafted <= steps * k and every bucket and step <= k)."""
+    k, steps, drafted = rec["num_spec_tokens"], rec["num_spec_steps"], rec["num_draft_tokens"]
+    if k is None:
+        return False
+    per_step = rec.get("per_step_drafted") or []
+    buckets = [int(j) for j, n in rec["acceptance_histogram"].items() if n]
+    return bool(steps and drafted > steps * k) or any(v > k for v in [*per_step, *buckets])
+
+
 def comparable(record_dict):
     if record_dict is None:
         return None
@@ -218,6 +229,10 @@ def test_records_equal_aiperf_013(peer_results):
         assert ours is None and peer is not None, (case["name"], ours, peer)
         if outcome.reason == "contested":
             assert self_contradicting(peer), (case["name"], peer)
+            stricter += 1
+            continue
+        if outcome.reason == "implausible_k":  # AIPerf keeps a k its own counts deny
+            assert k_denied(peer), (case["name"], peer)
             stricter += 1
             continue
         assert outcome.reason == "malformed:bad_value" and lax_coercible(stats), (

@@ -270,3 +270,25 @@ def test_legacy_bucket_above_k_only_rejected_when_k_known():
     assert detect(parsed(capture)).reason == "malformed:histogram_length"
     del stats["num_spec_tokens"]  # variable-length drafting: no bound to check against
     assert detect(parsed(capture)).record.acceptance_histogram == {0: 40, 5: 2}
+
+
+def test_a_k_of_2_63_minus_1_with_counts_of_k_3_is_rejected_with_a_counted_reason():
+    """Issue 35 item 7: the payload's own counts say k = 3 (legacy: a sparse histogram has
+    no length to check); the live advice must never name k = 9223372036854775807."""
+    from specmon.specdecode.adapters import reason_counts, reset_reason_counts
+
+    capture = load_capture("vllm_legacy_chat")
+    stats = capture["responses"][0]["choices"][0]["speculative_decoding_stats"]
+    good = detect(parsed(capture)).record
+    assert good is not None and good.num_spec_tokens == 3
+    stats["num_spec_tokens"] = 2**63 - 1
+    reset_reason_counts()
+    outcome = detect(parsed(capture))
+    assert outcome.record is None and outcome.reason == "implausible_k"
+    assert "exceeds the maximum" in outcome.detail
+    assert reason_counts().get("implausible_k") == 1
+    # k 3 again, but 200 drafts in 43 steps (at most 43 x 3 = 129), the rate following them
+    stats.update(num_spec_tokens=3, num_draft_tokens=200, draft_acceptance_rate=10 / 200)
+    outcome = detect(parsed(capture))
+    assert outcome.reason == "implausible_k"
+    assert outcome.detail == "num_draft_tokens 200 > num_spec_steps 43 x num_spec_tokens 3"
