@@ -85,7 +85,7 @@ def read_summary(path: Path) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise UserError(f"{path}: not a readable JSON file ({exc})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object (an AIPerf summary export)")
