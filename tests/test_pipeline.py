@@ -3,6 +3,7 @@
 import pytest
 from support.metrics_helpers import (
     MS,
+    RECORD_SPEC_TAGS,
     SECOND,
     WORKED,
     error_capture,
@@ -16,14 +17,7 @@ from specmon.errors import UserError
 from specmon.pipeline import process_capture, spec_record_metrics
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
-SPEC_TAGS = {
-    "spec_decode_acceptance_length",
-    "spec_decode_draft_acceptance_rate",
-    "spec_decode_accepted_per_verified",
-    "spec_decode_steps",
-    "spec_decode_accepted_draft_tokens",
-    "spec_decode_draft_tokens",
-}
+SPEC_TAGS = set(RECORD_SPEC_TAGS)
 
 
 def test_worked_example_non_streaming_record_metrics():

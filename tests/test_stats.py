@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from support.metrics_helpers import AIPERF_CSV_STATS, AIPERF_JSON_STATS
 
 from specmon.stats import (
     CSV_STAT_KEYS,
@@ -78,39 +79,8 @@ def test_pairwise_sum_matches_exact_sum_on_integers_and_large_n():
 
 
 def test_key_orders_and_block_shapes():
-    assert JSON_STAT_KEYS == (
-        "avg",
-        "p1",
-        "p5",
-        "p10",
-        "p25",
-        "p50",
-        "p75",
-        "p90",
-        "p95",
-        "p99",
-        "min",
-        "max",
-        "std",
-        "count",
-        "sum",
-    )
-    assert CSV_STAT_KEYS == (
-        "avg",
-        "min",
-        "max",
-        "sum",
-        "p1",
-        "p5",
-        "p10",
-        "p25",
-        "p50",
-        "p75",
-        "p90",
-        "p95",
-        "p99",
-        "std",
-    )
+    assert JSON_STAT_KEYS == AIPERF_JSON_STATS
+    assert CSV_STAT_KEYS == AIPERF_CSV_STATS
     block = metric_block("spec_decode_steps", compute_stats([1, 2]))
     assert list(block) == ["unit", *JSON_STAT_KEYS] and block["unit"] == "count"
     assert metric_block("total_draft_tokens", value=44.0) == {"unit": "tokens", "avg": 44.0}

@@ -7,14 +7,7 @@ import sys
 from importlib import resources
 
 import pytest
-from support.metrics_helpers import (
-    SECOND,
-    WORKED,
-    error_capture,
-    nonstream_capture,
-    stream_capture,
-    vllm_payload,
-)
+from support import metrics_helpers as mh
 from support.paths import FIXTURES as FIXTURES_DIR
 
 from specmon.session import RunSession
@@ -36,12 +29,12 @@ def _specmon(*args, cwd=None):
 def test_report_skips_bad_lines_and_counts_the_rest(tmp_path):
     raw = tmp_path / "cap.jsonl"
     raw.write_bytes(
-        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0).to_json_line()
+        mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4), start_ns=0).to_json_line()
         + b"this is not json\n"
         + b'{"endpoint": "chat", "streaming": true}\n'
         + b"\n"
-        + nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S).to_json_line()
-        + error_capture("timeout").to_json_line()
+        + mh.nonstream_capture(mh.vllm_payload(mh.SECOND, k=4), start_ns=S).to_json_line()
+        + mh.error_capture("timeout").to_json_line()
     )
     out_dir = tmp_path / "out"
     proc = _specmon("report", "--input", str(raw), "--artifact-dir", str(out_dir))
@@ -89,7 +82,7 @@ def test_file_without_any_capture_is_a_user_error(tmp_path):
 @pytest.mark.e2e
 def test_default_artifact_dir(tmp_path):
     raw = tmp_path / "mycap.jsonl"
-    raw.write_bytes(nonstream_capture(None).to_json_line())
+    raw.write_bytes(mh.nonstream_capture(None).to_json_line())
     proc = _specmon("report", "--input", str(raw), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "artifacts" / "report-mycap"
@@ -147,13 +140,15 @@ def test_shipped_sample_capture(tmp_path):
 @pytest.mark.e2e
 def test_report_on_a_runs_raw_export_reproduces_it(tmp_path):
     caps = [
-        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, wall_start_ns=1_700_000_000 * S),
-        stream_capture(
-            vllm_payload([1, 3, 0, 2], k=4), [15, 22, 30, 41], start_ns=S, completion_tokens=12
+        mh.nonstream_capture(
+            mh.vllm_payload(mh.WORKED, k=4), start_ns=0, wall_start_ns=1_700_000_000 * S
         ),
-        nonstream_capture(vllm_payload([], k=4), start_ns=2 * S),
-        nonstream_capture(vllm_payload([1], k=4), start_ns=0, benchmark_phase="warmup"),
-        error_capture("broken_stream", start_ns=3 * S),
+        mh.stream_capture(
+            mh.vllm_payload([1, 3, 0, 2], k=4), [15, 22, 30, 41], start_ns=S, completion_tokens=12
+        ),
+        mh.nonstream_capture(mh.vllm_payload([], k=4), start_ns=2 * S),
+        mh.nonstream_capture(mh.vllm_payload([1], k=4), start_ns=0, benchmark_phase="warmup"),
+        mh.error_capture("broken_stream", start_ns=3 * S),
     ]
     session = RunSession(tmp_path / "run", "raw", {})
     for cap in caps:

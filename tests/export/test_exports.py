@@ -5,14 +5,7 @@ import threading
 
 import orjson
 import pytest
-from support.metrics_helpers import (
-    SECOND,
-    WORKED,
-    error_capture,
-    nonstream_capture,
-    stream_capture,
-    vllm_payload,
-)
+from support import metrics_helpers as mh
 
 from specmon import __version__
 from specmon.capture import parse_capture_line
@@ -34,8 +27,8 @@ def _session(tmp_path, level="records", captures=(), **kw):
 
 def _worked():
     return [
-        nonstream_capture(vllm_payload(WORKED, k=4), start_ns=0, x_request_id="a"),
-        nonstream_capture(vllm_payload(SECOND, k=4), start_ns=S, x_request_id="b"),
+        mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4), start_ns=0, x_request_id="a"),
+        mh.nonstream_capture(mh.vllm_payload(mh.SECOND, k=4), start_ns=S, x_request_id="b"),
     ]
 
 
@@ -76,32 +69,8 @@ def test_json_layout_with_records(tmp_path):
     assert len(doc["start_time"]) == 26 and doc["start_time"][10] == "T"
     assert doc["input_config"] == {"endpoint_type": "chat"} and doc["was_cancelled"] is False
     assert doc["error_summary"] == []
-    for tag in (
-        "spec_decode_acceptance_length",
-        "spec_decode_draft_acceptance_rate",
-        "spec_decode_accepted_per_verified",
-        "spec_decode_steps",
-        "spec_decode_accepted_draft_tokens",
-        "spec_decode_draft_tokens",
-    ):
-        assert list(doc[tag]) == [
-            "unit",
-            "avg",
-            "p1",
-            "p5",
-            "p10",
-            "p25",
-            "p50",
-            "p75",
-            "p90",
-            "p95",
-            "p99",
-            "min",
-            "max",
-            "std",
-            "count",
-            "sum",
-        ], tag
+    for tag in mh.RECORD_SPEC_TAGS:
+        assert list(doc[tag]) == ["unit", *mh.AIPERF_JSON_STATS], tag
     for tag in (
         "spec_decode_token_weighted_acceptance_length",
         "spec_decode_overall_draft_acceptance_rate",
@@ -126,7 +95,7 @@ def test_json_layout_with_records(tmp_path):
 
 
 def test_json_omits_every_spec_key_without_a_record(tmp_path):
-    paths = _session(tmp_path, captures=[nonstream_capture(None), error_capture()]).finish()
+    paths = _session(tmp_path, captures=[mh.nonstream_capture(None), mh.error_capture()]).finish()
     doc = _read_json(paths)
     assert not [k for k in doc if "spec_decode" in k or k.endswith("draft_tokens")]
     assert doc["request_count"] == {"unit": "requests", "avg": 1}
@@ -224,8 +193,13 @@ def test_csv_zero_step_row_and_missing_cells():
 
 
 def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
-    zero = nonstream_capture(vllm_payload([], k=4), start_ns=2 * S, completion_tokens=1)
-    caps = [*_worked(), nonstream_capture(None, start_ns=3 * S), zero, error_capture("cancelled")]
+    zero = mh.nonstream_capture(mh.vllm_payload([], k=4), start_ns=2 * S, completion_tokens=1)
+    caps = [
+        *_worked(),
+        mh.nonstream_capture(None, start_ns=3 * S),
+        zero,
+        mh.error_capture("cancelled"),
+    ]
     session = _session(tmp_path, captures=caps)
     lines = [orjson.loads(x) for x in session.paths["jsonl"].read_bytes().splitlines()]
     assert len(lines) == 5  # written as they landed, before finish()
@@ -258,9 +232,9 @@ def test_jsonl_lines_as_aiperf_writes_them(tmp_path):
 def test_jsonl_round_trip_gives_the_same_summary(tmp_path):
     caps = [
         *_worked(),
-        stream_capture(vllm_payload([1, 2, 0], k=4), [5, 9, 12], start_ns=2 * S),
-        nonstream_capture(vllm_payload([], k=4), start_ns=3 * S),
-        error_capture(),
+        mh.stream_capture(mh.vllm_payload([1, 2, 0], k=4), [5, 9, 12], start_ns=2 * S),
+        mh.nonstream_capture(mh.vllm_payload([], k=4), start_ns=3 * S),
+        mh.error_capture(),
     ]
     session = _session(tmp_path, captures=caps)
     session.finish()
@@ -278,7 +252,7 @@ def test_jsonl_round_trip_gives_the_same_summary(tmp_path):
 
 
 def test_export_levels(tmp_path):
-    warm = nonstream_capture(vllm_payload([1], k=4), benchmark_phase="warmup")
+    warm = mh.nonstream_capture(mh.vllm_payload([1], k=4), benchmark_phase="warmup")
     summary = _session(tmp_path / "s", "summary", [warm, *_worked()]).finish()
     assert set(summary) == {"json", "csv"}
     raw = _session(tmp_path / "r", "raw", [warm, *_worked()])
@@ -305,7 +279,9 @@ def test_concurrent_adds_are_safe(tmp_path):
 
     def worker(offset):
         for i in range(200):
-            session.add(nonstream_capture(vllm_payload([1, 2], k=4), start_ns=(offset + i) * 1000))
+            session.add(
+                mh.nonstream_capture(mh.vllm_payload([1, 2], k=4), start_ns=(offset + i) * 1000)
+            )
 
     threads = [threading.Thread(target=worker, args=(n * 1000,)) for n in range(4)]
     for t in threads:

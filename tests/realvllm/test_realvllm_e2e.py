@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from support.metrics_helpers import RECORD_SPEC_TAGS
 from support.paths import FIXTURES as FIXTURES_DIR
 
 from realvllm.server import NUM_SPEC_TOKENS, read_request_counts, read_spec_counters
@@ -24,14 +25,6 @@ from realvllm.server import NUM_SPEC_TOKENS, read_request_counts, read_spec_coun
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm")]
 
 REQUESTS = 6
-RECORD_METRIC_TAGS = (
-    "spec_decode_acceptance_length",
-    "spec_decode_draft_acceptance_rate",
-    "spec_decode_accepted_per_verified",
-    "spec_decode_steps",
-    "spec_decode_accepted_draft_tokens",
-    "spec_decode_draft_tokens",
-)
 
 
 def run_specmon(url: str, artifact_dir: Path, endpoint: str, streaming: bool):
@@ -138,7 +131,7 @@ def check_record(record: dict, capture: dict, streaming: bool) -> dict:
     assert record["spec_decode_acceptance"] == expected_record(spec, last["usage"])
     values = {tag: m["value"] for tag, m in record["metrics"].items()}
     if spec["num_spec_steps"] == 0:  # zero-step: kept verbatim, but in no distribution
-        assert not set(RECORD_METRIC_TAGS) & set(values)
+        assert not set(RECORD_SPEC_TAGS) & set(values)
     else:
         for tag, want in expected_metrics(spec).items():
             assert values[tag] == pytest.approx(want, rel=1e-12), tag

@@ -9,6 +9,16 @@ from specmon.capture import RawCapture
 
 MS = 1_000_000
 
+# What AIPerf 0.13 writes, by hand from its exports (not from specmon's own tables): a metric
+# block's statistics in the JSON and in the CSV, and the six per-record spec-decode metrics.
+AIPERF_JSON_STATS = ("avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "min",
+                     "max", "std", "count", "sum")  # fmt: skip
+AIPERF_CSV_STATS = ("avg", "min", "max", "sum", "p1", "p5", "p10", "p25", "p50", "p75", "p90",
+                    "p95", "p99", "std")  # fmt: skip
+RECORD_SPEC_TAGS = ("spec_decode_acceptance_length", "spec_decode_draft_acceptance_rate",
+                    "spec_decode_accepted_per_verified", "spec_decode_steps",
+                    "spec_decode_accepted_draft_tokens", "spec_decode_draft_tokens")  # fmt: skip
+
 
 def vllm_payload(
     per_step_accepted: list[int], k: int, drafted: list[int] | None = None, dense: bool = True
