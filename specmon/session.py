@@ -258,6 +258,15 @@ class RunSession:
     def finished(self) -> bool:
         return self._finished
 
+    def summary_missing(self) -> list[str]:
+        """The summary files finish() could not write (a full disk): what the run's last
+        line must not call written. Empty before finish() and for a run with no dir."""
+        if not self._finished or self.artifact_dir is None:
+            return []
+        return [
+            name for key, name in (("csv", CSV_NAME), ("json", JSON_NAME)) if key not in self.paths
+        ]
+
 
 def _test_export_hold(delay: float) -> None:
     """Wait `delay` s, or until the test's release file exists (TEST_EXPORT_RELEASE_ENV)."""

@@ -82,9 +82,23 @@ def empty_run(config: RunConfig, signum: int, out: TextIO) -> int:
     stops.stage("export")
     print(f"specmon: stopped ({stops.name(signum)}) before the first request", file=out)
     config.artifact_dir = choose_artifact_dir(config, out)
-    make_session(config).finish(was_cancelled=True)
-    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    session = make_session(config)
+    session.finish(was_cancelled=True)
+    print(exports_line(config.artifact_dir, [session]), file=out, flush=True)
     return 128 + signum
+
+
+def exports_line(artifact_dir: str | None, sessions: list[RunSession]) -> str:
+    """The run's last word on its exports: "exports written to DIR" only when every
+    summary file is there; after a failed write, which ones are not (their content went to
+    stderr as one JSON line, specmon/session.py)."""
+    missing = sorted({name for session in sessions for name in session.summary_missing()})
+    if not missing:
+        return f"exports written to {artifact_dir}"
+    return (
+        f"specmon: exports incomplete in {artifact_dir}: {', '.join(missing)} not written; "
+        f"the summary is on stderr"
+    )
 
 
 def make_session(config: RunConfig) -> RunSession:

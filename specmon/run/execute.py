@@ -15,7 +15,7 @@ from specmon import stops
 from specmon.config import RunConfig
 from specmon.decision.gates import MAX_ERROR_RATE
 from specmon.errors import ServerUnreachable, UserError
-from specmon.run.assemble import assemble, empty_run
+from specmon.run.assemble import assemble, empty_run, exports_line
 from specmon.run.headless import HeadlessProgress, describe_run, print_results, wait_printing
 from specmon.run.multi import MultiRun
 from specmon.session import RunSession
@@ -65,7 +65,9 @@ def run_with_monitor(monitor: Monitor, config: RunConfig, multi: MultiRun, out: 
         if started:
             _drain(multi, out)
         _write_exports(multi, config, out)
-    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    print(
+        exports_line(config.artifact_dir, [run.session for run in multi.runs]), file=out, flush=True
+    )
     print_results(multi, out)  # the headless run's console tables, once the screen is gone
     return stops.exit_status(_exit_status(multi, out, config.fail_on_errors))
 
@@ -80,7 +82,9 @@ def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:
     print(printer.line(), file=out, flush=True)
     _write_exports(multi, config, out)
     print_results(multi, out)
-    print(f"exports written to {config.artifact_dir}", file=out, flush=True)
+    print(
+        exports_line(config.artifact_dir, [run.session for run in multi.runs]), file=out, flush=True
+    )
     if stops.failure() is not None:  # disk full: the files hold what was written
         print(f"specmon: error: {stops.failure()}", file=sys.stderr, flush=True)
     return stops.exit_status(_exit_status(multi, out, config.fail_on_errors))

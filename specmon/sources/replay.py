@@ -5,6 +5,8 @@ full speed or paced by their recorded end times (`specmon replay`, commands/repl
 
 from __future__ import annotations
 
+import errno
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -53,9 +55,30 @@ def replay_file(path: Path) -> Path:
     raise UserError(f"replay: {path} is a folder without {JSONL_NAME} or {RAW_NAME}")
 
 
+def _check_file(path: Path) -> None:
+    """A one-line UserError unless `path` is a regular file: what it is instead (a FIFO
+    would block the read for ever, a symlink loop is no missing file)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        dangling = path.is_symlink()
+        raise UserError(
+            f"replay: {path} is a symlink to a missing file"
+            if dangling
+            else f"replay file not found: {path}"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"replay: {path} is a symlink loop") from None
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISFIFO(mode):
+        raise UserError(f"replay: {path} is a FIFO (named pipe), not a file; save it first")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"replay: {path} is not a regular file")
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    if not path.is_file():
-        raise UserError(f"replay file not found: {path}")
+    _check_file(path)
     try:
         with path.open("rb") as fh:
             for line_no, line in enumerate(fh, start=1):

@@ -89,3 +89,33 @@ def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level)
         doc = json.loads(lines[at + 1])
     assert doc["request_count"]["avg"] >= int(count.split()[0]) - 8  # all it measured
     assert doc["request_count"]["avg"] < 20000  # stopped early
+
+
+@pytest.mark.e2e
+def test_the_last_line_never_says_written_when_the_summary_is_not(
+    tmp_path, monkeypatch, capsys, shared_sim
+):
+    """Issue 35: with no room for the summary the last stdout line said "exports written to
+    DIR" though neither the JSON nor the CSV was there. The writers raise ENOSPC here, as a
+    full disk makes them (a tmpfs needs root: the e2e test above)."""
+    from specmon import session as session_module
+    from specmon.cli import main
+
+    def no_room(path, *_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(session_module, "write_json", no_room)
+    monkeypatch.setattr(session_module, "write_csv", no_room)
+    out = tmp_path / "run"
+    argv = ["run", "--headless", "--url", shared_sim.url, "--artifact-dir", str(out)]
+    assert main([*argv, "--request-count", "4", "--concurrency", "2"]) == 1
+    printed = capsys.readouterr()
+    assert "exports written" not in printed.out
+    assert printed.out.strip().splitlines()[-1] == (
+        f"specmon: exports incomplete in {out}: profile_export_aiperf.csv, "
+        f"profile_export_aiperf.json not written; the summary is on stderr"
+    )
+    assert not (out / "profile_export_aiperf.json").exists()
+    lines = printed.err.splitlines()
+    at = next(i for i, line in enumerate(lines) if "the summary is the next line" in line)
+    assert json.loads(lines[at + 1])["request_count"]["avg"] == 4  # nothing measured lost

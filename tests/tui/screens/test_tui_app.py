@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -428,6 +429,32 @@ def test_replay_cli_errors_are_one_line(tmp_path):
     )
     assert proc.returncode == 2 and "argument --speed: '-1': give a number >= 0" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "kind, says",
+    [
+        ("fifo", "is a FIFO (named pipe), not a file"),
+        ("loop", "is a symlink loop"),
+        ("dangling", "is a symlink to a missing file"),
+    ],
+)
+def test_replay_names_a_fifo_or_a_symlink_loop_as_such(tmp_path, kind, says):
+    """Issue 35: a FIFO or a symlink loop was "replay file not found"; a FIFO must not be
+    opened either (the read would wait for a writer for ever)."""
+    from specmon.errors import UserError
+
+    path = tmp_path / "x.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "loop":
+        path.symlink_to(tmp_path / "y.jsonl")
+        (tmp_path / "y.jsonl").symlink_to(path)
+    else:
+        path.symlink_to(tmp_path / "gone.jsonl")
+    with pytest.raises(UserError) as raised:
+        load_source(path)
+    assert str(raised.value).startswith(f"replay: {path} {says}")
 
 
 def test_profile_export_replay_matches_the_run(tmp_path):
