@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
-import os
 import sys
 from pathlib import Path
 
