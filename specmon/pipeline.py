@@ -93,6 +93,21 @@ class RequestResult:
         return self.error is None
 
     @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt's tokens as the server's usage reported them (None without one)."""
+        value = self.values.get("input_sequence_length")
+        return None if value is None else int(value)
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The context at the request's end: prompt + output tokens, from its usage (None
+        without a prompt count; docs/metrics.md §15)."""
+        prompt = self.prompt_tokens
+        return (
+            None if prompt is None else prompt + int(self.values.get("output_sequence_length", 0))
+        )
+
+    @property
     def error_kind(self) -> str | None:
         return None if self.error is None else str(self.error.get("type") or "unknown")
 

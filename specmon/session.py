@@ -35,7 +35,7 @@ from specmon.pipeline import RequestResult, process_capture
 from specmon.results_window import RESULTS_WINDOW
 from specmon.sinks.accumulator import AccumulatorSink
 from specmon.sinks.base import ResultSink
-from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink
+from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink, ContextSink
 from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 from specmon.specdecode.fidelity import FIDELITY_KEY
@@ -120,7 +120,8 @@ class RunSession:
         session = cls(None, "summary", input_config, live=False, window=None)
         for result in results:
             session.accumulator.add(result)
-            session.categories.on_result(result, None)  # the table the monitor reads
+            session.categories.on_result(result, None)  # the tables the monitor reads
+            session.contexts.on_result(result, None)
         session._finished = True
         return session
 
@@ -144,7 +145,8 @@ class RunSession:
             self.sinks.append(ReleaseBodies(PAYLOAD_WINDOW))
         self.sinks.append(AccumulatorSink(self.accumulator))
         self.categories = CategorySink()
-        self.sinks.append(self.categories)
+        self.contexts = ContextSink()
+        self.sinks += [self.categories, self.contexts]
 
     def _write_failed(self, message: str) -> None:
         """The first failed write stops the run cleanly (specmon/stops.py fail: exit 1)."""

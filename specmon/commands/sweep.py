@@ -79,9 +79,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="concurrencies to measure at every k (default 1,4,16)",
     )
     group.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    _add_context_axis(group)
     _add_repeat_length(group)
     _add_server_handling(group)
     _add_placement(parser.add_argument_group("where the arms run (docs/scale-out.md)"))
+
+
+def _add_context_axis(group: argparse._ArgumentGroup) -> None:
+    """The context axis (run/sweep/context.py): the sweep once per prompt length."""
+    group.add_argument(
+        "--input-tokens",
+        dest="sweep_input_tokens",
+        type=int_list,
+        default=None,
+        metavar="L,L,...",
+        help="sweep once per prompt length (synthetic prompts of L tokens, in DIR/ctxL/) and "
+        "decide k per (concurrency, length); headless",
+    )
+    group.add_argument(
+        "--context",
+        dest="sweep_context",
+        type=int,
+        default=None,
+        metavar="L",
+        help="with --input-tokens: the length whose schedule is written (default: the "
+        "median of the lengths)",
+    )
 
 
 def _add_repeat_length(group: argparse._ArgumentGroup) -> None:
@@ -205,9 +228,15 @@ def placement_of(args: argparse.Namespace) -> Placement:
 
 
 def main(args: argparse.Namespace) -> int:
+    from specmon.run.sweep.context import read_context_sweep
     from specmon.run.sweep.settings import read_sweep
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
+    context_doc = read_context_sweep(args.resume) if args.resume else None
+    if context_doc is not None or args.sweep_input_tokens:
+        return _context_main(args, context_doc)
+    if args.sweep_context is not None:
+        raise UserError("--context L picks one of the --input-tokens lengths: give those too")
 
     previous = read_sweep(args.resume) if args.resume else None
     if previous is not None and args.serve is None and not getattr(args, "url", None):
@@ -219,6 +248,36 @@ def main(args: argparse.Namespace) -> int:
     artifact_dir = args.resume or config.artifact_dir or default_dir()
     placement = placement_of(args)
     return execute(settings, config, artifact_dir, previous=previous, placement=placement)
+
+
+def _context_main(args: argparse.Namespace, doc: dict[str, Any] | None) -> int:
+    """`--input-tokens L,...` (or `--resume` of such a sweep): run/sweep/context.py."""
+    from specmon.run.sweep.context import run_context_sweep
+    from specmon.run.sweep.execute import execute_sweep
+
+    if doc is not None and args.serve is None and not getattr(args, "url", None):
+        settings, config = _settings_from(doc)  # `--resume DIR` alone: the same sweep
+    else:
+        settings, config = _settings_from_args(args)
+    lengths = args.sweep_input_tokens or (doc or {}).get("input_tokens") or []
+    if min(lengths) < 1:
+        raise UserError("--input-tokens values must be at least 1")
+    context = args.sweep_context
+    if context is None and doc is not None and not args.sweep_input_tokens:
+        context = doc.get("context")
+    if args.resume and config.artifact_dir and Path(config.artifact_dir) != Path(args.resume):
+        raise UserError("--resume DIR continues the sweep in DIR: drop --artifact-dir")
+    placement = placement_of(args)
+
+    def run_one(
+        one: SweepSettings, one_config: RunConfig, where: str, cells: list[dict[str, Any]] | None
+    ) -> int:
+        return execute_sweep(one, one_config, where, previous_cells=cells, placement=placement)
+
+    artifact_dir = args.resume or config.artifact_dir or default_dir()
+    return run_context_sweep(
+        settings, config, artifact_dir, list(lengths), context, run_one, sys.stdout
+    )
 
 
 def _settings_from_args(args: argparse.Namespace) -> tuple[SweepSettings, RunConfig]:

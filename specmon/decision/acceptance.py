@@ -176,6 +176,15 @@ def position_estimates(
     return out
 
 
+def per_position(hist: dict[int, int], k: int | None) -> list[PositionEstimate]:
+    """S_i and conditional a_i (Wilson 95 %) for i = 1..k, of a pooled histogram
+    (E.3); k at least the highest position observed."""
+    if sum(hist.values()) <= 0:
+        return []
+    observed = max((j for j, n in hist.items() if n), default=0)
+    return position_estimates(hist, max(k or 0, observed))
+
+
 def flat_alpha(histogram: Histogram, k: int) -> float | None:
     """Truncated-geometric MLE of a per-position acceptance alpha: A / (A + R)."""
     dense = dense_histogram(histogram, k)

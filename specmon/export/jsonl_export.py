@@ -24,6 +24,7 @@ from specmon.specdecode.fidelity import FIDELITY_KEY
 from specmon.specdecode.record import record_from_export_dict
 from specmon.stats import METRICS
 
+CONTEXT_KEY = "context_tokens"  # specmon's: the request's prompt + output tokens (usage)
 _UNITS = {tag: mdef.unit for tag, mdef in METRICS.items()}  # one dict lookup per metric
 
 
@@ -53,6 +54,9 @@ def record_dict(result: RequestResult) -> dict[str, Any]:
         value = getattr(result, key)
         if value is not None:
             meta[key] = value
+    context = result.context_tokens  # prompt + output tokens: the context at the end
+    if context is not None:
+        meta[CONTEXT_KEY] = context
     outcome = result.outcome
     if outcome.reason:
         meta["spec_decode_reason"] = outcome.reason

@@ -58,6 +58,8 @@ def app_bindings(panels: Sequence[PanelSpec]) -> list[BindingType]:
         *maximize[1:],
         Binding("c", "screen.sort_categories(False)", "Sort categories", show=False),
         Binding("C", "screen.sort_categories(True)", "reverse the category order", show=False),
+        Binding("x", "screen.sort_contexts(False)", "Sort context lengths", show=False),
+        Binding("X", "screen.sort_contexts(True)", "reverse the context order", show=False),
         Binding(
             "plus,equals_sign", "screen.draft_cost(1)", "Draft cost", key_display="+/-", show=False
         ),

@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input
 
 from specmon.analysis.categories import CategoryTable
+from specmon.analysis.contexts import ContextTable
 from specmon.interfaces import (
     MonitorConfig,
     MonitoredRun,
@@ -37,6 +38,7 @@ from specmon.tui.requests import alarm_notes, log_title
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.tuning_view import next_setting
 from specmon.tui.widgets.categories import CategoriesView
+from specmon.tui.widgets.contexts import ContextView
 from specmon.tui.widgets.header import RunHeader
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
@@ -83,6 +85,13 @@ class MainScreen(Screen[None]):
         session = self.ui.session
         if isinstance(session, RunSession):
             return session.categories.table
+        return self.accumulator.results
+
+    def _context_source(self) -> ContextTable | Sequence[RequestResult]:
+        """The shown server's per-context-length table, as _category_source."""
+        session = self.ui.session
+        if isinstance(session, RunSession):
+            return session.contexts.table
         return self.accumulator.results
 
     def compose(self) -> ComposeResult:
@@ -188,6 +197,7 @@ class MainScreen(Screen[None]):
         # otherwise (the built-in prompts' categories) key 9 shows it maximized
         shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
         self.query_one("#slot-categories", Slot).set_class(shown, "-filled")
+        self.query_one(ContextView).sync(self._context_source())  # under it, in panel 9
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
@@ -257,6 +267,10 @@ class MainScreen(Screen[None]):
     def action_sort_categories(self, reverse: bool) -> None:
         column = self.query_one(CategoriesView).cycle_sort(self._category_source(), reverse)
         self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
+
+    def action_sort_contexts(self, reverse: bool) -> None:
+        column = self.query_one(ContextView).cycle_sort(self._context_source(), reverse)
+        self.notify(f"context lengths sorted by {column.replace('_', ' ')}", timeout=2)
 
     def action_next_server(self, step: int) -> None:
         if not self.ui.multi:

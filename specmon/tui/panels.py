@@ -20,6 +20,7 @@ from textual.widgets import Input, Static
 from specmon.tui.requests import LOG_HEADER
 from specmon.tui.view import LATENCY_COLUMNS, LATENCY_ROWS, SPEC_COLUMNS, SPEC_ROWS
 from specmon.tui.widgets.categories import CategoriesView
+from specmon.tui.widgets.contexts import ContextView
 from specmon.tui.widgets.headline import HeadlineView
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
@@ -152,12 +153,12 @@ PANELS: tuple[PanelSpec, ...] = (
     # shown (class -filled) once requests carry categories: --dataset runs
     PanelSpec(
         "panel-categories",
-        "9 Per category (c sort, C reverse)",
+        "9 Per category (c sort, C reverse) · per context length (x sort, X reverse)",
         ("row-mid", "slot-categories"),
-        lambda: [CategoriesView(id="categories")],
+        lambda: [CategoriesView(id="categories"), ContextView(id="contexts")],
         key="9",
         name="Categories",
-        help="maximize the per-category table (--dataset categories)",
+        help="maximize the per-category (--dataset categories) and per-context-length tables",
     ),
     PanelSpec(
         "panel-log",

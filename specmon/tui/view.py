@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specmon.constants import HIST_FOLD_CAP
-from specmon.decision.acceptance import PositionEstimate, position_estimates
 from specmon.formatting import fmt_number
 from specmon.stats import DERIVED, METRICS, SPEC, MetricRow
 
@@ -83,11 +82,3 @@ def bar(fraction: float, width: int) -> str:
     full, rest = divmod(eighths, 8)
     partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
     return ("█" * full + partial).ljust(width)
-
-
-def per_position(hist: dict[int, int], k: int | None) -> list[PositionEstimate]:
-    """S_i and conditional a_i (Wilson 95 %) for i = 1..k, from the tuning module (E.3)."""
-    if sum(hist.values()) <= 0:
-        return []
-    observed = max((j for j, n in hist.items() if n), default=0)
-    return position_estimates(hist, max(k or 0, observed))

@@ -16,6 +16,8 @@ from textual.widgets import Static
 KEY_HELP = {
     "c": "sort the per-category table by its next column",
     "C": "reverse the per-category table's order",
+    "x": "sort the per-context-length table by its next column",
+    "X": "reverse the per-context-length table's order",
     "plus,equals_sign": "raise the draft cost c of the what-if (+0.01)",
     "minus": "lower the draft cost c of the what-if (-0.01)",
     "right_square_bracket": "next server in panels 1-7 and the log",

@@ -12,7 +12,8 @@ O(new results) plus one snapshot per category.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich import box
@@ -21,7 +22,8 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 
-from specmon.analysis.categories import ROW_FIELDS, CategoryRow, CategoryTable, sort_rows
+from specmon.analysis.categories import ROW_FIELDS, CategoryTable, sort_rows
+from specmon.analysis.groups import GroupedTable
 from specmon.tui.widgets.shaped import ShapedStatic
 
 HEADERS = {
@@ -45,7 +47,13 @@ GAP = 3  # between two columns of a SIMPLE_HEAD table: padding 1 + the divider 1
 EMPTY = "no categories yet (prompts from --dataset carry one)"
 
 
-def _cell(row: CategoryRow, column: str, band: bool = True) -> str:
+def band_text(value: float, ci: tuple[float, float] | None, band: bool, digits: int) -> str:
+    """'3.33 [3.10-3.50]' (the interval only when shown and known)."""
+    shown = "" if ci is None or not band else f" [{ci[0]:.{digits}f}-{ci[1]:.{digits}f}]"
+    return f"{value:.{digits}f}{shown}"
+
+
+def _category_cell(row: Any, column: str, band: bool = True) -> str:
     value: Any = row.value(column)
     if value is None:
         return "-"
@@ -54,37 +62,58 @@ def _cell(row: CategoryRow, column: str, band: bool = True) -> str:
     if column == "requests":
         return f"{value:,}"
     if column == "acceptance_length":
-        ci = row.acceptance_length_ci95
-        shown = "" if ci is None or not band else f" [{ci[0]:.2f}-{ci[1]:.2f}]"
-        return f"{value:.2f}{shown}"
+        return band_text(value, row.acceptance_length_ci95, band, 2)
     if column == "output_token_throughput":
         return f"{value:,.0f}"
     return f"{value:.1f}"
 
 
+@dataclass(frozen=True)
+class Columns:
+    """What a per-group table shows: its columns (the first names the group), their full
+    and short headers, how a cell reads (with or without its interval) and the empty text."""
+
+    fields: tuple[str, ...]
+    headers: dict[str, str]
+    short_headers: dict[str, str]
+    cell: Callable[[Any, str, bool], str]
+    empty: str
+
+    @property
+    def name(self) -> str:
+        return self.fields[0]
+
+
+CATEGORY_COLUMNS = Columns(ROW_FIELDS, HEADERS, SHORT_HEADERS, _category_cell, EMPTY)
+
+
 def render_rows(
-    rows: Sequence[CategoryRow], column: str, descending: bool, width: int | None = None
+    rows: Sequence[Any],
+    column: str,
+    descending: bool,
+    width: int | None = None,
+    spec: Columns = CATEGORY_COLUMNS,
 ) -> Table | Text:
     """The table as Rich renders it; the sorted column's header carries the arrow. Within
-    `width` columns: the full headers and the AL interval when they fit, else short
-    headers, then no interval, and then the category names are cut, never a header."""
+    `width` columns: the full headers and the intervals when they fit, else short
+    headers, then no interval, and then the group names are cut, never a header."""
     if not rows:
-        return Text(EMPTY, style="italic")
-    headers, band, name_width = _fitting_form(rows, column, descending, width)
+        return Text(spec.empty, style="italic")
+    headers, band, name_width = _fitting_form(rows, column, descending, width, spec)
     table = Table(box=box.SIMPLE_HEAD, expand=True, pad_edge=False, show_edge=False)
-    for name in ROW_FIELDS:
-        justify: JustifyMethod = "left" if name == "category" else "right"
+    for name in spec.fields:
+        justify: JustifyMethod = "left" if name == spec.name else "right"
         table.add_column(
             _header(headers, name, column, descending),
             justify=justify,
             no_wrap=True,
-            max_width=name_width if name == "category" else None,
+            max_width=name_width if name == spec.name else None,
             min_width=None
-            if name == "category"
-            else _width(rows, headers, band, name, column, descending),
+            if name == spec.name
+            else _width(rows, headers, band, name, column, descending, spec),
         )
     for row in rows:
-        table.add_row(*(_cell(row, name, band) for name in ROW_FIELDS))
+        table.add_row(*(spec.cell(row, name, band) for name in spec.fields))
     return table
 
 
@@ -94,57 +123,69 @@ def _header(headers: dict[str, str], name: str, column: str, descending: bool) -
 
 
 def _width(
-    rows: Sequence[CategoryRow],
+    rows: Sequence[Any],
     headers: dict[str, str],
     band: bool,
     name: str,
     column: str,
     descending: bool,
+    spec: Columns = CATEGORY_COLUMNS,
 ) -> int:
     """The column's natural width: its widest cell or its header."""
     return max(
         len(_header(headers, name, column, descending)),
-        *(len(_cell(row, name, band)) for row in rows),
+        *(len(spec.cell(row, name, band)) for row in rows),
     )
 
 
 def _fitting_form(
-    rows: Sequence[CategoryRow], column: str, descending: bool, width: int | None
+    rows: Sequence[Any],
+    column: str,
+    descending: bool,
+    width: int | None,
+    spec: Columns = CATEGORY_COLUMNS,
 ) -> tuple[dict[str, str], bool, int | None]:
-    """(headers, show the AL interval, the category column's cap): the widest form whose
+    """(headers, show the intervals, the name column's cap): the widest form whose
     columns fit in `width`; where none does, the narrowest with the names cut to fit."""
-    forms = ((HEADERS, True), (SHORT_HEADERS, True), (SHORT_HEADERS, False))
+    forms = ((spec.headers, True), (spec.short_headers, True), (spec.short_headers, False))
     if width is None:
         return (*forms[0], None)
+    gaps = GAP * (len(spec.fields) - 1)
     for headers, band in forms:
-        widths = [_width(rows, headers, band, name, column, descending) for name in ROW_FIELDS]
-        if sum(widths) + GAP * (len(ROW_FIELDS) - 1) <= width:
+        widths = [
+            _width(rows, headers, band, name, column, descending, spec) for name in spec.fields
+        ]
+        if sum(widths) + gaps <= width:
             return headers, band, None
-    rest = sum(widths[1:]) + GAP * (len(ROW_FIELDS) - 1)
-    header = len(_header(SHORT_HEADERS, "category", column, descending))
+    rest = sum(widths[1:]) + gaps
+    header = len(_header(spec.short_headers, spec.name, column, descending))
     return (*forms[-1], max(width - rest, header))
 
 
-class CategoriesView(ShapedStatic):
-    """Live per-category figures of the selected server's results."""
+class GroupView(ShapedStatic):
+    """Live per-group figures of the selected server's results (`table_type`'s groups,
+    shown by `spec`)."""
+
+    spec: Columns = CATEGORY_COLUMNS
+    table_type: Callable[[], GroupedTable] = CategoryTable
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._tables: dict[int, CategoryTable] = {}  # id(results list) -> its table
-        self.sort_column = "category"
+        self._tables: dict[int, GroupedTable] = {}  # id(results list) -> its table
+        self.sort_column = self.spec.name
         self.descending = False
         self._shown: tuple | None = None
-        self.rows: list[CategoryRow] = []  # as shown, sorted
+        self.rows: list[Any] = []  # as shown, sorted
 
-    def sync(self, source: CategoryTable | Sequence[Any]) -> None:
+    def sync(self, source: GroupedTable | Sequence[Any]) -> None:
         """Read the table (or the results that arrived since the last call) and repaint if
         anything moved."""
-        if isinstance(source, CategoryTable):
+        if isinstance(source, GroupedTable):
             table = source
         else:
-            table = self._tables.setdefault(id(source), CategoryTable())
+            table = self._tables.setdefault(id(source), self.table_type())
             table.catch_up(source)
-        self.rows = sort_rows(table.rows(), self.sort_column, self.descending)
+        self.rows = sort_rows(list(table.rows()), self.sort_column, self.descending)
         self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -159,22 +200,27 @@ class CategoriesView(ShapedStatic):
             return
         self._shown = key
         lines = len(self.rows) + 2 if self.rows else 1  # header + rule
-        content = render_rows(self.rows, self.sort_column, self.descending, width)
+        content = render_rows(self.rows, self.sort_column, self.descending, width, self.spec)
         self.show_content(content, len(self.rows), lines)
 
     @property
     def has_rows(self) -> bool:
-        """Whether any request so far carried a category (the panel has something to say)."""
+        """Whether any request so far had a group (the panel has something to say)."""
         return bool(self.rows)
 
-    def cycle_sort(self, source: CategoryTable | Sequence[Any], reverse: bool = False) -> str:
+    def cycle_sort(self, source: GroupedTable | Sequence[Any], reverse: bool = False) -> str:
         """`reverse`: flip the order of the current column; else sort by the next column
-        (acceptance-like figures biggest first). Returns the column now sorted by."""
+        (figures biggest first). Returns the column now sorted by."""
+        fields = self.spec.fields
         if reverse:
             self.descending = not self.descending
         else:
-            i = ROW_FIELDS.index(self.sort_column)
-            self.sort_column = ROW_FIELDS[(i + 1) % len(ROW_FIELDS)]
-            self.descending = self.sort_column != "category"
+            i = fields.index(self.sort_column)
+            self.sort_column = fields[(i + 1) % len(fields)]
+            self.descending = self.sort_column != self.spec.name
         self.sync(source)
         return self.sort_column
+
+
+class CategoriesView(GroupView):
+    """Live per-category figures of the selected server's results."""

@@ -6,7 +6,8 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 
-from specmon.tui.view import bar, fold_histogram, per_position
+from specmon.decision.acceptance import per_position
+from specmon.tui.view import bar, fold_histogram
 from specmon.tui.widgets.shaped import ShapedStatic
 
 
