@@ -104,31 +104,31 @@ def run_context_sweep(
     return status
 
 
-def read_context_sweep(artifact_dir: str | Path) -> dict[str, Any] | None:
-    """DIR/sweep.json when it is a context sweep's (None otherwise: an ordinary sweep's, or
-    none, which read_sweep reports)."""
-    try:
-        doc = json.loads((Path(artifact_dir) / SWEEP_JSON).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and doc.get("schema") == CONTEXT_SCHEMA else None
-
-
-def _earlier_cells(where: Path) -> list[dict[str, Any]] | None:
+def _document(where: Path) -> dict[str, Any]:
+    """where/sweep.json as a dict ({} when missing or unreadable)."""
     try:
         doc = json.loads((where / SWEEP_JSON).read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def read_context_sweep(artifact_dir: str | Path) -> dict[str, Any] | None:
+    """DIR/sweep.json when it is a context sweep's (None otherwise: an ordinary sweep's, or
+    none, which read_sweep reports)."""
+    doc = _document(Path(artifact_dir))
+    return doc if doc.get("schema") == CONTEXT_SCHEMA else None
+
+
+def _earlier_cells(where: Path) -> list[dict[str, Any]] | None:
+    """The cells a length's earlier run measured (kept as --resume keeps them)."""
+    doc = _document(where)
     return doc.get("cells") if doc.get("schema") == SCHEMA else None
 
 
 def _decisions(where: Path) -> dict[int, dict[str, Any]]:
     """concurrency -> the length's decision (empty when it was not decided)."""
-    try:
-        doc = json.loads((where / SWEEP_JSON).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {int(d["concurrency"]): d for d in doc.get("decisions") or []}
+    return {int(d["concurrency"]): d for d in _document(where).get("decisions") or []}
 
 
 def context_document(
