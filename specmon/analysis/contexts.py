@@ -117,7 +117,7 @@ class ContextTable(GroupedTable):
         assert acc is not None and sums is not None
         snap = acc.snapshot()
         spec, std = snap.spec_rows, snap.std_rows
-        rate_ci = sums.drafts.interval(offset=0.0)
+        rate_ci = sums.drafts.interval(offset=0.0, cap=1.0)
         positions = per_position(acc.pooled_histogram_sorted(), acc.num_spec_tokens)
         return ContextRow(
             bucket=name,
@@ -147,7 +147,7 @@ class ContextTable(GroupedTable):
             assert acc is not None and sums is not None
             block = self.group_block(name)
             for key, ci, unit in (
-                (RATE_INTERVAL_KEY, sums.drafts.interval(offset=0.0), "ratio"),
+                (RATE_INTERVAL_KEY, sums.drafts.interval(offset=0.0, cap=1.0), "ratio"),
                 (TPOT_INTERVAL_KEY, sums.tpot_ms.interval(), "ms"),
                 (USER_TPS_INTERVAL_KEY, sums.user_tps.interval(), "tokens/sec/user"),
             ):

@@ -47,14 +47,16 @@ class _RatioSums:
         self.ss += steps * steps
         self.as_ += accepted * steps
 
-    def interval(self, offset: float = 1.0) -> tuple[float, float] | None:
-        """95 % interval of offset + A/S (None under two requests or without steps)."""
+    def interval(self, offset: float = 1.0, cap: float = math.inf) -> tuple[float, float] | None:
+        """95 % interval of offset + A/S (None under two requests or without steps), kept
+        within what the figure can be: A/S >= 0, and at most `cap` (a rate: 1)."""
         if self.n < 2 or self.s <= 0:
             return None
         r = self.a / self.s
         resid = max(self.aa - 2 * r * self.as_ + r * r * self.ss, 0.0)
         se = math.sqrt(self.n / (self.n - 1) * resid) / self.s
-        return offset + r - Z95 * se, offset + r + Z95 * se
+        low, high = max(r - Z95 * se, 0.0), min(r + Z95 * se, cap)
+        return offset + low, offset + high
 
 
 @dataclass

@@ -106,6 +106,14 @@ def test_per_bucket_figures_and_intervals_by_hand():
     assert long.draft_acceptance_rate == pytest.approx(100 * 2 / 9)
     assert long.per_position == pytest.approx((1 / 3, 1.0, 0.0))
     assert long.tpot_ms == pytest.approx(15.0)
+    # two requests, residuals +-4/3 for both ratios: AL se = sqrt(2 * 32/9) / 3, rate se =
+    # sqrt(2 * 32/9) / 9; the normal interval reaches below 0 accepted drafts, so its low end
+    # is the least there can be (AL 1, rate 0 %)
+    se_long = math.sqrt(2 * 32 / 9)
+    assert long.acceptance_length_ci95 == pytest.approx((1.0, 1 + 2 / 3 + Z95 * se_long / 3))
+    assert long.draft_acceptance_rate_ci95 == pytest.approx(
+        (0.0, 100 * (2 / 9 + Z95 * se_long / 9))
+    )
     assert rows["1-4k"].acceptance_length_ci95 is None  # one request: no interval
 
 
