@@ -33,20 +33,25 @@ def settings() -> SweepSettings:
     )
 
 
-def stand_in(seen: list[tuple[int, str]], stop_after: int | None = None):
+def stand_in(
+    seen: list[tuple[int, str]], stop_after: int | None = None, resumed: list | None = None
+):
+    resumed = [] if resumed is None else resumed
+
     def run_one(one: SweepSettings, config, where: str, cells) -> int:
         length = one.load["synthetic_input_tokens_mean"]
         assert one.load["prompt_source"] == config.prompt_source == "synthetic"
         assert config.synthetic_input_tokens_mean == length
         assert config.synthetic_input_tokens_stddev == 0.0
         seen.append((length, where))
+        resumed.append(cells)
         path = Path(where)
-        path.mkdir(parents=True)
+        path.mkdir(parents=True, exist_ok=True)
         decisions = [
             {"concurrency": c, "selected_k": k, "best_k": k, "selected_median": 100.0 * (k + 1)}
             for c, k in PICKS[length].items()
         ]
-        doc = {"schema": SCHEMA, "cells": [], "decisions": decisions}
+        doc = {"schema": SCHEMA, "cells": [{"k": 1, "length": length}], "decisions": decisions}
         (path / "sweep.json").write_text(json.dumps(doc))
         ks = PICKS[length]
         entries = [[1, 15, ks[1]], [16, 16, ks[16]]]
@@ -95,6 +100,26 @@ def test_a_stop_leaves_the_other_lengths_out(tmp_path):
     assert doc is not None
     assert [r["selected_k"] for r in doc["table"] if r["input_tokens"] == 8192] == [None, None]
     assert doc["schedule"]["file"] == SCHEDULE_NAME  # 512's, measured before the stop
+
+
+def test_a_second_run_hands_each_length_its_earlier_cells(tmp_path):
+    config = build_config(overrides={})
+    run_context_sweep(
+        settings(), config, str(tmp_path), [512, 8192], 512, stand_in([], 0), io.StringIO()
+    )
+    seen: list[tuple[int, str]] = []
+    resumed: list = []
+    status = run_context_sweep(
+        settings(),
+        config,
+        str(tmp_path),
+        [512, 8192],
+        512,
+        stand_in(seen, None, resumed),
+        io.StringIO(),
+    )
+    assert status == 0 and [n for n, _ in seen] == [512, 8192]
+    assert resumed == [[{"k": 1, "length": 512}], None]  # 8192 had not started
 
 
 def test_chosen_context():
