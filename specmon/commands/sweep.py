@@ -232,6 +232,11 @@ def main(args: argparse.Namespace) -> int:
     from specmon.run.sweep.settings import read_sweep
 
     stops.stage("setup", interruptible=True)  # until the first server starts: stop at once
+    placement = placement_of(args)
+    if placement.executor == "ray":  # Ray's start (seconds) overlaps the set-up below
+        from specmon.run.sweep.ray_pool import start_connecting
+
+        start_connecting(placement)
     context_doc = read_context_sweep(args.resume) if args.resume else None
     if context_doc is not None or args.sweep_input_tokens:
         return _context_main(args, context_doc)
@@ -246,7 +251,6 @@ def main(args: argparse.Namespace) -> int:
     if args.resume and config.artifact_dir and Path(config.artifact_dir) != Path(args.resume):
         raise UserError("--resume DIR continues the sweep in DIR: drop --artifact-dir")
     artifact_dir = args.resume or config.artifact_dir or default_dir()
-    placement = placement_of(args)
     return execute(settings, config, artifact_dir, previous=previous, placement=placement)
 
 

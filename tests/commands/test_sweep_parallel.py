@@ -156,6 +156,46 @@ def test_local_pool_runs_arms_side_by_side_on_disjoint_gpus(tmp_path: Path) -> N
 
 
 @pytest.mark.e2e
+def test_interrupted_parallel_sweep_resumes_with_only_the_missing_arms(tmp_path: Path) -> None:
+    """Three arms on two slots (--gpus 0,1), Ctrl-C once the first cell is recorded: the
+    resumed sweep (--resume DIR --gpus 0,1) runs only the arms whose cells are missing."""
+    marker = new_marker()
+    args = grid_args(marker, tmp_path, "--gpus", "0,1", "--gpus-per-server", "1")
+    with subprocess.Popen(
+        sweep_argv(args), stdout=subprocess.PIPE, text=True, env=child_env()
+    ) as proc:
+        poll(
+            lambda: (tmp_path / "sweep.json").exists() and len(read_doc(tmp_path)["cells"]) >= 1,
+            what="the first cell",
+        )
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 130, out
+    first = read_doc(tmp_path)
+    assert first["complete"] is False
+    kept = {(c["k"], c["concurrency"]): c for c in first["cells"] if c["error"] is None}
+    assert 1 <= len(kept) < 3, first["cells"]  # k = 0, 1, 3 at concurrency 1
+    assert processes_with(f"--seed {marker}") == []
+    resumed = run_sweep(["--resume", str(tmp_path), "--gpus", "0,1"], timeout=WAIT_S)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resuming: {len(kept)} cell(s) already measured" in resumed.stdout
+    assert resumed.stdout.count("cell k=") == 3 - len(kept)  # only the missing arms ran
+    final = read_doc(tmp_path)
+    assert final["complete"] is True
+    cells = {(c["k"], c["concurrency"]): c for c in final["cells"]}
+    assert sorted(cells) == [(0, 1), (1, 1), (3, 1)]
+    for key, cell in kept.items():
+        assert cells[key] == cell  # the kept cells are the same measurement, untouched
+    # the resumed run's arms: only the missing rows, on the two slots
+    later = [
+        r for r in final["arm_runs"] if r["started"] > max(x["ended"] for x in first["arm_runs"])
+    ]
+    assert sorted(r["row"] for r in later) == sorted({0, 1, 3} - {k for k, _ in kept})
+    assert all(r["gpus"] in (["0"], ["1"]) for r in later)
+    assert processes_with(f"--seed {marker}") == []
+
+
+@pytest.mark.e2e
 def test_gpus_placeholder_and_environment(tmp_path: Path) -> None:
     """{gpus} in --serve is the slice, and the server's CUDA_VISIBLE_DEVICES is the same."""
     serve = (

@@ -12,7 +12,9 @@ retried once, then its arm is reported as failed cells. Ray is an optional extra
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
+import logging
 import os
 import signal
 import tarfile
@@ -45,10 +47,21 @@ def import_ray() -> Any:
 
 def connect(placement: Placement) -> Any:
     """Ray, connected: to --ray-address, else to a running cluster, else a local one
-    (`--ray-num-gpus N` GPUs, logical ones allowed: Ray acts as if the machine had them)."""
+    (`--ray-num-gpus N` GPUs, logical ones allowed: Ray acts as if the machine had them).
+    Waits for the start `start_connecting` began, when one was begun."""
+    global _early
+    early, _early = _early, None
+    if early is not None:
+        return early.result()
+    return _connect_now(placement)
+
+
+def _connect_now(placement: Placement) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    if threading.current_thread() is not threading.main_thread():
+        return _init(ray, placement)  # no handler installed off the main thread
     # ray.init installs its own SIGTERM handler (log and exit 1): specmon's stop handlers
     # (specmon/stops.py) are put back, so a SIGTERM stops the sweep as without Ray
     saved = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
@@ -58,6 +71,40 @@ def connect(placement: Placement) -> Any:
         for sig, handler in saved.items():
             if handler is not None:
                 signal.signal(sig, handler)
+
+
+# Ray being started on a thread of its own (start_connecting), until connect() takes it
+_early: concurrent.futures.Future[Any] | None = None
+
+
+def start_connecting(placement: Placement) -> None:
+    """Begin connect() on a thread now, so Ray's start (seconds: its head processes, then
+    the workers that preload this module) overlaps the sweep's own set-up; RayPool waits for
+    it. A thread that is not the main one: ray.init installs no signal handler there."""
+    import_ray()  # not installed: the one-line error now, on the command's thread
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def start() -> None:
+        try:
+            future.set_result(_quietly(_connect_now, placement))
+        except BaseException as exc:  # handed to the thread that waits for it
+            future.set_exception(exc)
+
+    global _early
+    _early = future
+    threading.Thread(target=start, name="specmon-ray-init", daemon=True).start()
+
+
+def _quietly(call: Callable[[Placement], Any], placement: Placement) -> Any:
+    """Ray's warning that a thread other than the main one installs no SIGTERM handler is
+    what specmon wants (its own handlers stay): not printed."""
+    logger = logging.getLogger("ray._private.worker")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return call(placement)
+    finally:
+        logger.setLevel(level)
 
 
 def _init(ray: Any, placement: Placement) -> Any:
@@ -74,14 +121,25 @@ def _init(ray: Any, placement: Placement) -> Any:
             return ray
         except (ConnectionError, RuntimeError):
             pass  # no cluster running: start a local one
+    _start_local(ray, placement, quiet)
+    return ray
+
+
+def _start_local(ray: Any, placement: Placement, quiet: dict[str, Any]) -> None:
+    """A local cluster with as little fixed cost as Ray allows: no dashboard, no usage
+    report (nothing to reach from a test box), and as many workers started with it as arms
+    can run at once, each importing this module (and run_arm's) while Ray comes up, so an
+    arm's task starts without a Python start and an import on its own path."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    slots = (placement.ray_num_gpus or 0) // placement.gpus_per_server
     ray.init(
-        num_cpus=os.cpu_count() or 1,
+        num_cpus=max(os.cpu_count() or 1, slots),  # Ray starts this many workers at once
         num_gpus=placement.ray_num_gpus or 0,
         include_dashboard=False,
         object_store_memory=LOCAL_OBJECT_STORE,
+        _system_config={"preload_python_modules": [__name__]},
         **quiet,
     )
-    return ray
 
 
 def arm_task(job: ArmJob, spec: ArmSpec, attempt: int, driver_node: str) -> ArmOutcome:
