@@ -549,10 +549,17 @@ class RunConfig(BaseModel):
         metavar="ttft=S,tpot=MS[,p=90]",
     )
     server_metrics: bool = option(True, "poll each server's /metrics during the run")
+    server_metrics_from: str | None = option(
+        None,
+        "behind a load balancer: take the run's server counters from a Prometheus-compatible "
+        "store that scrapes each replica, over the run's window, instead of scraping --url's "
+        "/metrics (with --selector picking the service's replicas)",
+        metavar="prometheus:URL",
+    )
     selector: str = option(
         "",
         "label matchers picking the fleet's series in the Prometheus store, "
-        "e.g. '{job=\"vllm\"}' (watch --prometheus)",
+        "e.g. '{job=\"vllm\"}' (watch --prometheus, --server-metrics-from)",
         metavar='{LABEL="VALUE",...}',
     )
     prometheus_port: int | None = option(
@@ -582,6 +589,15 @@ class RunConfig(BaseModel):
                 shown = redact_url(entry)
                 raise ValueError(f"'{shown}' is not an http(s) URL (e.g. http://127.0.0.1:8000)")
         return urls
+
+    @field_validator("server_metrics_from")
+    @classmethod
+    def _store_shape(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^prometheus:https?://[^/\s]+", value.strip()):
+            raise ValueError(
+                f"{value!r}: give prometheus:URL (e.g. prometheus:http://127.0.0.1:9090)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _no_userinfo(self) -> RunConfig:

@@ -33,8 +33,10 @@ from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.run.load.control import knob_shares, merge_progress, split_int
 from specmon.run.load.runner import detect_engine, verification_note
 from specmon.segment_plan import format_segments, parse_segments, split_plan
+from specmon.server.promql import check_selector
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
+from specmon.server.store_counters import StoreCounterPoller, store_url
 from specmon.session import RunSession
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
@@ -94,14 +96,7 @@ class MultiRun:
             if cfg.engine in ("auto", "vllm"):  # suffix padding and FLy are vLLM's modes
                 session.verification_note = note(base, config.api_key)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
-        self.watch = (
-            CounterWatch(
-                {r.label: r.url for r in self.runs},
-                probes={r.label: SessionProbe(r.runner, r.session.accumulator) for r in self.runs},
-            )
-            if config.server_metrics
-            else None
-        )
+        self.watch = self._counter_watch() if config.server_metrics else None
         self.segment_rows_final: list[dict[str, Any]] = []
         self._segments = SegmentTable(
             draft_cost=config.draft_cost,
@@ -109,6 +104,26 @@ class MultiRun:
             slo=slo_option(config.slo),
         )
         self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
+
+    def _counter_watch(self) -> CounterWatch:
+        """Each server's /metrics, with the client's side of each scrape (the live verdict);
+        or, with --server-metrics-from, the store's series of the service's replicas (no
+        live verdict: the store lags by its scrape interval)."""
+        targets = {r.label: r.url for r in self.runs}
+        source = self.config.server_metrics_from
+        if source is None:
+            probes = {r.label: SessionProbe(r.runner, r.session.accumulator) for r in self.runs}
+            return CounterWatch(targets, probes=probes)
+        if len(self.runs) > 1:
+            raise UserError(
+                "--server-metrics-from reads one service's replicas: give one --url "
+                "(--selector picks its series)"
+            )
+        store, selector = store_url(source), self.config.selector
+        check_selector(selector)  # a bad one: the one-line error now, before the load
+        return CounterWatch(
+            targets, make_poller=lambda url, probe: StoreCounterPoller(store, selector)
+        )
 
     def _add_sinks(self, run: ServerRun) -> ServerCounterSink:
         """Each session feeds the shared segment table and contributes `segments` and

@@ -213,10 +213,12 @@ def parse_answer(body: bytes) -> list[Sample]:
 class QueryClient:
     """Bounded instant queries against one store (an httpx client of its own)."""
 
-    def __init__(self, url: str, timeout_s: float = QUERY_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, timeout_s: float = QUERY_TIMEOUT_S, client: httpx.AsyncClient | None = None
+    ) -> None:
         self.url = api_url(url)
         self.timeout_s = timeout_s
-        self._client: httpx.AsyncClient | None = None
+        self._client = client  # a caller's client (it closes it), else opened by `async with`
 
     async def __aenter__(self) -> QueryClient:
         self._client = httpx.AsyncClient(timeout=self.timeout_s, verify=tls_context())

@@ -44,6 +44,7 @@ from specmon.server.health import (
     HealthSample,
     health_from_families,
 )
+from specmon.server.replicas import ReplicaTracker, several_replicas_text
 from specmon.specdecode.engines import metrics_counters, metrics_gauges
 from specmon.stats import Rows, row_value, summary_rows
 
@@ -83,11 +84,24 @@ class CounterSample:
     # counter field ("accepted", "drafts", ...) -> why a line of it was rejected on this
     # page: its value here is missing (or held from the page before), never a zero to read
     missing: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # the process that answered (process start time, the counters' creation time, an
+    # instance / pod label; None: the page names none): server/replicas.py reads it
+    identity: str | None = field(default=None, compare=False)
 
     @property
     def present(self) -> bool:
         """Spec-decode counters at all: verify steps (vLLM) or draft tokens (TensorRT-LLM)."""
         return any(f in ("drafts", "draft_tokens") for f, _ in self.series)
+
+    @property
+    def steps_total(self) -> float | None:
+        """Verify steps (or draft tokens, for an engine without a step counter) summed over
+        label sets; None without spec-decode counters."""
+        fields = {f for f, _ in self.series}
+        counted = "drafts" if "drafts" in fields else "draft_tokens"
+        if counted not in fields:
+            return None
+        return sum(value for (f, _), value in self.series.items() if f == counted)
 
     @property
     def label_sets(self) -> int:
@@ -151,11 +165,14 @@ def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSa
     engines: set[str] = set()
     gauges: dict[str, list[float]] = {}
     missing: dict[str, str] = {}
+    identity = _Identity()
     for line in raw.split(b"\n"):
         before = dict(rejected)
         sample = _parse_line(line, rejected)
         if sample is None:
             _note_missing(line, before, rejected, missing)
+            continue
+        if identity.read(sample):
             continue
         samples.append(sample)
         counter = _counter_of(sample.name)
@@ -171,7 +188,44 @@ def parse_counters(page: str | bytes, taken_s: float | None = None) -> CounterSa
     health = health_from_families([_Family(samples)], taken)
     engine = ", ".join(sorted(engines)) or next(iter(map(ENGINE_GAUGES.get, gauges)), None)
     means = {name: sum(v) / len(v) for name, v in gauges.items()}
-    return CounterSample(series, taken, health, rejected, engine, means, missing)
+    return CounterSample(series, taken, health, rejected, engine, means, missing, identity.text())
+
+
+IDENTITY_LABELS = ("instance", "pod")  # labels that name a replica, where a page carries them
+PROCESS_START = "process_start_time_seconds"  # prometheus_client's process collector (vLLM)
+CREATED = "_created"
+
+
+class _Identity:
+    """What names the process behind one page (server/replicas.py)."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.created: float | None = None
+        self.labels: set[str] = set()
+
+    def read(self, sample: Any) -> bool:
+        """Take what the sample says of the process; True for an identity-only line."""
+        if sample.name == PROCESS_START:
+            self.start = float(sample.value)
+            return True
+        if sample.name.endswith(CREATED):
+            value = float(sample.value)
+            self.created = value if self.created is None else min(self.created, value)
+            return True
+        if _counter_of(sample.name) is not None:
+            self.labels.update(
+                f"{name}={sample.labels[name]}" for name in IDENTITY_LABELS if name in sample.labels
+            )
+        return False
+
+    def text(self) -> str | None:
+        parts = sorted(self.labels)
+        if self.start is not None:
+            parts.append(f"{PROCESS_START}={self.start:.3f}")
+        if self.created is not None:
+            parts.append(f"counters created {self.created:.6f}")
+        return ", ".join(parts) or None
 
 
 def _note_missing(
@@ -219,6 +273,8 @@ def _line_name(line: bytes) -> str:
 
 def _wanted(line: bytes) -> bool:
     name = _line_name(line)
+    if name == PROCESS_START or (name.endswith(CREATED) and _field_of(name[: -len(CREATED)])):
+        return True  # the process that answered (server/replicas.py)
     return _field_of(name) is not None or name in HEALTH_SERIES or name in ENGINE_GAUGES
 
 
@@ -274,6 +330,9 @@ class CounterDelta:
     # count over the window is unknown, so every figure read from it is None, never 0
     missing_start: Mapping[str, str] = field(default_factory=dict)
     missing_end: Mapping[str, str] = field(default_factory=dict)
+    # replicas seen answering the URL (server/replicas.py): above 1, the window mixes their
+    # counts and no figure of it is read
+    replicas: int = 1
 
     @property
     def missing(self) -> dict[str, str]:
@@ -376,6 +435,7 @@ def add_deltas(first: CounterDelta, then: CounterDelta) -> CounterDelta:
         # nothing, so only the window's own ends decide what is missing
         missing_start=first.missing_start,
         missing_end=then.missing_end,
+        replicas=max(first.replicas, then.replicas),
     )
 
 
@@ -461,6 +521,8 @@ def reconcile(
             ],
         )
     diffs = _diffs(server_delta, run)
+    if server_delta.replicas > 1:  # whatever the sums say, they are not this run's
+        return Reconciliation(False, diffs, [several_replicas_text(server_delta.replicas)])
     if not diffs and not server_delta.resets:
         return Reconciliation(True, {}, [])
     if _only_cancellations(server_delta, run, diffs, cancelled_steps_bound):
@@ -657,6 +719,7 @@ class ServerCounterView:
     previous: CounterSample | None = None  # the good sample before `last` (live rates)
     failures: int = 0  # scrapes that failed (timeout, size, HTTP, unparseable page)
     rejected: Mapping[str, int] = field(default_factory=dict)  # reason -> series, all scrapes
+    replicas: int = 1  # replicas seen answering the URL (server/replicas.py)
 
     def health_recent(self) -> HealthDelta | None:
         """The health series over the last scrape interval: previous -> last."""
@@ -717,6 +780,10 @@ class ServerCounterPoller:
         # new baseline; sample_now drops it (the poll loop's scrape can overlap rebaseline)
         self._window = 0
         self._view = ServerCounterView(self.url, None, None, None, 0, None, probe is not None)
+        self.replicas = ReplicaTracker()  # the URL's answering processes, across windows
+        # how long a start, rebaseline or stop may wait on top of its scrape for data to
+        # catch up (a store's scrape interval: server/store_counters.py); 0 for /metrics
+        self.wait_s = 0.0
 
     async def start(self) -> None:
         self._client = httpx.AsyncClient(timeout=self.timeout_s, verify=tls_context())
@@ -785,11 +852,12 @@ class ServerCounterPoller:
         before = self._mark()
         window = self._window
         try:
-            sample = await fetch_counters_async(self._client, self.url)
+            sample = await self._fetch()
         except Exception as exc:  # whatever the page did, the run goes on without it
             if window == self._window:  # else stale: the window restarted meanwhile
                 self._failed(exc)
             return self._view
+        self.replicas.observe(sample.identity, sample.steps_total)
         if window != self._window:  # stale: the window restarted meanwhile
             return self._view
         sample = self._held(sample)
@@ -799,6 +867,8 @@ class ServerCounterPoller:
         assert self._previous is not None
         step = counter_delta(self._previous, sample)
         delta = step if self._window_delta is None else add_deltas(self._window_delta, step)
+        if self.replicas.several:
+            delta = replace(delta, replicas=self.replicas.count)
         self._previous, self._window_delta = sample, delta
         steady = self._steady(before, delta, sample.taken_s)
         view = self._view
@@ -812,9 +882,15 @@ class ServerCounterPoller:
             steady=steady or view.steady,
             previous=view.last,
             rejected=_merged(view.rejected, sample.rejected),
+            replicas=self.replicas.count,
         )
         self._notify()
         return self._view
+
+    async def _fetch(self) -> CounterSample:
+        """One sample of the counters (here: a scrape of the URL's /metrics)."""
+        assert self._client is not None
+        return await fetch_counters_async(self._client, self.url)
 
     def _failed(self, exc: Exception) -> None:
         view = self._view
@@ -886,6 +962,8 @@ def describe_window(delta: CounterDelta | None) -> str:
     gauges = gauges_text(delta.gauges)
     if not delta.present:
         return "server /metrics: no spec-decode counters" + gauges
+    if delta.replicas > 1:
+        return "server /metrics: " + several_replicas_text(delta.replicas)
     who = f"{delta.engine} counters, " if delta.engine else ""
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
     if not delta.drafts and delta.draft_tokens and not delta.missing:  # TensorRT-LLM: no

@@ -10,7 +10,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ POLL_INTERVAL_S = 1.0
 SETTLE_S = 0.5  # after the last response, how long to wait for counters that publish late
 START_S = 2 * SCRAPE_TIMEOUT_S  # the baseline scrape (one, bounded), with room to spare
 STOP_S = 3 * SCRAPE_TIMEOUT_S  # the last scrape and the settle (each bounded)
+MakePoller = Callable[[str, ClientProbe | None], ServerCounterPoller]
 LATE_COUNTERS_S = 2.0  # live: counters still behind unchanged client totals after this: differs
 
 
@@ -48,8 +49,11 @@ class CounterWatch:
         targets: Mapping[str, str],
         interval_s: float = POLL_INTERVAL_S,
         probes: Mapping[str, ClientProbe] | None = None,
+        make_poller: MakePoller | None = None,
     ) -> None:
         self.targets = dict(targets)
+        # url, probe -> its poller (a store's instead of the URL's /metrics: store_counters)
+        self.make_poller: MakePoller = make_poller or self._scrape_poller
         self.interval_s = interval_s
         self.probes = dict(probes or {})  # label -> the client's side of each scrape
         self.pollers: dict[str, ServerCounterPoller] = {}  # label -> live poller (for the TUI)
@@ -67,11 +71,11 @@ class CounterWatch:
         )
         self._thread.start()
         for label, base in self.targets.items():
-            poller = ServerCounterPoller(base, self.interval_s, probe=self.probes.get(label))
-            failed = self._bounded(poller.start(), START_S)
+            poller = self.make_poller(base, self.probes.get(label))
+            failed = self._bounded(poller.start(), START_S + poller.wait_s)
             view = poller.latest()
             if failed or view.error is not None or view.last is None or not view.last.present:
-                self._bounded(poller.stop(), STOP_S)
+                self._bounded(poller.stop(), STOP_S + poller.wait_s)
                 self.absent[label] = failed or view.error or "no spec-decode counters on /metrics"
             else:
                 self.pollers[label] = poller
@@ -81,7 +85,7 @@ class CounterWatch:
         if self._loop is None:
             return self.views
         for label, poller in self.pollers.items():
-            self._bounded(poller.stop(SETTLE_S), STOP_S)
+            self._bounded(poller.stop(SETTLE_S), STOP_S + poller.wait_s)
             self.views[label] = poller.latest()  # the last good window, even if stop failed
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
@@ -94,8 +98,11 @@ class CounterWatch:
         """Restart one server's window now (called on the load thread, nothing in flight)."""
         poller = self.pollers.get(label)
         if poller is not None and self._loop is not None:
-            self._bounded(poller.rebaseline(), START_S)
+            self._bounded(poller.rebaseline(), START_S + poller.wait_s)
             self.rebaselined.add(label)
+
+    def _scrape_poller(self, url: str, probe: ClientProbe | None) -> ServerCounterPoller:
+        return ServerCounterPoller(url, self.interval_s, probe=probe)
 
     def latest(self, label: str) -> ServerCounterView | None:
         poller = self.pollers.get(label)
@@ -158,6 +165,8 @@ def server_metrics_report(
         "per_position_rates": delta.per_position_rates,
         "histogram": {str(j): n for j, n in enumerate(delta.histogram())},
         "counter_resets": delta.resets,
+        # above 1: /metrics answered by several replicas, the window mixes them (replicas.py)
+        "replicas_answering": delta.replicas,
         "failed_scrapes": view.failures,
         "last_error": view.error,
         "rejected_series": dict(view.rejected),

@@ -28,7 +28,7 @@ per-token time it measured is the formula's (specmon sweep does this per repeat)
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
 
 from specmon.sim.model import SequencePlan
 from specmon.specdecode.engines import engine as registered_engine
@@ -153,6 +153,9 @@ class SpecCounters:
 
     def __init__(self, model: str, k: int, engines: int) -> None:
         self.registry = CollectorRegistry()
+        # process_start_time_seconds and the other process_* series, as vLLM's default
+        # registry has them: they tell replicas behind one URL apart (server/replicas.py)
+        ProcessCollector(registry=self.registry)
         self.k = k
         families = [self._declare(*row) for row in (SPEC_SERIES if k > 0 else ())]
         if k > 0:
