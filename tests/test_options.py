@@ -34,6 +34,7 @@ RUN_SAMPLES: dict[str, str] = {
     "dataset_shard": "1/4",
     "slo": "ttft=1,tpot=50,p=95",  # parsed where it decides (decision/slo.py)
     "engine": "trtllm",  # a name from the engine registry
+    "server_metrics_from": "prometheus:http://127.0.0.1:9",
 }
 SIM_SAMPLES: dict[str, str] = {
     "acceptance": "0.8",
