@@ -52,8 +52,22 @@ def connect(placement: Placement) -> Any:
     global _early
     early, _early = _early, None
     if early is not None:
-        return early.result()
+        ray = early.result()
+        _own_handlers_again()
+        return ray
     return _connect_now(placement)
+
+
+def _own_handlers_again() -> None:
+    """Ray's core worker installs its own C-level SIGTERM handler as the driver connects
+    (it logs, then the process aborts at exit), whatever thread connected: the Python
+    handlers (specmon/stops.py's) are installed again over it, on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 def _connect_now(placement: Placement) -> Any:
