@@ -46,6 +46,19 @@ def fmt_number(
     return f"{value:{spec}}{suffix}"
 
 
+NO_SPECULATION = "no speculation"
+
+
+def k_label(k: int | None, short: bool = False) -> str:
+    """How every surface names a k: "k=4"; "k=0 (no speculation)" (`short`: "k=0", where
+    space is tight); "k=?" while it is not known."""
+    if k is None:
+        return "k=?"
+    if k == 0 and not short:
+        return f"k=0 ({NO_SPECULATION})"
+    return f"k={k}"
+
+
 def fmt_signed(value: object, suffix: str = "", digits: int = 2) -> str:
     """A delta: `+1,234.50` and the suffix, `-` when missing."""
     return fmt_number(value, digits, signed=True, suffix=suffix)

@@ -226,12 +226,38 @@ def find_run_dirs(path: Path) -> list[Path]:
 def load_run(path: Path, label: str | None = None) -> RunArtifacts:
     summary = read_summary(path / SUMMARY_FILE)
     records = path / RECORDS_FILE
-    return RunArtifacts(
-        label or path.name or str(path),
-        path,
-        summary,
-        record_k(records if records.is_file() else None),
-    )
+    k = record_k(records if records.is_file() else None)
+    if k is None:
+        k = 0 if no_speculation(summary) else counters_k(summary)
+    return RunArtifacts(label or path.name or str(path), path, summary, k)
+
+
+NO_COUNTERS = "no spec-decode counters on /metrics"  # server_view.CounterWatch's reason
+
+
+def counters_k(summary: Mapping) -> int | None:
+    """k from the export's server_metrics (the server's per-position counters), when its
+    counters counted verify steps; else None."""
+    sm = summary.get("server_metrics")
+    if not isinstance(sm, Mapping) or sm.get("available") is False:
+        return None
+    k, drafts = sm.get("num_spec_tokens"), sm.get("drafts")
+    ok = isinstance(k, int) and isinstance(drafts, int) and k > 0 and drafts > 0
+    return k if ok else None
+
+
+def no_speculation(summary: Mapping) -> bool:
+    """A run against a server that does not speculate (k=0): requests answered, none with a
+    spec-decode record (no pooled histogram), and the server's /metrics has no spec-decode
+    counters or counted no verify step. Unknown (/metrics not polled) is not k=0."""
+    if summary.get(HISTOGRAM_KEY) or not _stat(summary, "request_count", "avg")[0]:
+        return False
+    sm = summary.get("server_metrics")
+    if not isinstance(sm, Mapping):
+        return False
+    if sm.get("available") is False:
+        return sm.get("reason") == NO_COUNTERS
+    return sm.get("drafts") == 0
 
 
 def unique_labels(paths: Sequence[Path]) -> list[str]:

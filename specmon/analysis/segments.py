@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specmon import decision
@@ -26,6 +27,17 @@ from specmon.formatting import fmt_number, stacked_rows
 from specmon.segment_plan import SETTING_KEYS
 
 RUN = "run"  # SegmentTable.rows(draft_cost=RUN): the table's own --draft-cost
+SERVER_WIDE = "server-wide"  # a row's acceptance_source when it came from /metrics
+
+
+@dataclass(frozen=True)
+class ServerWide:
+    """A server's own acceptance from its /metrics counters over the run (k from its
+    per-position counters, the derived accepted-drafts histogram): what a segment whose
+    requests carried no spec-decode record is advised on (counters-only vLLM set-ups)."""
+
+    k: int
+    histogram: Mapping[int, int]
 
 
 # ---------------------------------------------------------------- the table
@@ -192,6 +204,9 @@ class SegmentTable:
         self._sums: dict[str | None, dict[int, _SegmentSums]] = {}  # label order = first update
         self._seen: dict[str | None, int] = {}
         self._lock = threading.Lock()
+        # label -> the server's counters (ServerWide), for rows without any spec-decode
+        # record; set by whoever polls /metrics (MultiRun)
+        self.server_wide: Callable[[], Mapping[str | None, ServerWide]] | None = None
 
     def update(self, label: str | None, results: Sequence[Any]) -> None:
         with self._lock:
@@ -244,11 +259,37 @@ class SegmentTable:
                     row = by_segment[index].row(index, seg_settings.get(index), latency)
                     row["server"] = label
                     rows.append(row)
+        wide = self.server_wide() if self.server_wide is not None else {}
+        for row in rows:
+            _fill_server_wide(row, wide.get(row["server"]))
         cost = self.draft_cost if draft_cost == RUN else draft_cost
         assert not isinstance(cost, str), f"draft_cost: a number, None or {RUN!r}"
         _recommend(rows, cost, self.across_servers, self.slo)
         rows.sort(key=lambda r: (r["segment"], str(r["server"])))
         return rows
+
+
+def _fill_server_wide(row: dict, wide: ServerWide | None) -> None:
+    """A row whose requests carried no spec-decode record, on a server whose counters did
+    count verify steps: its acceptance is the server's, over the whole run (every client
+    and segment in it), labelled `acceptance_source: server-wide`; its throughput and
+    latency stay its own."""
+    if wide is None or row["speculation_seen"] or not row["request_count"]:
+        return
+    hist = {int(j): int(n) for j, n in wide.histogram.items() if n}
+    steps = sum(hist.values())
+    if not steps or wide.k < 1:
+        return
+    accepted = sum(j * n for j, n in hist.items())
+    row.update(
+        num_spec_tokens=wide.k,
+        steps=steps,
+        accepted=accepted,
+        drafted=wide.k * steps,
+        histogram={str(j): n for j, n in sorted(hist.items())},
+        acceptance_length=1 + accepted / steps,
+        acceptance_source=SERVER_WIDE,
+    )
 
 
 def _window_s(valid: Sequence[Any]) -> float | None:
@@ -289,6 +330,23 @@ def _recommend(
         row["answer"] = None if choice.measured is None else choice.measured.to_dict()
         row["proposal"] = None if choice.proposal is None else choice.proposal.to_dict()
         row["flags"] = list(choice.flags)
+        if any(
+            r.get("acceptance_source") == SERVER_WIDE for r in _peers(rows, row, across_servers)
+        ):
+            note = " · acceptance server-wide (/metrics counters, whole run)"
+            row["recommendation"] += note
+            row["basis"] = f"{row['basis']}{note}"
+
+
+def _peers(rows: list[dict], row: dict, across_servers: bool) -> list[dict]:
+    """The rows answered together with `row`: its load's, every server's or its own."""
+    load = row["settings"].get("concurrency")
+    return [
+        r
+        for r in rows
+        if r["settings"].get("concurrency") == load
+        and (across_servers or r["server"] == row["server"])
+    ]
 
 
 def _measurement(row: dict) -> decision.Measurement | None:
@@ -299,7 +357,7 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
     """A segment row (live, or read back from a summary's `segments`) as the decision's
     measurement; None without k or verify steps (or a row too malformed to read)."""
     try:
-        k = _row_k(row)
+        k = row_k(row)
         if k is None:
             return None
         settings = row.get("settings") or {}
@@ -322,7 +380,7 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
         return None
 
 
-def _row_k(row: Mapping[str, Any]) -> int | None:
+def row_k(row: Mapping[str, Any]) -> int | None:
     """The row's k: its verify steps' k; 0 for a row whose requests carried no spec-decode
     record at all (`speculation_seen` false: no speculation on that server); None else."""
     if row.get("num_spec_tokens") and row.get("steps"):
@@ -402,7 +460,7 @@ def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> s
                 str(r["segment"]),
                 *([str(r["server"])] if multi else []),
                 _settings_text(r["settings"]),
-                _fmt(r["num_spec_tokens"], 0),
+                _fmt(row_k(r), 0),  # 0: no speculation (the baseline)
                 str(r["request_count"]),
                 _fmt(r["acceptance_length"]),
                 _fmt(r["tpot_ms"]),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specmon import decision
 from specmon.analysis.compare import (
@@ -23,7 +24,9 @@ from specmon.analysis.compare import (
     RECORDS_FILE,
     SUMMARY_FILE,
     RecordScan,
+    counters_k,
     find_run_dirs,
+    no_speculation,
     read_summary,
     scan_records,
     single_k,
@@ -54,6 +57,14 @@ class TuneInput:
     errors: int = 0
     latency: dict[str, dict[str, float]] = field(default_factory=dict)  # TTFT/TPOT percentiles
     blocks: tuple[dict[int, int], ...] = ()  # the run's request blocks, for P(best)
+    throughput: float | None = None  # output tokens/s (the measured answer's figure)
+    rate_blocks: tuple[tuple[float, float], ...] = ()  # its noise (decision/measured.py)
+
+    @property
+    def baseline(self) -> bool:
+        """A run at k=0 (no speculation): nothing to estimate, the arm others are read
+        against."""
+        return self.k == 0
 
     def measurements(self) -> list[decision.Measurement]:
         """One per load segment when the run has them, else the whole run."""
@@ -70,6 +81,8 @@ class TuneInput:
                 errors=self.errors,
                 latency=self.latency,
                 blocks=self.blocks,
+                throughput=self.throughput,
+                rate_blocks=self.rate_blocks,
             )
         ]
 
@@ -248,12 +261,20 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
             f"{scan.implausible} record(s) with an implausible num_spec_tokens left out "
             f"({scan.first_implausible})"
         )
-    if use_records and scan is not None:  # use_records implies the file exists
-        histogram, source = _histogram_from_records(scan, records_path, notes), records_path
-    else:
-        histogram, source = _histogram_from_summary(summary, summary_path), summary_path
     rec_k = single_k(scan, records_path) if scan is not None else None
-    k = _choose_k(histogram, rec_k, flag_k, notes, source)
+    kind = _kind(summary, scan, use_records)
+    histogram: dict[int, int]
+    if kind == "baseline":
+        histogram, source, k = {}, summary_path, _baseline_k(flag_k, summary_path, notes)
+    else:
+        if kind == "server-wide":
+            histogram, source = _histogram_from_counters(summary, summary_path, notes)
+            rec_k = counters_k(summary)
+        elif use_records and scan is not None:  # use_records implies the file exists
+            histogram, source = _histogram_from_records(scan, records_path, notes), records_path
+        else:
+            histogram, source = _histogram_from_summary(summary, summary_path), summary_path
+        k = _choose_k(histogram, rec_k, flag_k, notes, source)
     name = label or str(path)
     return TuneInput(
         name,
@@ -268,7 +289,73 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         _count(summary, "error_request_count") or 0,
         percentiles_of_summary(summary),
         _run_blocks(summary),
+        _throughput(summary),
+        _run_rate_blocks(summary),
     )
+
+
+def _kind(summary: dict, scan: RecordScan | None, use_records: bool) -> str:
+    """What the run holds: "requests" (per-request spec-decode stats), "server-wide" (none,
+    but the server's /metrics counters counted verify steps: its histogram stands in) or
+    "baseline" (a server at k=0: compare.no_speculation)."""
+    if use_records or summary.get(HISTOGRAM_KEY) or (scan is not None and scan.histogram):
+        return "requests"
+    if counters_k(summary) is not None:
+        return "server-wide"
+    return "baseline" if no_speculation(summary) else "requests"
+
+
+def _baseline_k(flag_k: int | None, path: Path, notes: list[str]) -> int:
+    if flag_k is not None:
+        raise UserError(
+            f"--num-spec-tokens {flag_k} contradicts {path}: no request carried a "
+            "spec-decode record and the server's /metrics counted no verify step (k=0)"
+        )
+    notes.append(
+        "k=0 (no speculation): no request carried a spec-decode record and the server's "
+        "/metrics counted no verify step; the baseline the other runs are read against"
+    )
+    return 0
+
+
+def _histogram_from_counters(
+    summary: dict, path: Path, notes: list[str]
+) -> tuple[dict[int, int], Path]:
+    """The histogram derived from the server's /metrics counters over the run (the
+    export's server_metrics), for a run whose requests carried no spec-decode stats."""
+    raw: Any = (summary.get("server_metrics") or {}).get("histogram")
+    try:
+        hist = {int(j): int(n) for j, n in raw.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise UserError(f"{path}: server_metrics.histogram is not a map of counts") from None
+    if not any(hist.values()) or any(j < 0 or n < 0 for j, n in hist.items()):
+        raise UserError(f"{path}: server_metrics.histogram has no verify steps")
+    notes.append(
+        "server-wide: no request carried spec-decode stats; the histogram is derived from "
+        "the server's /metrics counters over the run (every client on it included)"
+    )
+    return hist, path
+
+
+def _throughput(summary: dict) -> float | None:
+    value = (summary.get("output_token_throughput") or {}).get("avg")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _run_rate_blocks(summary: dict) -> tuple[tuple[float, float], ...]:
+    """The run's (output tokens, request seconds) blocks: its segments', in order."""
+    rows = summary.get("segments")
+    if not isinstance(rows, list):
+        return ()
+    try:
+        return tuple(
+            (float(t), float(s))
+            for row in rows
+            if isinstance(row, dict)
+            for t, s in row.get("rate_blocks") or ()
+        )
+    except (TypeError, ValueError):
+        return ()
 
 
 def _concurrency(summary: dict) -> int | None:
@@ -402,6 +489,25 @@ def render_estimate(inp: TuneInput, est: tuning.TuningEstimate) -> str:
     best = {None: "-", 0: "0 (speculation off)"}.get(est.recommended_k, str(est.recommended_k))
     lines += ["", f"histogram-only best k = {best}", f"caveat: {est.caveat}"]
     return "\n".join(lines)
+
+
+def render_baseline(inp: TuneInput) -> str:
+    """A k=0 run's block: nothing to estimate, its measured throughput the baseline."""
+    tput = "-" if inp.throughput is None else f"{inp.throughput:,.1f} output tok/s"
+    lines = [f"{inp.label}: k=0 (no speculation), {tput} (from {inp.source})"]
+    lines += [f"note: {n}" for n in inp.notes]
+    return "\n".join(lines)
+
+
+def baseline_report(inp: TuneInput) -> dict:
+    """A k=0 run in `tune --json`: its k and measured figure (no estimate)."""
+    return {
+        "label": inp.label,
+        "num_spec_tokens": 0,
+        "speculation": False,
+        "output_token_throughput": inp.throughput,
+        "notes": list(inp.notes),
+    }
 
 
 def _flat_fit_verdict(est: tuning.TuningEstimate) -> str:

@@ -19,11 +19,13 @@ from pathlib import Path
 
 from specmon import decision
 from specmon.analysis.tune import (
+    baseline_report,
     choose_draft_cost,
     combined_lines,
     estimate_report,
     gather_inputs,
     is_sweep_dir,
+    render_baseline,
     render_estimate,
     render_sweeps,
     split_by_category,
@@ -93,13 +95,17 @@ def main(args: argparse.Namespace) -> int:
     if args.by_category:
         inputs = [part for inp in inputs for part in split_by_category(inp)]
     cost, cost_note = choose_draft_cost(args.draft_cost, inputs)
-    estimates = [tuning.analyze(i.histogram, i.k, cost) for i in inputs]
+    # a k=0 run is the baseline arm: no histogram to estimate from, its throughput measured
+    estimates = [None if i.baseline else tuning.analyze(i.histogram, i.k, cost) for i in inputs]
     # the decision over every run's measurements, per load (specmon.decision, as the TUI)
     measured = [m for i in inputs for m in i.measurements()]
     per_load = decision.advise_per_load(measured, args.draft_cost, slo)
     choice = decision.advise(measured, None, args.draft_cost, slo)  # the most measured load
     if args.json:
-        reports = [estimate_report(e, choice, per_load) for e in estimates]
+        reports = [
+            baseline_report(i) if e is None else estimate_report(e, choice, per_load)
+            for i, e in zip(inputs, estimates)
+        ]
         if args.by_category:  # which category each estimate is of
             reports = [{"label": i.label, **r} for i, r in zip(inputs, reports)]
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
@@ -107,7 +113,10 @@ def main(args: argparse.Namespace) -> int:
             for note in inp.notes:
                 print(f"specmon tune: note: {inp.label}: {note}", file=sys.stderr)
         return 0
-    blocks = [render_estimate(inp, est) for inp, est in zip(inputs, estimates)]
+    blocks = [
+        render_baseline(inp) if est is None else render_estimate(inp, est)
+        for inp, est in zip(inputs, estimates)
+    ]
     print(("\n\n").join(blocks))
     print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
     print()

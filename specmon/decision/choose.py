@@ -319,7 +319,7 @@ def choose(
     spec = [m for m in healthy if m.k > 0 and m.steps > 0]
     goal = None if slo is None else slo.text()
     if not spec:
-        why = "every measurement excluded (see flags)" if flags else "no verify steps yet"
+        why = "every measurement excluded (see flags)" if flags else _no_steps(healthy)
         return KChoice(
             None, why, HISTOGRAM, why=why, flags=flags, concurrency=concurrency, slo=goal
         )
@@ -333,6 +333,17 @@ def choose(
     if slo is not None:
         basis = replace(basis, basis=f"{basis.basis} · SLO {goal}")
     return _decide(basis, spec, concurrency, flags, slo)
+
+
+NO_SPECULATION = "no speculation on this server (no verify steps)"
+
+
+def _no_steps(healthy: Sequence[Measurement]) -> str:
+    """Why there is no verify step: requests answered at k=0 only (a server that does not
+    speculate: waiting will not bring any), or nothing answered yet."""
+    if healthy and all(m.k == 0 for m in healthy):
+        return NO_SPECULATION
+    return "no verify steps yet"
 
 
 def choose_per_load(

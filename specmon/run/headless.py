@@ -12,7 +12,7 @@ from specmon import stops
 from specmon.config import RunConfig
 from specmon.formatting import saturation_text, server_down_text
 from specmon.interfaces import LoadProgress, RunLifecycle
-from specmon.run.multi import MultiRun
+from specmon.run.multi import MultiRun, ServerRun
 from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
 from specmon.sources.load.loop_health import BUSY_WARN
@@ -191,7 +191,7 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
         from specmon.analysis.compare import render_server_comparison
 
         summaries = {r.label: r.session.accumulator.summary() for r in multi.runs}
-        ks = {r.label: r.session.accumulator.num_spec_tokens for r in multi.runs}
+        ks = {r.label: _server_k(r) for r in multi.runs}
         print("\nServers side by side", file=out)
         print(render_server_comparison(summaries, ks, width=output_width(out)), file=out)
     rows = multi.segment_rows_final
@@ -202,6 +202,23 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     for line in advice_lines(rows):
         print(wrap_for(out, line), file=out)
     out.flush()
+
+
+def _server_k(run: ServerRun) -> int | None:
+    """The server's k: its records', else its /metrics counters' (compare.load_run's rule on
+    the same figures), 0 for a server that does not speculate."""
+    from specmon.analysis.compare import NO_COUNTERS, counters_k
+
+    acc = run.session.accumulator
+    if acc.num_spec_tokens is not None:
+        return acc.num_spec_tokens
+    metrics = run.server_metrics or {"available": False, "reason": run.metrics_unavailable}
+    k = counters_k(metrics)
+    quiet = acc.request_count > 0 and not acc.spec_request_count and not acc.zero_step_requests
+    if k is None and quiet:
+        no_counters = metrics.get("available") is False and metrics.get("reason") == NO_COUNTERS
+        return 0 if no_counters or metrics.get("drafts") == 0 else None
+    return k
 
 
 def wrap_for(out: TextIO, line: str) -> str:

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from specmon.analysis.segments import RUN, SegmentTable
+from specmon.analysis.segments import RUN, SegmentTable, ServerWide
 from specmon.config import RunConfig
 from specmon.decision.slo import slo_option
 from specmon.errors import UserError
@@ -103,6 +103,7 @@ class MultiRun:
             across_servers=self.mode != "split",
             slo=slo_option(config.slo),
         )
+        self._segments.server_wide = self._server_wide
         self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
 
     def _counter_watch(self) -> CounterWatch:
@@ -139,6 +140,22 @@ class MultiRun:
         counters.outage = partial(_outage, run.runner)
         run.session.add_sink(counters)
         return counters
+
+    def _server_wide(self) -> dict[str | None, ServerWide]:
+        """Each server's /metrics acceptance over the run so far (the final window once
+        the watch stopped), for its segments without spec-decode records; a server whose
+        counters counted no verify step (or that has none) is left out: it is at k=0."""
+        if self.watch is None:
+            return {}
+        out: dict[str | None, ServerWide] = {}
+        for run in self.runs:
+            view = self.watch.views.get(run.label) or self.watch.latest(run.label)
+            delta = view.delta if view is not None else None
+            if delta is None or delta.drafts <= 0 or not delta.per_pos or not delta.consistent:
+                continue
+            key = run.label if len(self.runs) > 1 else None
+            out[key] = ServerWide(delta.num_spec_tokens, dict(enumerate(delta.histogram())))
+        return out
 
     def _segment_settings(self) -> dict[str, dict[int, dict[str, Any]]]:
         return {r.label: _segment_settings(r.runner) for r in self.runs}

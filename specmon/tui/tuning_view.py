@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specmon import decision
-from specmon.analysis.segments import _settings_text
+from specmon.analysis.segments import _settings_text, row_k
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision.acceptance import TuningEstimate, analyze
 from specmon.server.scrape import CounterDelta, Reconciliation, ServerCounterView, reconcile
@@ -173,6 +173,7 @@ class CounterStatus:
     k: int | None
     acceptance_length: float | None = None  # server-wide, 1 + Δaccepted / Δdrafts
     acceptance_rate: float | None = None  # server-wide, Δaccepted / Δdraft_tokens (0..1)
+    no_drafts: bool = False  # counters present, no verify step counted in the window
 
 
 def counter_status(
@@ -199,6 +200,7 @@ def counter_status(
             ],
             None,
             None,
+            no_drafts=True,
         )
     rate = "-" if delta.acceptance_rate is None else f"{100 * delta.acceptance_rate:.1f}%"
     al = "-" if delta.acceptance_length is None else f"{delta.acceptance_length:.2f}"
@@ -282,7 +284,7 @@ def segment_cells(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
                 str(r["segment"]),
                 "-" if r.get("server") is None else str(r["server"]),
                 _settings_text(r.get("settings") or {}),
-                "-" if r.get("num_spec_tokens") is None else str(r["num_spec_tokens"]),
+                _f(row_k(r), "d"),  # 0: a server without speculation
                 str(r["request_count"]),
                 _f(r.get("acceptance_length"), ".2f"),
                 _f(r.get("tpot_ms"), ".2f"),

@@ -45,6 +45,24 @@ class Acceptance:
         return 1 + sum(j * n for j, n in self.histogram) / steps if steps else None
 
 
+def no_speculation(snap: RunSnapshot, counters: CounterStatus | None) -> bool:
+    """A server at k=0: requests finished, none carried a spec-decode record, and its
+    /metrics has no spec-decode counters (no poller: `counters` None) or counted no verify
+    step. (With /metrics polling off a server whose payloads are stripped reads the same;
+    the segments table makes the same call.)"""
+    answered = snap.request_count > 0 and snap.fidelity is None and not snap.zero_step_requests
+    return answered and (counters is None or counters.no_drafts)
+
+
+def shown_k(snap: RunSnapshot, counters: CounterStatus | None) -> int | None:
+    """The server's k: its records', else its counters', else 0 for a server that does not
+    speculate (no_speculation), else None (not known yet)."""
+    k = snap.num_spec_tokens or (counters.k if counters is not None else None)
+    if k is None and no_speculation(snap, counters):
+        return 0
+    return k
+
+
 def acceptance_of(snap: RunSnapshot, counters: CounterStatus | None) -> Acceptance:
     """The requests' pooled histogram; the server's counters when no response had any."""
     hist = snap.pooled_histogram or {}

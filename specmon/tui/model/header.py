@@ -10,11 +10,13 @@ from specmon.formatting import saturation_text
 from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
 from specmon.sinks.alarms import active_alarms
 from specmon.stats import MetricRow
+from specmon.tui.model.figures import shown_k
 from specmon.tui.model.state import Settings, UiState
 from specmon.tui.modes import LIVE, Mode
 
 if TYPE_CHECKING:
     from specmon.accumulator import RunSnapshot
+    from specmon.tui.tuning_view import CounterStatus
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def elapsed(snap: RunSnapshot, ui: UiState) -> float:
 def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:
     """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
     if ui.multi:
-        ks = [s.accumulator.num_spec_tokens for _, s in ui.servers]
+        ks = [_server_k(s.accumulator, ui.counters.get(label)) for label, s in ui.servers]
         shown = ",".join("?" if k is None else str(k) for k in ks)
         return f"{shown} · showing {ui.label} ([ ] switch)"
     results = ui.session.accumulator.results
@@ -110,8 +112,16 @@ def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:
     ui.k_seen = len(results)
     if len(ui.ks) > 1:
         return ",".join(str(k) for k in sorted(ui.ks))
-    counters = ui.counters.get(ui.label)
-    return snap.num_spec_tokens or (counters.k if counters else None)
+    return shown_k(snap, ui.counters.get(ui.label))
+
+
+def _server_k(acc: Any, counters: CounterStatus | None) -> int | None:
+    """One server's k from its accumulator (figures.shown_k's rule, without a snapshot)."""
+    k = acc.num_spec_tokens or (counters.k if counters is not None else None)
+    quiet = acc.request_count > 0 and not acc.spec_request_count and not acc.zero_step_requests
+    if k is None and quiet and (counters is None or counters.no_drafts):
+        return 0
+    return k
 
 
 def shown_runner(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from specmon.interfaces import RunView
 from specmon.server.scrape import ServerCounterView
 from specmon.stats import MetricRow
-from specmon.tui.model.figures import acceptance_of
+from specmon.tui.model.figures import acceptance_of, shown_k
 from specmon.tui.model.state import UiState
 from specmon.tui.modes import Mode
 from specmon.tui.tuning_view import (
@@ -113,7 +113,8 @@ def _segments(run: RunView | None, mode: Mode, ui: UiState, now: float) -> Segme
 def _cards(ui: UiState, snaps: list[RunSnapshot]) -> list[ServerCard]:
     cards = []
     for (label, _), s in zip(ui.servers, snaps):
-        acceptance = acceptance_of(s, ui.counters.get(label))
+        counters = ui.counters.get(label)
+        acceptance = acceptance_of(s, counters)
         al = _avg(s.spec_rows.get("spec_decode_acceptance_length"))
         rate = _avg(s.spec_rows.get("spec_decode_overall_draft_acceptance_rate"))
         if acceptance.server_wide:  # the counters alone
@@ -122,7 +123,7 @@ def _cards(ui: UiState, snaps: list[RunSnapshot]) -> list[ServerCard]:
         cards.append(
             ServerCard(
                 label=label,
-                k=acceptance.k,
+                k=acceptance.k if acceptance.k is not None else shown_k(s, counters),
                 requests=int(s.request_count),
                 acceptance_length=al,
                 acceptance_rate=rate,

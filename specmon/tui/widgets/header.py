@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.formatting import fmt_duration, run_progress, server_down_text
+from specmon.formatting import fmt_duration, k_label, run_progress, server_down_text
 from specmon.tui.model.header import HeaderInfo
 from specmon.tui.view import bar
 from specmon.tui.widgets.shaped import ShowsChanges
@@ -46,9 +46,9 @@ class RunHeader(ShowsChanges[HeaderInfo], Static):
         out.append("specmon ", style=self._style("header--title"))
         if info.mode.badge:
             out.append(f"[{info.mode.badge}] ")
-        k = "?" if info.k is None else str(info.k)
+        k = k_label(info.k) if info.k is None or isinstance(info.k, int) else f"k={info.k}"
         # Target last: a long URL or file path is what gets cut on a narrow terminal.
-        out.append(f"{info.engine} k={k} · {info.load} · {info.model} · {info.target}")
+        out.append(f"{info.engine} {k} · {info.load} · {info.model} · {info.target}")
         return out
 
     def _second_line(self, info: HeaderInfo, width: int) -> Text:

@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from specmon.formatting import k_label
 from specmon.tui.tuning_view import (
     SEGMENT_HEADERS,
     ServerCard,
@@ -144,7 +145,7 @@ class ServersView(ShapedStatic):
             marker = "▶" if i == selected else " "
             best = c.recommendation.replace(", extrapolated", "*")  # room for every server
             out.append(
-                f"{marker}{c.label} k={c.k or '?'} AL {al} {best} ",
+                f"{marker}{c.label} {k_label(c.k, short=True)} AL {al} {best} ",
                 style=sel if i == selected else "",
             )
             out.append("│")
@@ -160,7 +161,7 @@ class ServersView(ShapedStatic):
         heads = []
         for i, c in enumerate(cards):
             marker = "▶ " if i == selected else ""
-            head = Text(f"{marker}{c.label} · k={c.k or '?'}{c.source}", style="bold")
+            head = Text(f"{marker}{c.label} · {k_label(c.k)}{c.source}", style="bold")
             if i == selected:
                 head.stylize(sel)
             heads.append(head)
