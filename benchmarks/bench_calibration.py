@@ -23,7 +23,11 @@ specmon.decision.advise answers each configuration; the script counts how often
 Not modelled: run-to-run machine noise (a busy host slowing one server more than another);
 a single run cannot see it, so the intervals do not cover it.
 
-    python benchmarks/bench_calibration.py [--configs N] [--seed S]
+The proposal band's model-form floor (decision/answer.py FORM_PER_K, 3% per k from the
+nearest measured k) was set on the run at --seed 0; `--held-out-seed` checks it on other
+configurations (a different random stream), with the floor and without it.
+
+    python benchmarks/bench_calibration.py [--configs N] [--seed S] [--held-out-seed H]
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from specmon.decision import answer as answer_mod
 from specmon.decision.answer import advise
 from specmon.decision.choose import Measurement
 
@@ -204,7 +209,10 @@ def table(rep: Report) -> list[str]:
         if t is None or not t.total:
             continue
         mean = rep.p_sums[b] / t.total
-        lines.append(f"[{lo:.2f}, {min(hi, 1):.2f}]    {mean:.3f}         {t.share()}")
+        gap = abs(t.hits / t.total - mean)
+        lines.append(
+            f"[{lo:.2f}, {min(hi, 1):.2f}]    {mean:.3f}         {t.share()}   gap {gap:.3f}"
+        )
     for name, values in (("answer", rep.reach_answer), ("answer or proposal", rep.reach_proposal)):
         values = sorted(values)
         lines.append(
@@ -214,12 +222,30 @@ def table(rep: Report) -> list[str]:
     return lines
 
 
+def held_out(configs: int, seed: int) -> list[str]:
+    """The proposal band's coverage on configurations the floor was not set on, with the
+    floor (FORM_PER_K as shipped) and without it (0): same configurations, same draws."""
+    floor = answer_mod.FORM_PER_K
+    lines = [f"held out (--seed {seed}, {configs} configurations): proposal band holds the truth"]
+    for name, value in (("with the 3%/k floor", floor), ("without it", 0.0)):
+        answer_mod.FORM_PER_K = value
+        try:
+            rep = run(configs, seed)
+        finally:
+            answer_mod.FORM_PER_K = floor
+        lines.append(f"  {name}: {rep.proposal.share()}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--held-out-seed", type=int, default=None)
     args = parser.parse_args()
-    print("\n".join(table(run(args.configs, args.seed))))
+    print("\n".join(table(run(args.configs, args.seed))), flush=True)
+    if args.held_out_seed is not None:
+        print("\n".join(held_out(args.configs, args.held_out_seed)))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ from specmon.segment_plan import SETTING_KEYS
 
 RUN = "run"  # SegmentTable.rows(draft_cost=RUN): the table's own --draft-cost
 SERVER_WIDE = "server-wide"  # a row's acceptance_source when it came from /metrics
+# A segment saturated (the client's loop warning) for this share of its window or more is
+# left out of the advice, as a saturated sweep cell is; a spell under it (a start-up hiccup
+# of half a second in a 10 s segment) moves the segment's throughput by under 5%.
+SATURATED_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,9 @@ class SegmentTable:
         # label -> the server's counters (ServerWide), for rows without any spec-decode
         # record; set by whoever polls /metrics (MultiRun)
         self.server_wide: Callable[[], Mapping[str | None, ServerWide]] | None = None
+        # label -> the client's SaturationLog: a segment whose window overlaps a saturated
+        # spell is `client_saturated` and left out of the advice (the sweep's gate)
+        self.saturation: Callable[[], Mapping[str | None, Any]] | None = None
 
     def update(self, label: str | None, results: Sequence[Any]) -> None:
         with self._lock:
@@ -248,6 +255,7 @@ class SegmentTable:
         TUI's +/-). `latency`: every row carries its TTFT / TPOT percentiles (always with an
         SLO, which needs them)."""
         latency = latency or self.slo is not None
+        saturation = self.saturation() if self.saturation is not None else None
         with self._lock:
             rows = []
             for label, by_segment in self._sums.items():
@@ -256,8 +264,14 @@ class SegmentTable:
                 else:
                     seg_settings = (settings or {}).get(label) or {}
                 for index in sorted(by_segment):
-                    row = by_segment[index].row(index, seg_settings.get(index), latency)
+                    sums = by_segment[index]
+                    row = sums.row(index, seg_settings.get(index), latency)
                     row["server"] = label
+                    log = saturation.get(label) if saturation is not None else None
+                    if log is not None:  # a runner that watched its load loop
+                        share = log.share_of(sums.first_start, sums.last_end)
+                        row["client_saturated_share"] = round(share, 4)
+                        row["client_saturated"] = share >= SATURATED_SHARE
                     rows.append(row)
         wide = self.server_wide() if self.server_wide is not None else {}
         for row in rows:
@@ -370,6 +384,7 @@ def measurement_of_row(row: Mapping[str, Any], label: str) -> decision.Measureme
             label=label,
             requests=int(row.get("request_count") or 0),
             errors=int(row.get("error_count") or 0),
+            saturated=bool(row.get("client_saturated")),
             latency=_latency(row.get("latency_percentiles")),
             blocks=tuple(
                 {int(j): int(n) for j, n in b.items()} for b in row.get("request_blocks") or ()

@@ -16,9 +16,9 @@ The rule (the sweep's, decision/cells.py, with the noise added): the top arm is 
 with the highest measured figure; a smaller k is kept instead while the top's margin over
 it is not surely above the 1% tie bar (the low end of its 90% interval at or below 1%), so
 ties within the noise go to the smaller k and the answer does not flip between neighbours
-on a steady load. P(best) is the share of draws in which the plain rule (highest figure,
-ties within 1% to the smaller k) lands on the answer; docs/tuning.md publishes how well it
-is calibrated (benchmarks/bench_calibration.py).
+on a steady load. P(best) is the share of draws in which the answer is the best within the
+1% tie bar (its draw at or above 99% of the draw's top); docs/tuning.md publishes how well
+it is calibrated (benchmarks/bench_calibration.py).
 """
 
 from __future__ import annotations
@@ -252,12 +252,17 @@ def _named(m: Margin, k: int) -> Margin:
 
 
 def _p_best(arms: Sequence[Arm], k: int) -> float | None:
+    """The share of draws in which arm `k` is the best within the tie bar (its draw at or
+    above (1 - 1%) of the draw's top): the event "k is the best, ties within 1% counted",
+    which is what picking k by the tie rule claims. (The share in which the plain rule
+    picks k exactly under-stated it: a k tied with a larger one loses every draw the
+    larger k edges ahead by noise; 0.805 stated for 0.947 observed.)"""
     if len(arms) < 2 or not any(a.draws for a in arms):
         return None
     hits = 0
     for i in range(DRAWS):
         values = {a.k: a.draws[i] if a.draws else a.throughput for a in arms}
-        hits += plain_pick(values) == k
+        hits += values[k] >= (1 - TIE_TOLERANCE) * max(values.values())
     return hits / DRAWS
 
 

@@ -9,13 +9,14 @@ from dataclasses import replace
 from typing import TextIO
 
 from specmon import stops
+from specmon.analysis.segments import SATURATED_SHARE
 from specmon.config import RunConfig
 from specmon.formatting import saturation_text, server_down_text
 from specmon.interfaces import LoadProgress, RunLifecycle
 from specmon.run.multi import MultiRun, ServerRun
 from specmon.session import RunSession
 from specmon.sinks.progress import AcceptanceTally
-from specmon.sources.load.loop_health import BUSY_WARN
+from specmon.sources.load.loop_health import BUSY_WARN, SaturationLog
 
 PROGRESS_EVERY_S = 2.0
 
@@ -182,6 +183,9 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
         if several:
             print(f"\n=== server {run.label} ({run.url}) ===", file=out)
         _print_tables(run.session, out, multi.config.metric_percentiles)
+        line = saturation_summary(getattr(run.runner, "saturation", lambda: None)())
+        if line:
+            print(line, file=out)
         if run.server_metrics is not None and run.counter_view is not None:
             for line in server_metrics_lines(run.counter_view, run.server_metrics):
                 print(line, file=out)
@@ -202,6 +206,18 @@ def print_results(multi: MultiRun, out: TextIO) -> None:
     for line in advice_lines(rows):
         print(wrap_for(out, line), file=out)
     out.flush()
+
+
+def saturation_summary(log: SaturationLog | None) -> str:
+    """The final tables' line on the client's saturation ('' when it never was)."""
+    if log is None or log.saturated_s <= 0:
+        return ""
+    return (
+        f"client saturated {100 * log.share:.0f}% of the run ({log.saturated_s:.1f} of "
+        f"{log.observed_s:.1f} s, worst loop lag {log.worst_lag_ms:.0f} ms): latencies in "
+        "those spells include the client's own delay (try --workers 2); a segment "
+        f"saturated for {SATURATED_SHARE:.0%} or more of its window is left out of the advice"
+    )
 
 
 def _server_k(run: ServerRun) -> int | None:

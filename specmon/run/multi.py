@@ -38,6 +38,7 @@ from specmon.server.scrape import ServerCounterPoller, ServerCounterView
 from specmon.server.server_view import CounterWatch, SessionProbe
 from specmon.server.store_counters import StoreCounterPoller, store_url
 from specmon.session import RunSession
+from specmon.sinks.saturation import SaturationSink
 from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
@@ -104,6 +105,7 @@ class MultiRun:
             slo=slo_option(config.slo),
         )
         self._segments.server_wide = self._server_wide
+        self._segments.saturation = self._saturation
         self._counter_sinks = {r.label: self._add_sinks(r) for r in self.runs}
 
     def _counter_watch(self) -> CounterWatch:
@@ -136,6 +138,7 @@ class MultiRun:
             else partial(_segment_settings, self.primary.runner)
         )
         run.session.add_sink(SegmentSink(self._segments, key, run.label, settings))
+        run.session.add_sink(SaturationSink(partial(_saturation_log, run.runner)))
         counters = ServerCounterSink(self.watch, run.label, run.session.accumulator)
         counters.outage = partial(_outage, run.runner)
         run.session.add_sink(counters)
@@ -155,6 +158,15 @@ class MultiRun:
                 continue
             key = run.label if len(self.runs) > 1 else None
             out[key] = ServerWide(delta.num_spec_tokens, dict(enumerate(delta.histogram())))
+        return out
+
+    def _saturation(self) -> dict[str | None, Any]:
+        """Each server's client SaturationLog (its runner's; absent where not known)."""
+        out: dict[str | None, Any] = {}
+        for run in self.runs:
+            log = _saturation_log(run.runner)
+            if log is not None:
+                out[run.label if len(self.runs) > 1 else None] = log
         return out
 
     def _segment_settings(self) -> dict[str, dict[int, dict[str, Any]]]:
@@ -299,6 +311,12 @@ class MultiRun:
             run.counter_view, run.server_metrics = counters.view, counters.report
             run.metrics_unavailable = counters.unavailable()
             run.segments = [r for r in rows if r["server"] in (run.label, None)]
+
+
+def _saturation_log(runner: Any) -> Any:
+    """The runner's SaturationLog, None where it keeps none (a multi-process load)."""
+    get = getattr(runner, "saturation", None)
+    return get() if callable(get) else None
 
 
 def _outage(runner: Any) -> str | None:

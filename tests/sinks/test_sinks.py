@@ -136,7 +136,9 @@ def test_multirun_writes_each_summary_once_with_segments_and_server_metrics(tmp_
         path = tmp_path / label / JSON_NAME
         assert replaced.count(str(path)) == 1  # composed once, never read back and patched
         doc = orjson.loads(path.read_bytes())
-        assert list(doc)[-2:] == ["segments", "server_metrics"]
+        assert list(doc)[-3:] == ["segments", "client_saturation", "server_metrics"]
+        # a runner that watched no load loop: the client's saturation is not known
+        assert doc["client_saturation"] == {"available": False}
         (row,) = doc["segments"]
         assert row["server"] == label and row["segment"] == 0
         assert (row["steps"], row["accepted"], row["request_count"]) == (steps, accepted, 1)

@@ -31,6 +31,7 @@ from specmon.server.models import (
 )
 from specmon.sources.lifecycle import BackgroundRun
 from specmon.sources.load.generator import LoadGenerator
+from specmon.sources.load.loop_health import SaturationLog
 from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
 from specmon.specdecode.fidelity import verification_notes
 
@@ -225,6 +226,11 @@ class LoadRunner(SegmentKnobs, BackgroundRun):
     def generator(self) -> LoadGenerator | None:
         """The generator on the load thread (read-only use from other threads)."""
         return self._generator
+
+    def saturation(self) -> SaturationLog | None:
+        """The client's saturation over the run so far (loop_health.SaturationLog)."""
+        gen = self._generator
+        return gen.lag.log if gen is not None else None
 
     def outage_spells(self) -> list[tuple[float, float | None]]:
         """The spells in which nothing reached the server (generator.Outages), for the

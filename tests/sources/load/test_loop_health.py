@@ -89,3 +89,45 @@ def test_a_real_loop_full_of_short_callbacks_reads_busy():
     idle_busy, idle_warned, busy, warned = asyncio.run(scenario())
     assert idle_busy < 0.5 and not idle_warned
     assert busy >= 0.9 and warned
+
+
+def test_the_run_log_counts_saturated_time_worst_lag_and_spells_by_hand():
+    """Issue 31 item 6: the whole run's saturation, fed a scripted lag. 10 ticks on time,
+    10 ticks 30 ms late, 10 on time, 0.1 s apart: the warning fires at the fifth late tick
+    (t = 1.5 s), its spell began five ticks earlier (t = 1.0 s) and lasts to the last late
+    tick (t = 2.0 s): 1.0 s saturated of 3.0 s watched, share 1/3, worst lag 30 ms."""
+    monitor = LoopHealthMonitor(busy_clock=ScriptedClock())
+    monitor._marks.append((0.0, 0.0))
+    for i in range(1, 31):
+        late = 0.03 if 11 <= i <= 20 else 0.0
+        monitor.tick(now=i * 0.1, expected=i * 0.1 - late)
+    log = monitor.log
+    assert abs(log.observed_s - 3.0) < 1e-6
+    assert abs(log.saturated_s - 1.0) < 1e-6
+    assert abs(log.share - 1 / 3) < 1e-6
+    assert abs(log.worst_lag_ms - 30.0) < 1e-6
+    assert len(log.spans) == 1
+    (a, b) = log.spans[0]
+    assert abs(a - 1.0e9) < 1e3 and abs(b - 2.0e9) < 1e3
+    # a window's share: [0.5 s, 1.5 s] holds half a second of the spell
+    assert abs(log.share_of(int(0.5e9), int(1.5e9)) - 0.5) < 1e-6
+    assert log.share_of(int(2.5e9), int(3.0e9)) == 0.0
+    d = log.to_dict()
+    assert d["saturated_share"] == 0.3333 and d["spells"] == 1 and d["worst_loop_lag_ms"] == 30.0
+
+
+def test_two_spells_stay_apart_and_a_clean_run_logs_none():
+    monitor = LoopHealthMonitor(busy_clock=ScriptedClock())
+    monitor._marks.append((0.0, 0.0))
+    late_ticks = set(range(1, 7)) | set(range(20, 26))  # two spells of six late ticks
+    for i in range(1, 31):
+        late = 0.05 if i in late_ticks else 0.0
+        monitor.tick(now=i * 0.1, expected=i * 0.1 - late)
+    # each: the warning at its fifth late tick, spell from five ticks before to its sixth
+    assert len(monitor.log.spans) == 2
+    assert abs(monitor.log.saturated_s - 2 * 0.6) < 1e-6
+    clean = LoopHealthMonitor(busy_clock=ScriptedClock())
+    clean._marks.append((0.0, 0.0))
+    for i in range(1, 11):
+        clean.tick(now=i * 0.1, expected=i * 0.1)
+    assert clean.log.saturated_s == 0.0 and clean.log.spans == [] and clean.log.share == 0.0

@@ -1,0 +1,123 @@
+"""Issue 31 items 5 and 6 on hand-built results: a segment whose requests carried no
+spec-decode record takes its server's /metrics acceptance (labelled server-wide) when the
+counters counted verify steps, and is k=0 (no speculation) when they did not; a segment
+the client was saturated through is left out of the advice, as the sweep leaves out a
+saturated cell. Expected figures are worked by hand in each test."""
+
+from __future__ import annotations
+
+from specmon.analysis.segments import (
+    SATURATED_SHARE,
+    SERVER_WIDE,
+    SegmentTable,
+    ServerWide,
+    measurement_of_row,
+    row_k,
+)
+from specmon.decision.choose import NO_SPECULATION
+from specmon.pipeline import RequestResult, SpecOutcome
+from specmon.sinks.saturation import SaturationSink
+from specmon.sources.load.loop_health import SaturationLog
+
+S = 1_000_000_000
+
+
+def plain(segment: int, start_s: float, end_s: float, osl: int = 100) -> RequestResult:
+    """A request answered without any spec-decode record (payloads off, or k=0)."""
+    return RequestResult(
+        capture=None,
+        outcome=SpecOutcome(record=None),
+        values={"output_sequence_length": osl, "inter_token_latency": 2e6},
+        error=None,
+        phase="profiling",
+        segment=segment,
+        server=None,
+        start_ns=int(start_s * S),
+        end_ns=int(end_s * S),
+    )
+
+
+def table_of(results, **providers) -> list[dict]:
+    table = SegmentTable()
+    for name, value in providers.items():
+        setattr(table, name, (lambda v=value: v))
+    table.update(None, results)
+    return table.rows({0: {"concurrency": 1}, 1: {"concurrency": 4}})
+
+
+def test_counters_only_rows_take_the_server_wide_histogram():
+    # the server's counters: k=3, 10 steps accepting 0, 20 accepting 1, 30 two, 40 three:
+    # accepted = 20 + 60 + 120 = 200 over 100 steps, AL = 1 + 200/100 = 3.00
+    wide = ServerWide(3, {0: 10, 1: 20, 2: 30, 3: 40})
+    results = [plain(0, i, i + 1) for i in range(12)]
+    (row,) = table_of(results, server_wide={None: wide})
+    assert row["num_spec_tokens"] == 3 and row["steps"] == 100
+    assert row["accepted"] == 200 and row["drafted"] == 300
+    assert row["acceptance_length"] == 3.0
+    assert row["acceptance_source"] == SERVER_WIDE
+    assert row_k(row) == 3
+    m = measurement_of_row(row, "")
+    assert m is not None and m.k == 3 and m.steps == 100
+    # advice on them, labelled server-wide, never "no verify steps yet"
+    assert row["recommended_k"] is not None
+    assert "acceptance server-wide" in row["recommendation"]
+    assert "yet" not in row["recommendation"]
+
+
+def test_without_counters_the_same_rows_are_k0_with_no_speculation():
+    results = [plain(0, i, i + 1) for i in range(12)]
+    (row,) = table_of(results)  # no provider: the server has no spec-decode counters
+    assert row["num_spec_tokens"] is None and row["speculation_seen"] is False
+    assert row_k(row) == 0
+    assert row["recommended_k"] is None
+    assert NO_SPECULATION in row["recommendation"]
+    assert NO_SPECULATION == "no speculation on this server (no verify steps)"
+
+
+def test_a_segment_saturated_through_its_window_is_left_out():
+    # segment 0: requests over 0..10 s; segment 1 over 10..20 s. The client was saturated
+    # from 12 s to 19 s: 7 of segment 1's 10 s (0.7 >= 5%), none of segment 0's.
+    log = SaturationLog(observed_s=20.0, saturated_s=7.0, worst_lag_ms=80.0)
+    log.spans.append([12 * S, 19 * S])
+    results = [plain(0, i, i + 1) for i in range(10)] + [plain(1, i, i + 1) for i in range(10, 20)]
+    rows = table_of(results, saturation={None: log})
+    by_seg = {r["segment"]: r for r in rows}
+    assert by_seg[0]["client_saturated"] is False and by_seg[0]["client_saturated_share"] == 0.0
+    assert by_seg[1]["client_saturated"] is True and by_seg[1]["client_saturated_share"] == 0.7
+    m1 = measurement_of_row(by_seg[1], "")
+    assert m1 is not None and m1.saturated and m1.health.reasons()
+    # the flags name the excluded point (every row lists the run's exclusions): only
+    # segment 1's, at concurrency 4
+    flagged = [f for f in by_seg[1]["flags"] if "client saturated" in f]
+    assert len(flagged) == 1 and "concurrency 4" in flagged[0]
+    assert not any("concurrency 1)" in f for f in by_seg[0]["flags"])
+
+
+def test_a_short_spell_under_the_share_keeps_the_segment():
+    # 0.4 s of a 10 s segment is 4%, under SATURATED_SHARE (5%)
+    assert SATURATED_SHARE == 0.05
+    log = SaturationLog(observed_s=10.0, saturated_s=0.4)
+    log.spans.append([int(3.0 * S), int(3.4 * S)])
+    results = [plain(0, i, i + 1) for i in range(10)]
+    (row,) = table_of(results, saturation={None: log})
+    assert row["client_saturated_share"] == 0.04 and row["client_saturated"] is False
+
+
+def test_the_summary_key_is_the_log_and_says_when_unknown():
+    log = SaturationLog(observed_s=8.0, saturated_s=2.0, worst_lag_ms=120.456, max_busy=0.97)
+    log.spans.append([1, 2])
+    out = SaturationSink(lambda: log).export_extras()
+    assert out == {
+        "client_saturation": {
+            "available": True,
+            "saturated_share": 0.25,  # 2.0 / 8.0
+            "saturated_s": 2.0,
+            "observed_s": 8.0,
+            "worst_loop_lag_ms": 120.46,
+            "max_loop_busy": 0.97,
+            "spells": 1,
+        }
+    }
+    assert SaturationSink(lambda: None).export_extras() == {
+        "client_saturation": {"available": False}
+    }
