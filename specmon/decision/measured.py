@@ -24,7 +24,7 @@ it is calibrated (benchmarks/bench_calibration.py).
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specmon.decision import acceptance as tuning
@@ -209,12 +209,6 @@ class MeasuredAnswer:
             "within_noise_of": m(self.top),
             "p_best": self.p_best,
         }
-
-
-def plain_pick(values: Mapping[int, float]) -> int:
-    """The sweep's rule on point figures: the smallest k within 1% of the top."""
-    top = max(values.values())
-    return min(k for k, v in values.items() if v >= (1 - TIE_TOLERANCE) * top)
 
 
 def answer(arms: Sequence[Arm]) -> MeasuredAnswer | None:
