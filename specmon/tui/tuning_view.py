@@ -176,6 +176,14 @@ class CounterStatus:
     no_drafts: bool = False  # counters present, no verify step counted in the window
 
 
+def _no_steps_text(snapshot: Any) -> str:
+    """Counters that counted no verify step: none yet, or, with requests answered, none
+    ever (a server at k=0: waiting brings none)."""
+    if getattr(snapshot, "request_count", 0):
+        return "no verify steps: no speculation on this server"
+    return "no verify steps yet"
+
+
 def counter_status(
     view: ServerCounterView | None,
     snapshot: Any,
@@ -196,7 +204,7 @@ def counter_status(
         return CounterStatus(
             [
                 f"server-wide ({delta.label_sets} engine(s), {delta.duration_s:.0f} s): "
-                "no verify steps yet"
+                + _no_steps_text(snapshot)
             ],
             None,
             None,

@@ -79,3 +79,14 @@ async def test_a_counters_only_server_shows_its_counters_k_not_0():
         text = screen_text(app)
         assert "k0 · k=3 · server-wide" in text
         assert "no speculation" not in text
+
+
+def test_counters_without_steps_say_yet_only_before_any_answer():
+    from specmon.tui.tuning_view import counter_status
+
+    view = StubPoller(delta_of([0, 0, 0])).latest()  # k=2 counters, no verify step counted
+    before = counter_status(view, SimpleNamespace(request_count=0))
+    after = counter_status(view, SimpleNamespace(request_count=12))
+    assert before.no_drafts and after.no_drafts
+    assert before.lines[0].endswith("no verify steps yet")
+    assert after.lines[0].endswith("no verify steps: no speculation on this server")
