@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specmon import decision
@@ -330,7 +330,7 @@ def _recommend(
         load = row["settings"].get("concurrency")
         key = (load, tuple(id(m) for m in peers))
         if key not in done:
-            done[key] = decision.advise(peers, load, draft_cost, slo)
+            done[key] = _advise(peers, load, draft_cost, slo)
         choice = done[key]
         row["recommended_k"] = choice.k
         row["draft_cost"] = choice.draft_cost
@@ -350,6 +350,32 @@ def _recommend(
             note = " · acceptance server-wide (/metrics counters, whole run)"
             row["recommendation"] += note
             row["basis"] = f"{row['basis']}{note}"
+
+
+SATURATED_ALL = (
+    "the client was saturated through every measurement at this load: the answer is "
+    "uncertain, re-measure (--workers 2)"
+)
+
+
+def _advise(
+    peers: list[decision.Measurement], load: Any, draft_cost: float | None, slo: Slo | None
+) -> decision.KChoice:
+    """specmon.decision's answer at `load`. Saturated segments are left out (the sweep's
+    gate); when that leaves no answer because every measurement at this load is saturated
+    (and otherwise healthy: a busy machine), they answer after all, flagged uncertain,
+    rather than the advice going silent."""
+    choice = decision.advise(peers, load, draft_cost, slo)
+    here = [m for m in peers if m.concurrency == load]
+    if choice.k is not None or not here or not all(m.saturated for m in here):
+        return choice
+    if any(replace(m, saturated=False).health.reasons() for m in here):
+        return choice
+    kept = [replace(m, saturated=False) if m.concurrency == load else m for m in peers]
+    again = decision.advise(kept, load, draft_cost, slo)
+    if again.k is None:
+        return choice
+    return replace(again, flags=(*again.flags, SATURATED_ALL))
 
 
 def _peers(rows: list[dict], row: dict, across_servers: bool) -> list[dict]:

@@ -216,7 +216,8 @@ def saturation_summary(log: SaturationLog | None) -> str:
         f"client saturated {100 * log.share:.0f}% of the run ({log.saturated_s:.1f} of "
         f"{log.observed_s:.1f} s, worst loop lag {log.worst_lag_ms:.0f} ms): latencies in "
         "those spells include the client's own delay (try --workers 2); a segment "
-        f"saturated for {SATURATED_SHARE:.0%} or more of its window is left out of the advice"
+        f"saturated for {SATURATED_SHARE:.0%} or more of its window is left out of the advice "
+        "(all of a load's saturated: they answer, flagged uncertain)"
     )
 
 

@@ -7,6 +7,7 @@ saturated cell. Expected figures are worked by hand in each test."""
 from __future__ import annotations
 
 from specmon.analysis.segments import (
+    SATURATED_ALL,
     SATURATED_SHARE,
     SERVER_WIDE,
     SegmentTable,
@@ -91,6 +92,49 @@ def test_a_segment_saturated_through_its_window_is_left_out():
     flagged = [f for f in by_seg[1]["flags"] if "client saturated" in f]
     assert len(flagged) == 1 and "concurrency 4" in flagged[0]
     assert not any("concurrency 1)" in f for f in by_seg[0]["flags"])
+
+
+def spec(segment: int, start_s: float, end_s: float) -> RequestResult:
+    """A request whose record holds 4 verify steps at k=2: h = [1, 1, 2] (AL 2.25)."""
+    from specmon.specdecode.record import SpecDecodeAcceptanceRecord
+
+    rec = SpecDecodeAcceptanceRecord(
+        engine="vllm",
+        mean_acceptance_length=2.25,
+        draft_acceptance_rate=5 / 8,
+        acceptance_histogram={0: 1, 1: 1, 2: 2},
+        num_accepted_draft_tokens=5,
+        num_draft_tokens=8,
+        num_spec_steps=4,
+        num_spec_tokens=2,
+    )
+    r = plain(segment, start_s, end_s, osl=9)
+    return RequestResult(
+        capture=None,
+        outcome=SpecOutcome(record=rec),
+        values=r.values,
+        error=None,
+        phase="profiling",
+        segment=segment,
+        server=None,
+        start_ns=r.start_ns,
+        end_ns=r.end_ns,
+    )
+
+
+def test_when_every_measurement_at_a_load_is_saturated_they_answer_flagged():
+    # one segment, k=2, saturated through all of its 0..10 s window: left out, nothing
+    # would remain, so it answers after all, flagged uncertain
+    log = SaturationLog(observed_s=10.0, saturated_s=10.0)
+    log.spans.append([0, 10 * S])
+    (row,) = table_of([spec(0, i, i + 1) for i in range(12)], saturation={None: log})
+    assert row["client_saturated"] is True
+    assert row["recommended_k"] is not None
+    assert SATURATED_ALL in row["flags"] and SATURATED_ALL in row["recommendation"]
+    # unsaturated, the same rows answer the same k without the flag
+    (clean,) = table_of([spec(0, i, i + 1) for i in range(12)])
+    assert clean["recommended_k"] == row["recommended_k"]
+    assert SATURATED_ALL not in clean["flags"]
 
 
 def test_a_short_spell_under_the_share_keeps_the_segment():
