@@ -103,6 +103,11 @@ def start_connecting(placement: Placement) -> None:
             future.set_result(_quietly(_connect_now, placement))
         except BaseException as exc:  # handed to the thread that waits for it
             future.set_exception(exc)
+            return
+        # a local cluster's processes share this thread's fate (Ray's PR_SET_PDEATHSIG
+        # fires when the thread that started them ends, not the process): the thread
+        # stays until the process exits (seen: GCS killed, the driver aborting 60 s later)
+        threading.Event().wait()
 
     global _early
     _early = future
