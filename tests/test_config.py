@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tomllib
 
 import pytest
+from support.cli import specmon
 
 from specmon.config import (
     RunConfig,
@@ -189,24 +188,14 @@ def test_prompt_source_file_needs_input_file():
 def test_cli_reports_unknown_config_key_as_one_line(tmp_path):
     cfg = tmp_path / "x.toml"
     cfg.write_text("concurency = 4\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "run", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon("run", "--config", str(cfg), timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"specmon: error: config file {cfg}: unknown key 'concurency'"
 
 
 @pytest.mark.e2e
 def test_bad_flag_type_is_one_line_not_argparse_usage():
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "run", "--concurrency", "lots"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon("run", "--concurrency", "lots", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: option --concurrency: bad value 'lots' for 'concurrency': "
@@ -216,12 +205,7 @@ def test_bad_flag_type_is_one_line_not_argparse_usage():
 
 @pytest.mark.e2e
 def test_unknown_flag_is_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "--concurency", "4"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon("--concurency", "4", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: unrecognized arguments: --concurency 4 (see --help)"
@@ -232,12 +216,7 @@ def test_unknown_flag_is_one_line():
 def test_every_commands_help_prints(command):
     """argparse formats help with %: a literal one in an option's help ("more than 1% of
     the requests", --fail-on-errors) made `specmon run --help` a traceback."""
-    out = subprocess.run(
-        [sys.executable, "-m", "specmon", command, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = specmon(command, "--help", timeout=60)
     assert out.returncode == 0, out.stderr[-500:]
     assert "usage:" in out.stdout
     if command == "run":

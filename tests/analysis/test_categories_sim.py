@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from sources.datasets.test_datasets import spec_bench_file
+from support.cli import specmon
 
 from specmon.export.jsonl_export import result_from_record
 from specmon.session import RunSession
@@ -76,29 +75,11 @@ def spec_bench_run(tmp_path_factory) -> Path:
     sim_args = ["--ttft-ms", "0", "--step-ms", "0", "--draft-ms-per-token", "0", "--seed", "3"]
     sim_args += ["--num-spec-tokens", str(K), "--acceptance", str(DEFAULT_P)]
     with start_sim([*sim_args, "--category-acceptance", accept]) as sim:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "specmon",
-                "--url",
-                sim.url,
-                "--headless",
-                "--dataset",
-                "spec_bench",
-                "--input-file",
-                str(spec_bench_file()),
-                "--request-count",
-                "480",
-                "--concurrency",
-                "16",
-                "--artifact-dir",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = specmon(
+            "--url", sim.url, "--headless", "--dataset", "spec_bench", "--input-file",
+            str(spec_bench_file()), "--request-count", "480", "--concurrency", "16",
+            "--artifact-dir", str(out), timeout=300,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -158,12 +139,7 @@ def test_csv_per_category_section(spec_bench_run):
 
 
 def test_tune_by_category_gives_each_categorys_acceptance(spec_bench_run):
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", "--by-category", "--json", str(spec_bench_run)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = specmon("tune", "--by-category", "--json", str(spec_bench_run), timeout=120)
     assert proc.returncode == 0, proc.stderr
     reports = {r["label"].split(" · ")[1]: r for r in json.loads(proc.stdout)}
     assert set(CONFIGURED) <= set(reports)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from support.cli import specmon
 
 from specmon.analysis.segments import SegmentTable
 from specmon.decision.slo import parse_slo
@@ -56,9 +57,7 @@ def _pooled(results: list) -> dict[int, int]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "specmon", *args], capture_output=True, text=True, timeout=120
-    )
+    return specmon(*args, timeout=120)
 
 
 # generous: every k meets it (the simulator's TPOT is ms, its TTFT well under a minute)
@@ -154,12 +153,7 @@ def test_one_server_gives_one_k_with_its_stated_assumption(tmp_path):
     rows = table.rows(settings)
     assert len(rows) == 1
     w = what_if(_pooled(results), 4, None, rows, "run")
-    done = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = specmon("tune", str(out), "--json", timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     basis = "histogram only, draft cost assumed 0.10"
@@ -253,10 +247,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     assert view.speedup == ("vs k=0", "+59.4%", "+31.4%")
     # `specmon tune` over the sweep's directory: the same lines, the same JSON texts
     sweep_dir = str(tmp_path / "sweep")
-    said = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", sweep_dir],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    said = specmon("tune", sweep_dir, timeout=120)  # fmt: skip
     assert said.returncode == 0, said.stderr
     # then the sweep's trust verdict: every cell here passed the gates and is stable
     clean = "trust: clean (every cell passed the health gates; each load decided on stable cells)"
@@ -264,10 +255,7 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     assert doc["trust"] == "clean" and doc["trust_reasons"] == [] and doc["excluded_cells"] == {}
     compared = _cli("compare", sweep_dir)
     assert compared.returncode == 0 and compared.stdout == said.stdout, compared.stderr
-    got = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    got = specmon("tune", sweep_dir, "--json", timeout=120)  # fmt: skip
     assert got.returncode == 0, got.stderr
     assert [d["text"] for d in json.loads(got.stdout)["decisions"]] == texts
     assert json.loads(got.stdout)["trust"] == "clean"
@@ -298,17 +286,11 @@ def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     assert view.decision == ("selected k", "k=2", "k=2")
     assert grid_view([0, 2, 4], [1, 4], cells, SweepNow("done")).decision[1] == "k=4"
     sweep_dir = str(tmp_path / "sweep")
-    stored = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    stored = specmon("tune", sweep_dir, "--json", timeout=120)  # fmt: skip
     assert [d["text"] for d in json.loads(stored.stdout)["decisions"]] == [
         d["text"] for d in doc["decisions"]
     ]
     # a tighter objective given to tune: nothing at 4 meets 10 ms, and it says so
-    tight = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", sweep_dir, "--slo", "tpot=10"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    tight = specmon("tune", sweep_dir, "--slo", "tpot=10", timeout=120)  # fmt: skip
     assert tight.returncode == 0, tight.stderr
     assert "decision at concurrency 4: no k selected: no k meets the SLO\n" in tight.stdout

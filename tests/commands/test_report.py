@@ -2,12 +2,11 @@
 sample capture and a run's own raw export."""
 
 import json
-import subprocess
-import sys
 from importlib import resources
 
 import pytest
 from support import metrics_helpers as mh
+from support.cli import specmon
 from support.paths import FIXTURES as FIXTURES_DIR
 
 from specmon.session import RunSession
@@ -16,13 +15,7 @@ S = 1_000_000_000
 
 
 def _specmon(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "specmon", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return specmon(*args, cwd=cwd, timeout=120)
 
 
 @pytest.mark.e2e

@@ -13,6 +13,7 @@ import time
 import urllib.request
 
 import pytest
+from support.cli import specmon
 
 from specmon.sim.process import start_sim
 
@@ -39,12 +40,7 @@ def free_port() -> int:
 
 def test_unreachable_server_is_one_line_exit_2(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.run(
-        [*SPECMON, "--url", url, "--headless", "--artifact-dir", str(tmp_path / "a")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon("--url", url, "--headless", "--artifact-dir", str(tmp_path / "a"), timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"specmon: error: cannot reach server {url}")
@@ -55,11 +51,8 @@ def test_unreachable_server_is_one_line_exit_2(tmp_path):
 def test_url_with_v1_gets_the_hint_to_drop_it(shared_sim, tmp_path):
     """The OpenAI client's base_url habit: --url http://host:8000/v1 asks /v1/v1/models (a 404);
     the error says to drop the /v1 and names the root to use."""
-    proc = subprocess.run(
-        [*SPECMON, "--url", shared_sim.url + "/v1", "--headless", "--artifact-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = specmon(
+        "--url", shared_sim.url + "/v1", "--headless", "--artifact-dir", str(tmp_path), timeout=60
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
@@ -74,28 +67,11 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
         ["--seed", "21", "--num-spec-tokens", "4", "--acceptance", "0.8,0.7,0.6,0.5"]
     ) as sim:
         before = spec_counters(sim.url)
-        proc = subprocess.run(
-            [
-                *SPECMON,
-                "--url",
-                sim.url,
-                "--headless",
-                "--request-count",
-                "500",
-                "--concurrency",
-                "16",
-                "--streaming",
-                "--export-level",
-                "raw",
-                "--output-tokens-mean",
-                "32",
-                "--artifact-dir",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = specmon(
+            "--url", sim.url, "--headless", "--request-count", "500", "--concurrency", "16",
+            "--streaming", "--export-level", "raw", "--output-tokens-mean", "32",
+            "--artifact-dir", str(out), timeout=300,
+        )  # fmt: skip
         after = spec_counters(sim.url)
     assert proc.returncode == 0, proc.stderr
     assert "done 500/500" in proc.stdout and "LLM Metrics: Spec Decode" in proc.stdout
@@ -111,19 +87,10 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
     )
     # `specmon report` on the raw capture recomputes every number exactly.
     report = tmp_path / "report"
-    proc = subprocess.run(
-        [
-            *SPECMON,
-            "report",
-            "--input",
-            str(out / "profile_export_raw.jsonl"),
-            "--artifact-dir",
-            str(report),
-        ],
-        capture_output=True,
-        text=True,
+    proc = specmon(
+        "report", "--input", str(out / "profile_export_raw.jsonl"), "--artifact-dir", str(report),
         timeout=300,
-    )
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     again = json.loads((report / "profile_export_aiperf.json").read_text())
     metric_keys = [k for k, v in doc.items() if isinstance(v, dict) and "unit" in v]
@@ -188,26 +155,10 @@ def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
 def test_demo_headless_runs_sim_and_stops_it(tmp_path):
     out = tmp_path / "demo"
     log = tmp_path / "sim.log"
-    proc = subprocess.run(
-        [
-            *SPECMON,
-            "demo",
-            "--headless",
-            "--request-count",
-            "24",
-            "--artifact-dir",
-            str(out),
-            "--num-spec-tokens",
-            "2",
-            "--acceptance",
-            "0.9",
-            "--sim-log",
-            str(log),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = specmon(
+        "demo", "--headless", "--request-count", "24", "--artifact-dir", str(out),
+        "--num-spec-tokens", "2", "--acceptance", "0.9", "--sim-log", str(log), timeout=180,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["request_count"]["avg"] == 24
@@ -222,21 +173,10 @@ def test_demo_headless_runs_sim_and_stops_it(tmp_path):
 
 def test_demo_without_tty_falls_back_to_headless_and_save_config(tmp_path):
     saved = tmp_path / "eff.toml"
-    proc = subprocess.run(
-        [
-            *SPECMON,
-            "demo",
-            "--request-count",
-            "5",
-            "--artifact-dir",
-            str(tmp_path / "d"),
-            "--save-config",
-            str(saved),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = specmon(
+        "demo", "--request-count", "5", "--artifact-dir", str(tmp_path / "d"),
+        "--save-config", str(saved), timeout=180,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     text = saved.read_text()
     assert "request-count = 5" in text and "headless = true" in text and "concurrency = 16" in text
@@ -246,31 +186,11 @@ def test_workers_merge_into_one_run(tmp_path):
     out = tmp_path / "run"
     log = tmp_path / "sim.log"
     with start_sim(["--seed", "6", "--log", str(log)]) as sim:
-        proc = subprocess.run(
-            [
-                *SPECMON,
-                "--url",
-                sim.url,
-                "--headless",
-                "--workers",
-                "2",
-                "--concurrency",
-                "4",
-                "--request-count",
-                "40",
-                "--warmup-request-count",
-                "4",
-                "--output-tokens-mean",
-                "8",
-                "--export-level",
-                "raw",
-                "--artifact-dir",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        proc = specmon(
+            "--url", sim.url, "--headless", "--workers", "2", "--concurrency", "4",
+            "--request-count", "40", "--warmup-request-count", "4", "--output-tokens-mean", "8",
+            "--export-level", "raw", "--artifact-dir", str(out), timeout=180,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     raw = [json.loads(line) for line in (out / "profile_export_raw.jsonl").read_text().splitlines()]
     profiling = [c for c in raw if c["benchmark_phase"] == "profiling"]

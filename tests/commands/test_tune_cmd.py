@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from specmon.cli import main
 
@@ -216,12 +215,7 @@ def test_user_errors_are_one_line(tmp_path, capsys, setup, argv_tail, message):
 
 @pytest.mark.e2e
 def test_real_process_exit_status_and_no_traceback(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "tune", str(tmp_path / "missing")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon("tune", str(tmp_path / "missing"), timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no such file" in proc.stderr
 
@@ -254,28 +248,11 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
                 "0",
             ]
         ) as sim:
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "specmon",
-                    "--url",
-                    sim.url,
-                    "--headless",
-                    "--request-count",
-                    "8",
-                    "--concurrency",
-                    "4",
-                    "--streaming",
-                    "--output-tokens-mean",
-                    "64",
-                    "--artifact-dir",
-                    str(tmp_path / f"k{k}"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
+            proc = specmon(
+                "--url", sim.url, "--headless", "--request-count", "8", "--concurrency", "4",
+                "--streaming", "--output-tokens-mean", "64", "--artifact-dir",
+                str(tmp_path / f"k{k}"), timeout=180,
+            )  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-2000:]
     reps, _ = _run_json(capsys, str(tmp_path))
     assert [r["num_spec_tokens"] for r in reps] == [1, 3, 5]  # k from specmon's own records

@@ -10,6 +10,7 @@ import sys
 
 import orjson
 import pytest
+from support.cli import specmon
 from support.hostile_server import CASES, I64_MAX, HostileServer
 
 from specmon.export.safe_json import MAX_DEPTH, OUT_OF_RANGE, TOO_DEEP, dumps_safe
@@ -80,11 +81,7 @@ def test_every_hostile_request_is_in_every_export(tmp_path, streaming):
     assert len(deep) >= 6  # nested_1000 (orjson reads it, cannot write it) x3, histogram x3
 
     report = tmp_path / "report"
-    again = subprocess.run(
-        [*SPECMON, "report", "-i", str(out / "profile_export_raw.jsonl"),
-         "--artifact-dir", str(report), "--export-level", "raw"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    again = specmon("report", "-i", str(out / "profile_export_raw.jsonl"), "--artifact-dir", str(report), "--export-level", "raw", timeout=120)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert f"{count} captures read, 0 bad lines skipped" in again.stdout
     redo = json.loads((report / "profile_export_aiperf.json").read_text())
@@ -108,10 +105,7 @@ def test_report_skips_bad_lines_with_their_numbers_and_goes_on(tmp_path):
     ]
     path = tmp_path / "raw.jsonl"
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    proc = subprocess.run(
-        [*SPECMON, "report", "-i", str(path), "--artifact-dir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = specmon("report", "-i", str(path), "--artifact-dir", str(tmp_path / "r"), timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     skipped = [line for line in proc.stderr.splitlines() if "skipped" in line]
     assert [line.split(f"{path}:")[1].split(":")[0] for line in skipped] == ["2", "3", "4"]

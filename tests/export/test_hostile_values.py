@@ -6,14 +6,11 @@ reason, and never raises. Real processes against tests/support/hostile_server.py
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import orjson
 import pytest
+from support.cli import specmon
 from support.hostile_server import GOOD, HostileServer, _body, _usage
-
-SPECMON = [sys.executable, "-m", "specmon"]
 
 
 def _spec_text(al: object, rate: object, steps: object, accepted: object, drafted: object,
@@ -45,11 +42,7 @@ CASES = {
 def test_absurd_counts_and_contradicting_floats_are_counted_never_raised(tmp_path):
     out, count = tmp_path / "run", 2 * len(CASES)
     with HostileServer(CASES) as server:
-        proc = subprocess.run(
-            [*SPECMON, "run", "--url", server.url, "--headless", "--export-level", "raw",
-             "--request-count", str(count), "--concurrency", "1", "--artifact-dir", str(out)],
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+        proc = specmon("run", "--url", server.url, "--headless", "--export-level", "raw", "--request-count", str(count), "--concurrency", "1", "--artifact-dir", str(out), timeout=180)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "OverflowError" not in proc.stderr
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
@@ -62,11 +55,7 @@ def test_absurd_counts_and_contradicting_floats_are_counted_never_raised(tmp_pat
     assert doc["total_spec_decode_steps"]["avg"] == 2 * (2 + 100)
 
     report = tmp_path / "report"
-    again = subprocess.run(
-        [*SPECMON, "report", "-i", str(out / "profile_export_raw.jsonl"),
-         "--artifact-dir", str(report)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    again = specmon("report", "-i", str(out / "profile_export_raw.jsonl"), "--artifact-dir", str(report), timeout=120)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert f"{count} captures read, 0 bad lines skipped" in again.stdout
     redo = json.loads((report / "profile_export_aiperf.json").read_text())
@@ -88,10 +77,7 @@ def test_report_keeps_a_line_whose_counts_pass_2_64(tmp_path):
     spec.update(num_spec_steps=2**70, num_draft_tokens=2**70, acceptance_histogram=[2**70, 0])
     path = tmp_path / "raw.jsonl"
     path.write_text(json.dumps(line) + "\n" + json.dumps(huge) + "\n")  # Python's big ints
-    proc = subprocess.run(
-        [*SPECMON, "report", "-i", str(path), "--artifact-dir", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = specmon("report", "-i", str(path), "--artifact-dir", str(tmp_path / "r"), timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "2 captures read, 0 bad lines skipped" in proc.stdout
     doc = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())

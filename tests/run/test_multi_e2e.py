@@ -8,22 +8,21 @@ import contextlib
 import json
 import socket
 import subprocess
-import sys
 import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from specmon.sim.process import start_sim
 
 pytestmark = pytest.mark.e2e
-SPECMON = [sys.executable, "-m", "specmon"]
 KS = (2, 4, 6)
 
 
 def run_specmon(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*SPECMON, *argv], capture_output=True, text=True, timeout=timeout)
+    proc = specmon(*argv, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 

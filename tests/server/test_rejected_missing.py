@@ -7,10 +7,9 @@ server-metrics summary. Real processes against tests/hostile_server.py's /metric
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from support.cli import specmon
 from support.hostile_server import GOOD, HostileServer, counters_page, metrics_page
 
 from specmon.run.watch.runner import JSONL_NAME
@@ -58,12 +57,7 @@ def _nan_accepted(n: int) -> bytes:
 def test_watch_shows_the_missing_figure_and_the_alert_does_not_fire(tmp_path):
     out = tmp_path / "watch"
     with HostileServer({"good": GOOD}, metrics=metrics_page(_nan_accepted)) as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "specmon", "watch", "--url", server.url, "--headless",
-             "--interval", "0.2", "--duration", "2.5", "--artifact-dir", str(out),
-             "--alert", "al<1.5 for 0.5s"],
-            capture_output=True, text=True, timeout=HANG_GUARD_S,
-        )  # fmt: skip
+        proc = specmon("watch", "--url", server.url, "--headless", "--interval", "0.2", "--duration", "2.5", "--artifact-dir", str(out), "--alert", "al<1.5 for 0.5s", timeout=HANG_GUARD_S)  # fmt: skip
     assert proc.returncode != 3, proc.stdout  # no alert on a missing figure
     assert "ALERT" not in proc.stdout and "Traceback" not in proc.stderr
     spec_lines = [line for line in proc.stdout.splitlines() if " AL " in line]
@@ -84,11 +78,7 @@ def test_watch_shows_the_missing_figure_and_the_alert_does_not_fire(tmp_path):
 def test_run_summary_reads_no_acceptance_from_a_rejected_counter(tmp_path):
     out = tmp_path / "run"
     with HostileServer({"good": GOOD}, metrics=metrics_page(_nan_accepted)) as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "specmon", "run", "--headless", "--url", server.url,
-             "--request-count", "4", "--concurrency", "1", "--artifact-dir", str(out)],
-            capture_output=True, text=True, timeout=HANG_GUARD_S,
-        )  # fmt: skip
+        proc = specmon("run", "--headless", "--url", server.url, "--request-count", "4", "--concurrency", "1", "--artifact-dir", str(out), timeout=HANG_GUARD_S)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "acceptance length 1.00" not in proc.stdout
     assert "acceptance length -" in proc.stdout

@@ -10,11 +10,11 @@ import errno
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from specmon.sim.process import start_sim
 from specmon.sinks import files
@@ -62,12 +62,7 @@ def tiny_disk():
 def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level):
     out = tiny_disk / "run"
     with start_sim(["--seed", "5"]) as sim:
-        proc = subprocess.run(
-            [sys.executable, "-m", "specmon", "run", "--headless", "--url", sim.url,
-             "--artifact-dir", str(out), "--export-level", level, "--request-count", "20000",
-             "--concurrency", "8"],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        proc = specmon("run", "--headless", "--url", sim.url, "--artifact-dir", str(out), "--export-level", level, "--request-count", "20000", "--concurrency", "8", timeout=300)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "never retrieved" not in proc.stderr
     failed = [

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from specmon.server.process import ServerProcess
 from specmon.sim.process import LISTEN_PREFIX, PARENT_FD_ENV
@@ -84,10 +85,7 @@ def test_held_out_trtllm_payloads_through_report_say_tensorrt_llm(tmp_path):
     raw = tmp_path / "raw.jsonl"
     raw.write_text("".join(json.dumps(c) + "\n" for c in captures))
     out = tmp_path / "report"
-    proc = subprocess.run(
-        [sys.executable, "-m", "specmon", "report", "-i", str(raw), "--artifact-dir", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = specmon("report", "-i", str(raw), "--artifact-dir", str(out), timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = [json.loads(line) for line in (out / "profile_export.jsonl").read_text().splitlines()]
     engines = [r["spec_decode_acceptance"]["engine"] for r in records]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from specmon.sim.process import start_sim
 
@@ -120,21 +121,10 @@ def test_each_shape_round_trips_with_its_fidelity_label(tmp_path, shape, streami
 
     # the raw capture, read back by `specmon report`, gives the same exports and label
     again = tmp_path / "report"
-    report = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "specmon",
-            "report",
-            "--input",
-            str(out / "profile_export_raw.jsonl"),
-            "--artifact-dir",
-            str(again),
-        ],
-        capture_output=True,
-        text=True,
+    report = specmon(
+        "report", "--input", str(out / "profile_export_raw.jsonl"), "--artifact-dir", str(again),
         timeout=120,
-    )
+    )  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     assert f"Acceptance fidelity ({engine}): {label}" in report.stdout
     _check_exports(again, shape, truth)

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.cli import specmon
 
 from sources.datasets.test_datasets import spec_bench_file
 from specmon.capture import RawCapture
@@ -123,30 +124,11 @@ def test_headless_spec_bench_sends_each_question_once(tmp_path, workers):
     log, out = tmp_path / "sim.log", tmp_path / "run"
     path = spec_bench_file()
     with start_sim([*FAST_SIM, "--log", str(log)]) as sim:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "specmon",
-                "--url",
-                sim.url,
-                "--headless",
-                "--dataset",
-                "spec_bench",
-                "--input-file",
-                str(path),
-                "--request-count",
-                "480",
-                "--concurrency",
-                "16",
-                "--artifact-dir",
-                str(out),
-                *workers,
-            ],
-            capture_output=True,
-            text=True,
+        proc = specmon(
+            "--url", sim.url, "--headless", "--dataset", "spec_bench", "--input-file", str(path),
+            "--request-count", "480", "--concurrency", "16", "--artifact-dir", str(out), *workers,
             timeout=300,
-        )
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     first_turns = Counter(json.loads(line)["turns"][0] for line in path.open())
     entries = list(read_log(log).values())
@@ -167,25 +149,10 @@ def test_bad_dataset_file_fails_before_the_server_and_the_artifact_dir(tmp_path)
     bad = tmp_path / "q.jsonl"
     bad.write_text('{"question_id": 1, "category": "qa", "turns": ["ok"]}\n{"question_id": 2}\n')
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "specmon",
-            "--url",
-            "http://127.0.0.1:9",
-            "--headless",
-            "--dataset",
-            "spec_bench",
-            "--input-file",
-            str(bad),
-            "--artifact-dir",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = specmon(
+        "--url", "http://127.0.0.1:9", "--headless", "--dataset", "spec_bench",
+        "--input-file", str(bad), "--artifact-dir", str(out), timeout=60,
+    )  # fmt: skip
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"input file {bad} line 2: 'category' must be" in lines[0]

@@ -7,15 +7,13 @@ exit status 2. Real processes: `specmon run --headless` against tests/hostile_se
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from support.cli import specmon
 from support.hostile_server import GOOD, PROBE_ANSWERS, HostileServer
 
 from specmon.run.load.runner import detect_engine, verification_note
 
-SPECMON = [sys.executable, "-m", "specmon", "run", "--headless"]
 PROBES = ("/get_server_info", "/server_info")
 
 
@@ -32,11 +30,7 @@ def test_a_run_goes_on_past_a_broken_engine_probe(tmp_path, answer):
     out = tmp_path / "run"
     raw = dict.fromkeys(PROBES, PROBE_ANSWERS[answer])
     with HostileServer({"good": GOOD}, raw=raw) as server:
-        proc = subprocess.run(
-            [*SPECMON, "--url", server.url, "--request-count", "3", "--concurrency", "1",
-             "--artifact-dir", str(out)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        proc = specmon("--url", server.url, "--request-count", "3", "--concurrency", "1", "--artifact-dir", str(out), timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     summary = json.loads((out / "profile_export_aiperf.json").read_text())
@@ -48,10 +42,7 @@ def test_a_run_goes_on_past_a_broken_engine_probe(tmp_path, answer):
 def test_a_broken_models_answer_is_one_line_and_status_2(tmp_path, answer):
     out = tmp_path / "run"
     with HostileServer({"good": GOOD}, raw={"/v1/models": PROBE_ANSWERS[answer]}) as server:
-        proc = subprocess.run(
-            [*SPECMON, "--url", server.url, "--request-count", "3", "--artifact-dir", str(out)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        proc = specmon("--url", server.url, "--request-count", "3", "--artifact-dir", str(out), timeout=120)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr

@@ -1,0 +1,16 @@
+"""`python -m specmon ...` as the tests run it: the real CLI in a child process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+SPECMON = [sys.executable, "-m", "specmon"]
+
+
+def specmon(*args: object, timeout: float = 240, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """Run `python -m specmon ARGS` to its end; stdout and stderr captured as text. `timeout`
+    is generous: it bounds a hung child, it is not a performance check."""
+    argv = [*SPECMON, *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **popen)
