@@ -5,9 +5,12 @@ pacing) but nothing negative or infinite. Real `specmon` processes."""
 
 from __future__ import annotations
 
-import pytest
-from support.cli import specmon
+import subprocess
+import sys
 
+import pytest
+
+SPECMON = [sys.executable, "-m", "specmon"]
 BAD = ["nan", "inf", "-inf", "0", "-1", "1e99"]
 COMMANDS = {
     "--ready-timeout": ["sweep", "--serve", "x {k} {port}", "--num-spec-tokens", "1"],
@@ -20,7 +23,10 @@ COMMANDS = {
 @pytest.mark.parametrize("flag", COMMANDS)
 def test_a_meaningless_duration_is_one_line_and_status_2(flag, tmp_path):
     for value in BAD:
-        proc = specmon(*COMMANDS[flag], f"{flag}={value}", "--artifact-dir", str(tmp_path / "x"), timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [*SPECMON, *COMMANDS[flag], f"{flag}={value}", "--artifact-dir", str(tmp_path / "x")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         assert proc.returncode == 2, (value, proc.stderr)
         assert proc.stderr.count("\n") == 1 and f"argument {flag}: '{value}'" in proc.stderr
         assert not (tmp_path / "x").exists()  # nothing started
@@ -28,6 +34,9 @@ def test_a_meaningless_duration_is_one_line_and_status_2(flag, tmp_path):
 
 def test_replay_speed_refuses_negative_and_infinite(tmp_path):
     for value in ("-1", "inf", "nan"):
-        proc = specmon("replay", str(tmp_path), f"--speed={value}", timeout=120)  # fmt: skip
+        proc = subprocess.run(
+            [*SPECMON, "replay", str(tmp_path), f"--speed={value}"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         assert proc.returncode == 2
         assert f"argument --speed: '{value}': give a number >= 0" in proc.stderr

@@ -8,6 +8,8 @@ its default; the value read back through each layer must equal the sample's vali
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tomllib
 import types
 import typing
@@ -15,7 +17,6 @@ from typing import Any, Literal
 
 import pytest
 import tomli_w
-from support.cli import specmon
 
 from specmon.commands import demo as demo_command
 from specmon.commands import sim as sim_command
@@ -240,7 +241,12 @@ def test_demo_sim_config_defaults_overrides_and_category_profile(monkeypatch):
 
 @pytest.mark.e2e
 def test_demo_bad_simulator_value_is_one_line_before_any_start():
-    proc = specmon("demo", "--headless", "--error-rate", "1.5", timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "demo", "--headless", "--error-rate", "1.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "specmon: error: option --error-rate: bad value '1.5' for 'error_rate': "

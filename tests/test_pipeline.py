@@ -1,27 +1,18 @@
 """specmon.capture + specmon.pipeline: raw captures in, per-request AIPerf metrics out."""
 
 import pytest
-from support.metrics_helpers import (
-    MS,
-    RECORD_SPEC_TAGS,
-    SECOND,
-    WORKED,
-    error_capture,
-    nonstream_capture,
-    stream_capture,
-    vllm_payload,
-)
+from support import metrics_helpers as mh
 
 from specmon.capture import CaptureError, RawCapture, parse_capture_line, read_raw_capture
 from specmon.errors import UserError
 from specmon.pipeline import process_capture, spec_record_metrics
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
-SPEC_TAGS = set(RECORD_SPEC_TAGS)
+SPEC_TAGS = set(mh.RECORD_SPEC_TAGS)
 
 
 def test_worked_example_non_streaming_record_metrics():
-    r = process_capture(nonstream_capture(vllm_payload(WORKED, k=4), latency_ms=50))
+    r = process_capture(mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4), latency_ms=50))
     m = r.metrics
     # s = 8, a = 2+3+1+4+2+0+3+3 = 18, d = 8*4 = 32
     assert m["spec_decode_steps"] == 8
@@ -39,16 +30,20 @@ def test_worked_example_non_streaming_record_metrics():
 
 
 def test_acceptance_length_is_taken_verbatim_not_recomputed():
-    payload = vllm_payload(WORKED, k=4)
+    payload = mh.vllm_payload(mh.WORKED, k=4)
     payload["mean_acceptance_length"] = 3.2500000001  # floats are never cross-checked
-    r = process_capture(nonstream_capture(payload))
+    r = process_capture(mh.nonstream_capture(payload))
     assert r.metrics["spec_decode_acceptance_length"] == 3.2500000001
 
 
 def test_streaming_timing_metrics_by_hand():
     # role chunk (empty content) at 5 ms, content at 20, 30, 45, 60 ms, usage chunk at 61 ms
-    cap = stream_capture(
-        vllm_payload(SECOND, k=4), [20, 30, 45, 60], role_ms=5, usage_ms=61, completion_tokens=20
+    cap = mh.stream_capture(
+        mh.vllm_payload(mh.SECOND, k=4),
+        [20, 30, 45, 60],
+        role_ms=5,
+        usage_ms=61,
+        completion_tokens=20,
     )
     m = process_capture(cap).metrics
     assert m["time_to_first_token"] == 20.0  # first non-empty content, not the role chunk
@@ -63,7 +58,7 @@ def test_streaming_timing_metrics_by_hand():
 
 
 def test_itl_needs_two_output_tokens():
-    m = process_capture(stream_capture(None, [20], completion_tokens=1)).metrics
+    m = process_capture(mh.stream_capture(None, [20], completion_tokens=1)).metrics
     assert m["time_to_first_token"] == 20.0 and m["request_latency"] == 20.0
     assert "inter_token_latency" not in m and "output_token_throughput_per_user" not in m
     assert not SPEC_TAGS & set(m)
@@ -82,7 +77,7 @@ def test_completions_streaming_text_content():
             {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 2}},
         ],
         start_ns=1000,
-        response_ns=[1000 + 2 * MS, 1000 + 4 * MS, 1000 + 7 * MS, 1000 + 8 * MS],
+        response_ns=[1000 + 2 * mh.MS, 1000 + 4 * mh.MS, 1000 + 7 * mh.MS, 1000 + 8 * mh.MS],
     )
     m = process_capture(cap).metrics
     assert m["time_to_first_token"] == 4.0 and m["request_latency"] == 7.0
@@ -91,12 +86,14 @@ def test_completions_streaming_text_content():
 
 
 def test_legacy_per_choice_shape_gives_the_same_record():
-    r = process_capture(nonstream_capture(vllm_payload(WORKED, k=4, dense=False), legacy=True))
+    r = process_capture(
+        mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4, dense=False), legacy=True)
+    )
     assert r.spec is not None and r.metrics["spec_decode_accepted_per_verified"] == 0.65
 
 
 def test_zero_step_kept_in_trace_only():
-    r = process_capture(nonstream_capture(vllm_payload([], k=3), completion_tokens=1))
+    r = process_capture(mh.nonstream_capture(mh.vllm_payload([], k=3), completion_tokens=1))
     assert r.spec is None and r.outcome.zero_step
     assert r.outcome.trace is not None and r.outcome.trace.num_spec_steps == 0
     assert not SPEC_TAGS & set(r.metrics)
@@ -104,18 +101,18 @@ def test_zero_step_kept_in_trace_only():
 
 
 def test_no_payload_and_n_gt_1_give_no_record():
-    r = process_capture(nonstream_capture(None))
+    r = process_capture(mh.nonstream_capture(None))
     assert r.spec is None and r.outcome.trace is None and r.outcome.reason == "absent"
-    cap = nonstream_capture(vllm_payload(WORKED, k=4))
+    cap = mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4))
     cap.request["n"] = 2
     r = process_capture(cap)
     assert r.spec is None and r.outcome.reason == "n_gt_1"
 
 
 def test_malformed_payload_is_a_reason_not_an_exception():
-    payload = vllm_payload(WORKED, k=4)
+    payload = mh.vllm_payload(mh.WORKED, k=4)
     payload["num_spec_steps"] = 9  # histogram sums to 8
-    r = process_capture(nonstream_capture(payload))
+    r = process_capture(mh.nonstream_capture(payload))
     assert r.spec is None and r.outcome.reason.startswith("malformed")
     assert r.metrics["request_latency"] == 50.0
 
@@ -135,10 +132,10 @@ def test_garbage_responses_never_raise():
 
 
 def test_error_requests_carry_kind_and_no_metrics():
-    r = process_capture(error_capture("timeout"))
+    r = process_capture(mh.error_capture("timeout"))
     assert r.error["type"] == "timeout" and r.error_kind == "timeout"
     assert r.metrics == {} and r.spec is None
-    cap = nonstream_capture(vllm_payload(WORKED, k=4))
+    cap = mh.nonstream_capture(mh.vllm_payload(mh.WORKED, k=4))
     cap.status = 503  # status >= 400 without an error object is an http_error
     r = process_capture(cap)
     assert r.error == {"type": "http_error", "message": "HTTP 503", "code": 503}
@@ -161,7 +158,7 @@ def test_apv_omitted_without_drafts_and_steps():
 
 
 def test_result_carries_capture_extras():
-    cap = nonstream_capture(
+    cap = mh.nonstream_capture(
         None,
         category="code",
         server="a",
@@ -179,14 +176,14 @@ def test_result_carries_capture_extras():
         "w0",
         "warmup",
     )
-    assert r.end_ns == 50 * MS and r.start_ns == 0
+    assert r.end_ns == 50 * mh.MS and r.start_ns == 0
 
 
 # ------------------------------------------------------------------ raw capture parsing
 
 
 def test_capture_round_trip():
-    cap = stream_capture(vllm_payload(WORKED, k=4), [10, 20], category="math")
+    cap = mh.stream_capture(mh.vllm_payload(mh.WORKED, k=4), [10, 20], category="math")
     again = parse_capture_line(cap.to_json_line())
     assert again == cap
 
@@ -234,7 +231,7 @@ def test_minimal_capture_fields_are_optional():
 
 
 def test_read_raw_capture_reports_line_numbers(tmp_path):
-    good = nonstream_capture(None).to_json_line().decode()
+    good = mh.nonstream_capture(None).to_json_line().decode()
     path = tmp_path / "raw.jsonl"
     path.write_text(good + "oops\n\n" + '{"endpoint": "chat"}\n' + good)
     items = list(read_raw_capture(path))
@@ -315,7 +312,7 @@ _json = st.recursive(
 
 
 def _mutated_payload(data):
-    payload = vllm_payload(data.draw(st.lists(st.integers(0, 3), max_size=12)), k=3)
+    payload = mh.vllm_payload(data.draw(st.lists(st.integers(0, 3), max_size=12)), k=3)
     key = data.draw(st.sampled_from(sorted(payload)))
     payload[key] = data.draw(_json)
     return payload
@@ -338,7 +335,7 @@ def test_random_and_mutated_captures_never_raise(data):
                 response_ns=list(range(1, len(responses) + 1)),
             )
         else:
-            cap = stream_capture(_mutated_payload(data), [5, 9], start_ns=i)
+            cap = mh.stream_capture(_mutated_payload(data), [5, 9], start_ns=i)
         r = process_capture(cap)
         if r.spec is not None:
             rec = r.spec

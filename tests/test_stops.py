@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli import start_specmon
 
 from specmon.sim.process import start_sim
 
@@ -363,13 +364,11 @@ def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path, 
     """A closed terminal sends SIGHUP to the whole process group, the workers included:
     they leave the stop to the parent, which drains them and writes every request."""
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [*SPECMON, *run_args(shared_sim.url, out, "--concurrency", "4", "--workers", "2")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_specmon(
+        "run", "--headless",
+        *run_args(shared_sim.url, out, "--concurrency", "4", "--workers", "2"),
         start_new_session=True,
-    )
+    )  # fmt: skip
     poll(lambda: jsonl_lines(out / SUMMARY[2]) >= 8, "8 requests in the JSONL")
     os.killpg(proc.pid, signal.SIGHUP)
     stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
@@ -395,13 +394,11 @@ def test_sighup_to_the_process_group_while_workers_start_kills_none_of_them(tmp_
     """The workers are spawned with SIGHUP blocked, so one sent while they still import
     (before they can ignore it) stays pending in them instead of killing them."""
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [*SPECMON, *run_args(shared_sim.url, out, "--request-count", "20", "--workers", "2")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_specmon(
+        "run", "--headless",
+        *run_args(shared_sim.url, out, "--request-count", "20", "--workers", "2"),
         start_new_session=True,
-    )
+    )  # fmt: skip
 
     def workers_spawned() -> bool:
         found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from support.metrics_helpers import spec_record
 from support.segments_oracle import segment_table
 
 from specmon.analysis.segments import recommended_by_segment, render_segment_table
@@ -15,24 +16,8 @@ from specmon.pipeline import RequestResult, SpecOutcome
 from specmon.run.multi import MultiRun, folder_name
 from specmon.segment_plan import SegmentLog, format_segments, parse_segments, split_plan
 from specmon.session import RunSession
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 S = 1_000_000_000
-
-
-def record(hist: dict[int, int], k: int) -> SpecDecodeAcceptanceRecord:
-    steps = sum(hist.values())
-    accepted = sum(j * n for j, n in hist.items())
-    return SpecDecodeAcceptanceRecord(
-        engine="vllm",
-        mean_acceptance_length=1 + accepted / steps,
-        draft_acceptance_rate=accepted / (steps * k),
-        acceptance_histogram=hist,
-        num_accepted_draft_tokens=accepted,
-        num_draft_tokens=steps * k,
-        num_spec_steps=steps,
-        num_spec_tokens=k,
-    )
 
 
 def result(
@@ -53,7 +38,7 @@ def result(
         values["inter_token_latency"] = itl * 1e6  # stored in ns, given in ms
     return RequestResult(
         capture=None,
-        outcome=SpecOutcome(record=record(hist, k) if hist else None),
+        outcome=SpecOutcome(record=spec_record(hist, k) if hist else None),
         values=values,
         error=error,
         phase=phase,

@@ -115,12 +115,12 @@ def test_demo_in_tmux(tmp_path: Path):
     assert {str(k): v for k, v in hist.items()} == bucket_counts(last)
 
 
-def test_sigterm_writes_the_exports(tmp_path: Path):
-    """An unbounded demo run killed with SIGTERM still closes the screen and writes exports."""
-    art = tmp_path / "art"
+def unbounded_demo(art: Path, after: str = "") -> Pane:
+    """A pane running `specmon demo --concurrency 2` with no end, once its histogram shows;
+    the shell prints SPECMON-EXITED and the status when it ends, then runs `after`."""
     cmd = (
         f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
-        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
+        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?{after}"
     )
     pane = Pane(cmd)
     try:
@@ -128,6 +128,17 @@ def test_sigterm_writes_the_exports(tmp_path: Path):
             lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
             "an unbounded run with histogram bars",
         )
+    except BaseException:
+        pane.close()
+        raise
+    return pane
+
+
+def test_sigterm_writes_the_exports(tmp_path: Path):
+    """An unbounded demo run killed with SIGTERM still closes the screen and writes exports."""
+    art = tmp_path / "art"
+    pane = unbounded_demo(art, "; sleep 60")
+    try:
         shell_pid = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
         children = subprocess.run(["pgrep", "-P", shell_pid], capture_output=True, text=True)
         pids = children.stdout.split()
@@ -261,18 +272,7 @@ def test_closing_the_pane_writes_the_exports(tmp_path: Path):
     art = tmp_path / "art"
     # the shell stays the session leader (a command follows), as a login shell over ssh is:
     # when it dies with the terminal, the kernel hangs up the whole foreground group
-    cmd = (
-        f"{shlex.quote(sys.executable)} -m specmon demo --concurrency 2 "
-        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?"
-    )
-    pane = Pane(cmd)
-    try:
-        pane.wait_for(
-            lambda t: sum(bucket_counts(t).values()) > 0 and "(until q)" in t,
-            "an unbounded run with histogram bars",
-        )
-    finally:
-        pane.close()  # kill-server: the terminal is gone
+    unbounded_demo(art).close()  # kill-server: the terminal is gone
     summary = art / "profile_export_aiperf.json"
     deadline = time.monotonic() + 60
     while not summary.exists() and time.monotonic() < deadline:

@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 import pytest
-from support.cli import specmon
+from support.cli import specmon, start_specmon
 
 from specmon.sim.process import start_sim
 
@@ -107,26 +107,10 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
 def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
     out = tmp_path / "run"
     with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        proc = subprocess.Popen(
-            [
-                *SPECMON,
-                "run",
-                "--url",
-                sim.url,
-                "--headless",
-                "--concurrency",
-                "4",
-                "--export-level",
-                "raw",
-                "--output-tokens-mean",
-                "8",
-                "--artifact-dir",
-                str(out),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = start_specmon(
+            "run", "--url", sim.url, "--headless", "--concurrency", "4", "--export-level", "raw",
+            "--output-tokens-mean", "8", "--artifact-dir", str(out),
+        )  # fmt: skip
         raw = out / "profile_export_raw.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (

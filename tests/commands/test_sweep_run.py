@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
+from support.waiting import poll
 
 from specmon.sim.process import start_sim
 
@@ -81,16 +82,6 @@ def processes_with(text: str) -> list[int]:
 
 def new_marker() -> str:
     return str(int(uuid.uuid4().int % 10**9) + 10**9)
-
-
-def poll(predicate, timeout: float = WAIT_S, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def cells_of(doc: dict) -> dict[tuple[int, int], dict]:
@@ -200,7 +191,9 @@ def test_server_that_dies_mid_cell(tmp_path: Path) -> None:
         env=child_env(),
     ) as proc:
         first = tmp_path / "k1" / "c1" / "r1" / "profile_export.jsonl"
-        poll(lambda: first.exists() and len(first.read_text().splitlines()) >= 2, what="requests")
+        poll(
+            lambda: first.exists() and len(first.read_text().splitlines()) >= 2, WAIT_S, "requests"
+        )
         sims = processes_with(
             f"--num-spec-tokens 1 --acceptance 0.7 --step-ms 1 --ttft-ms 2 --seed {marker}"
         )

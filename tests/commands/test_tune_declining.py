@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import specmon
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +62,10 @@ def test_one_segmented_run_at_k4_loses_at_most_5_percent_per_load(tmp_path: Path
     ]  # fmt: skip
     done = subprocess.run(demo, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    tuned = specmon("tune", str(out), "--json", timeout=120)  # fmt: skip
+    tuned = subprocess.run(
+        [sys.executable, "-m", "specmon", "tune", str(out), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert tuned.returncode == 0, tuned.stderr
     answers = {r["concurrency"]: r for r in json.loads(tuned.stdout)["recommendations"]}
     assert sorted(answers) == list(LOADS)

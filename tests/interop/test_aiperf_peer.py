@@ -36,19 +36,9 @@ pytestmark = pytest.mark.xdist_group("aiperf")
 FIXTURES = TESTS / "peer" / "fixtures"
 MODEL = "peer-specdec"
 SIM_ARGS = [
-    "--model",
-    MODEL,
-    "--seed",
-    "23",
-    "--num-spec-tokens",
-    "3",
-    "--acceptance",
-    "0.8,0.6,0.4",
-    "--ttft-ms",
-    "5",
-    "--step-ms",
-    "2",
-]
+    "--model", MODEL, "--seed", "23", "--num-spec-tokens", "3", "--acceptance", "0.8,0.6,0.4",
+    "--ttft-ms", "5", "--step-ms", "2",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -20,19 +20,9 @@ from specmon.sim.process import start_sim
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MODEL = "peer-specdec"
 SIM_ARGS = [
-    "--model",
-    MODEL,
-    "--seed",
-    "11",
-    "--num-spec-tokens",
-    "3",
-    "--acceptance",
-    "0.8,0.6,0.4",
-    "--ttft-ms",
-    "5",
-    "--step-ms",
-    "2",
-]
+    "--model", MODEL, "--seed", "11", "--num-spec-tokens", "3", "--acceptance", "0.8,0.6,0.4",
+    "--ttft-ms", "5", "--step-ms", "2",
+]  # fmt: skip
 # case -> (streaming, requests, output tokens)
 CASES = {
     "chat_stream": (True, 12, 32),

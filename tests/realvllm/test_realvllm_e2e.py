@@ -29,31 +29,12 @@ REQUESTS = 6
 
 def run_specmon(url: str, artifact_dir: Path, endpoint: str, streaming: bool):
     cmd = [
-        sys.executable,
-        "-m",
-        "specmon",
-        "--url",
-        url,
-        "--headless",
-        "--export-level",
-        "raw",
-        "--endpoint-type",
-        endpoint,
-        "--streaming" if streaming else "--no-streaming",
-        "--request-count",
-        str(REQUESTS),
-        "--concurrency",
-        "2",
-        "--output-tokens-mean",
-        "32",
-        "--random-seed",
-        "3",
-        "--artifact-dir",
-        str(artifact_dir),
-        # greedy: the tiny random model then loops, so ngram drafts get accepted
-        "--extra-inputs",
+        sys.executable, "-m", "specmon", "--url", url, "--headless", "--export-level", "raw",
+        "--endpoint-type", endpoint, "--streaming" if streaming else "--no-streaming",
+        "--request-count", str(REQUESTS), "--concurrency", "2", "--output-tokens-mean", "32",
+        "--random-seed", "3", "--artifact-dir", str(artifact_dir), "--extra-inputs",
         '{"temperature": 0}',
-    ]
+    ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 

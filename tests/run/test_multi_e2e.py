@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 KS = (2, 4, 6)
 
 
-def run_specmon(argv: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+def run_specmon(*argv: str, timeout: float = 240) -> subprocess.CompletedProcess:
     proc = specmon(*argv, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
@@ -82,22 +82,9 @@ def test_split_across_three_servers_each_records_its_own_log(tmp_path):
     with three_sims(tmp_path) as sims:
         urls = [arg for k in KS for arg in ("--url", f"k{k}={sims[k][0].url}")]
         proc = run_specmon(
-            [
-                *urls,
-                "--split",
-                "--headless",
-                "--request-count",
-                "30",
-                "--concurrency",
-                "6",
-                "--output-tokens-mean",
-                "16",
-                "--random-seed",
-                "11",
-                "--artifact-dir",
-                str(out),
-            ]
-        )
+            *urls, "--split", "--headless", "--request-count", "30", "--concurrency", "6",
+            "--output-tokens-mean", "16", "--random-seed", "11", "--artifact-dir", str(out),
+        )  # fmt: skip
     assert "3 servers (split)" in proc.stdout
     prompts = []
     for k in KS:
@@ -121,22 +108,10 @@ def test_mirror_sends_identical_prompts_in_the_same_order(tmp_path):
     with three_sims(tmp_path) as sims:
         urls = [arg for k in KS for arg in ("--url", f"k{k}={sims[k][0].url}")]
         proc = run_specmon(
-            [
-                *urls,
-                "--mirror",
-                "--headless",
-                "--request-count",
-                "8",
-                "--concurrency",
-                "1",
-                "--output-tokens-stddev",
-                "4",
-                "--output-tokens-mean",
-                "16",
-                "--artifact-dir",
-                str(out),
-            ]
-        )
+            *urls, "--mirror", "--headless", "--request-count", "8", "--concurrency", "1",
+            "--output-tokens-stddev", "4", "--output-tokens-mean", "16", "--artifact-dir",
+            str(out),
+        )  # fmt: skip
     assert "3 servers (mirrored)" in proc.stdout
     sent = {}
     for k in KS:
@@ -154,23 +129,10 @@ def test_mirror_sends_identical_prompts_in_the_same_order(tmp_path):
 def test_demo_three_k_side_by_side(tmp_path):
     out = tmp_path / "demo"
     proc = run_specmon(
-        [
-            "demo",
-            "--num-spec-tokens",
-            "2,4,6",
-            "--headless",
-            "--request-count",
-            "12",
-            "--ttft-ms",
-            "0",
-            "--step-ms",
-            "0",
-            "--output-tokens-mean",
-            "16",
-            "--artifact-dir",
-            str(out),
-        ]
-    )
+        "demo", "--num-spec-tokens", "2,4,6", "--headless", "--request-count", "12",
+        "--ttft-ms", "0", "--step-ms", "0", "--output-tokens-mean", "16",
+        "--artifact-dir", str(out),
+    )  # fmt: skip
     assert "3 servers (mirrored)" in proc.stdout
     for k in KS:
         assert f"=== server k{k} (" in proc.stdout
@@ -191,33 +153,11 @@ def test_scripted_segments_recommended_k_falls_with_concurrency(tmp_path):
     (E(k) = (1 - 0.8^(k+1)) / 0.2). So the best k must fall as concurrency rises."""
     out = tmp_path / "seg"
     proc = run_specmon(
-        [
-            "demo",
-            "--num-spec-tokens",
-            "2,4,6",
-            "--headless",
-            "--segments",
-            "concurrency=1,4,16",
-            "--segment-requests",
-            "16",
-            "--output-tokens-mean",
-            "24",
-            "--ttft-ms",
-            "0",
-            "--step-ms",
-            "10",
-            "--draft-ms-per-token",
-            "0.5",
-            "--batch-slope",
-            "0.1",
-            "--acceptance",
-            "0.8",
-            "--random-seed",
-            "3",
-            "--artifact-dir",
-            str(out),
-        ]
-    )
+        "demo", "--num-spec-tokens", "2,4,6", "--headless", "--segments", "concurrency=1,4,16",
+        "--segment-requests", "16", "--output-tokens-mean", "24", "--ttft-ms", "0",
+        "--step-ms", "10", "--draft-ms-per-token", "0.5", "--batch-slope", "0.1",
+        "--acceptance", "0.8", "--random-seed", "3", "--artifact-dir", str(out),
+    )  # fmt: skip
     doc = json.loads((out / "k6" / "profile_export_aiperf.json").read_text())
     rows = doc["segments"]
     assert [r["settings"]["concurrency"] for r in rows] == [1, 4, 16]
@@ -259,22 +199,10 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
         ["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]
     ) as sim:
         run_specmon(
-            [
-                "--url",
-                sim.url,
-                "--headless",
-                "--request-count",
-                "20",
-                "--concurrency",
-                "4",
-                "--warmup-request-count",
-                "3",
-                "--output-tokens-mean",
-                "16",
-                "--artifact-dir",
-                str(tmp_path / "alone"),
-            ]
-        )
+            "--url", sim.url, "--headless", "--request-count", "20", "--concurrency", "4",
+            "--warmup-request-count", "3", "--output-tokens-mean", "16", "--artifact-dir",
+            str(tmp_path / "alone"),
+        )  # fmt: skip
         alone = json.loads((tmp_path / "alone" / "profile_export_aiperf.json").read_text())
         entries = served(log)
         assert len(entries) == 23
@@ -307,20 +235,9 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
         thread.start()
         try:
             proc = run_specmon(
-                [
-                    "--url",
-                    sim.url,
-                    "--headless",
-                    "--request-count",
-                    "40",
-                    "--concurrency",
-                    "2",
-                    "--output-tokens-mean",
-                    "16",
-                    "--artifact-dir",
-                    str(tmp_path / "shared"),
-                ]
-            )
+                "--url", sim.url, "--headless", "--request-count", "40", "--concurrency", "2",
+                "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "shared"),
+            )  # fmt: skip
         finally:
             stop.set()
             thread.join(30)
@@ -338,18 +255,9 @@ def test_counters_alone_when_responses_carry_no_stats(tmp_path):
         ["--num-spec-tokens", "3", "--seed", "4", "--shape", "none", "--log", str(log)]
     ) as sim:
         proc = run_specmon(
-            [
-                "--url",
-                sim.url,
-                "--headless",
-                "--request-count",
-                "10",
-                "--output-tokens-mean",
-                "16",
-                "--artifact-dir",
-                str(tmp_path / "r"),
-            ]
-        )
+            "--url", sim.url, "--headless", "--request-count", "10", "--output-tokens-mean", "16",
+            "--artifact-dir", str(tmp_path / "r"),
+        )  # fmt: skip
     entries = served(log)
     steps = sum(e["stats"][0]["steps"] for e in entries)
     accepted = sum(e["stats"][0]["accepted"] for e in entries)
@@ -389,17 +297,9 @@ def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path):
 def test_no_server_metrics_flag_leaves_them_out(tmp_path):
     with start_sim(["--num-spec-tokens", "2", "--seed", "4"]) as sim:
         proc = run_specmon(
-            [
-                "--url",
-                sim.url,
-                "--headless",
-                "--request-count",
-                "4",
-                "--no-server-metrics",
-                "--artifact-dir",
-                str(tmp_path / "r"),
-            ]
-        )
+            "--url", sim.url, "--headless", "--request-count", "4", "--no-server-metrics",
+            "--artifact-dir", str(tmp_path / "r"),
+        )  # fmt: skip
     doc = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())
     assert doc["server_metrics"] == {"available": False, "reason": "not polled"}
     assert "server /metrics" not in proc.stdout
@@ -412,19 +312,9 @@ def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
         ["--num-spec-tokens", "3", "--seed", "6", "--shape", "sglang", "--log", str(log)]
     ) as sim:
         run_specmon(
-            [
-                "--url",
-                sim.url,
-                "--headless",
-                "--request-count",
-                "6",
-                *engine_flag,
-                "--output-tokens-mean",
-                "16",
-                "--artifact-dir",
-                str(tmp_path / "r"),
-            ]
-        )
+            "--url", sim.url, "--headless", "--request-count", "6", *engine_flag,
+            "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "r"),
+        )  # fmt: skip
     entries = served(log)
     assert len(entries) == 6
     assert all(e["received"]["return_spec_tokens_details"] is True for e in entries)
@@ -470,23 +360,10 @@ def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
 def test_duration_segments_with_two_keys(tmp_path):
     out = tmp_path / "dur"
     proc = run_specmon(
-        [
-            "demo",
-            "--headless",
-            "--segments",
-            "concurrency=1,2;output_tokens=8,16",
-            "--segment-duration",
-            "0.3",
-            "--ttft-ms",
-            "0",
-            "--step-ms",
-            "2",
-            "--draft-cost",
-            "0.1",
-            "--artifact-dir",
-            str(out),
-        ]
-    )
+        "demo", "--headless", "--segments", "concurrency=1,2;output_tokens=8,16",
+        "--segment-duration", "0.3", "--ttft-ms", "0", "--step-ms", "2",
+        "--draft-cost", "0.1", "--artifact-dir", str(out),
+    )  # fmt: skip
     rows = json.loads((out / "profile_export_aiperf.json").read_text())["segments"]
     assert [(r["settings"]["concurrency"], r["settings"]["output_tokens"]) for r in rows] == [
         (1, 8),

@@ -15,10 +15,8 @@ from support.hostile_server import (
     GOOD,
     HostileServer,
     counters_page,
-    metrics_endless,
+    hostile_metrics,
     metrics_page,
-    metrics_slow,
-    metrics_trickle,
 )
 
 from specmon.errors import UserError
@@ -86,27 +84,18 @@ def _nan_late(n: int) -> bytes:
     return counters_page(10 * n, 5 * n) if n == 1 else counters_page("NaN", 5 * n)
 
 
-HUGE_LABELS = b",".join(b'l%d="v"' % i for i in range(10_000))
+HOSTILE = hostile_metrics(SCRAPE_TIMEOUT_S)
 CASES = {
     # (mode, what the console says about server metrics)
-    "slow": (metrics_slow(3 * SCRAPE_TIMEOUT_S), "server metrics unavailable: ReadTimeout"),
+    "slow": (HOSTILE["slow"], "server metrics unavailable: ReadTimeout"),
     "trickle": (
-        metrics_trickle(0.2),
+        HOSTILE["trickle"],
         f"server metrics unavailable: no complete page within {SCRAPE_TIMEOUT_S:g} s",
     ),
-    "endless": (metrics_endless, "server metrics unavailable: page larger than 16 MiB"),
+    "endless": (HOSTILE["endless"], "server metrics unavailable: page larger than 16 MiB"),
     "nan_late": (metrics_page(_nan_late), "NaN values"),
-    "huge_position": (
-        metrics_page(lambda n: counters_page(10 * n, 5 * n, position="1000000000")),
-        "rejected series on /metrics:",
-    ),
-    "ten_thousand_labels": (
-        metrics_page(
-            lambda n: counters_page(10 * n, 5 * n)
-            + b"vllm:spec_decode_num_drafts_total{" + HUGE_LABELS + b"} 1\n"
-        ),
-        f"lines over {MAX_LINE_BYTES} bytes",
-    ),
+    "huge_position": (HOSTILE["huge_position"], "rejected series on /metrics:"),
+    "ten_thousand_labels": (HOSTILE["ten_thousand_labels"], f"lines over {MAX_LINE_BYTES} bytes"),
 }  # fmt: skip
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
+from support.cli import start_specmon
 
 from specmon.commands import demo as demo_command
 from specmon.commands import sim as sim_command
@@ -116,13 +115,7 @@ def test_sim_without_options_announces_its_preset_and_takes_gpu_time(tmp_path):
     """A 9-token answer at k=3 from the default preset takes at least its TTFT and steps:
     5 ms, then at most 8 verify steps of 4.6 ms but at least 2 (9 tokens, at most 4 a step):
     5 + 2 * 4.6 = 14.2 ms is the floor whatever the acceptance drew."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon", "sim", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=NO_PRESET_ENV,
-    )
+    proc = start_specmon("sim", "--port", "0", env=NO_PRESET_ENV)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         url = proc.stdout.readline().split()[-1]

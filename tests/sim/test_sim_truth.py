@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.cli import start_specmon
 
 from specmon.errors import UserError
 from specmon.sim.process import start_sim
@@ -335,9 +336,7 @@ def test_busy_port_is_a_one_line_error():
 
 
 def test_listening_line_comes_first_and_start_sim_reports_failure():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "specmon", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
-    )
+    proc = start_specmon("sim", "--port", "0", stderr=None)
     try:
         line = proc.stdout.readline()
         assert line.startswith("specmon sim listening on http://127.0.0.1:")

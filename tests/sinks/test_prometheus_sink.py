@@ -9,29 +9,14 @@ import socket
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.metrics_helpers import spec_record
 
 from specmon.errors import UserError
 from specmon.pipeline import BASE_SCALE, RequestResult, SpecOutcome
 from specmon.sinks.prometheus import PrometheusExporter
-from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 A = {"server": "a", "category": "coding"}
 B = {"server": "b", "category": ""}
-
-
-def _spec(hist: dict[int, int], k: int) -> SpecDecodeAcceptanceRecord:
-    steps = sum(hist.values())
-    accepted = sum(j * n for j, n in hist.items())
-    return SpecDecodeAcceptanceRecord(
-        engine="vllm",
-        mean_acceptance_length=1 + accepted / steps,
-        draft_acceptance_rate=accepted / (k * steps),
-        acceptance_histogram=hist,
-        num_accepted_draft_tokens=accepted,
-        num_draft_tokens=k * steps,
-        num_spec_steps=steps,
-        num_spec_tokens=k,
-    )
 
 
 def _ok(server, category, spec=None, base=None, metrics=None, zero_step=False, **kw):
@@ -59,21 +44,21 @@ def _err(server, category, kind, **kw) -> RequestResult:
 
 RESULTS = [
     # a/coding: 4 steps accepting 0,1,2,3 (6 of 12 drafted; length 2.5, rate 0.5), live ns
-    _ok("a", "coding", _spec({0: 1, 1: 1, 2: 1, 3: 1}, 3),
+    _ok("a", "coding", spec_record({0: 1, 1: 1, 2: 1, 3: 1}, 3),
         base={"time_to_first_token": 120_000_000, "inter_token_latency": 8_000_000,
               "request_latency": 900_000_000}),
     # a/coding: 2 steps accepting 3 each (6 of 6; length 4.0, rate 1.0), read back in ms
-    _ok("a", "coding", _spec({3: 2}, 3),
+    _ok("a", "coding", spec_record({3: 2}, 3),
         metrics={"time_to_first_token": 300.0, "request_latency": 2000.0}),
     # b/no category: 5 steps accepting nothing (0 of 15; length 1.0, rate 0.0)
-    _ok("b", None, _spec({0: 5}, 3), base={"time_to_first_token": 50_000_000}),
+    _ok("b", None, spec_record({0: 5}, 3), base={"time_to_first_token": 50_000_000}),
     # b: a zero-step request: counted and timed, no spec-decode figures
     _ok("b", None, None, base={"time_to_first_token": 200_000_000}, zero_step=True),
     _err("a", "coding", "http_error"),
     _err("a", "coding", "timeout"),
     _err("b", None, "http_error"),
     # left out, as the exports leave them out
-    _ok("a", "coding", _spec({3: 9}, 3), phase="warmup"),
+    _ok("a", "coding", spec_record({3: 9}, 3), phase="warmup"),
     _err("a", "coding", "cancelled"),
 ]  # fmt: skip
 

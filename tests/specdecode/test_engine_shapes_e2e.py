@@ -33,27 +33,11 @@ def _jsonl(path: Path) -> list[dict]:
 
 def _run(url: str, out: Path, streaming: bool, *extra: str) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable,
-        "-m",
-        "specmon",
-        "--url",
-        url,
-        "--headless",
-        "--request-count",
-        str(REQUESTS),
-        "--concurrency",
-        "2",
-        "--output-tokens-mean",
-        "24",
-        "--random-seed",
-        "3",
-        "--export-level",
-        "raw",
-        "--artifact-dir",
-        str(out),
-        "--streaming" if streaming else "--no-streaming",
-        *extra,
-    ]
+        sys.executable, "-m", "specmon", "--url", url, "--headless", "--request-count",
+        str(REQUESTS), "--concurrency", "2", "--output-tokens-mean", "24",
+        "--random-seed", "3", "--export-level", "raw", "--artifact-dir", str(out),
+        "--streaming" if streaming else "--no-streaming", *extra,
+    ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 

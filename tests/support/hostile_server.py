@@ -299,3 +299,24 @@ def _response(content_type: bytes, body: bytes, status: bytes = b"200 OK") -> by
         b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
         + str(len(body)).encode() + b"\r\nConnection: keep-alive\r\n\r\n" + body
     )  # fmt: skip
+
+
+# The hostile /metrics pages both the run and the watch face (tests/server/
+# test_metrics_hostile.py, tests/run/watch/test_watch_hostile.py): too slow, a trickle, no end,
+# a position past any histogram, one 10,000-label line beside good counters.
+HUGE_LABELS = b",".join(b'l%d="v"' % i for i in range(10_000))
+
+
+def hostile_metrics(scrape_timeout_s: float) -> dict[str, MetricsMode]:
+    return {
+        "slow": metrics_slow(3 * scrape_timeout_s),
+        "trickle": metrics_trickle(0.2),
+        "endless": metrics_endless,
+        "huge_position": metrics_page(
+            lambda n: counters_page(10 * n, 5 * n, position="1000000000")
+        ),
+        "ten_thousand_labels": metrics_page(
+            lambda n: counters_page(10 * n, 5 * n)
+            + b"vllm:spec_decode_num_drafts_total{" + HUGE_LABELS + b"} 1\n"
+        ),
+    }  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from specmon.capture import RawCapture
+from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 
 MS = 1_000_000
 
@@ -144,3 +145,22 @@ def error_capture(kind: str = "timeout", status: int = 0, start_ns: int = 0) -> 
 
 WORKED = [2, 3, 1, 4, 2, 0, 3, 3]  # a worked example (docs/metrics.md §5-§6), k = 4
 SECOND = [1, 1, 0]  # the pooled companion request, k = 4
+# WORKED and SECOND pooled: accepted-count -> steps, as the exports write it (string keys)
+WORKED_AND_SECOND_POOLED = {"0": 2, "1": 3, "2": 2, "3": 3, "4": 1}
+
+
+def spec_record(hist: dict[int, int], k: int) -> SpecDecodeAcceptanceRecord:
+    """A vLLM record whose every figure follows from its histogram (accepted count -> steps)
+    at k drafts a step: acceptance length 1 + accepted / steps, rate accepted / (k * steps)."""
+    steps = sum(hist.values())
+    accepted = sum(j * n for j, n in hist.items())
+    return SpecDecodeAcceptanceRecord(
+        engine="vllm",
+        mean_acceptance_length=1 + accepted / steps,
+        draft_acceptance_rate=accepted / (k * steps),
+        acceptance_histogram=hist,
+        num_accepted_draft_tokens=accepted,
+        num_draft_tokens=k * steps,
+        num_spec_steps=steps,
+        num_spec_tokens=k,
+    )

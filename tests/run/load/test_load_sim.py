@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support.load import drive
 
-from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
@@ -35,17 +35,7 @@ def run_load(
     options.setdefault("random_seed", 5)
     config = RunConfig(url=[url], model="specmon-sim", **options)
     session = RunSession(artifact_dir, export_level, config.model_dump())
-    captures: list[dict] = []
-
-    def sink(capture: dict) -> None:
-        captures.append(capture)
-        session.add(RawCapture(**capture))
-
-    runner = LoadRunner(config, session, sink=sink)
-    runner.start()
-    assert runner.join(120), "load did not finish"
-    assert runner.error is None
-    session.finish()
+    captures, runner = drive(config, session)
     return session, captures, runner
 
 
@@ -62,14 +52,9 @@ def shaped_sim(request, tmp_path_factory, module_sims):
 def test_records_equal_sim_ground_truth(shaped_sim, tmp_path, endpoint, streaming):
     sim, log = shaped_sim
     session, captures, _ = run_load(
-        sim.url,
-        tmp_path,
-        endpoint_type=endpoint,
-        streaming=streaming,
-        concurrency=3,
-        request_count=9,
-        output_tokens_mean=24,
-    )
+        sim.url, tmp_path, endpoint_type=endpoint, streaming=streaming, concurrency=3,
+        request_count=9, output_tokens_mean=24,
+    )  # fmt: skip
     truth = read_log(log)
     results = session.accumulator.results
     assert len(captures) == 9 and len(results) == 9
@@ -112,13 +97,9 @@ def _content(response: dict) -> str:
 @pytest.mark.sim("--seed", "3", "--step-ms", "1")
 def test_warmup_first_and_only_in_raw_capture(tmp_path, sim):
     session, captures, runner = run_load(
-        sim.url,
-        tmp_path,
-        concurrency=2,
-        request_count=10,
-        warmup_request_count=4,
+        sim.url, tmp_path, concurrency=2, request_count=10, warmup_request_count=4,
         output_tokens_mean=8,
-    )
+    )  # fmt: skip
     phases = [c["benchmark_phase"] for c in captures]
     assert phases.count("warmup") == 4 and phases.count("profiling") == 10
     last_warmup_end = max(c["end_ns"] for c in captures if c["benchmark_phase"] == "warmup")
@@ -152,14 +133,9 @@ def _max_overlap(captures: list[dict]) -> int:
 def test_request_rate_modes(tmp_path, mode, sim):
     rate = 40.0  # 25 ms mean gap; the sim answers in about 2 ms, so no concurrency cap binds
     _, captures, _ = run_load(
-        sim.url,
-        tmp_path,
-        request_rate=rate,
-        request_rate_mode=mode,
-        request_count=120,
-        output_tokens_mean=4,
-        random_seed=8,
-    )
+        sim.url, tmp_path, request_rate=rate, request_rate_mode=mode, request_count=120,
+        output_tokens_mean=4, random_seed=8,
+    )  # fmt: skip
     starts = sorted(c["start_ns"] for c in captures)
     gaps = [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
     mean_gap = statistics.fmean(gaps)
@@ -179,13 +155,9 @@ def test_request_rate_modes(tmp_path, mode, sim):
 @pytest.mark.sim("--seed", "4", "--ttft-ms", "30")
 def test_request_rate_capped_by_concurrency(tmp_path, sim):
     _, captures, _ = run_load(
-        sim.url,
-        tmp_path,
-        request_rate=500.0,
-        concurrency=2,
-        request_count=12,
+        sim.url, tmp_path, request_rate=500.0, concurrency=2, request_count=12,
         output_tokens_mean=2,
-    )
+    )  # fmt: skip
     assert len(captures) == 12
     assert _max_overlap(captures) == 2  # 500/s wants more in flight; the cap holds it at 2
 
@@ -214,13 +186,9 @@ def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(
 @pytest.mark.sim("--seed", "9", "--error-rate", "0.3", log=True)
 def test_errors_counted_by_kind_and_run_goes_on(tmp_path, sim):
     session, captures, _ = run_load(
-        sim.url,
-        tmp_path / "run",
-        concurrency=4,
-        request_count=40,
-        output_tokens_mean=4,
+        sim.url, tmp_path / "run", concurrency=4, request_count=40, output_tokens_mean=4,
         streaming=True,
-    )
+    )  # fmt: skip
     truth = read_log(sim.log_path)
     failed = [c for c in captures if c["error"]]
     expected = sum(1 for c in captures if truth[c["x_request_id"]]["status"] == 500)
@@ -243,13 +211,9 @@ def test_disconnects_are_broken_streams(tmp_path, sim):
 @pytest.mark.sim("--seed", "9", "--ttft-ms", "3000")
 def test_timeout_is_counted(tmp_path, sim):
     _, captures, _ = run_load(
-        sim.url,
-        tmp_path,
-        concurrency=2,
-        request_count=2,
-        output_tokens_mean=2,
+        sim.url, tmp_path, concurrency=2, request_count=2, output_tokens_mean=2,
         request_timeout=0.3,
-    )
+    )  # fmt: skip
     assert [c["error"]["type"] for c in captures] == ["timeout", "timeout"]
 
 
@@ -300,23 +264,13 @@ def test_file_and_synthetic_prompts_reach_the_server(tmp_path, sim):
         '{"text": "gamma", "max_tokens": 5}\n'
     )
     _, from_file, _ = run_load(
-        sim.url,
-        tmp_path / "a",
-        "summary",
-        concurrency=1,
-        request_count=4,
+        sim.url, tmp_path / "a", "summary", concurrency=1, request_count=4,
         input_file=str(prompts),
-    )
+    )  # fmt: skip
     _, synthetic, _ = run_load(
-        sim.url,
-        tmp_path / "b",
-        "summary",
-        concurrency=2,
-        request_count=3,
-        prompt_source="synthetic",
-        synthetic_input_tokens_mean=40,
-        output_tokens_mean=6,
-    )
+        sim.url, tmp_path / "b", "summary", concurrency=2, request_count=3,
+        prompt_source="synthetic", synthetic_input_tokens_mean=40, output_tokens_mean=6,
+    )  # fmt: skip
     truth = read_log(sim.log_path)
     sent = [truth[c["x_request_id"]] for c in from_file]
     # the file is replayed in order, its max_tokens win, its category goes in the header
@@ -345,14 +299,9 @@ def test_benchmark_duration_stops_sending_at_the_deadline(tmp_path, sim):
 @pytest.mark.sim("--seed", "1", log=True)
 def test_extra_inputs_stream_overrides_and_opt_out_of_usage(tmp_path, sim):
     session, captures, _ = run_load(
-        sim.url,
-        tmp_path / "r",
-        "summary",
-        concurrency=1,
-        request_count=2,
-        output_tokens_mean=4,
+        sim.url, tmp_path / "r", "summary", concurrency=1, request_count=2, output_tokens_mean=4,
         extra_inputs={"stream": True, "stream_options": {"include_usage": False}},
-    )
+    )  # fmt: skip
     truth = read_log(sim.log_path)
     for capture, result in zip(captures, session.accumulator.results):
         assert capture["streaming"] is True and capture["error"] is None  # parsed as SSE

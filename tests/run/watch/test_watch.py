@@ -10,10 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.waiting import poll
 
 from specmon.run.sweep.servers import free_port
 from specmon.run.watch.runner import JSONL_NAME, SpecFigures, headless_line
@@ -21,6 +21,12 @@ from specmon.server.scrape import CounterSample, fetch_counters
 from specmon.sim.process import start_sim
 
 TIMEOUT_S = 60.0
+
+
+def _poll(what):
+    return poll(what, TIMEOUT_S)
+
+
 SIM_ARGS = ["--num-spec-tokens", "3", "--seed", "7"]
 
 
@@ -43,16 +49,6 @@ def _rows(out_dir: Path) -> list[dict]:
         return []
     lines = path.read_text().splitlines()
     return [json.loads(line) for line in lines if line.endswith("}")]
-
-
-def _poll(what, timeout: float = TIMEOUT_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
 
 
 def _diff(before: CounterSample, after: CounterSample) -> dict:

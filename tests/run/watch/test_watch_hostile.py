@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.cli import specmon, start_specmon
 from support.hostile_server import (
     GOOD,
     HostileServer,
     counters_page,
-    metrics_endless,
+    hostile_metrics,
     metrics_page,
-    metrics_slow,
     metrics_trickle,
 )
 
@@ -30,40 +28,35 @@ HANG_GUARD_S = 120  # only against a hang: the watch's own bounds are what is te
 
 
 def _watch(url: str, out: Path, *extra: str) -> list[str]:
+    """The arguments of `specmon watch` against `url`, a scrape every 0.3 s."""
     return [
-        *(sys.executable, "-m", "specmon", "watch", "--url", url, "--headless"),
-        *("--interval", "0.3", "--artifact-dir", str(out), *extra),
+        "watch",
+        "--url",
+        url,
+        "--headless",
+        "--interval",
+        "0.3",
+        "--artifact-dir",
+        str(out),
+        *extra,
     ]
-
-
-HUGE_LABELS = b",".join(b'l%d="v"' % i for i in range(10_000))
 
 
 def _nan_after_two(n: int) -> bytes:
     return counters_page(10 * n, 5 * n) if n <= 2 else counters_page("NaN", "NaN")
 
 
+HOSTILE = hostile_metrics(SCRAPE_TIMEOUT_S)
 CASES = {
     # name: (mode, exit status, what stderr says)
     "good": (metrics_page(lambda n: counters_page(10 * n, 5 * n)), 0, ""),
-    "slow": (metrics_slow(3 * SCRAPE_TIMEOUT_S), 2, "never reached"),
-    "trickle": (metrics_trickle(0.2), 2, "no answer before the watch ended"),
-    "endless": (metrics_endless, 2, "page larger than 16 MiB"),
+    "slow": (HOSTILE["slow"], 2, "never reached"),
+    "trickle": (HOSTILE["trickle"], 2, "no answer before the watch ended"),
+    "endless": (HOSTILE["endless"], 2, "page larger than 16 MiB"),
     "nan_late": (metrics_page(_nan_after_two), 1, "NaN values"),
-    "huge_position": (
-        metrics_page(lambda n: counters_page(10 * n, 5 * n, position="1000000000")),
-        1,
-        "rejected series: ",
-    ),
+    "huge_position": (HOSTILE["huge_position"], 1, "rejected series: "),
     # one 10,000-label line beside good counters: that line rejected, the watch goes on
-    "ten_thousand_labels": (
-        metrics_page(
-            lambda n: counters_page(10 * n, 5 * n)
-            + b"vllm:spec_decode_num_drafts_total{" + HUGE_LABELS + b"} 1\n"
-        ),
-        1,
-        f"lines over {MAX_LINE_BYTES} bytes",
-    ),
+    "ten_thousand_labels": (HOSTILE["ten_thousand_labels"], 1, f"lines over {MAX_LINE_BYTES} bytes"),
 }  # fmt: skip
 
 
@@ -73,12 +66,7 @@ def test_watch_exit_status_says_what_metrics_did(tmp_path, case):
     mode, status, said = CASES[case]
     out = tmp_path / "watch"
     with HostileServer({"good": GOOD}, metrics=mode) as server:
-        proc = subprocess.run(
-            _watch(server.url, out, "--duration", "2"),
-            capture_output=True,
-            text=True,
-            timeout=HANG_GUARD_S,
-        )
+        proc = specmon(*_watch(server.url, out, "--duration", "2"), timeout=HANG_GUARD_S)
     assert proc.returncode == status, proc.stderr
     assert said in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -90,11 +78,8 @@ def test_watch_of_a_server_that_is_not_there_exits_2_and_says_so(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
-    proc = subprocess.run(
-        _watch(f"http://127.0.0.1:{port}", tmp_path / "w", "--duration", "1"),
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
+    proc = specmon(
+        *_watch(f"http://127.0.0.1:{port}", tmp_path / "w", "--duration", "1"), timeout=HANG_GUARD_S
     )
     assert proc.returncode == 2
     assert f"never reached http://127.0.0.1:{port}: ConnectError" in proc.stderr
@@ -103,10 +88,8 @@ def test_watch_of_a_server_that_is_not_there_exits_2_and_says_so(tmp_path):
 @pytest.mark.e2e
 def test_a_trickled_page_is_cut_at_the_scrape_time_limit(tmp_path):
     with HostileServer({"good": GOOD}, metrics=metrics_trickle(0.2)) as server:
-        proc = subprocess.run(
-            _watch(server.url, tmp_path / "w", "--duration", str(SCRAPE_TIMEOUT_S + 1.5)),
-            capture_output=True,
-            text=True,
+        proc = specmon(
+            *_watch(server.url, tmp_path / "w", "--duration", str(SCRAPE_TIMEOUT_S + 1.5)),
             timeout=HANG_GUARD_S,
         )
     assert proc.returncode == 2
@@ -118,9 +101,7 @@ def test_a_trickled_page_is_cut_at_the_scrape_time_limit(tmp_path):
 def test_a_signal_during_a_trickled_page_ends_the_watch_with_128_plus_n(tmp_path, sig):
     out = tmp_path / "watch"
     with HostileServer({"good": GOOD}, metrics=metrics_trickle(0.2)) as server:
-        proc = subprocess.Popen(
-            _watch(server.url, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        proc = start_specmon(*_watch(server.url, out))
         while server.scrapes == 0 and proc.poll() is None:  # the first page is trickling
             time.sleep(0.05)
         proc.send_signal(sig)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from support.cli import specmon
+from support.load import drive
 
 from sources.datasets.test_datasets import spec_bench_file
-from specmon.capture import RawCapture
 from specmon.config import build_config
 from specmon.export.common import RAW_NAME
-from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
 from specmon.sim.process import start_sim
 from specmon.sources.datasets import prepare_run
@@ -64,16 +63,7 @@ def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streami
     prepare_run(config)
     assert config.request_count == 40  # 20 questions x 2 turns
     session = RunSession(tmp_path / "art", "raw", config.model_dump())
-    captures: list[dict] = []
-
-    def sink(capture: dict) -> None:
-        captures.append(capture)
-        session.add(RawCapture(**capture))
-
-    runner = LoadRunner(config, session, sink=sink)
-    runner.start()
-    assert runner.join(120) and runner.error is None
-    session.finish()
+    captures, _ = drive(config, session)
     truth = read_log(sim.log_path)
     assert len(truth) == 40 and all(c["error"] is None for c in captures)
     by_turn = {(c["question_id"], c["turn"]): c for c in captures}

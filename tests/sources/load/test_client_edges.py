@@ -43,7 +43,11 @@ def test_a_body_past_max_response_bytes_is_response_too_large(tmp_path):
     big = GOOD[:-1] + b',"pad":"' + b"x" * 200_000 + b'"}'
     out = tmp_path / "run"
     with HostileServer({"big": big, "good": GOOD}) as server:
-        proc = specmon("--url", server.url, "--request-count", "4", "--concurrency", "1", "--max-response-bytes", "100000", "--artifact-dir", str(out), timeout=120)  # fmt: skip
+        proc = specmon(
+            "run", "--headless", "--url", server.url, "--request-count", "4",
+            "--concurrency", "1", "--max-response-bytes", "100000", "--artifact-dir", str(out),
+            timeout=120,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in (out / "profile_export.jsonl").read_text().splitlines()]
     errors = [line["error"] for line in lines if line.get("error")]
@@ -55,7 +59,9 @@ def test_a_body_past_max_response_bytes_is_response_too_large(tmp_path):
 @pytest.mark.e2e
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "1e8"])
 def test_request_timeout_must_be_finite_and_in_range(value):
-    proc = specmon("--url", "http://127.0.0.1:9", f"--request-timeout={value}", timeout=60)  # fmt: skip
+    proc = specmon(
+        "run", "--headless", "--url", "http://127.0.0.1:9", f"--request-timeout={value}", timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("specmon: error: option --request-timeout")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -71,7 +77,10 @@ def test_userinfo_is_stripped_and_becomes_the_api_key(tmp_path):
     out = tmp_path / "run"
     with start_sim(["--seed", "1", "--api-key", "s3cret"]) as sim:
         url = sim.url.replace("http://", "http://bob:s3cret@")
-        proc = specmon("--url", url, "--request-count", "3", "--artifact-dir", str(out), timeout=120)  # fmt: skip
+        proc = specmon(
+            "run", "--headless", "--url", url, "--request-count", "3", "--artifact-dir", str(out),
+            timeout=120,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr  # the key reached the server as --api-key
     assert "s3cret" not in proc.stdout + proc.stderr
     assert not [p.name for p in out.iterdir() if "s3cret" in p.read_text()]

@@ -11,13 +11,13 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import replace
 from urllib.parse import urlparse
 
 import pytest
+from support.cli import start_specmon
 
 from specmon.interfaces import LoadProgress
 from specmon.run.headless import format_progress
@@ -31,7 +31,6 @@ from specmon.sources.load.generator import (
     unreachable,
 )
 
-SPECMON = [sys.executable, "-m", "specmon"]
 SIM_ARGS = ["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]
 
 
@@ -106,25 +105,10 @@ def test_merged_progress_sums_retries_and_keeps_the_earliest_outage():
 
 
 def _run(url: str, out, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            *SPECMON,
-            "run",
-            "--url",
-            url,
-            "--headless",
-            "--export-level",
-            "raw",
-            "--output-tokens-mean",
-            "8",
-            "--artifact-dir",
-            str(out),
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_specmon(
+        "run", "--url", url, "--headless", "--export-level", "raw", "--output-tokens-mean", "8",
+        "--artifact-dir", str(out), *extra,
+    )  # fmt: skip
 
 
 def _lines(path) -> list[dict]:

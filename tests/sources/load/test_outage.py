@@ -11,10 +11,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from support.cli import start_specmon
 from support.hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
 from specmon.run.sweep.servers import free_port
@@ -28,18 +28,15 @@ from specmon.sources.load.generator import (
     retry_after_s,
 )
 
-SPECMON = [sys.executable, "-m", "specmon", "run", "--headless", "--output-tokens-mean", "8"]
 SIM_ARGS = ["--seed", "5", "--ttft-ms", "5", "--step-ms", "2"]
 HANG_GUARD_S = 240  # against a hang only
 
 
 def _run(url: str, out, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*SPECMON, "--url", url, "--artifact-dir", str(out), "--export-level", "records", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_specmon(
+        "run", "--headless", "--output-tokens-mean", "8", "--url", url,
+        "--artifact-dir", str(out), "--export-level", "records", *extra,
+    )  # fmt: skip
 
 
 def _records(out) -> list[dict]:

@@ -30,7 +30,10 @@ def test_a_run_goes_on_past_a_broken_engine_probe(tmp_path, answer):
     out = tmp_path / "run"
     raw = dict.fromkeys(PROBES, PROBE_ANSWERS[answer])
     with HostileServer({"good": GOOD}, raw=raw) as server:
-        proc = specmon("--url", server.url, "--request-count", "3", "--concurrency", "1", "--artifact-dir", str(out), timeout=120)  # fmt: skip
+        proc = specmon(
+            "run", "--headless", "--url", server.url, "--request-count", "3",
+            "--concurrency", "1", "--artifact-dir", str(out), timeout=120,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     summary = json.loads((out / "profile_export_aiperf.json").read_text())
@@ -42,7 +45,10 @@ def test_a_run_goes_on_past_a_broken_engine_probe(tmp_path, answer):
 def test_a_broken_models_answer_is_one_line_and_status_2(tmp_path, answer):
     out = tmp_path / "run"
     with HostileServer({"good": GOOD}, raw={"/v1/models": PROBE_ANSWERS[answer]}) as server:
-        proc = specmon("--url", server.url, "--request-count", "3", "--artifact-dir", str(out), timeout=120)  # fmt: skip
+        proc = specmon(
+            "run", "--headless", "--url", server.url, "--request-count", "3",
+            "--artifact-dir", str(out), timeout=120,
+        )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
