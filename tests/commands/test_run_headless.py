@@ -15,8 +15,6 @@ import urllib.request
 import pytest
 from support.cli import specmon, start_specmon
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 SPECMON = [sys.executable, "-m", "specmon"]
 
@@ -61,18 +59,16 @@ def test_url_with_v1_gets_the_hint_to_drop_it(shared_sim, tmp_path):
     )
 
 
-def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
+def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path, sims):
     out = tmp_path / "run"
-    with start_sim(
-        ["--seed", "21", "--num-spec-tokens", "4", "--acceptance", "0.8,0.7,0.6,0.5"]
-    ) as sim:
-        before = spec_counters(sim.url)
-        proc = specmon(
-            "--url", sim.url, "--headless", "--request-count", "500", "--concurrency", "16",
-            "--streaming", "--export-level", "raw", "--output-tokens-mean", "32",
-            "--artifact-dir", str(out), timeout=300,
-        )  # fmt: skip
-        after = spec_counters(sim.url)
+    sim = sims(["--seed", "21", "--num-spec-tokens", "4", "--acceptance", "0.8,0.7,0.6,0.5"])
+    before = spec_counters(sim.url)
+    proc = specmon(
+        "--url", sim.url, "--headless", "--request-count", "500", "--concurrency", "16",
+        "--streaming", "--export-level", "raw", "--output-tokens-mean", "32",
+        "--artifact-dir", str(out), timeout=300,
+    )  # fmt: skip
+    after = spec_counters(sim.url)
     assert proc.returncode == 0, proc.stderr
     assert "done 500/500" in proc.stdout and "LLM Metrics: Spec Decode" in proc.stdout
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
@@ -104,21 +100,21 @@ def test_done_when_exports_equal_report_and_sim_metrics_deltas(tmp_path):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum):
+def test_signal_stops_load_and_writes_complete_exports(tmp_path, signum, sims):
     out = tmp_path / "run"
-    with start_sim(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]) as sim:
-        proc = start_specmon(
-            "run", "--url", sim.url, "--headless", "--concurrency", "4", "--export-level", "raw",
-            "--output-tokens-mean", "8", "--artifact-dir", str(out),
-        )  # fmt: skip
-        raw = out / "profile_export_raw.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (
-            not raw.exists() or len(raw.read_bytes().splitlines()) < 20
-        ):
-            time.sleep(0.1)
-        proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=120)
+    sim = sims(["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"])
+    proc = start_specmon(
+        "run", "--url", sim.url, "--headless", "--concurrency", "4", "--export-level", "raw",
+        "--output-tokens-mean", "8", "--artifact-dir", str(out),
+    )  # fmt: skip
+    raw = out / "profile_export_raw.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        not raw.exists() or len(raw.read_bytes().splitlines()) < 20
+    ):
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
     # 128 + signal (docs/stopping.md). The old hang under load: a KeyboardInterrupt
     # raised inside Event.wait could leave its lock held and the load thread blocked on
     # it; specmon.stops' handler now only sets a flag during the load.
@@ -166,15 +162,15 @@ def test_demo_without_tty_falls_back_to_headless_and_save_config(tmp_path):
     assert "request-count = 5" in text and "headless = true" in text and "concurrency = 16" in text
 
 
-def test_workers_merge_into_one_run(tmp_path):
+def test_workers_merge_into_one_run(tmp_path, sims):
     out = tmp_path / "run"
     log = tmp_path / "sim.log"
-    with start_sim(["--seed", "6", "--log", str(log)]) as sim:
-        proc = specmon(
-            "--url", sim.url, "--headless", "--workers", "2", "--concurrency", "4",
-            "--request-count", "40", "--warmup-request-count", "4", "--output-tokens-mean", "8",
-            "--export-level", "raw", "--artifact-dir", str(out), timeout=180,
-        )  # fmt: skip
+    sim = sims(["--seed", "6", "--log", str(log)])
+    proc = specmon(
+        "--url", sim.url, "--headless", "--workers", "2", "--concurrency", "4",
+        "--request-count", "40", "--warmup-request-count", "4", "--output-tokens-mean", "8",
+        "--export-level", "raw", "--artifact-dir", str(out), timeout=180,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     raw = [json.loads(line) for line in (out / "profile_export_raw.jsonl").read_text().splitlines()]
     profiling = [c for c in raw if c["benchmark_phase"] == "profiling"]

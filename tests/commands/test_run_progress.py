@@ -43,15 +43,9 @@ def progress_of(progress: LoadProgress, *sessions: FakeSession, duration=None):
 
 def test_progress_line_reads_well_when_piped():
     progress = LoadProgress(
-        sent=60,
-        completed=50,
-        total=200,
-        in_flight=10,
-        errors=2,
-        loop_lag_ms=1.25,
-        elapsed_s=10.0,
+        sent=60, completed=50, total=200, in_flight=10, errors=2, loop_lag_ms=1.25, elapsed_s=10.0,
         loop_busy=0.426,
-    )
+    )  # fmt: skip
     session = FakeSession(48 / 9.6)  # 48 valid over a 9.6 s benchmark duration
     printer = progress_of(progress, session)
     # the running mean of the per-request acceptance length: warm-up and errors left out

@@ -221,7 +221,7 @@ def test_real_process_exit_status_and_no_traceback(tmp_path):
 
 
 @pytest.mark.e2e
-def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys):
+def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys, sims):
     """specmon runs against `specmon sim` at k = 1, 3, 5, then `specmon tune` over the three.
 
     The simulator's step time is step_ms + draft_ms_per_token * k = 40 ms (1 + 0.15 k) at
@@ -229,10 +229,9 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
     small beside the 6 ms per drafted token being measured). ITL x AL measures it with some per-step overhead
     added to t0 (which lowers c a little), hence the loose band.
     """
-    from specmon.sim.process import start_sim
 
     for k in (1, 3, 5):
-        with start_sim(
+        sim = sims(
             [
                 "--num-spec-tokens",
                 str(k),
@@ -247,13 +246,13 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
                 "--batch-slope",
                 "0",
             ]
-        ) as sim:
-            proc = specmon(
-                "--url", sim.url, "--headless", "--request-count", "8", "--concurrency", "4",
-                "--streaming", "--output-tokens-mean", "64", "--artifact-dir",
-                str(tmp_path / f"k{k}"), timeout=180,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr[-2000:]
+        )
+        proc = specmon(
+            "--url", sim.url, "--headless", "--request-count", "8", "--concurrency", "4",
+            "--streaming", "--output-tokens-mean", "64", "--artifact-dir",
+            str(tmp_path / f"k{k}"), timeout=180,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
     reps, _ = _run_json(capsys, str(tmp_path))
     assert [r["num_spec_tokens"] for r in reps] == [1, 3, 5]  # k from specmon's own records
     assert 0.10 <= reps[0]["draft_cost"] <= 0.20
@@ -263,27 +262,25 @@ def test_draft_cost_fitted_from_real_runs_against_the_simulator(tmp_path, capsys
 
 
 @pytest.mark.e2e
-def test_server_url_tunes_from_its_counters(capsys):
+def test_server_url_tunes_from_its_counters(capsys, sims):
     """`specmon tune URL` on a 2-engine simulator that served only our requests."""
     import httpx
 
-    from specmon.sim.process import start_sim
-
     hist = [0, 0, 0, 0]
-    with start_sim(["--engines", "2", "--num-spec-tokens", "3", "--seed", "3"]) as sim:
-        for i in range(6):
-            body = {
-                "model": sim.model,
-                "max_tokens": 24,
-                "messages": [{"role": "user", "content": f"p{i}"}],
-            }
-            spec = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10).json()[
-                "metrics"
-            ]["speculative_decoding"]
-            hist = [a + b for a, b in zip(hist, spec["acceptance_histogram"])]
-        rep, err = _run_json(capsys, sim.url)
-        assert main(["tune", sim.url, "--num-spec-tokens", "5"]) == 2
-        assert "contradicts the server's 3 per-position counters" in capsys.readouterr().err
+    sim = sims(["--engines", "2", "--num-spec-tokens", "3", "--seed", "3"])
+    for i in range(6):
+        body = {
+            "model": sim.model,
+            "max_tokens": 24,
+            "messages": [{"role": "user", "content": f"p{i}"}],
+        }
+        spec = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=10).json()[
+            "metrics"
+        ]["speculative_decoding"]
+        hist = [a + b for a, b in zip(hist, spec["acceptance_histogram"])]
+    rep, err = _run_json(capsys, sim.url)
+    assert main(["tune", sim.url, "--num-spec-tokens", "5"]) == 2
+    assert "contradicts the server's 3 per-position counters" in capsys.readouterr().err
     # the histogram derived from the counters equals the sum of the payloads' histograms
     steps = sum(hist)
     assert rep["num_spec_tokens"] == 3 and rep["steps"] == steps

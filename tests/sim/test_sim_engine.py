@@ -17,8 +17,6 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specmon.sim.process import start_sim
-
 FIDELITY = (
     "specmon_sim_steps_total",
     "specmon_sim_steps_late_total",
@@ -72,7 +70,7 @@ def post_staggered(url: str, bodies: list[dict], gap_s: float) -> list[httpx.Res
 
 
 @pytest.mark.e2e
-def test_one_step_serves_the_whole_batch(tmp_path):
+def test_one_step_serves_the_whole_batch(tmp_path, sims):
     # k = 0, 60 ms steps, 3 requests of 11 tokens sent 20 ms apart. Paced each on its own
     # timer, a request's writes would sit on its own phase (its arrival time); stepped by
     # one engine loop, the writes of one step leave in one event-loop pass: whenever two
@@ -84,9 +82,9 @@ def test_one_step_serves_the_whole_batch(tmp_path):
     # it alone. One event per request per write (one token each at k = 0).
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "0", "--step-ms", "60", "--log", str(log)]
-    with start_sim(args) as sim:
-        responses = post_staggered(sim.url, [chat(f"b{i}", 11) for i in range(3)], 0.02)
-        after = scrape(sim.url)
+    sim = sims(args)
+    responses = post_staggered(sim.url, [chat(f"b{i}", 11) for i in range(3)], 0.02)
+    after = scrape(sim.url)
     assert all(r.status_code == 200 for r in responses)
     for response in responses:
         events = [line for line in response.text.splitlines() if line.startswith("data: {")]
@@ -128,19 +126,19 @@ def test_fidelity_counters_count_each_step_at_its_formula(tmp_path, sim):
 
 
 @pytest.mark.e2e
-def test_itl_counters_hold_what_a_client_should_measure(tmp_path):
+def test_itl_counters_hold_what_a_client_should_measure(tmp_path, sims):
     # k = 0, linear: T(1) = 10 ms, T(2) = 10 * (1 + 0.5) = 15 ms. Two streams of 21 tokens
     # sent together (20 decode steps each, at B = 2 while both run, B = 1 while one runs
     # alone), then one alone (B = 1: ITL exactly 10 ms); a non-streamed one and a 1-token
     # stream have no ITL: not counted.
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "0", "--step-ms", "10", "--batch-slope", "0.5"]
-    with start_sim([*args, "--ttft-ms", "0", "--log", str(log)]) as sim:
-        assert all(r.status_code == 200 for r in post_all(sim.url, [chat("a", 21), chat("b", 21)]))
-        for body in (chat("c", 21), chat("d", 21, stream=False), chat("e", 1)):
-            response = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=60)
-            assert response.status_code == 200
-        after = scrape(sim.url)
+    sim = sims([*args, "--ttft-ms", "0", "--log", str(log)])
+    assert all(r.status_code == 200 for r in post_all(sim.url, [chat("a", 21), chat("b", 21)]))
+    for body in (chat("c", 21), chat("d", 21, stream=False), chat("e", 1)):
+        response = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=60)
+        assert response.status_code == 200
+    after = scrape(sim.url)
     pair, alone = read_log(log)[:2], read_log(log)[2]
     assert alone["step_ms"] == [10.0] * 20
     for entry in pair:  # a step at B = 1 only where one ran without the other
@@ -212,8 +210,9 @@ VLLM_TOO_MANY = (
 
 
 @pytest.mark.e2e
-def test_max_tokens_above_the_model_length_is_vllms_400():
-    with start_sim([]) as sim, httpx.Client(base_url=sim.url, timeout=30) as client:
+def test_max_tokens_above_the_model_length_is_vllms_400(sims):
+    sim = sims([])
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
         huge = client.post("/v1/chat/completions", json=chat("h", 10**12))
         card = client.get("/v1/models").json()["data"][0]
     assert huge.status_code == 400
@@ -246,12 +245,13 @@ def test_the_context_caps_the_output_and_refuses_a_long_prompt(sim):
 
 
 @pytest.mark.e2e
-def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves():
+def test_a_huge_request_starts_at_once_and_stops_when_its_client_leaves(sims):
     # --max-model-len 10^13 lets max_tokens 10^12 through: nothing is planned ahead, so
     # the first events come at once and /v1/models answers while it runs; when the client
     # hangs up, the request stops at the engine's next 20 ms step (running drops to 0).
     args = ["--max-model-len", str(10**13), "--step-ms", "20"]
-    with start_sim(args) as sim, httpx.Client(base_url=sim.url, timeout=10) as client:
+    sim = sims(args)
+    with httpx.Client(base_url=sim.url, timeout=10) as client:
         t0 = time.monotonic()
         with client.stream("POST", "/v1/chat/completions", json=chat("z", 10**12)) as response:
             lines = response.iter_lines()
@@ -275,7 +275,7 @@ SCHEDULE = "[[1, 1, 4], [2, 3, 2], [6, 8, 1]]"  # batch 4..5: the gap carries K=
 
 
 @pytest.mark.e2e
-def test_spec_schedule_picks_k_per_running_batch(tmp_path):
+def test_spec_schedule_picks_k_per_running_batch(tmp_path, sims):
     # acceptance 1.0: every drafted token is accepted, so a step at k emits k + 1 tokens
     # until the last ones (a step drafts min(k, remaining - 1)). Alone (B = 1): k = 4;
     # four together (B = 4, in the gap): k = 2. The payload's num_spec_tokens is the
@@ -283,13 +283,13 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", "5", "--acceptance", "1.0", "--spec-schedule", SCHEDULE]
     args += ["--step-ms", "40", "--log", str(log), "--enable-force-include-usage"]
-    with start_sim(args) as sim:
-        alone = httpx.post(sim.url + "/v1/chat/completions", json=chat("a", 21), timeout=60)
-        assert alone.status_code == 200
-        # 61 tokens: at least 20 steps of 40 ms, so the four overlap even if a busy machine
-        # starts their threads a few hundred ms apart
-        together = post_all(sim.url, [chat(f"t{i}", 61) for i in range(4)])
-        assert all(r.status_code == 200 for r in together)
+    sim = sims(args)
+    alone = httpx.post(sim.url + "/v1/chat/completions", json=chat("a", 21), timeout=60)
+    assert alone.status_code == 200
+    # 61 tokens: at least 20 steps of 40 ms, so the four overlap even if a busy machine
+    # starts their threads a few hundred ms apart
+    together = post_all(sim.url, [chat(f"t{i}", 61) for i in range(4)])
+    assert all(r.status_code == 200 for r in together)
     first, *rest = read_log(log)
     # 21 tokens: 1 from prefill, then 20 = 4 steps of 5 (k = 4) -> drafted [4, 4, 4, 4]
     assert first["per_step_drafted"] == [4, 4, 4, 4]
@@ -310,7 +310,7 @@ def test_spec_schedule_picks_k_per_running_batch(tmp_path):
 
 
 @pytest.mark.e2e
-def test_spec_schedule_is_checked_as_vllm_does(tmp_path):
+def test_spec_schedule_is_checked_as_vllm_does(tmp_path, sims):
     def sim_error(*args: str) -> str:
         proc = subprocess.run(
             [sys.executable, "-m", "specmon", "sim", "--port", "0", *args],
@@ -332,8 +332,8 @@ def test_spec_schedule_is_checked_as_vllm_does(tmp_path):
     assert "neither JSON" in sim_error("--spec-schedule", str(missing))
     good = tmp_path / "schedule.json"
     good.write_text('{"num_speculative_tokens_per_batch_size": [[1, 8, 2], [9, 64, 0]]}')
-    with start_sim(["--spec-schedule", str(good)]) as sim:
-        assert httpx.get(sim.url + "/health", timeout=10).status_code == 200
+    sim = sims(["--spec-schedule", str(good)])
+    assert httpx.get(sim.url + "/health", timeout=10).status_code == 200
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])

@@ -11,8 +11,6 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specmon.sim.process import start_sim
-
 HEALTH = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
@@ -79,10 +77,11 @@ def test_series_exist_at_zero_with_vllm_names(sim):
 
 
 @pytest.mark.e2e
-def test_max_num_seqs_makes_requests_wait(tmp_path):
+def test_max_num_seqs_makes_requests_wait(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
     args = ["--max-num-seqs", "2", "--step-ms", "40", "--num-spec-tokens", "0", "--log", str(log)]
-    with start_sim(args) as sim, concurrent.futures.ThreadPoolExecutor(1) as bg:
+    sim = sims(args)
+    with concurrent.futures.ThreadPoolExecutor(1) as bg:
         # k = 0: 40 tokens = 39 steps of 40 ms, about 1.6 s per request
         pending = bg.submit(post_all, sim.url, [chat(f"w{i}", 40) for i in range(4)])
         during = poll(
@@ -107,12 +106,13 @@ def test_max_num_seqs_makes_requests_wait(tmp_path):
 
 
 @pytest.mark.e2e
-def test_kv_cache_usage_follows_tokens_held(tmp_path):
+def test_kv_cache_usage_follows_tokens_held(tmp_path, sims):
     # one completions request, prompt = 100 token ids, k = 0: one token per 30 ms step
     args = ["--kv-cache-tokens", "1000", "--step-ms", "30", "--num-spec-tokens", "0"]
     body = {"model": "specmon-sim", "prompt": list(range(100)), "max_tokens": 50, "stream": True}
     body["ignore_eos"] = True
-    with start_sim(args) as sim, concurrent.futures.ThreadPoolExecutor(1) as bg:
+    sim = sims(args)
+    with concurrent.futures.ThreadPoolExecutor(1) as bg:
         pending = bg.submit(httpx.post, sim.url + "/v1/completions", json=body, timeout=60)
         seen = []
         while not pending.done():
@@ -128,7 +128,7 @@ def test_kv_cache_usage_follows_tokens_held(tmp_path):
 
 
 @pytest.mark.e2e
-def test_preemption_when_kv_cache_is_small(tmp_path):
+def test_preemption_when_kv_cache_is_small(tmp_path, sims):
     # 4 requests of 2 prompt + 100 generated tokens against 150 tokens of KV cache: at most one
     # can finish alongside a short other, so some must be preempted and resumed. 20 ms steps
     # (about 0.7 s a request): the four overlap even when a busy machine starts their
@@ -136,7 +136,8 @@ def test_preemption_when_kv_cache_is_small(tmp_path):
     log = tmp_path / "sim.jsonl"
     args = ["--kv-cache-tokens", "150", "--step-ms", "20", "--num-spec-tokens", "2"]
     args += ["--log", str(log)]
-    with start_sim(args) as sim, concurrent.futures.ThreadPoolExecutor(1) as bg:
+    sim = sims(args)
+    with concurrent.futures.ThreadPoolExecutor(1) as bg:
         pending = bg.submit(post_all, sim.url, [chat(f"p{i}", 100) for i in range(4)])
         usage = []
         while not pending.done():
@@ -153,24 +154,24 @@ def test_preemption_when_kv_cache_is_small(tmp_path):
 
 
 @pytest.mark.e2e
-def test_prefix_cache_counts_shared_leading_blocks():
+def test_prefix_cache_counts_shared_leading_blocks(sims):
     # blocks of 16 token ids; hits = 16 * leading blocks seen before, at most prompt - 1
     first = list(range(40))  # 2 full blocks (32 tokens) + 8
     other = first[:16] + [999] * 24  # shares only the first block
-    with start_sim([]) as sim:
-        send = lambda prompt: httpx.post(
-            sim.url + "/v1/completions",
-            json={"model": "specmon-sim", "prompt": prompt, "max_tokens": 4},
-            timeout=30,
-        )
-        send(first)
-        one = scrape(sim.url)
-        send(first)
-        two = scrape(sim.url)
-        send(other)
-        three = scrape(sim.url)
-        send(list(range(16)))  # one block, all seen: capped at prompt - 1 = 15
-        four = scrape(sim.url)
+    sim = sims([])
+    send = lambda prompt: httpx.post(
+        sim.url + "/v1/completions",
+        json={"model": "specmon-sim", "prompt": prompt, "max_tokens": 4},
+        timeout=30,
+    )
+    send(first)
+    one = scrape(sim.url)
+    send(first)
+    two = scrape(sim.url)
+    send(other)
+    three = scrape(sim.url)
+    send(list(range(16)))  # one block, all seen: capped at prompt - 1 = 15
+    four = scrape(sim.url)
     q, h = "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"
     assert (one[q], one[h]) == (40, 0)
     assert (two[q], two[h]) == (80, 32)
@@ -179,14 +180,14 @@ def test_prefix_cache_counts_shared_leading_blocks():
 
 
 @pytest.mark.e2e
-def test_no_speculation_k0(tmp_path):
+def test_no_speculation_k0(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--num-spec-tokens", "0", "--log", str(log)]) as sim:
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            plain = client.post("/v1/chat/completions", json=chat("k0", 20, stream=False))
-            body = dict(chat("k0 stream", 20), stream_options={"include_usage": True})
-            streamed = client.post("/v1/chat/completions", json=body)
-            metrics = client.get("/metrics").text
+    sim = sims(["--num-spec-tokens", "0", "--log", str(log)])
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        plain = client.post("/v1/chat/completions", json=chat("k0", 20, stream=False))
+        body = dict(chat("k0 stream", 20), stream_options={"include_usage": True})
+        streamed = client.post("/v1/chat/completions", json=body)
+        metrics = client.get("/metrics").text
     assert plain.status_code == 200 and plain.json()["metrics"] is None
     assert b"speculative" not in plain.content
     events = [
@@ -207,10 +208,10 @@ def test_no_speculation_k0(tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["vllm-legacy", "trtllm", "sglang"])
-def test_no_speculation_payload_in_any_shape(shape):
-    with start_sim(["--num-spec-tokens", "0", "--shape", shape]) as sim:
-        body = dict(chat("k0", 12, stream=False), return_spec_tokens_details=True)
-        response = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=30)
+def test_no_speculation_payload_in_any_shape(shape, sims):
+    sim = sims(["--num-spec-tokens", "0", "--shape", shape])
+    body = dict(chat("k0", 12, stream=False), return_spec_tokens_details=True)
+    response = httpx.post(sim.url + "/v1/chat/completions", json=body, timeout=30)
     assert response.status_code == 200
     assert b"speculative" not in response.content and b"spec_" not in response.content
 

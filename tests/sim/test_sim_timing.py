@@ -12,7 +12,6 @@ import pytest
 
 from specmon.server.health import HealthDelta
 from specmon.server.scrape import fetch_counters
-from specmon.sim.process import start_sim
 from specmon.sim.server import _ON_TIME_S  # how early the sim's sleeps may end
 
 EARLY_NS = _ON_TIME_S * 1e9 + 10_000  # + 10 us: deadlines are float seconds
@@ -89,37 +88,37 @@ def lag_share(url: str, before) -> float:
 # the assertion says so with both figures.
 @pytest.mark.e2e
 @pytest.mark.parametrize("k", [0, 2, 4])
-def test_linear_step_time_within_2_percent(tmp_path, k):
+def test_linear_step_time_within_2_percent(tmp_path, k, sims):
     # linear, batch_slope 0: step = 4.6 + 0.7 k ms (fractional, so whole-ms sleeps would show)
     step = 4.6 + 0.7 * k
     log = tmp_path / "sim.jsonl"
     args = ["--num-spec-tokens", str(k), "--step-ms", "4.6", "--draft-ms-per-token", "0.7"]
     args += ["--ttft-ms", "10", "--log", str(log), "--acceptance", "0.6"]
-    with start_sim(args) as sim:
-        for concurrency, requests in ((1, 6), (8, 16), (32, 64)):
-            before = len(read_log(log)) if log.exists() else 0
-            counters = fetch_counters(sim.url).health
-            asyncio.run(_load(sim.url, concurrency, requests))
-            share = lag_share(sim.url, counters)
-            entries = read_log(log)[before:]
-            assert len(entries) == requests
-            steps = [s for e in entries for s in e["step_ms"]]
-            assert all(s == pytest.approx(step) for s in steps)
-            errors = [_check_schedule(e, ttft_ms=10) for e in entries]
-            assert min(errors) <= 0.02 or share > 0.02, (k, concurrency, sorted(errors)[:3], share)
+    sim = sims(args)
+    for concurrency, requests in ((1, 6), (8, 16), (32, 64)):
+        before = len(read_log(log)) if log.exists() else 0
+        counters = fetch_counters(sim.url).health
+        asyncio.run(_load(sim.url, concurrency, requests))
+        share = lag_share(sim.url, counters)
+        entries = read_log(log)[before:]
+        assert len(entries) == requests
+        steps = [s for e in entries for s in e["step_ms"]]
+        assert all(s == pytest.approx(step) for s in steps)
+        errors = [_check_schedule(e, ttft_ms=10) for e in entries]
+        assert min(errors) <= 0.02 or share > 0.02, (k, concurrency, sorted(errors)[:3], share)
 
 
 @pytest.mark.e2e
-def test_roofline_step_time_within_2_percent(tmp_path):
+def test_roofline_step_time_within_2_percent(tmp_path, sims):
     # step = max(4, 0.25 * B * (k + 1)) + 0.5 k with k = 3: B <= 4 -> 5.5 ms, B = 8 -> 9.5 ms
     formula = {b: max(4.0, 0.25 * b * 4) + 1.5 for b in range(1, 9)}
     log = tmp_path / "sim.jsonl"
     args = ["--latency-model", "roofline", "--step-floor-ms", "4", "--compute-ms-per-token"]
     args += ["0.25", "--draft-ms-per-token", "0.5", "--num-spec-tokens", "3", "--log", str(log)]
-    with start_sim(args) as sim:
-        counters = fetch_counters(sim.url).health
-        asyncio.run(_load(sim.url, 8, 32))
-        share = lag_share(sim.url, counters)
+    sim = sims(args)
+    counters = fetch_counters(sim.url).health
+    asyncio.run(_load(sim.url, 8, 32))
+    share = lag_share(sim.url, counters)
     entries = read_log(log)
     steps = [s for e in entries for s in e["step_ms"]]
     assert all(any(s == pytest.approx(v) for v in formula.values()) for s in steps)
@@ -129,25 +128,25 @@ def test_roofline_step_time_within_2_percent(tmp_path):
 
 
 @pytest.mark.e2e
-def test_write_timestamps_share_the_client_clock(tmp_path):
+def test_write_timestamps_share_the_client_clock(tmp_path, sims):
     # perf_counter and monotonic are both CLOCK_MONOTONIC on Linux, shared across processes
     assert time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
     assert time.get_clock_info("monotonic").implementation == "clock_gettime(CLOCK_MONOTONIC)"
     log = tmp_path / "sim.jsonl"
-    with start_sim(["--step-ms", "3", "--ttft-ms", "5", "--log", str(log)]) as sim:
-        body = {"model": "specmon-sim", "prompt": "clock", "max_tokens": 12, "stream": True}
-        received: list[int] = []
-        sent = time.perf_counter_ns()
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            with client.stream("POST", "/v1/completions", json=body) as response:
-                for _ in response.iter_raw():
-                    received.append(time.perf_counter_ns())
-        done = time.perf_counter_ns()
-        plain = dict(body, stream=False)
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            before_json = time.perf_counter_ns()
-            client.post("/v1/completions", json=plain)
-            after_json = time.perf_counter_ns()
+    sim = sims(["--step-ms", "3", "--ttft-ms", "5", "--log", str(log)])
+    body = {"model": "specmon-sim", "prompt": "clock", "max_tokens": 12, "stream": True}
+    received: list[int] = []
+    sent = time.perf_counter_ns()
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        with client.stream("POST", "/v1/completions", json=body) as response:
+            for _ in response.iter_raw():
+                received.append(time.perf_counter_ns())
+    done = time.perf_counter_ns()
+    plain = dict(body, stream=False)
+    with httpx.Client(base_url=sim.url, timeout=30) as client:
+        before_json = time.perf_counter_ns()
+        client.post("/v1/completions", json=plain)
+        after_json = time.perf_counter_ns()
     streamed, whole = read_log(log)
     chunks = streamed["chunk_ns"]
     assert sent <= streamed["start_ns"] <= streamed["admitted_ns"] <= chunks[0]

@@ -58,7 +58,7 @@ def payload_of(response: httpx.Response, stream: bool) -> dict | None:
     return None
 
 
-def test_same_seed_same_answers_in_any_order(tmp_path):
+def test_same_seed_same_answers_in_any_order(tmp_path, sims):
     bodies = {"a": chat("alpha"), "b": chat("beta", max_tokens=20), "c": chat("gamma", n=1)}
     order1, order2 = ["a", "b", "a", "c"], ["c", "a", "b", "a"]
 
@@ -83,38 +83,24 @@ def test_same_seed_same_answers_in_any_order(tmp_path):
         # identical bodies in flight together may swap occurrence numbers: compare as multisets
         return {name: sorted(answers) for name, answers in seen.items()}
 
-    with (
-        start_sim(["--seed", "11"]) as one,
-        start_sim(["--seed", "11"]) as two,
-        start_sim(["--seed", "12"]) as other,
-    ):
-        first = collect(one.url, order1, parallel=False)
-        second = collect(two.url, order2, parallel=True)
-        third = collect(other.url, order1, parallel=False)
+    one = sims(["--seed", "11"])
+    two = sims(["--seed", "11"])
+    other = sims(["--seed", "12"])
+    first = collect(one.url, order1, parallel=False)
+    second = collect(two.url, order2, parallel=True)
+    third = collect(other.url, order1, parallel=False)
     assert first == second
     assert first["a"][0] != first["a"][1]  # the second identical body is a new draw
     assert first != third
 
 
-def test_metrics_counters_equal_logged_payloads(tmp_path):
+def test_metrics_counters_equal_logged_payloads(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
-    with (
-        start_sim(
-            [
-                "--seed",
-                "5",
-                "--engines",
-                "2",
-                "--num-spec-tokens",
-                "4",
-                "--acceptance",
-                "0.9,0.7,0.5,0.3",
-                "--log",
-                str(log),
-            ]
-        ) as proc,
-        httpx.Client(base_url=proc.url, timeout=30) as client,
-    ):
+    proc = sims([
+        "--seed", "5", "--engines", "2", "--num-spec-tokens", "4", "--acceptance",
+        "0.9,0.7,0.5,0.3", "--log", str(log),
+    ])  # fmt: skip
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
         before = spec_counters(client.get("/metrics").text)
         assert set(before["vllm:spec_decode_num_drafts_total"]) == {"0", "1"}
         assert all(v == 0 for v in before["vllm:spec_decode_num_drafts_total"].values())
@@ -178,24 +164,14 @@ def test_metrics_counters_equal_logged_payloads(tmp_path):
     assert total_steps == sum(p["num_spec_steps"] for p in payloads) > 0
 
 
-def test_category_acceptance_differs(tmp_path):
+def test_category_acceptance_differs(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
     rates = {}
-    with (
-        start_sim(
-            [
-                "--seed",
-                "2",
-                "--acceptance",
-                "0.6",
-                "--category-acceptance",
-                "code=0.95,chat=0.2",
-                "--log",
-                str(log),
-            ]
-        ) as proc,
-        httpx.Client(base_url=proc.url, timeout=30) as client,
-    ):
+    proc = sims([
+        "--seed", "2", "--acceptance", "0.6", "--category-acceptance", "code=0.95,chat=0.2",
+        "--log", str(log),
+    ])  # fmt: skip
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
         for category in ("code", "chat", None):
             headers = {"X-Specmon-Category": category} if category else {}
             accepted = drafted = 0
@@ -214,8 +190,9 @@ def test_category_acceptance_differs(tmp_path):
     assert {e["category"] for e in read_log(log)} == {"code", "chat", None}
 
 
-def test_error_rate_answers_500(tmp_path):
-    with start_sim(["--error-rate", "1"]) as proc, httpx.Client(base_url=proc.url) as client:
+def test_error_rate_answers_500(tmp_path, sims):
+    proc = sims(["--error-rate", "1"])
+    with httpx.Client(base_url=proc.url) as client:
         response = client.post("/v1/chat/completions", json=chat("x"))
         assert response.status_code == 500
         error = response.json()["error"]
@@ -224,12 +201,10 @@ def test_error_rate_answers_500(tmp_path):
         assert counters["vllm:spec_decode_num_drafts_total"]["0"] == 0
 
 
-def test_malformed_rate_breaks_the_histogram(tmp_path):
+def test_malformed_rate_breaks_the_histogram(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
-    with (
-        start_sim(["--malformed-rate", "1", "--log", str(log)]) as proc,
-        httpx.Client(base_url=proc.url) as client,
-    ):
+    proc = sims(["--malformed-rate", "1", "--log", str(log)])
+    with httpx.Client(base_url=proc.url) as client:
         spec = client.post("/v1/chat/completions", json=chat("x")).json()["metrics"][
             "speculative_decoding"
         ]
@@ -239,12 +214,10 @@ def test_malformed_rate_breaks_the_histogram(tmp_path):
     assert sum(spec["acceptance_histogram"]) == spec["num_spec_steps"] + 1  # contradiction
 
 
-def test_disconnect_rate_cuts_the_stream(tmp_path):
+def test_disconnect_rate_cuts_the_stream(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
-    with (
-        start_sim(["--disconnect-rate", "1", "--log", str(log)]) as proc,
-        httpx.Client(base_url=proc.url, timeout=30) as client,
-    ):
+    proc = sims(["--disconnect-rate", "1", "--log", str(log)])
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
         received = b""
         with pytest.raises(httpx.TransportError):
             with client.stream(
@@ -267,7 +240,7 @@ def test_disconnect_rate_cuts_the_stream(tmp_path):
         assert client.get("/health").status_code == 200  # the server lives on
 
 
-def test_step_times_follow_the_latency_model(tmp_path):
+def test_step_times_follow_the_latency_model(tmp_path, sims):
     log = tmp_path / "sim.jsonl"
     # step_time = 0.5 * (1 + 0.5 * (B-1) * 4) + 0.1 * 3: B=1 0.8, B=2 1.8, B=3 2.8, B=4 3.8 ms
     args = [
@@ -282,7 +255,8 @@ def test_step_times_follow_the_latency_model(tmp_path):
         "--log",
         str(log),
     ]
-    with start_sim(args) as proc, httpx.Client(base_url=proc.url, timeout=30) as client:
+    proc = sims(args)
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
         client.post("/v1/chat/completions", json=chat("alone", max_tokens=12))
         alone = read_log(log)[-1]
         assert alone["ttft_ms"] == 300.0
@@ -350,14 +324,12 @@ def test_listening_line_comes_first_and_start_sim_reports_failure():
         start_sim(["--acceptance", "7"], timeout=30)
 
 
-def test_client_that_leaves_stops_the_stream(tmp_path):
+def test_client_that_leaves_stops_the_stream(tmp_path, sims):
     import time
 
     log = tmp_path / "sim.jsonl"
-    with (
-        start_sim(["--step-ms", "40", "--log", str(log)]) as proc,
-        httpx.Client(base_url=proc.url, timeout=30) as client,
-    ):
+    proc = sims(["--step-ms", "40", "--log", str(log)])
+    with httpx.Client(base_url=proc.url, timeout=30) as client:
         with client.stream(
             "POST", "/v1/chat/completions", json=chat("long", max_tokens=400, stream=True)
         ) as response:

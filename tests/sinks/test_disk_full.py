@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from support.cli import specmon
 
-from specmon.sim.process import start_sim
 from specmon.sinks import files
 
 
@@ -59,10 +58,10 @@ def tiny_disk():
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("level", ["raw", "records"])
-def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level):
+def test_a_full_disk_stops_the_run_with_whole_lines_and_exit_1(tiny_disk, level, sims):
     out = tiny_disk / "run"
-    with start_sim(["--seed", "5"]) as sim:
-        proc = specmon("run", "--headless", "--url", sim.url, "--artifact-dir", str(out), "--export-level", level, "--request-count", "20000", "--concurrency", "8", timeout=300)  # fmt: skip
+    sim = sims(["--seed", "5"])
+    proc = specmon("run", "--headless", "--url", sim.url, "--artifact-dir", str(out), "--export-level", level, "--request-count", "20000", "--concurrency", "8", timeout=300)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "never retrieved" not in proc.stderr
     failed = [

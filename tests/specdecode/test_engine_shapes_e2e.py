@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from support.cli import specmon
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 
 # shape -> (engine named in the records, fidelity level, the console's line)
@@ -90,12 +88,12 @@ def _check_exports(out: Path, shape: str, truth: dict[str, dict]) -> None:
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["nonstream", "stream"])
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_each_shape_round_trips_with_its_fidelity_label(tmp_path, shape, streaming):
+def test_each_shape_round_trips_with_its_fidelity_label(tmp_path, shape, streaming, sims):
     log, out = tmp_path / "sim.jsonl", tmp_path / "run"
     args = ["--shape", shape, "--num-spec-tokens", "3", "--seed", "5", "--log", str(log)]
     args += ["--acceptance", "0.8,0.6,0.4"]
-    with start_sim(args) as sim:
-        proc = _run(sim.url, out, streaming)  # SGLang: detected from the server, not named
+    sim = sims(args)
+    proc = _run(sim.url, out, streaming)  # SGLang: detected from the server, not named
     assert proc.returncode == 0, proc.stderr[-2000:]
     engine, level, label = SHAPES[shape]
     assert f"Acceptance fidelity ({engine}): {label}" in proc.stdout
@@ -114,7 +112,7 @@ def test_each_shape_round_trips_with_its_fidelity_label(tmp_path, shape, streami
     _check_exports(again, shape, truth)
 
 
-def test_sglext_requests_ask_for_the_details_and_follow_sglangs_identities(tmp_path):
+def test_sglext_requests_ask_for_the_details_and_follow_sglangs_identities(tmp_path, sims):
     """specmon sets return_spec_tokens_details because the server says it is SGLang; the
     simulator answers only such requests. SGLang's first identity holds on what it sent:
     accept_length = completion_tokens / verify_ct (the prefill token folded in). The second,
@@ -122,8 +120,8 @@ def test_sglext_requests_ask_for_the_details_and_follow_sglangs_identities(tmp_p
     last step drafts only up to max_tokens (the ragged case where it is known to fail), so
     proposed is at most verify_ct x k here."""
     out = tmp_path / "run"
-    with start_sim(["--shape", "sglext", "--num-spec-tokens", "3", "--seed", "5"]) as sim:
-        proc = _run(sim.url, out, False)
+    sim = sims(["--shape", "sglext", "--num-spec-tokens", "3", "--seed", "5"])
+    proc = _run(sim.url, out, False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for raw in _jsonl(out / "profile_export_raw.jsonl"):
         assert raw["request"]["return_spec_tokens_details"] is True
@@ -135,12 +133,12 @@ def test_sglext_requests_ask_for_the_details_and_follow_sglangs_identities(tmp_p
         assert len(details["spec_correct_drafts_histogram"]) == 3 + 1
 
 
-def test_engine_flag_restricts_detection_end_to_end(tmp_path):
+def test_engine_flag_restricts_detection_end_to_end(tmp_path, sims):
     """--engine vllm against a llama.cpp-shaped server: no record, and the reason is
     counted per request in the summary (issue 16 item 5)."""
     out = tmp_path / "run"
-    with start_sim(["--shape", "llamacpp", "--num-spec-tokens", "3", "--seed", "5"]) as sim:
-        proc = _run(sim.url, out, False, "--engine", "vllm")
+    sim = sims(["--shape", "llamacpp", "--num-spec-tokens", "3", "--seed", "5"])
+    proc = _run(sim.url, out, False, "--engine", "vllm")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads((out / "profile_export_aiperf.json").read_text())
     assert doc["no_record_reasons"] == {"other_engine:llamacpp": REQUESTS}
@@ -149,7 +147,7 @@ def test_engine_flag_restricts_detection_end_to_end(tmp_path):
         assert rec["metadata"]["spec_decode_reason"] == "other_engine:llamacpp"
 
 
-def test_llamacpp_native_completion_round_trips_through_the_adapter(tmp_path):
+def test_llamacpp_native_completion_round_trips_through_the_adapter(tmp_path, sims):
     """llama.cpp's own /completion (not the OpenAI endpoint) from `specmon sim --shape
     llamacpp`, over real HTTP; the raw capture is read by `specmon report`."""
     import time
@@ -158,22 +156,22 @@ def test_llamacpp_native_completion_round_trips_through_the_adapter(tmp_path):
     log, raw_path = tmp_path / "sim.jsonl", tmp_path / "raw.jsonl"
     sim_args = ["--shape", "llamacpp", "--num-spec-tokens", "3", "--seed", "5"]
     lines = []
-    with start_sim([*sim_args, "--log", str(log)]) as sim:
-        for i in range(3):
-            request = {"prompt": f"hi {i}", "n_predict": 20, "ignore_eos": True}
-            start = time.perf_counter_ns()
-            http = urllib.request.Request(
-                sim.url + "/completion",
-                json.dumps(request).encode(),
-                {"Content-Type": "application/json", "X-Request-Id": f"native-{i}"},
-            )
-            body = json.loads(urllib.request.urlopen(http, timeout=30).read())
-            end = time.perf_counter_ns()
-            assert body["stop"] is True and body["tokens_predicted"] == 20
-            capture = {"endpoint": "completions", "streaming": False, "request": request}
-            capture |= {"status": 200, "responses": [body], "start_ns": start}
-            capture |= {"response_ns": [end], "end_ns": end, "x_request_id": f"native-{i}"}
-            lines.append(json.dumps(capture))
+    sim = sims([*sim_args, "--log", str(log)])
+    for i in range(3):
+        request = {"prompt": f"hi {i}", "n_predict": 20, "ignore_eos": True}
+        start = time.perf_counter_ns()
+        http = urllib.request.Request(
+            sim.url + "/completion",
+            json.dumps(request).encode(),
+            {"Content-Type": "application/json", "X-Request-Id": f"native-{i}"},
+        )
+        body = json.loads(urllib.request.urlopen(http, timeout=30).read())
+        end = time.perf_counter_ns()
+        assert body["stop"] is True and body["tokens_predicted"] == 20
+        capture = {"endpoint": "completions", "streaming": False, "request": request}
+        capture |= {"status": 200, "responses": [body], "start_ns": start}
+        capture |= {"response_ns": [end], "end_ns": end, "x_request_id": f"native-{i}"}
+        lines.append(json.dumps(capture))
     raw_path.write_text("\n".join(lines) + "\n")
     truth = {e["x_request_id"]: e["stats"][0] for e in _jsonl(log)}
     out = tmp_path / "report"

@@ -18,7 +18,6 @@ from sources.datasets.test_datasets import spec_bench_file
 from specmon.config import build_config
 from specmon.export.common import RAW_NAME
 from specmon.session import RunSession
-from specmon.sim.process import start_sim
 from specmon.sources.datasets import prepare_run
 
 pytestmark = pytest.mark.e2e
@@ -109,16 +108,16 @@ def test_mt_bench_second_turn_holds_the_first_answer(tmp_path, endpoint, streami
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["one-process", "workers-2"])
-def test_headless_spec_bench_sends_each_question_once(tmp_path, workers):
+def test_headless_spec_bench_sends_each_question_once(tmp_path, workers, sims):
     """With --workers 2 each worker takes every other row, so still each question once."""
     log, out = tmp_path / "sim.log", tmp_path / "run"
     path = spec_bench_file()
-    with start_sim([*FAST_SIM, "--log", str(log)]) as sim:
-        proc = specmon(
-            "--url", sim.url, "--headless", "--dataset", "spec_bench", "--input-file", str(path),
-            "--request-count", "480", "--concurrency", "16", "--artifact-dir", str(out), *workers,
-            timeout=300,
-        )  # fmt: skip
+    sim = sims([*FAST_SIM, "--log", str(log)])
+    proc = specmon(
+        "--url", sim.url, "--headless", "--dataset", "spec_bench", "--input-file", str(path),
+        "--request-count", "480", "--concurrency", "16", "--artifact-dir", str(out), *workers,
+        timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     first_turns = Counter(json.loads(line)["turns"][0] for line in path.open())
     entries = list(read_log(log).values())
@@ -149,23 +148,21 @@ def test_bad_dataset_file_fails_before_the_server_and_the_artifact_dir(tmp_path)
     assert not out.exists()
 
 
-def test_split_sends_each_question_once_across_two_servers(tmp_path):
+def test_split_sends_each_question_once_across_two_servers(tmp_path, sims):
     """--split: server a takes rows 0, 2, 4, ..., server b rows 1, 3, 5, ...; --mirror
     would send both the same (tests/run/load/test_dataset_shards.py)."""
     logs, out = [tmp_path / "a.log", tmp_path / "b.log"], tmp_path / "run"
     path = spec_bench_file()
-    with (
-        start_sim([*FAST_SIM, "--log", str(logs[0])]) as a,
-        start_sim([*FAST_SIM, "--log", str(logs[1])]) as b,
-    ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "specmon", "--url", f"a={a.url}", "--url", f"b={b.url}"]
-            + ["--split", "--headless", "--dataset", "spec_bench", "--input-file", str(path)]
-            + ["--concurrency", "8", "--output-tokens-mean", "16", "--artifact-dir", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    a = sims([*FAST_SIM, "--log", str(logs[0])])
+    b = sims([*FAST_SIM, "--log", str(logs[1])])
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "--url", f"a={a.url}", "--url", f"b={b.url}"]
+        + ["--split", "--headless", "--dataset", "spec_bench", "--input-file", str(path)]
+        + ["--concurrency", "8", "--output-tokens-mean", "16", "--artifact-dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     questions = [json.loads(line)["turns"][0] for line in path.open()]
     sent = [

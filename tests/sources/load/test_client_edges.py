@@ -11,7 +11,6 @@ from support.cli import specmon
 from support.hostile_server import GOOD, HostileServer
 
 from specmon.config import RunConfig, redact_url
-from specmon.sim.process import start_sim
 from specmon.sources.load.client import SSEParser
 
 
@@ -68,19 +67,19 @@ def test_request_timeout_must_be_finite_and_in_range(value):
 
 
 @pytest.mark.e2e
-def test_userinfo_is_stripped_and_becomes_the_api_key(tmp_path):
+def test_userinfo_is_stripped_and_becomes_the_api_key(tmp_path, sims):
     config = RunConfig(url=["gpu=http://bob:s3cret@h:8000/v1"])
     assert config.url == ["gpu=http://h:8000/v1"] and config.api_key == "s3cret"
     assert RunConfig(url=["http://s3cret@h:8000"]).api_key == "s3cret"
     assert RunConfig(url=["http://a:b@h"], api_key="k").api_key == "k"
     assert redact_url("http://bob:s3cret@h:8000/v1") == "http://***@h:8000/v1"
     out = tmp_path / "run"
-    with start_sim(["--seed", "1", "--api-key", "s3cret"]) as sim:
-        url = sim.url.replace("http://", "http://bob:s3cret@")
-        proc = specmon(
-            "run", "--headless", "--url", url, "--request-count", "3", "--artifact-dir", str(out),
-            timeout=120,
-        )  # fmt: skip
+    sim = sims(["--seed", "1", "--api-key", "s3cret"])
+    url = sim.url.replace("http://", "http://bob:s3cret@")
+    proc = specmon(
+        "run", "--headless", "--url", url, "--request-count", "3", "--artifact-dir", str(out),
+        timeout=120,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr  # the key reached the server as --api-key
     assert "s3cret" not in proc.stdout + proc.stderr
     assert not [p.name for p in out.iterdir() if "s3cret" in p.read_text()]

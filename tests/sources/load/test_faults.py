@@ -173,14 +173,14 @@ def test_server_killed_and_restarted_on_the_same_port_mid_run(tmp_path):
 
 
 @pytest.mark.e2e
-def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
+def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path, sims):
     """The server's /v1/models is asked first (run/assemble.py check_inputs): a mistyped
     --model is one line naming what the server serves, before the artifact dir exists.
     (A server that lists the model and still answers 4xx is FirstStatusCheck's case, above.)"""
     out = tmp_path / "run"
-    with start_sim(SIM_ARGS) as sim:
-        proc = _run(sim.url, out, "--model", "no-such-model", "--concurrency", "2")
-        stdout, stderr = proc.communicate(timeout=120)
+    sim = sims(SIM_ARGS)
+    proc = _run(sim.url, out, "--model", "no-such-model", "--concurrency", "2")
+    stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 2, (stdout, stderr)
     errors = [line for line in stderr.splitlines() if "no-such-model" in line]
     assert len(errors) == 1 and "it lists specmon-sim" in errors[0], stderr
@@ -188,11 +188,11 @@ def test_wrong_model_is_refused_before_any_request_with_exit_2(tmp_path):
 
 
 @pytest.mark.e2e
-def test_a_run_whose_requests_all_failed_exits_1(tmp_path):
+def test_a_run_whose_requests_all_failed_exits_1(tmp_path, sims):
     out = tmp_path / "run"
-    with start_sim([*SIM_ARGS, "--error-rate", "1"]) as sim:
-        proc = _run(sim.url, out, "--request-count", "6", "--concurrency", "2")
-        stdout, stderr = proc.communicate(timeout=120)
+    sim = sims([*SIM_ARGS, "--error-rate", "1"])
+    proc = _run(sim.url, out, "--request-count", "6", "--concurrency", "2")
+    stdout, stderr = proc.communicate(timeout=120)
     # HTTP 500s are the server's fault, not a user error: exit 1, not 2
     assert proc.returncode == 1, (stdout, stderr)
     assert "every request failed (6 errors)" in stdout

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 
 # shape -> the exported `engine` (AIPerf's name: tensorrt_llm)
@@ -26,9 +24,9 @@ def _jsonl(path: Path) -> list[dict]:
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["nonstream", "stream"])
 @pytest.mark.parametrize("shape", list(ENGINES))
-def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming):
+def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming, sims):
     log, out = tmp_path / "sim.jsonl", tmp_path / "run"
-    with start_sim(
+    sim = sims(
         [
             "--shape",
             shape,
@@ -41,32 +39,32 @@ def test_headless_run_over_each_engine_shape(tmp_path, shape, streaming):
             "--log",
             str(log),
         ]
-    ) as sim:
-        # SGLang is detected from the server (its /server_info), not named by a flag
-        cmd = [
-            sys.executable,
-            "-m",
-            "specmon",
-            "--url",
-            sim.url,
-            "--headless",
-            "--request-count",
-            "12",
-            "--concurrency",
-            "3",
-            "--output-tokens-mean",
-            "24",
-            "--random-seed",
-            "2",
-            "--artifact-dir",
-            str(out),
-        ]
-        proc = subprocess.run(
-            cmd + (["--streaming"] if streaming else ["--no-streaming"]),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    )
+    # SGLang is detected from the server (its /server_info), not named by a flag
+    cmd = [
+        sys.executable,
+        "-m",
+        "specmon",
+        "--url",
+        sim.url,
+        "--headless",
+        "--request-count",
+        "12",
+        "--concurrency",
+        "3",
+        "--output-tokens-mean",
+        "24",
+        "--random-seed",
+        "2",
+        "--artifact-dir",
+        str(out),
+    ]
+    proc = subprocess.run(
+        cmd + (["--streaming"] if streaming else ["--no-streaming"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "LLM Metrics: Spec Decode" in proc.stdout
     assert "Accepted drafts per step (% of steps):" in proc.stdout
