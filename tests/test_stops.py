@@ -27,8 +27,6 @@ from pathlib import Path
 import pytest
 from support.cli import start_specmon
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 SPECMON = [sys.executable, "-m", "specmon", "run", "--headless"]
 SIGNALS = [signal.SIGHUP, signal.SIGINT, signal.SIGTERM]
@@ -378,11 +376,11 @@ def test_sighup_to_the_process_group_with_workers_drains_every_worker(tmp_path, 
     assert {r["metadata"].get("worker_id") for r in records} == {"worker-0", "worker-1"}
 
 
-def test_a_mistyped_model_is_refused_before_the_artifact_dir_is_made(tmp_path):
+def test_a_mistyped_model_is_refused_before_the_artifact_dir_is_made(tmp_path, sims):
     out = tmp_path / "run"
-    with start_sim(["--seed", "2", "--model", "served-name"]) as sim:
-        proc = Proc(run_args(sim.url, out, "--model", "served-nmae", "--request-count", "2"))
-        code = proc.finish()
+    sim = sims(["--seed", "2", "--model", "served-name"])
+    proc = Proc(run_args(sim.url, out, "--model", "served-nmae", "--request-count", "2"))
+    code = proc.finish()
     assert code == 2, proc.seen
     assert any(
         "--model served-nmae: server" in line and "lists served-name" in line for line in proc.seen

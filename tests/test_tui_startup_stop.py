@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 from support.tmux_pane import Pane
 
-from specmon.sim.process import start_sim
-
 pytestmark = pytest.mark.e2e
 
 REQUESTS = 400  # ~1 s each at concurrency 4: minutes of load, were the stop lost
@@ -50,27 +48,27 @@ def specmon_pid(pane: Pane, deadline: float) -> int:
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name
 )
-def test_a_stop_before_the_monitor_mounts_ends_the_run(tmp_path: Path, signum: int):
+def test_a_stop_before_the_monitor_mounts_ends_the_run(tmp_path: Path, signum: int, sims):
     art = tmp_path / "art"
-    with start_sim(["--seed", "11", "--ttft-ms", "50", "--step-ms", "15"]) as sim:
-        cmd = (
-            f"{shlex.quote(sys.executable)} -m specmon run --url {sim.url} --concurrency 4 "
-            f"--request-count {REQUESTS} --output-tokens-mean 64 "
-            f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
-        )
-        pane = Pane(cmd)
-        try:
-            deadline = time.monotonic() + 120
-            pid = specmon_pid(pane, deadline)
-            # the first request reaching the server: the load has started; the screen takes
-            # far longer than these few milliseconds to mount
-            while running_requests(f"{sim.url}/metrics") == 0:
-                assert time.monotonic() < deadline, pane.text()
-                time.sleep(0.002)
-            os.kill(pid, signum)
-            after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 120)
-        finally:
-            pane.close()
+    sim = sims(["--seed", "11", "--ttft-ms", "50", "--step-ms", "15"])
+    cmd = (
+        f"{shlex.quote(sys.executable)} -m specmon run --url {sim.url} --concurrency 4 "
+        f"--request-count {REQUESTS} --output-tokens-mean 64 "
+        f"--artifact-dir {shlex.quote(str(art))}; echo SPECMON-EXITED $?; sleep 60"
+    )
+    pane = Pane(cmd)
+    try:
+        deadline = time.monotonic() + 120
+        pid = specmon_pid(pane, deadline)
+        # the first request reaching the server: the load has started; the screen takes
+        # far longer than these few milliseconds to mount
+        while running_requests(f"{sim.url}/metrics") == 0:
+            assert time.monotonic() < deadline, pane.text()
+            time.sleep(0.002)
+        os.kill(pid, signum)
+        after = pane.wait_for(lambda t: "SPECMON-EXITED" in t, "the exit", 120)
+    finally:
+        pane.close()
     assert f"SPECMON-EXITED {128 + signum}" in after, after
     doc = json.loads((art / "profile_export_aiperf.json").read_text())
     assert (art / "profile_export_aiperf.csv").is_file()

@@ -193,54 +193,52 @@ def post_json(url: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
-def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
+def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path, sims):
     log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)]
-    ) as sim:
-        run_specmon(
-            "--url", sim.url, "--headless", "--request-count", "20", "--concurrency", "4",
-            "--warmup-request-count", "3", "--output-tokens-mean", "16", "--artifact-dir",
-            str(tmp_path / "alone"),
+    sim = sims(["--num-spec-tokens", "3", "--seed", "2", "--step-ms", "1", "--log", str(log)])
+    run_specmon(
+        "--url", sim.url, "--headless", "--request-count", "20", "--concurrency", "4",
+        "--warmup-request-count", "3", "--output-tokens-mean", "16", "--artifact-dir",
+        str(tmp_path / "alone"),
+    )  # fmt: skip
+    alone = json.loads((tmp_path / "alone" / "profile_export_aiperf.json").read_text())
+    entries = served(log)
+    assert len(entries) == 23
+    # the 3 warmup requests all finish before profiling starts, so they log first; the
+    # window restarts after them
+    truth_steps = sum(e["stats"][0]["steps"] for e in entries[3:])
+    # the run was alone: server delta == per-request totals == the simulator's log
+    sm = alone["server_metrics"]
+    assert sm["reconciliation"] == {
+        "equal": True,
+        "diffs": {},
+        "reasons": [],
+        "text": "server counters match the per-request totals",
+    }
+    assert sm["drafts"] == alone["total_spec_decode_steps"]["avg"] == truth_steps
+    assert sum(int(n) for n in sm["histogram"].values()) == truth_steps
+
+    stop = threading.Event()
+    other = []
+
+    def other_client() -> None:  # a second client on the same server during the run
+        while not stop.is_set():
+            post_json(
+                sim.url + "/v1/completions",
+                {"model": sim.model, "prompt": "other", "max_tokens": 8},
+            )
+            other.append(1)
+
+    thread = threading.Thread(target=other_client, daemon=True)
+    thread.start()
+    try:
+        proc = run_specmon(
+            "--url", sim.url, "--headless", "--request-count", "40", "--concurrency", "2",
+            "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "shared"),
         )  # fmt: skip
-        alone = json.loads((tmp_path / "alone" / "profile_export_aiperf.json").read_text())
-        entries = served(log)
-        assert len(entries) == 23
-        # the 3 warmup requests all finish before profiling starts, so they log first; the
-        # window restarts after them
-        truth_steps = sum(e["stats"][0]["steps"] for e in entries[3:])
-        # the run was alone: server delta == per-request totals == the simulator's log
-        sm = alone["server_metrics"]
-        assert sm["reconciliation"] == {
-            "equal": True,
-            "diffs": {},
-            "reasons": [],
-            "text": "server counters match the per-request totals",
-        }
-        assert sm["drafts"] == alone["total_spec_decode_steps"]["avg"] == truth_steps
-        assert sum(int(n) for n in sm["histogram"].values()) == truth_steps
-
-        stop = threading.Event()
-        other = []
-
-        def other_client() -> None:  # a second client on the same server during the run
-            while not stop.is_set():
-                post_json(
-                    sim.url + "/v1/completions",
-                    {"model": sim.model, "prompt": "other", "max_tokens": 8},
-                )
-                other.append(1)
-
-        thread = threading.Thread(target=other_client, daemon=True)
-        thread.start()
-        try:
-            proc = run_specmon(
-                "--url", sim.url, "--headless", "--request-count", "40", "--concurrency", "2",
-                "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "shared"),
-            )  # fmt: skip
-        finally:
-            stop.set()
-            thread.join(30)
+    finally:
+        stop.set()
+        thread.join(30)
     shared = json.loads((tmp_path / "shared" / "profile_export_aiperf.json").read_text())
     rec = shared["server_metrics"]["reconciliation"]
     assert other and rec["equal"] is False
@@ -249,15 +247,13 @@ def test_metrics_reconcile_equal_then_unequal_with_another_client(tmp_path):
     assert "server counters differ from the per-request totals" in proc.stdout
 
 
-def test_counters_alone_when_responses_carry_no_stats(tmp_path):
+def test_counters_alone_when_responses_carry_no_stats(tmp_path, sims):
     log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "3", "--seed", "4", "--shape", "none", "--log", str(log)]
-    ) as sim:
-        proc = run_specmon(
-            "--url", sim.url, "--headless", "--request-count", "10", "--output-tokens-mean", "16",
-            "--artifact-dir", str(tmp_path / "r"),
-        )  # fmt: skip
+    sim = sims(["--num-spec-tokens", "3", "--seed", "4", "--shape", "none", "--log", str(log)])
+    proc = run_specmon(
+        "--url", sim.url, "--headless", "--request-count", "10", "--output-tokens-mean", "16",
+        "--artifact-dir", str(tmp_path / "r"),
+    )  # fmt: skip
     entries = served(log)
     steps = sum(e["stats"][0]["steps"] for e in entries)
     accepted = sum(e["stats"][0]["accepted"] for e in entries)
@@ -269,18 +265,18 @@ def test_counters_alone_when_responses_carry_no_stats(tmp_path):
     assert f"acceptance length {1 + accepted / steps:.2f}" in proc.stdout
 
 
-def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path):
+def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path, sims):
     from specmon.server.server_view import CounterWatch
 
     with socket.socket() as sock:  # a port nobody listens on: /metrics unreachable
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     log = tmp_path / "sim.log"
-    with start_sim(["--num-spec-tokens", "2", "--seed", "4", "--log", str(log)]) as sim:
-        watch = CounterWatch({"up": sim.url, "down": dead}, interval_s=0.2)
-        watch.start()
-        post_json(sim.url + "/v1/completions", {"model": sim.model, "prompt": "x", "max_tokens": 8})
-        views = watch.stop()
+    sim = sims(["--num-spec-tokens", "2", "--seed", "4", "--log", str(log)])
+    watch = CounterWatch({"up": sim.url, "down": dead}, interval_s=0.2)
+    watch.start()
+    post_json(sim.url + "/v1/completions", {"model": sim.model, "prompt": "x", "max_tokens": 8})
+    views = watch.stop()
     assert list(watch.pollers) == ["up"] and list(views) == ["up"]
     assert "ConnectError" in watch.absent["down"]
     # the window saw exactly the one request the simulator logged
@@ -294,27 +290,25 @@ def test_counter_watch_skips_a_server_without_metrics_quietly(tmp_path):
     )
 
 
-def test_no_server_metrics_flag_leaves_them_out(tmp_path):
-    with start_sim(["--num-spec-tokens", "2", "--seed", "4"]) as sim:
-        proc = run_specmon(
-            "--url", sim.url, "--headless", "--request-count", "4", "--no-server-metrics",
-            "--artifact-dir", str(tmp_path / "r"),
-        )  # fmt: skip
+def test_no_server_metrics_flag_leaves_them_out(tmp_path, sims):
+    sim = sims(["--num-spec-tokens", "2", "--seed", "4"])
+    proc = run_specmon(
+        "--url", sim.url, "--headless", "--request-count", "4", "--no-server-metrics",
+        "--artifact-dir", str(tmp_path / "r"),
+    )  # fmt: skip
     doc = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())
     assert doc["server_metrics"] == {"available": False, "reason": "not polled"}
     assert "server /metrics" not in proc.stdout
 
 
 @pytest.mark.parametrize("engine_flag", [["--engine", "sglang"], []])
-def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
+def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag, sims):
     log = tmp_path / "sim.log"
-    with start_sim(
-        ["--num-spec-tokens", "3", "--seed", "6", "--shape", "sglang", "--log", str(log)]
-    ) as sim:
-        run_specmon(
-            "--url", sim.url, "--headless", "--request-count", "6", *engine_flag,
-            "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "r"),
-        )  # fmt: skip
+    sim = sims(["--num-spec-tokens", "3", "--seed", "6", "--shape", "sglang", "--log", str(log)])
+    run_specmon(
+        "--url", sim.url, "--headless", "--request-count", "6", *engine_flag,
+        "--output-tokens-mean", "16", "--artifact-dir", str(tmp_path / "r"),
+    )  # fmt: skip
     entries = served(log)
     assert len(entries) == 6
     assert all(e["received"]["return_spec_tokens_details"] is True for e in entries)
@@ -323,31 +317,31 @@ def test_sglang_flag_sent_and_records_say_sglang(tmp_path, engine_flag):
     assert_records_equal_log(records, entries, None)  # SGLang's payload does not carry k
 
 
-def test_changing_concurrency_mid_run_starts_a_segment(tmp_path):
+def test_changing_concurrency_mid_run_starts_a_segment(tmp_path, sims):
     """The TUI's path: a knob on the (multi) runner; later requests carry the new segment."""
     from specmon.config import RunConfig
     from specmon.run.assemble import make_runner, make_session
     from specmon.run.multi import MultiRun
 
-    with start_sim(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"]) as sim:
-        config = RunConfig(
-            url=[sim.url],
-            model=sim.model,
-            concurrency=1,
-            request_count=60,
-            output_tokens_mean=8,
-            random_seed=1,
-            artifact_dir=str(tmp_path / "r"),
-        )
-        multi = MultiRun(config, make_session, make_runner)
-        multi.start()
-        session = multi.primary.session
-        while session.accumulator.request_count < 10 and not multi.finished:
-            multi.join(0.02)
-        multi.set_concurrency(1)  # no change: no new segment
-        multi.set_concurrency(4)
-        assert multi.join(120)
-        multi.finish()
+    sim = sims(["--num-spec-tokens", "3", "--seed", "8", "--step-ms", "1"])
+    config = RunConfig(
+        url=[sim.url],
+        model=sim.model,
+        concurrency=1,
+        request_count=60,
+        output_tokens_mean=8,
+        random_seed=1,
+        artifact_dir=str(tmp_path / "r"),
+    )
+    multi = MultiRun(config, make_session, make_runner)
+    multi.start()
+    session = multi.primary.session
+    while session.accumulator.request_count < 10 and not multi.finished:
+        multi.join(0.02)
+    multi.set_concurrency(1)  # no change: no new segment
+    multi.set_concurrency(4)
+    assert multi.join(120)
+    multi.finish()
     rows = json.loads((tmp_path / "r" / "profile_export_aiperf.json").read_text())["segments"]
     assert [r["segment"] for r in rows] == [0, 1]
     assert [r["settings"]["concurrency"] for r in rows] == [1, 4]
