@@ -373,8 +373,6 @@ def _advise(
         return choice
     kept = [replace(m, saturated=False) if m.concurrency == load else m for m in peers]
     again = decision.advise(kept, load, draft_cost, slo)
-    if again.k is None:
-        return choice
     return replace(again, flags=(*again.flags, SATURATED_ALL))
 
 
