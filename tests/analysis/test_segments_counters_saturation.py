@@ -87,11 +87,26 @@ def test_a_segment_saturated_through_its_window_is_left_out():
     assert by_seg[1]["client_saturated"] is True and by_seg[1]["client_saturated_share"] == 0.7
     m1 = measurement_of_row(by_seg[1], "")
     assert m1 is not None and m1.saturated and m1.health.reasons()
-    # the flags name the excluded point (every row lists the run's exclusions): only
-    # segment 1's, at concurrency 4
-    flagged = [f for f in by_seg[1]["flags"] if "client saturated" in f]
-    assert len(flagged) == 1 and "concurrency 4" in flagged[0]
-    assert not any("concurrency 1)" in f for f in by_seg[0]["flags"])
+    # segment 1 is all of its load (concurrency 4): it answers, flagged uncertain
+    assert SATURATED_ALL in by_seg[1]["flags"] and SATURATED_ALL not in by_seg[0]["flags"]
+
+
+def test_a_saturated_arm_beside_a_clean_one_at_its_load_is_left_out():
+    # two servers at one load (concurrency 1), both without spec-decode records: "a" was
+    # saturated through its whole 0..10 s window, "b" never
+    log = SaturationLog(observed_s=10.0, saturated_s=10.0)
+    log.spans.append([0, 10 * S])
+    table = SegmentTable()
+    table.saturation = lambda: {"a": log}
+    table.update("a", [plain(0, i, i + 1) for i in range(10)])
+    table.update("b", [plain(0, i, i + 1) for i in range(10)])
+    rows = table.rows({"a": {0: {"concurrency": 1}}, "b": {0: {"concurrency": 1}}})
+    by_server = {r["server"]: r for r in rows}
+    assert by_server["a"]["client_saturated"] is True
+    assert "client_saturated" not in by_server["b"]  # its runner watched no loop here
+    flagged = [f for f in by_server["b"]["flags"] if "client saturated" in f]
+    assert len(flagged) == 1 and flagged[0].startswith("a (k=0 at concurrency 1) excluded")
+    assert SATURATED_ALL not in by_server["b"]["flags"]
 
 
 def spec(segment: int, start_s: float, end_s: float) -> RequestResult:
