@@ -3,7 +3,8 @@
 The console script (`specmon`: pip writes `from specmon.cli import main`) and `python -m
 specmon` run this file before any other specmon line, so it takes the stop signals first,
 before a single further import: a handler that only records SIGINT, SIGTERM and SIGHUP (an
-inherited SIG_IGN for SIGHUP stays ignored: nohup). specmon/stops.py replaces it a few
+inherited SIG_IGN stays ignored for the whole run: SIGHUP under nohup, SIGINT in a bash
+background job). specmon/stops.py replaces it a few
 imports later (`stops.install`) and takes what it recorded as its own first signals, so a
 stop that early still ends in a valid, empty run with exit status 128 + N. Imported any
 other way (a test, a library, a spawned worker), it installs nothing.
@@ -50,8 +51,8 @@ def _install_early() -> None:
         signum = getattr(_signal, name, None)
         if signum is None:
             continue
-        if name == "SIGHUP" and _signal.getsignal(signum) == _signal.SIG_IGN:
-            continue  # nohup: the hangup stays ignored (stops.install keeps it too)
+        if _signal.getsignal(signum) == _signal.SIG_IGN:
+            continue  # nohup, a bash background job: stays ignored (stops.install too)
         early_previous[signum] = _signal.signal(signum, _record)
 
 

@@ -23,7 +23,7 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from specmon import __version__
+from specmon import __version__, terminal
 from specmon.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     except stops.Stopped as exc:  # a stop during setup that no command turned into exports
         return 128 + exc.signum
     finally:
-        stops.uninstall()
+        if specmon.early_installed:  # `specmon ...`: the process ends next; a late signal
+            stops.done()  # then exits 128 + N, never -N (the default action)
+        else:  # an in-process caller gets its own handlers back
+            stops.uninstall()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -81,6 +84,13 @@ def _main(argv: list[str] | None) -> int:
         stops.uninstall()
         if stops.requested() is not None:
             return stops.exit_status(0)
+    if name in STOPPABLE:  # a terminal that goes away mid-run stops it as SIGHUP does
+        with terminal.guarded(stops.hangup):
+            return _run_command(name, argv)
+    return _run_command(name, argv)
+
+
+def _run_command(name: str, argv: list[str]) -> int:
     module_name, desc = COMMANDS[name]
     try:
         module = importlib.import_module(module_name)

@@ -15,8 +15,11 @@ signals and acts by stage (docs/architecture.md, "Stops and exit status"):
 
 Only Ctrl-C escalates: once a stop is under way, a repeated SIGHUP or SIGTERM changes nothing
 (a dropped ssh connection can deliver several hangups, a supervisor may repeat its SIGTERM),
-so only an interactive third Ctrl-C abandons the exports. A SIGHUP the process inherited as
-ignored (`nohup specmon ...`) stays ignored.
+so only an interactive third Ctrl-C abandons the exports. A signal the process inherited as
+ignored stays ignored for the whole run: SIGHUP under `nohup specmon ...`, SIGINT in a bash
+background job (`specmon ... &` in a script). A terminal that went away (EIO on a write,
+specmon/terminal.py) stops the run as SIGHUP does (`hangup`). Once the command has returned
+(`done`), a late signal exits 128 + N at once.
 
 Exit status after a stop by signal: 128 + the first signal's number (shell convention).
 """
@@ -25,8 +28,10 @@ from __future__ import annotations
 
 # imported before everything else by the console script (cli.py) and `python -m specmon`:
 # only cheap standard modules, so the handlers are in place as early as possible
+import atexit
 import os
 import signal
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -66,6 +71,7 @@ class _State:
         self.abandon_callbacks: list[Callable[[], None]] = []
         self.installed = False
         self.previous: dict[int, Any] = {}  # the handlers install() replaced
+        self.ignored: set[int] = set()  # inherited as SIG_IGN: kept so for the whole run
         self.repeat_noted = False
         self.failure: str | None = None  # a stop that is no signal: the first failed write
 
@@ -82,9 +88,13 @@ def install() -> None:
         return
     reset()  # a fresh count for this run (an in-process caller may run several)
     early_previous = specmon.early_previous
+    _state.ignored.clear()
     for signum in SIGNALS:
-        if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) == signal.SIG_IGN:
-            continue  # nohup: the hangup stays ignored
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            # nohup (SIGHUP), a bash background job (SIGINT): ignored from the process's
+            # start, so ignored to its end; a signal then never depends on when it lands
+            _state.ignored.add(signum)
+            continue
         replaced = signal.signal(signum, _handler)
         _state.previous[signum] = early_previous.pop(signum, replaced)
     _state.installed = True
@@ -120,18 +130,28 @@ def reset() -> None:
     _state.abandon_callbacks.clear()
 
 
+def _say(line: str) -> None:
+    """One line on stderr from the handler; never raises (a closed terminal gives EIO)."""
+    try:
+        os.write(2, (line + "\n").encode())
+    except OSError:
+        pass
+
+
 def _handler(signum: int, _frame: FrameType | None) -> None:
+    if _state.stage == "done":  # the exports are written: end now, as the signal says
+        exit_now(128 + (_state.first or signum))
     if _state.first is not None and signum != signal.SIGINT:  # the stop is under way
         if not _state.repeat_noted:
             _state.repeat_noted = True
-            os.write(2, (REPEAT_NOTE + "\n").encode())
+            _say(REPEAT_NOTE)
         return
     _state.count += 1
     if _state.first is None:
         _state.first = signum
     if _state.stage == "export" or (_state.stage == "load" and _state.count > 1):
         if _state.count >= 3:
-            os.write(2, b"specmon: abandoned the exports\n")
+            _say("specmon: abandoned the exports")
             for abandon in list(_state.abandon_callbacks):
                 try:  # what must not outlive this process (a sweep's server)
                     abandon()
@@ -139,16 +159,66 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
                     pass
             os._exit(128 + (_state.first or signum))
         if _state.count == 2 and _state.stage == "load":  # still draining
-            os.write(2, (DRAIN_WARNING + "\n").encode())
+            _say(DRAIN_WARNING)
         elif _state.count == 2:
-            os.write(2, (EXPORT_WARNING + "\n").encode())
+            _say(EXPORT_WARNING)
         elif _state.stage == "export":  # the first signal of the run came during the export
-            os.write(2, b"specmon: stop signal during the export: finishing it\n")
+            _say("specmon: stop signal during the export: finishing it")
         return
     if _state.stage == "setup" and _state.interruptible:
         raise Stopped(signum)
     for callback in list(_state.callbacks):
         callback(signum)
+
+
+def exit_now(status: int) -> None:
+    """Flush what the command printed, then leave with `status` (no finalizer runs: the
+    exports are on disk, and a default action here would end the process as -N)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or dead stream, or a flush already under way
+            pass
+    os._exit(status)
+
+
+def done() -> None:
+    """The command has returned (its exports written) and the process is about to exit: a
+    signal from now on exits 128 + N at once instead of taking the default action (killed,
+    status -N). For `specmon ...` / `python -m specmon` only; cli.main calls it.
+
+    The interpreter's teardown puts the default actions back after the atexit callbacks.
+    The one registered here (atexit runs the last registered first) blocks the stop
+    signals and exits 128 + N for one already pending; one that comes later still stays
+    blocked and goes with the process (the status is the run's own), never -N."""
+    _state.stage = "done"
+    atexit.register(_block_at_exit)
+
+
+def _block_at_exit() -> None:
+    blocked = [s for s in SIGNALS if s not in _state.ignored]
+    signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    pending = [s for s in blocked if s in signal.sigpending()]
+    if pending:
+        exit_now(128 + (_state.first or pending[0]))
+
+
+def hangup() -> None:
+    """The terminal went away (a write to it failed with EIO: specmon/terminal.py): a stop
+    as by SIGHUP, from any thread, unless SIGHUP is ignored (nohup: the run goes on and its
+    output is discarded). During the load the on_stop callbacks get SIGHUP (they only
+    schedule work); before it, the next check() raises; at the export, the status is 129."""
+    sighup = getattr(signal, "SIGHUP", None)
+    if sighup is None or sighup in _state.ignored or _state.first is not None:
+        return
+    _state.count += 1
+    _state.first = sighup
+    if _state.stage == "load":
+        for callback in list(_state.callbacks):
+            try:
+                callback(sighup)
+            except Exception:
+                pass
 
 
 def note_stop(signum: int) -> None:

@@ -8,10 +8,12 @@ Textual one (`tui/app.py run_monitor`) and passes it, or None to run headless.
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import TextIO
 
-from specmon import stops
+from specmon import stops, terminal
 from specmon.config import RunConfig
 from specmon.decision.gates import MAX_ERROR_RATE
 from specmon.errors import ServerUnreachable, UserError
@@ -23,6 +25,8 @@ from specmon.sinks.prometheus import close_exporters
 
 # shows the run until the user quits (tui/app.py run_monitor); the load runs meanwhile
 Monitor = Callable[[RunConfig, MultiRun, RunSession], object]
+# how long a stop may wait for the screen to close before the run ends without it
+SCREEN_GRACE_S = 10.0
 # called once the inputs passed: the monitor to run under, None to run headless
 OpenMonitor = Callable[[RunConfig, TextIO], Monitor | None]
 
@@ -57,10 +61,13 @@ def run_with_monitor(monitor: Monitor, config: RunConfig, multi: MultiRun, out: 
     started = stops.requested() is None
     if started:
         multi.start()
+    closed = threading.Event()
+    _rescue_a_stuck_screen(multi, config, out, closed)
     try:
         if started:
             monitor(config, multi, multi.primary.session)
     finally:
+        closed.set()
         multi.stop()
         if started:
             _drain(multi, out)
@@ -70,6 +77,39 @@ def run_with_monitor(monitor: Monitor, config: RunConfig, multi: MultiRun, out: 
     )
     print_results(multi, out)  # the headless run's console tables, once the screen is gone
     return stops.exit_status(_exit_status(multi, out, config.fail_on_errors))
+
+
+def _rescue_a_stuck_screen(
+    multi: MultiRun, config: RunConfig, out: TextIO, closed: threading.Event
+) -> None:
+    """A stop must reach the exports whatever the screen is doing. After `tmux
+    kill-session` as the monitor starts, Textual was seen laying out for ever for a
+    terminal that has no size: its timers never ran, the run never ended. This thread,
+    outside Textual, notices a terminal gone (its descriptors no longer a tty: a stop as
+    SIGHUP); when the screen has not closed SCREEN_GRACE_S later, it drains the load,
+    writes the exports and ends the process with the run's exit status. A screen on a live
+    terminal is never cut short (a busy machine may take seconds to close it)."""
+    fds = terminal.tty_fds()
+
+    def watch() -> None:
+        since: float | None = None
+        while not closed.wait(0.25):
+            gone = terminal.hung_up(fds)
+            if gone:
+                stops.hangup()
+            if not (gone and stops.pending_stop()):  # a live screen closes on its own
+                since = None
+                continue
+            since = since if since is not None else time.monotonic()
+            if time.monotonic() - since >= SCREEN_GRACE_S and not closed.is_set():
+                multi.stop()
+                _drain(multi, out)
+                _write_exports(multi, config, out)
+                line = exports_line(config.artifact_dir, [r.session for r in multi.runs])
+                print(line, file=out, flush=True)
+                stops.exit_now(stops.exit_status(0))
+
+    threading.Thread(target=watch, name="specmon-screen-rescue", daemon=True).start()
 
 
 def run_headless(config: RunConfig, multi: MultiRun, out: TextIO) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -21,7 +22,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
-from specmon import stops
+from specmon import stops, terminal
 from specmon.interfaces import MonitorConfig, MonitoredRun, SessionView
 from specmon.tui.main_screen import MainScreen
 from specmon.tui.modes import WATCH, Mode, mode_of
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 # panel ids in key order (1, 2, ...): what tests and docs call "panel n"
 PANELS = tuple(p.id for p in keyed(PANEL_TABLE))
+# how often the monitor checks that its terminal is still there (one ioctl per fd)
+TERMINAL_CHECK_S = 0.5
 CTRL_C_STATUS = 128 + signal.SIGINT  # Ctrl-C in the TUI ends the run as SIGINT does headless
 
 
@@ -127,6 +130,7 @@ class SpecmonApp(App[int]):
         self.theme_names: list[str] = []
         self._requested_theme = theme_name or (config.theme if config else None)
         self._marked = False  # the run's end was seen (and said, if it failed)
+        self._tty_fds: tuple[int, ...] = ()  # the terminal's descriptors (set at mount)
         self._stop_callback: Callable[[int], None] | None = None
         self._load_theme_files()
 
@@ -146,11 +150,29 @@ class SpecmonApp(App[int]):
         keep_default_job_control()
         self.set_interval(1.0 / self.refresh_hz, self.refresh_data)
         self._catch_signals(True)
+        self._tty_fds = terminal.tty_fds()
+        self.set_interval(TERMINAL_CHECK_S, self._watch_terminal)
         if self.runner is not None and stops.pending_stop():
             # a stop that came after the load started but before the screen was up (no
             # callback was registered yet to hear it): the run ends now, as it would have
             # (once the screen is up: quitting under its mount would leave it half-built)
             self.call_after_refresh(self.action_quit_monitor)
+
+    def _watch_terminal(self) -> None:
+        """A closed pane or ssh session need not bring this process a SIGHUP (the shell
+        that gets it may outlive the pane) nor a failed write (stderr, which Textual draws
+        on, may be a file), and a dead tty reads as endless EOF: the monitor would run its
+        whole load and never exit. The terminal's descriptors stop being a tty the moment
+        it closes: that ends the run as SIGHUP does (exports, exit 129). A stop that the
+        quick paths missed is acted on here too: after a hangup Textual can stay busy
+        resizing to a terminal that has no size, so a quit waiting for the next refresh
+        (on_mount's) may never come; this timer still runs."""
+        if self.runner is None:
+            return
+        if terminal.hung_up(self._tty_fds):
+            stops.hangup()
+        if stops.pending_stop():
+            self.action_quit_monitor()
 
     def on_unmount(self) -> None:
         self._catch_signals(False)
@@ -241,6 +263,8 @@ def run_monitor(config: RunConfig, runner: MonitoredRun, session: SessionView) -
     (session.finish) and prints where they are once the screen has closed. A stop signal
     that came before the screen opens ends the run without opening it.
     """
+    if terminal.hung_up((sys.stdout.fileno(),)):  # a tty when the monitor was chosen:
+        stops.hangup()  # the terminal went away before the screen opens
     if stops.pending_stop():
         runner.stop()
         return 0
