@@ -48,6 +48,7 @@ from specmon.errors import UserError
 from specmon.records import json_object
 from specmon.segment_plan import parse_segments  # validates the spec itself
 from specmon.specdecode.engines import ENGINE_NAMES, engine_choice
+from specmon.specdecode.method import parse_method
 
 M = TypeVar("M", bound=BaseModel)
 MAX_TOKENS = 2**20  # prompt / output length bound: past any context window (a 1e9-token
@@ -408,6 +409,13 @@ class RunConfig(BaseModel):
     endpoint_type: Literal["chat", "completions"] = option("chat", "OpenAI endpoint to drive")
     streaming: bool = option(False, "stream responses over SSE (--no-streaming to turn off)")
     model: str | None = option(None, "model name (default: the first id /v1/models lists)")
+    spec_method: str | None = option(
+        None,
+        "the speculative method and drafter, e.g. eagle3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
+        "or draft_model:MODEL or ngram, for the header, the exports and compare (the "
+        "server's own word wins where it tells: SGLang, vLLM's dev-mode /server_info)",
+        metavar="METHOD[:DRAFTER]",
+    )
     api_key: str | None = option(
         None, "bearer token (default: $OPENAI_API_KEY)", env_alias="OPENAI_API_KEY", secret=True
     )
@@ -623,6 +631,12 @@ class RunConfig(BaseModel):
     @classmethod
     def _engine(cls, value: str) -> str:
         return engine_choice(value)  # the engine registry's names, plugins' included
+
+    @field_validator("spec_method")
+    @classmethod
+    def _spec_method(cls, value: str | None) -> str | None:
+        parse_method(value)  # a ValueError names what to give
+        return value
 
     @field_validator("metric_percentiles")
     @classmethod

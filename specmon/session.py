@@ -39,6 +39,7 @@ from specmon.sinks.categories import PER_CATEGORY_KEY, CategorySink, ContextSink
 from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 from specmon.specdecode.fidelity import FIDELITY_KEY
+from specmon.specdecode.method import SpecMethod
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
@@ -96,6 +97,8 @@ class RunSession:
         # The server's non-comparable verification modes (fidelity.verification_notes),
         # written on every record; set by whoever asked the server, before the load.
         self.verification_note: str | None = None
+        # The speculative method and drafter (set_spec_method), for the header and exports.
+        self.spec_method: SpecMethod | None = None
         # The request log keeps `window` results in memory and reads older ones back from
         # the JSONL (specmon/results_window.py); window=None keeps every result.
         self.accumulator = RunAccumulator(live=live, window=window)
@@ -111,6 +114,16 @@ class RunSession:
         self._finished = False
         self.write_failure: str | None = None  # the first failed write (disk full), if any
         self._open_sinks()
+
+    def set_spec_method(self, method: SpecMethod | None) -> None:
+        """The method shown in the header and written under the exports' input config
+        `specmon` key (AIPerf's own input_config fields stay as they are)."""
+        self.spec_method = method
+        if method is not None:
+            self.input_config["specmon"] = {
+                **self.input_config.get("specmon", {}),
+                **method.to_json(),
+            }
 
     @classmethod
     def from_results(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, fmt_signed, format_table
+from specmon.specdecode.method import SpecMethod
 from specmon.specdecode.record import k_contradiction
 
 SUMMARY_FILE = "profile_export_aiperf.json"
@@ -260,6 +261,33 @@ def no_speculation(summary: Mapping) -> bool:
     return sm.get("drafts") == 0
 
 
+def run_method(summary: Mapping) -> SpecMethod | None:
+    """The speculative method a specmon summary records (input_config's `specmon` key:
+    spec_method, drafter, source); None for AIPerf's or a run that did not know it."""
+    config = summary.get("input_config")
+    own = config.get("specmon") if isinstance(config, Mapping) else None
+    if not isinstance(own, Mapping) or not isinstance(own.get("spec_method"), str):
+        return None
+    drafter = own.get("drafter")
+    drafter = drafter if isinstance(drafter, str) else None
+    return SpecMethod(own["spec_method"], drafter, str(own.get("source") or ""))
+
+
+def _method_json(method: SpecMethod | None) -> dict[str, str | None] | None:
+    return method.to_json() if method is not None else None
+
+
+def method_lines(labels: Sequence[str], runs: Sequence[RunArtifacts]) -> list[str]:
+    """One line per run naming its method and drafter (none where no run knows it)."""
+    found = [run_method(run.summary) for run in runs]
+    if not any(found):
+        return []
+    lines = []
+    for label, method in zip(labels, found):
+        lines.append(f"  {label}: {method.text if method else 'not recorded'}")
+    return ["speculative method:", *lines]
+
+
 def unique_labels(paths: Sequence[Path]) -> list[str]:
     names = [p.name or str(p) for p in paths]
     if len(set(names)) == len(names):
@@ -433,7 +461,12 @@ def render_server_comparison(
 def rows_to_json(labels: Sequence[str], runs: Sequence[RunArtifacts], rows: Sequence[Row]) -> dict:
     return {
         "runs": [
-            {"label": label, "path": str(run.path), "num_spec_tokens": run.num_spec_tokens}
+            {
+                "label": label,
+                "path": str(run.path),
+                "num_spec_tokens": run.num_spec_tokens,
+                "spec_method": _method_json(run_method(run.summary)),
+            }
             for label, run in zip(labels, runs)
         ],
         "metrics": [

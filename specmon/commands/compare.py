@@ -16,6 +16,7 @@ from specmon.analysis.compare import (
     build_rows,
     find_run_dirs,
     load_run,
+    method_lines,
     render_rows,
     rows_to_json,
     unique_labels,
@@ -82,6 +83,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(f"baseline: {labels[0]} ({runs[0].path}); Δ = run − baseline")
+        for line in method_lines(labels, runs):
+            print(line)
         print(render_rows(labels, rows))
         if per_load:
             print()

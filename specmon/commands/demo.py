@@ -26,8 +26,9 @@ from specmon.sim.config import SIM_OPTIONS, SimConfig, with_preset
 DEMO_DEFAULTS: dict[str, Any] = {"concurrency": 16, "streaming": True}
 DEMO_SIM_DEFAULTS: dict[str, Any] = {"ttft_ms": 15.0, "step_ms": 3.0}
 # Simulator options the demo sets itself (so they are not demo flags); the demo's
-# --num-spec-tokens takes a list of k, one simulator each.
-DEMO_SETS_ITSELF = ("host", "port", "model", "api_key", "seed", "num_spec_tokens")
+# --num-spec-tokens takes a list of k, one simulator each; the run's --spec-method is the
+# simulators' too (they report it back in /server_info).
+DEMO_SETS_ITSELF = ("host", "port", "model", "api_key", "seed", "num_spec_tokens", "spec_method")
 # Simulator flags that read differently next to the run flags.
 DEMO_SIM_FLAGS = {"log_path": "--sim-log"}
 ACCEPTANCE_DEST = "sim_acceptance"  # where argparse keeps the simulator's --acceptance
@@ -102,6 +103,8 @@ def sim_config(args: argparse.Namespace, seed: int | None, k: int) -> SimConfig:
     sim_log = getattr(args, "sim_log_path", None)
     overrides: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "num_spec_tokens": k}
     overrides["seed"] = seed
+    if getattr(args, "spec_method", None):
+        overrides["spec_method"] = args.spec_method
     if sim_log:
         overrides["log_path"] = sim_log if len(ks) == 1 else f"{sim_log}.k{k}"
     per_position = first_k_acceptance(getattr(args, ACCEPTANCE_DEST, None), ks, k)

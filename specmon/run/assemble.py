@@ -16,6 +16,7 @@ from specmon.interfaces import LoadControl
 from specmon.run.multi import MultiRun
 from specmon.session import RunSession
 from specmon.sinks.alarms import AlarmSink
+from specmon.specdecode.method import parse_method
 
 
 def assemble(config: RunConfig, out: TextIO, save_config_path: str | None = None) -> MultiRun:
@@ -109,6 +110,7 @@ def make_session(config: RunConfig) -> RunSession:
     input_config = config.model_dump(exclude={"api_key"})
     engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
     session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
+    session.set_spec_method(parse_method(config.spec_method))  # a server's word replaces it
     exporter = prometheus.attach(session, config.prometheus_port, config.prometheus_host)
     out = sys.stderr if config.headless else None  # the TUI shows them in its log
     label = config.url[0] if config.url else None

@@ -31,7 +31,7 @@ from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 from specmon.interfaces import LoadControl, LoadProgress, SessionView
 from specmon.run.load.control import knob_shares, merge_progress, split_int
-from specmon.run.load.runner import detect_engine, verification_note
+from specmon.run.load.runner import detect_engine, spec_method, verification_note
 from specmon.segment_plan import format_segments, parse_segments, split_plan
 from specmon.server.promql import check_selector
 from specmon.server.scrape import ServerCounterPoller, ServerCounterView
@@ -43,6 +43,7 @@ from specmon.sinks.segments import SegmentSink
 from specmon.sinks.server_counters import ServerCounterSink
 from specmon.sources.datasets import sub_shard
 from specmon.sources.load.generator import describe_outages
+from specmon.specdecode.method import SpecMethod
 
 
 @dataclass
@@ -72,6 +73,7 @@ class MultiRun:
         *,
         detect: Callable[[str, str | None], str | None] = detect_engine,
         note: Callable[[str, str | None], str | None] = verification_note,
+        method: Callable[[str, str | None], SpecMethod | None] = spec_method,
     ) -> None:
         self.config = config
         targets = config.targets()
@@ -96,6 +98,11 @@ class MultiRun:
             session = make_session(cfg)
             if cfg.engine in ("auto", "vllm"):  # suffix padding and FLy are vLLM's modes
                 session.verification_note = note(base, config.api_key)
+            told = (
+                method(base, config.api_key) if cfg.engine in ("auto", "vllm", "sglang") else None
+            )
+            if told is not None:  # the server's word over --spec-method
+                session.set_spec_method(told)
             self.runs.append(ServerRun(label, base, cfg, make_runner(cfg, session), session))
         self.watch = self._counter_watch() if config.server_metrics else None
         self.segment_rows_final: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ from specmon.sim import presets
 from specmon.sim import schedule as sim_schedule
 from specmon.sim.model import LatencyModel, context_acceptance
 from specmon.specdecode.engines import sim_shapes
+from specmon.specdecode.method import parse_method
 
 # The shapes are the engine registry's (specmon/specdecode/engines.py `sim_shapes`); sglext
 # is SGLang's OpenAI-endpoint shape by the name of its wire field (the same as sglang, which
@@ -68,6 +69,13 @@ class SimConfig(BaseModel):
         f"GPU-like latency and acceptance, listed below (without it and without latency "
         f"options: {presets.DEFAULT_PRESET})",
         metavar="NAME",
+    )
+    spec_method: str | None = option(
+        None,
+        "the speculative method and drafter it reports (vLLM's names: eagle, eagle3, "
+        "draft_model, ngram, mtp), in /server_info as vLLM's dev mode and SGLang do "
+        "(default: the preset's)",
+        metavar="METHOD[:DRAFTER]",
     )
     ttft_ms: float = option(0.0, "time to first token", ge=0)
     step_ms: float = option(0.0, "target step time at batch 1", ge=0)
@@ -140,6 +148,12 @@ class SimConfig(BaseModel):
         0.0, "share of payloads with a self-contradicting histogram", ge=0, le=1
     )
     disconnect_rate: float = option(0.0, "share of responses cut mid-way", ge=0, le=1)
+
+    @field_validator("spec_method", mode="after")
+    @classmethod
+    def _spec_method(cls, value: str | None) -> str | None:
+        parse_method(value)  # a ValueError names what to give
+        return value
 
     @field_validator("preset", mode="after")
     @classmethod

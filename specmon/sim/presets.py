@@ -9,11 +9,13 @@ The figures and where they come from: docs/simulator.md, "Presets".
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 from specmon.errors import UserError
+from specmon.specdecode.method import SERVE_LINE, SpecMethod, command_flags, parse_method
 
 # The options a preset sets; giving any of them (without --preset) turns the default off.
 LATENCY_FIELDS = frozenset(
@@ -40,6 +42,14 @@ class Preset:
     latency: dict[str, Any] = field(default_factory=dict)
     first_acceptance: float | None = None  # None: leave --acceptance at its default
     decay: float = 1.0
+    drafter: str | None = None  # the draft model or head it imitates (None: none, n-gram)
+
+    @property
+    def spec_method(self) -> str | None:
+        """METHOD[:DRAFTER], as --spec-method takes it (None: the preset names none)."""
+        if self.method is None:
+            return None
+        return f"{self.method}:{self.drafter}" if self.drafter else self.method
 
     def acceptance(self, k: int) -> str | None:
         """a_i = first * decay^(i-1) for i = 1..k, as --acceptance text (None: not set)."""
@@ -50,7 +60,12 @@ class Preset:
     def values(self, k: int) -> dict[str, Any]:
         """The SimConfig fields this preset sets for a simulator drafting k tokens."""
         acceptance = self.acceptance(k)
-        return {**self.latency, **({"acceptance": acceptance} if acceptance else {})}
+        method = self.spec_method
+        return {
+            **self.latency,
+            **({"acceptance": acceptance} if acceptance else {}),
+            **({"spec_method": method} if method else {}),
+        }
 
 
 def _roofline(floor: float, per_token: float, draft: float, ttft: float) -> dict[str, Any]:
@@ -74,6 +89,7 @@ PRESETS: dict[str, Preset] = {
             _roofline(4.0, 0.05, 0.2, 5.0),
             0.8,
             0.95,
+            "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
         ),
         Preset(
             "h200-8b-ngram",
@@ -92,6 +108,7 @@ PRESETS: dict[str, Preset] = {
             _roofline(16.0, 0.4, 1.5, 40.0),
             0.7,
             0.97,
+            "meta-llama/Llama-3.2-1B-Instruct",
         ),
         Preset(
             "zero",
@@ -101,6 +118,27 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+
+def method_of_command(command: str) -> SpecMethod | None:
+    """The method a `specmon sim` command line runs: its --spec-method, else its preset's
+    (the default preset when it names neither a preset nor a latency option); None for
+    any other command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if "sim" not in words or not any(w.rsplit("/", 1)[-1] == "specmon" for w in words):
+        return None
+    flags = command_flags(words)
+    try:
+        if "--spec-method" in flags:
+            return parse_method(flags["--spec-method"], SERVE_LINE)
+        given = {f for f in LATENCY_FIELDS if "--" + f.replace("_", "-") in flags}
+        preset, _ = choose(flags.get("--preset"), given)
+    except (ValueError, UserError):
+        return None  # the command fails on its own and says why
+    return parse_method(preset.spec_method, SERVE_LINE) if preset else None
 
 
 def lookup(name: str) -> Preset:
@@ -128,6 +166,8 @@ def help_text() -> str:
     for preset in PRESETS.values():
         default = " [default when no latency option is given]" * (preset.name == DEFAULT_PRESET)
         text = f"{preset.name}{default}: {preset.summary}"
+        if preset.spec_method:
+            text += f"; reports --spec-method {preset.spec_method}"
         if preset.first_acceptance is not None:
             text += (
                 f"; acceptance a_i = {preset.first_acceptance} x {preset.decay}^(i-1) at "

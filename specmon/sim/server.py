@@ -51,6 +51,10 @@ from specmon.sim.requests import ApiError, ParsedRequest, parse_request
 from specmon.sim.schedule import lookup
 from specmon.sim.scheduler import Scheduler, Seq
 from specmon.specdecode.engines import engine_of_shape
+from specmon.specdecode.method import SGLANG_ALGORITHMS, parse_method
+
+# vLLM's method names -> SGLang's --speculative-algorithm (LOOKAHEAD is an older ngram name)
+SGLANG_NAMES = {v: k for k, v in SGLANG_ALGORITHMS.items() if k != "LOOKAHEAD"}
 
 # 64 cheap fake words: a token is " " + one of them.
 WORDS = tuple(
@@ -855,19 +859,39 @@ async def metrics(request: Request) -> Response:
 
 
 async def server_info(request: Request) -> Response:
+    """SGLang's /get_server_info: server_args with the speculative algorithm."""
     cfg = request.app.state.sim.cfg
+    method = parse_method(cfg.spec_method)
+    algorithm = "EAGLE" if method is None else SGLANG_NAMES.get(method.method, method.method)
     info = {
         "engine": "sglang",
         "version": "0.5.0-specmon-sim",
         "server_args": {
             "model_path": cfg.model,
             "served_model_name": cfg.model,
-            "speculative_algorithm": "EAGLE" if cfg.num_spec_tokens else None,
+            "speculative_algorithm": algorithm if cfg.num_spec_tokens else None,
+            "speculative_draft_model_path": method.drafter if method else None,
             "speculative_num_steps": cfg.num_spec_tokens,
             "speculative_num_draft_tokens": cfg.num_spec_tokens + 1,
         },
     }
     return Response(orjson.dumps(info), media_type=JSON)
+
+
+async def vllm_server_info(request: Request) -> Response:
+    """vLLM's dev-mode /server_info (VLLM_SERVER_DEV_MODE=1), config_format=text: the
+    VllmConfig's str(), of which the simulator fills the speculative config's repr."""
+    cfg = request.app.state.sim.cfg
+    method = parse_method(cfg.spec_method)
+    spec = "None"
+    if cfg.num_spec_tokens and method is not None:
+        model = "None" if method.drafter is None else repr(method.drafter)
+        spec = (
+            f"SpeculativeConfig(method={method.method!r}, model={model}, "
+            f"num_spec_tokens={cfg.num_spec_tokens})"
+        )
+    config = f"model={cfg.model!r}, speculative_config={spec}, served_model_name={cfg.model!r}"
+    return Response(orjson.dumps({"vllm_config": config, "vllm_env": {}}), media_type=JSON)
 
 
 async def _completion(request: Request, endpoint: str) -> Any:
@@ -934,6 +958,8 @@ def build_app(cfg: SimConfig) -> Starlette:
     ]
     if cfg.shape == "sglang":
         routes += [Route("/server_info", server_info), Route("/get_server_info", server_info)]
+    elif cfg.shape == "vllm":  # as vLLM in its dev mode: the speculative config's method
+        routes += [Route("/server_info", vllm_server_info)]
     if cfg.shape == "llamacpp":  # its native /completion (specmon/sim/llamacpp.py)
         routes += llamacpp.routes(_completion)
     app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})

@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     # the engine registry is plain declarations (names, signatures) the options read
     "specmon.specdecode.engines": 5,
     "specmon.specdecode.fidelity": 5,
+    "specmon.specdecode.method": 5,
 }
 
 # (importer prefix, imported prefix): edges that must never exist

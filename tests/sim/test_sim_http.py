@@ -104,7 +104,11 @@ def test_routes(sim):
     for position in range(3):
         assert f'position="{position}"' in metrics.text
     assert 'position="3"' not in metrics.text  # positions 0..k-1 only
-    missing = sim.client.get("/server_info")  # only the sglang shape has it
+    # vLLM's dev-mode /server_info: the speculative config's repr, here with no method set
+    # (no preset names one: the suite's simulators run --preset zero)
+    info = sim.client.get("/server_info").json()["vllm_config"]
+    assert "speculative_config=None" in info
+    missing = sim.client.get("/get_server_info")  # only the sglang shape has it
     assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
     wrong_method = sim.client.get("/v1/chat/completions")
     assert wrong_method.status_code == 405 and wrong_method.json() == {

@@ -34,6 +34,7 @@ from specmon.sources.load.generator import LoadGenerator
 from specmon.sources.load.loop_health import SaturationLog
 from specmon.specdecode.engines import engine_of_models, engine_of_server_info, probed_engines
 from specmon.specdecode.fidelity import verification_notes
+from specmon.specdecode.method import SpecMethod, of_server_info
 
 __all__ = [
     "LoadProgress",
@@ -139,6 +140,19 @@ def detect_engine(base: str, api_key: str | None, timeout: float = 5.0) -> str |
             continue
         found = engine_of_server_info(info)
         if found in wanted:
+            return found
+    return None
+
+
+def spec_method(base: str, api_key: str | None, timeout: float = 5.0) -> SpecMethod | None:
+    """The speculative method the server says it runs: SGLang's /get_server_info, vLLM's
+    dev-mode /server_info (a plain vLLM has neither: None, and --spec-method stands)."""
+    for route in ("/get_server_info", "/server_info"):
+        try:
+            found = of_server_info(get_json(base + route, api_key, timeout))
+        except (*UNREACHABLE, ValueError):
+            continue
+        if found is not None:
             return found
     return None
 

@@ -39,6 +39,8 @@ from specmon.run.sweep.settings import (
     row_label,
 )
 from specmon.server.process import ServerProcess
+from specmon.sim import presets
+from specmon.specdecode.method import of_command
 from specmon.text_guard import mask_secrets
 
 
@@ -88,6 +90,8 @@ class ArmRun:
     ended: float = 0.0
     attempt: int = 1
     fault: str | None = None  # the task or node died (not the server: that is a cell error)
+    # the speculative method and drafter its server command names (SpecMethod.to_json)
+    spec_method: dict[str, str | None] | None = None
 
     @property
     def wall_s(self) -> float:
@@ -191,10 +195,13 @@ def _serve(
     hooks.say(
         f"specmon sweep: {spec.label}: starting `{mask_secrets(command)}`{on_gpus} (pid {os.getpid()})"
     )
+    method = of_command(command) or presets.method_of_command(command)
+    outcome.run.spec_method = method.to_json() if method is not None else None
     server = start_server(command, port, directory / spec.log_name, gpus)
     measurer = Measurer(
         job.settings, job.load_config, directory, job.make_repeat, stopping, hooks.say, hooks.on_now
     )
+    measurer.spec_method = method
     measurer.server = server
     if hooks.on_server is not None:
         hooks.on_server(spec, server)

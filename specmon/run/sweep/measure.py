@@ -23,6 +23,7 @@ from specmon.server.health import HealthDelta, HealthSample
 from specmon.server.process import ServerProcess
 from specmon.server.scrape import fetch_counters
 from specmon.session import RunSession
+from specmon.specdecode.method import SpecMethod
 from specmon.stats import row_value, summary_rows
 
 # a repeat's session and runner for its config (run/assemble.py make_repeat: `specmon run`'s)
@@ -159,6 +160,7 @@ class Measurer:
         self.load_config = load_config
         self.dir = artifact_dir
         self.make_repeat = make_repeat
+        self.spec_method: SpecMethod | None = None  # what the arm's --serve line names
         self.stopping = stopping
         self.say = say
         self.on_now = on_now
@@ -250,6 +252,8 @@ class Measurer:
         self._warmed.add(k)
         config = self._cell_config(url, model, c, repeat_dir)
         session, runner = self.make_repeat(config)
+        if self.spec_method is not None and session.spec_method is None:  # no --spec-method
+            session.set_spec_method(self.spec_method)
         fixed, arm = (k, None) if isinstance(k, int) else (None, k)
         self._now(
             SweepNow(
