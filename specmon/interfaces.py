@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from specmon.config import RunConfig
     from specmon.pipeline import RequestResult
     from specmon.server.scrape import ServerCounterView
+    from specmon.specdecode.method import SpecMethod
 
 PHASES = ("starting", "warmup", "profiling", "stopping", "done")  # in the order a run moves
 
@@ -150,6 +151,9 @@ class SessionView(Protocol):
 
     @property
     def artifact_dir(self) -> Path | None: ...
+
+    # the speculative method and drafter the header names (None: unknown)
+    spec_method: SpecMethod | None
 
 
 class CounterSource(Protocol):

@@ -1,7 +1,8 @@
 """The main screen's layout classes from the terminal size, and the height fitter's glue:
 measure the laid-out rows, ask tui/fit.py how many FIT_STEPS they need, apply them.
 
-specmon.tcss sizes each class: `.compact` (< 100 columns or < 36 rows), `.medium`
+specmon.tcss sizes each class: `.small` (< 80 columns or < 24 rows, within compact),
+`.compact` (< 100 columns or < 36 rows), `.medium`
 (100..149 columns), wide (>= 150); `.short` (one server, wide, under 44 rows: no tuning row)
 and `.tall` (>= 44 rows).
 """
@@ -16,6 +17,7 @@ from specmon.tui.fit import FIT_STEPS, FIXED_ROWS, FLEX_FLOORS, Flex, Measured, 
 from specmon.tui.widgets.panel import HPanel, Panel, Slot
 
 COMPACT_BELOW = (100, 36)  # width, height under which the compact layout is used
+SMALL_BELOW = (80, 24)  # under this too: a one-line headline, no histogram (key 2 shows it)
 WIDE_FROM = 150  # side-by-side top row from this width; between the two: "medium"
 TUNE_ROW_FROM = 44  # rows a one-server wide layout needs before the what-if row fits too
 
@@ -29,6 +31,7 @@ def size_classes(width: int, height: int, multi: bool) -> dict[str, bool]:
         "medium": medium,
         "short": not compact and not medium and not multi and height < TUNE_ROW_FROM,
         "tall": height >= TUNE_ROW_FROM,
+        "small": width < SMALL_BELOW[0] or height < SMALL_BELOW[1],
     }
 
 

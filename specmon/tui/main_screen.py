@@ -40,7 +40,7 @@ from specmon.tui.tuning_view import next_setting
 from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.contexts import ContextView
 from specmon.tui.widgets.header import RunHeader
-from specmon.tui.widgets.headline import HeadlineView
+from specmon.tui.widgets.headline import RECENT_S, HeadlineView, Recent
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.histogram_chart import HistogramChart
@@ -112,6 +112,7 @@ class MainScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.fitter.resize(event.size.width, event.size.height, self.ui.multi)
+        self.query_one(HeadlineView).forget_shown()  # one line below 80x24, three above
         self.ui.tune_at = 0.0  # the servers view switches between columns and a strip
         # size-dependent views (the servers' columns) repaint once the new layout is done,
         # not at the next timer tick (a snapshot taken before it would be of the old size)
@@ -364,4 +365,7 @@ class PlotPainter:
         elapsed = model.header.elapsed_s if model is not None else 0.0
         end = max(self.bins.last_s(), elapsed)
         bins = self.bins
-        series.show(lambda columns, min_s: bins.series(window, end, columns, min_s))
+        # columns long enough to hold several request ends: a blank one is then a stall
+        steady = bins.steady_column_s()
+        series.show(lambda columns, min_s: bins.series(window, end, columns, max(min_s, steady)))
+        screen.query_one(HeadlineView).show_recent(Recent(bins.recent_tok_s(end, RECENT_S)))

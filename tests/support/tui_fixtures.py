@@ -172,7 +172,7 @@ def accumulate(captures: list[dict], live: bool = False) -> RunAccumulator:
 
 def session_view(acc: RunAccumulator) -> SimpleNamespace:
     """An interfaces.SessionView over an accumulator (what SpecmonApp reads of a session)."""
-    return SimpleNamespace(accumulator=acc, artifact_dir=None)
+    return SimpleNamespace(accumulator=acc, artifact_dir=None, spec_method=None)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -59,7 +59,7 @@ def capture_k(
 
 
 def session_of(captures: list[dict]) -> Any:
-    return SimpleNamespace(accumulator=accumulate(captures), artifact_dir=None)
+    return SimpleNamespace(accumulator=accumulate(captures), artifact_dir=None, spec_method=None)
 
 
 def delta_of(hist: list[int]) -> CounterDelta:

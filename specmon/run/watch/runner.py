@@ -45,6 +45,7 @@ from specmon.server.scrape import (
 )
 from specmon.sources.lifecycle import BackgroundRun
 from specmon.specdecode.fidelity import SERVER_WIDE
+from specmon.specdecode.method import SpecMethod
 
 CSV_NAME = "watch_timeseries.csv"
 JSONL_NAME = "watch_timeseries.jsonl"
@@ -362,6 +363,7 @@ class _EmptySession:
     def __init__(self, artifact_dir: Path) -> None:
         self.accumulator = RunAccumulator()
         self._artifact_dir = artifact_dir
+        self.spec_method: SpecMethod | None = None  # a watch sends no request to learn it
 
     @property
     def artifact_dir(self) -> Path | None:

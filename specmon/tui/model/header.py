@@ -49,6 +49,7 @@ class HeaderInfo:
     # own delay, so the header says so while it lasts
     saturation: str | None = None
     alarms: tuple[str, ...] = ()  # the shown server's active acceptance alarms (sinks/alarms.py)
+    method: str | None = None  # the speculative method (EAGLE-3, draft model, ...), where known
 
 
 def header_of(
@@ -79,12 +80,20 @@ def header_of(
         finished=control.finished if control is not None else not mode.drives_load,
         mode=mode,
         alarms=active_alarms(ui.session),
+        method=method_label(ui),
         **runner_progress(shown_runner(run, control, ui)),
     )
     if info.request_count is None:  # a replay knows its record count: no "(until q)"
         done, total = known_total(control)
         info = replace(info, request_count=total, progress_done=done)
     return info
+
+
+def method_label(ui: UiState) -> str | None:
+    """The shown server's speculative method as the header names it (specdecode/method.py:
+    the server's word, --spec-method, or a sweep's --serve line); None where unknown."""
+    method = ui.session.spec_method
+    return method.label if method is not None else None
 
 
 def _avg(row: MetricRow | None) -> float | None:

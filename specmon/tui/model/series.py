@@ -27,6 +27,14 @@ BIN_S = 0.25  # fine bins; a window folds them into at most `columns` display bi
 # a 0.25 s column of a steady 2,000 tok/s run reads +-10% (acceptance bursts), 3 s +-3%.
 CURRENT_S = 3.0
 NOW = "@now"  # data[key + NOW] = [the current value], when the source gives one
+# data[STALL][c] = 1.0 where column c is a stall: a whole column after the first request
+# ended in which none ended (drawn STALL_MARK in every series, never a blank)
+STALL = "@stall"
+# The sparklines' columns are at least long enough to hold this many request ends at the
+# run's rate so far: a column's figures are then never a blank or one request's noise under
+# steady load (4 req/s in 0.25 s columns left every other column empty: issue 36), and a
+# column with none is a stall. Poisson at a mean of 5 leaves a column empty 0.7% of the time.
+ENDS_PER_COLUMN = 5
 # fetch(columns, min_column_s): the series binned to at most that many columns, each at
 # least min_column_s long (a source whose columns are never shorter may ignore it)
 Fetch = Callable[[int, float], dict[str, list[float | None]]]
@@ -61,6 +69,7 @@ class _Cell:
     steps: int = 0
     accepted: int = 0
     ttfts: list[float] = field(default_factory=list)
+    tokens: int = 0  # output tokens of the requests that ended here
 
     def merge(self, other: _Cell) -> None:
         self.requests += other.requests
@@ -68,6 +77,7 @@ class _Cell:
         self.steps += other.steps
         self.accepted += other.accepted
         self.ttfts.extend(other.ttfts)
+        self.tokens += other.tokens
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,8 @@ class SeriesBins:
         self._tokens: dict[int, float] = {}  # by arrival time: output tokens
         self._latest_s = 0.0  # the newest end seen
         self._longest_s = 0.0  # the longest generation (first token to end) seen
+        self._first_end_s: float | None = None  # the oldest end seen
+        self._ends = 0  # requests seen
 
     def add(self, results: Sequence[RequestResult]) -> None:
         for i in range(self.seen, len(results)):
@@ -130,6 +142,10 @@ class SeriesBins:
         cell.errors += 0 if p.ok else 1
         cell.steps += p.steps
         cell.accepted += p.accepted
+        cell.tokens += p.tokens
+        self._ends += 1
+        if self._first_end_s is None or p.end_s < self._first_end_s:
+            self._first_end_s = p.end_s
         if p.ttft_ms is not None:
             cell.ttfts.append(p.ttft_ms)
         first = p.end_s if p.first_token_s is None else p.first_token_s
@@ -157,6 +173,30 @@ class SeriesBins:
         """The newest end seen (seconds from the origin)."""
         return self._latest_s
 
+    def steady_column_s(self) -> float:
+        """The shortest sparkline column that holds ENDS_PER_COLUMN request ends at the
+        rate seen so far (0 before ENDS_PER_COLUMN requests have ended: then no column
+        is taken for a stall)."""
+        first = self._first_end_s
+        if first is None or self._ends < ENDS_PER_COLUMN or self._latest_s <= first:
+            return 0.0  # no rate known yet: no column is a stall
+        return ENDS_PER_COLUMN * (self._latest_s - first) / (self._ends - 1)
+
+    def recent_tok_s(self, now_s: float, window_s: float) -> float | None:
+        """Output tokens/s of the requests that ended in the last `window_s` before `now_s`
+        (None until the run has lasted that long): a stall reads low at once, where the
+        run's average hardly moves. Whole fine bins, the newest the one that holds now_s."""
+        if self._first_end_s is None or now_s < window_s:
+            return None
+        w = self.width_s
+        end_b = math.ceil(now_s / w - 1e-9)
+        n = max(1, round(window_s / w))
+        start_b = max(end_b - n, int(self._first_end_s / w))
+        if end_b <= start_b:
+            return None
+        tokens = sum(self._bins[b].tokens for b in range(start_b, end_b) if b in self._bins)
+        return tokens / ((end_b - start_b) * w)
+
     def complete_s(self) -> float:
         """Token bins before this time hold every token generated in them."""
         return self._latest_s - self._longest_s
@@ -179,22 +219,34 @@ class SeriesBins:
         complete_b = math.floor(self.complete_s() / w + 1e-9)
         out: dict[str, list[float | None]] = {s.key: [] for s in SERIES}
         out[TIME] = [(first_b + (c + 0.5) * per) * w for c in range(columns)]
+        out[STALL] = []
+        first_end_b = math.inf if self._first_end_s is None else self._first_end_s / w
+        steady = self.steady_column_s()
+        now_b = now_s / w + 1e-9
         for c in range(columns):
             lo = first_b + c * per
             cell = _Cell()
             for b in range(lo, lo + per):
                 if b in self._bins:
                     cell.merge(self._bins[b])
+            # a stall: a whole column after the first end, none ended in it, at a known rate
+            stalled = steady > 0 and not cell.requests and lo >= first_end_b and lo + per <= now_b
+            out[STALL].append(1.0 if stalled else None)
             out["al"].append(1 + cell.accepted / cell.steps if cell.steps else None)
             out["tok_s"].append(self._rate(lo, lo + per, complete_b))
             out["ttft_p50"].append(_median(cell.ttfts))
             out["err_pct"].append(100.0 * cell.errors / cell.requests if cell.requests else None)
-        out.update({key + NOW: [value] for key, value in self.current().items()})
+        out.update({key + NOW: [value] for key, value in self.current(now_s).items()})
         return out
 
-    def current(self) -> dict[str, float | None]:
+    def current(self, now_s: float | None = None) -> dict[str, float | None]:
         """Each series over the newest CURRENT_S seconds of complete data: tokens/s up to
-        complete_s(), the per-request figures of the requests that ended in that span."""
+        complete_s(), the per-request figures of the requests that ended in that span. In a
+        stall (nothing ended for CURRENT_S, or a steady column, up to `now_s`) tokens/s is
+        0 and the per-request figures are unknown, not the last ones before it."""
+        steady = self.steady_column_s()
+        if now_s is not None and steady > 0 and now_s - self._latest_s > max(CURRENT_S, steady):
+            return {"al": None, "tok_s": 0.0, "ttft_p50": None, "err_pct": None}
         w, n = self.width_s, max(1, round(CURRENT_S / self.width_s))
         complete_b = math.floor(self.complete_s() / w + 1e-9)
         tok = self._rate(max(0, complete_b - n), complete_b, complete_b) if complete_b > 0 else None

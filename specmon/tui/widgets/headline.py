@@ -10,6 +10,7 @@ definition per figure); request throughput is in the header, once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
@@ -17,11 +18,12 @@ from rich.text import Text
 from textual.widgets import Static
 
 from specmon.specdecode.fidelity import SHORT
+from specmon.tui.layout import SMALL_BELOW  # under it, the headline is one line
 from specmon.tui.model.figures import Headline, headline_of
 from specmon.tui.view import NA
 from specmon.tui.widgets.shaped import ShowsChanges
 
-__all__ = ["Headline", "HeadlineView", "headline_of", "headline_text"]
+__all__ = ["Headline", "HeadlineView", "Recent", "headline_line", "headline_of", "headline_text"]
 
 
 def _n(value: float | None, fmt: str = ",.2f") -> str:
@@ -33,7 +35,37 @@ def _pct(value: float | None) -> str:
     return NA if value is None else _n(value) + "%"
 
 
-def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
+RECENT_S = 10.0  # the "last window" beside the run's output tok/s
+
+
+@dataclass(frozen=True)
+class Recent:
+    """Output tok/s of the last `window_s` (requests that ended in it): a stall shows here
+    at once, where the run's average hardly moves."""
+
+    tok_s: float | None
+    window_s: float = RECENT_S
+
+    @property
+    def text(self) -> str:
+        return f"{self.window_s:g} s: {_n(self.tok_s, ',.1f')}"
+
+
+def headline_line(h: Headline, recent: Recent | None, width: int) -> str:
+    """The headline in one line for a small terminal (40x12 up to 80x24): AL, out tok/s
+    (the last window's beside it, room allowing) and the recommended k as the model words
+    it, its parenthesis dropped first when the line is too long."""
+    k = h.recommendation
+    tok = _n(h.output_tok_s, ",.1f")
+    now = f" ({recent.text})" if recent is not None and recent.tok_s is not None else ""
+    for k_text, now_text in ((k, now), (k.split(" (")[0], now), (k.split(" (")[0], "")):
+        line = f"AL {_n(h.al)} · {tok} tok/s{now_text} · {k_text}"
+        if len(line) <= width:
+            return line
+    return line
+
+
+def headline_text(h: Headline, styles: dict[str, Any], recent: Recent | None = None) -> Text:
     """Three lines: acceptance, latency/throughput, the k recommendation."""
     label, value = styles.get("label", ""), styles.get("value", "bold")
     out = Text(no_wrap=True, overflow="ellipsis")
@@ -53,7 +85,12 @@ def headline_text(h: Headline, styles: dict[str, Any]) -> Text:
         out.append(f"({tag})  ", style=label)
     pair("errors", str(h.errors), styles.get("error", value) if h.errors else value)
     out.append("\n")
-    pair("out tok/s", _n(h.output_tok_s, ",.1f"))
+    if recent is None or recent.tok_s is None:
+        pair("out tok/s", _n(h.output_tok_s, ",.1f"))
+    else:  # the last window beside the run's figure: a stall shows
+        out.append("out tok/s ", style=label)
+        out.append(_n(h.output_tok_s, ",.1f"), style=value)
+        out.append(f" ({recent.text})  ", style=label)
     pair("TTFT p50", _n(h.ttft_p50_ms, ",.1f"))
     pair("p99", _n(h.ttft_p99_ms, ",.1f") + " ms")
     pair("TPOT p50", _n(h.itl_p50_ms, ",.2f") + " ms")
@@ -74,7 +111,23 @@ class HeadlineView(ShowsChanges[Headline], Static):
     HeadlineView > .headline--accent { color: $accent; text-style: bold; }
     """
 
+    _recent: Recent | None = None
+
+    def show_recent(self, recent: Recent | None) -> None:
+        """The last window's output tok/s (the time series' bins know it), repainted with
+        the headline it stands beside."""
+        if recent == self._recent:
+            return
+        self._recent = recent
+        if self._shown is not None:
+            self.paint(self._shown)
+
     def paint(self, headline: Headline) -> None:
+        width, height = self.app.size
+        if width < SMALL_BELOW[0] or height < SMALL_BELOW[1]:
+            inner = max(1, self.size.width or width - 2)
+            self.update(Text(headline_line(headline, self._recent, inner), no_wrap=True))
+            return
         style = self.get_component_rich_style
         styles = {
             "label": style("headline--label", partial=True),
@@ -83,7 +136,7 @@ class HeadlineView(ShowsChanges[Headline], Static):
             "error": style("headline--error", partial=True),
             "accent": style("headline--accent", partial=True),
         }
-        self.update(_fitted(headline_text(headline, styles)))
+        self.update(_fitted(headline_text(headline, styles, self._recent)))
 
 
 def _fitted(text: Text) -> Group:

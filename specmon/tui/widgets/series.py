@@ -16,9 +16,10 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from specmon.tui.model.series import NOW, SERIES, Fetch
+from specmon.tui.model.series import NOW, SERIES, STALL, Fetch
 
 BLOCKS = " ▁▂▃▄▅▆▇█"  # index = eighths of a cell filled
+STALL_MARK = "×"  # a column in which no request ended (model/series.py STALL)
 NAME_W = 12  # "TTFT p50 ms "
 LABEL_W = 19  # name + current
 RANGE_W = 16  # "max 1,234.56" / "min 0.00"
@@ -56,12 +57,15 @@ def series_lines(
     """Every series as `rows` lines: name + current on the left, the spark, max/min right."""
     spark_w = max(4, width - LABEL_W - RANGE_W)
     out = Text(no_wrap=True)
+    stalls = data.get(STALL, [])[-spark_w:]
     for spec in SERIES:
         values = data.get(spec.key, [])[-spark_w:]
-        present = [v for v in values if v is not None]
         cur = _current(data, spec.key, values)
+        # the range covers the current value too (it is over the newest 3 s, a column over
+        # its own span: at 40x12 a current of 3,123 stood beside 2,731..2,816)
+        present = [v for v in (*values, cur) if v is not None and math.isfinite(v)]
         lo, hi = (min(present), max(present)) if present else (0.0, 0.0)
-        sparks = spark_rows(values, rows, lo, hi)
+        sparks = _marked(spark_rows(values, rows, lo, hi), values, stalls)
         for r, spark in enumerate(sparks):
             if r == 0:
                 out.append(f"{spec.name:<{NAME_W}}", style=styles.get("name", ""))
@@ -81,6 +85,17 @@ def series_lines(
             out.append("\n")
     out.rstrip()
     return out
+
+
+def _marked(sparks: list[str], values: Sequence[float | None], stalls: Sequence) -> list[str]:
+    """The sparkline rows with each stalled column's blank made STALL_MARK (bottom row)."""
+    if not any(stalls) or len(stalls) != len(values):
+        return sparks
+    bottom = "".join(
+        STALL_MARK if stall and v is None else ch
+        for ch, v, stall in zip(sparks[-1], values, stalls)
+    )
+    return [*sparks[:-1], bottom]
 
 
 def _current(data: dict[str, list[float | None]], key: str, shown: list[float | None]):

@@ -6,6 +6,7 @@ count changes), like the other panels.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,8 +128,9 @@ class ServersView(ShapedStatic):
         if compact:
             self.show_content(self._strip(cards, selected), ("strip", len(cards)), 1)
             return
-        height = 4 + max((len(fold_histogram(dict(c.histogram))) for c in cards), default=0)
-        self.show_content(self._columns(cards, selected), ("columns", height), height)
+        columns = self._columns(cards, selected)
+        height = len(columns.plain.splitlines())
+        self.show_content(columns, ("columns", height), height)
 
     def on_resize(self) -> None:
         # Bar widths follow the column width: repaint now, not at the next 1 Hz show(), so
@@ -138,18 +140,33 @@ class ServersView(ShapedStatic):
             self.show(*self._shown)
 
     def _strip(self, cards: Sequence[ServerCard], selected: int) -> Text:
+        """Every server in one line; where it does not fit, the key hint goes first (the
+        header has it too), then the speedups (never a cut AL or k at 80 columns for three
+        servers)."""
+        width = self.size.width or 80
+        for level in range(3):
+            out = self._strip_at(cards, selected, level)
+            if out.cell_len <= width:
+                return out
+        out.truncate(width, overflow="ellipsis")
+        return out
+
+    def _strip_at(self, cards: Sequence[ServerCard], selected: int, level: int) -> Text:
         out = Text(no_wrap=True, overflow="ellipsis")
         sel = self.get_component_rich_style("servers--selected", partial=True)
         for i, c in enumerate(cards):
             al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
             marker = "▶" if i == selected else " "
             best = c.recommendation.replace(", extrapolated", "*")  # room for every server
+            if level >= 2:  # the speedup in its parenthesis: 6 opens the what-if
+                best = best.split(" (")[0]
             out.append(
                 f"{marker}{c.label} {k_label(c.k, short=True)} AL {al} {best} ",
                 style=sel if i == selected else "",
             )
             out.append("│")
-        out.append(" [ ] switch")
+        if level < 1:
+            out.append(" [ ] switch")
         return out
 
     def _columns(self, cards: Sequence[ServerCard], selected: int) -> Text:
@@ -165,7 +182,7 @@ class ServersView(ShapedStatic):
             if i == selected:
                 head.stylize(sel)
             heads.append(head)
-        columns = [[heads[i], *self._card(c, col_w)] for i, c in enumerate(cards)]
+        columns = [[heads[i], *_wrapped(self._card(c, col_w), col_w)] for i, c in enumerate(cards)]
         out = Text(no_wrap=True)
         for row in range(max(len(col) for col in columns)):
             if row:
@@ -197,6 +214,18 @@ class ServersView(ShapedStatic):
         return lines
 
 
+def _wrapped(lines: list[Text], width: int) -> list[Text]:
+    """A card's plain lines longer than its column, wrapped at words (a cut request count
+    or what-if answer said nothing); styled lines (the bars) are sized to fit already."""
+    out: list[Text] = []
+    for line in lines:
+        if line.cell_len <= width or line.spans:
+            out.append(line)
+        else:
+            out += [Text(part, style=line.style) for part in textwrap.wrap(line.plain, width)]
+    return out
+
+
 class SegmentsView(ShapedStatic):
     """The live segments table (SegmentTable.rows())."""
 
@@ -213,12 +242,20 @@ class SegmentsView(ShapedStatic):
             return
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         for name in SEGMENT_HEADERS:
+            # the settings wrap at words where the panel is narrow; the figures and their
+            # headers never shrink (160x48 cut "out tok…" and "best…" for long settings)
             table.add_column(
-                name, justify="left" if name in ("server", "settings") else "right", no_wrap=True
+                name,
+                justify="left" if name in ("server", "settings") else "right",
+                no_wrap=name != "settings",
+                min_width=None if name == "settings" else len(name),
             )
         for cells in rows:
             table.add_row(*cells)
-        self.show_content(table, len(rows), len(rows) + 1)
+        # wrapped settings add lines: the height follows the content (laid out again when
+        # a row or a settings text changes)
+        self.styles.height = "auto"
+        self.show_content(table, (len(rows), tuple(cells[2] for cells in rows)), None)
 
 
 class CountersView(ShapedStatic):

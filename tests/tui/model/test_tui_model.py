@@ -173,7 +173,7 @@ def test_the_model_imports_no_textual():
 def test_the_header_clock_stops_when_the_run_ends():
     # a live accumulator: its clock is the time since it was created
     session = SimpleNamespace(accumulator=accumulate([capture_k(1, H4, 4)], live=True))
-    session.artifact_dir = None
+    session.artifact_dir = session.spec_method = None
     run, config = StubMulti({"run": session}), run_config()
     ui = UiState.of(run, session, config)
     first = build_model(run, run, config, LIVE, ui, now=100.0).header.elapsed_s

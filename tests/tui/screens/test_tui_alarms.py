@@ -19,7 +19,7 @@ def session_with(accepted: int) -> SimpleNamespace:
     for _ in range(25):
         sink.on_result(result(accepted), None)
     return SimpleNamespace(
-        accumulator=accumulate(run_captures(30)), artifact_dir=None, sinks=[sink]
+        accumulator=accumulate(run_captures(30)), artifact_dir=None, sinks=[sink], spec_method=None
     )
 
 

@@ -326,6 +326,7 @@ async def test_log_renders_only_visible_rows_for_50k_requests():
             snapshot=accumulate(small_captures()).snapshot,
         ),
         artifact_dir=None,
+        spec_method=None,
     )
     app = SpecmonApp(session, None, None, freeze_elapsed=1.0)
     async with app.run_test(size=(100, 30)) as pilot:
