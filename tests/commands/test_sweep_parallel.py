@@ -21,6 +21,7 @@ from support.sweep_fakes import NO_FIDELITY_GATE, sweep_argv
 
 from commands.test_sweep_run import (
     child_env,
+    interrupt_after_the_first_cell,
     new_marker,
     poll,
     processes_with,
@@ -161,16 +162,8 @@ def test_interrupted_parallel_sweep_resumes_with_only_the_missing_arms(tmp_path:
     resumed sweep (--resume DIR --gpus 0,1) runs only the arms whose cells are missing."""
     marker = new_marker()
     args = grid_args(marker, tmp_path, "--gpus", "0,1", "--gpus-per-server", "1")
-    with subprocess.Popen(
-        sweep_argv(args), stdout=subprocess.PIPE, text=True, env=child_env()
-    ) as proc:
-        poll(
-            lambda: (tmp_path / "sweep.json").exists() and len(read_doc(tmp_path)["cells"]) >= 1,
-            what="the first cell",
-        )
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=WAIT_S)
-    assert proc.returncode == 130, out
+    code, out = interrupt_after_the_first_cell(args, tmp_path)
+    assert code == 130, out
     first = read_doc(tmp_path)
     assert first["complete"] is False
     kept = {(c["k"], c["concurrency"]): c for c in first["cells"] if c["error"] is None}

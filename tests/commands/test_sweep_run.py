@@ -84,6 +84,21 @@ def new_marker() -> str:
     return str(int(uuid.uuid4().int % 10**9) + 10**9)
 
 
+def interrupt_after_the_first_cell(args: list[str], artifact: Path) -> tuple[int, str]:
+    """Start `specmon sweep ARGS`, send Ctrl-C once sweep.json holds a cell: its status and
+    stdout."""
+    with subprocess.Popen(
+        sweep_argv(args), stdout=subprocess.PIPE, text=True, env=child_env()
+    ) as proc:
+        poll(
+            lambda: (artifact / "sweep.json").exists() and len(read_doc(artifact)["cells"]) >= 1,
+            what="the first cell",
+        )
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=WAIT_S)
+    return proc.returncode, out
+
+
 def cells_of(doc: dict) -> dict[tuple[int, int], dict]:
     return {(c["k"], c["concurrency"]): c for c in doc["cells"]}
 
@@ -216,16 +231,8 @@ def test_interrupted_sweep_resumes_with_only_the_missing_cells(tmp_path: Path) -
     args = ["--serve", sim_template(marker, "--step-ms 3"), "--num-spec-tokens", "1,2"]
     args += ["--concurrency", "1,2", "--repeats", "1", "--artifact-dir", str(tmp_path)]
     args += load_flags(requests=20)
-    with subprocess.Popen(
-        sweep_argv(args), stdout=subprocess.PIPE, text=True, env=child_env()
-    ) as proc:
-        poll(
-            lambda: (tmp_path / "sweep.json").exists() and len(read_doc(tmp_path)["cells"]) >= 1,
-            what="the first cell",
-        )
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=WAIT_S)
-    assert proc.returncode == 130, out
+    code, out = interrupt_after_the_first_cell(args, tmp_path)
+    assert code == 130, out
     assert "stopping (Ctrl-C)" in out
     first = read_doc(tmp_path)
     assert first["complete"] is False

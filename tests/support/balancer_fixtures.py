@@ -25,8 +25,8 @@ from specmon.run.sweep.servers import free_port
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim
 from support.fleet_fixtures import Prometheus, start_prometheus
+from support.paths import debian_binary
 
-NGINX_INSTALL = "apt-get install --no-install-recommends nginx-light"
 JOB = "replicas"
 CONFIG = """worker_processes 1;
 daemon off;
@@ -58,13 +58,7 @@ http {{
 
 
 def nginx_binary() -> str:
-    """The installed nginx; the test FAILS (never skips) with the install command."""
-    found = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if found is None:
-        pytest.fail(f"Debian's nginx is missing: {NGINX_INSTALL}")
-    return found
+    return debian_binary("nginx", "/usr/sbin/nginx", "nginx-light")
 
 
 @dataclass

@@ -8,7 +8,6 @@ counters of either spelling (`vllm:` or Ray Serve's `ray_vllm_`), summed over la
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -22,8 +21,8 @@ import pytest
 from specmon.run.sweep.servers import free_port
 from specmon.server.process import ServerProcess
 from specmon.sim.process import start_sim
+from support.paths import debian_binary
 
-INSTALL = "apt-get install --no-install-recommends prometheus"
 SCRAPE_S = 1  # the scrape and evaluation interval of the generated config
 _COUNTER = re.compile(
     rb"^(?:vllm:|ray_vllm_)spec_decode_num_(drafts|draft_tokens|accepted_tokens)_total"
@@ -33,13 +32,7 @@ _COUNTER = re.compile(
 
 
 def prometheus_binary() -> str:
-    """The installed Prometheus; the test FAILS (never skips) with the install command."""
-    found = shutil.which("prometheus") or (
-        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
-    )
-    if found is None:
-        pytest.fail(f"Debian's prometheus package is missing: {INSTALL} (.ci/run does this)")
-    return found
+    return debian_binary("prometheus", "/usr/bin/prometheus", "prometheus")
 
 
 def truth(url: str) -> dict[str, float]:

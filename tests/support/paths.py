@@ -1,8 +1,21 @@
 """Where the tests' files live, for test modules at any depth under tests/."""
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 BENCHMARKS = ROOT / "benchmarks"
+
+
+def debian_binary(name: str, path: str, package: str) -> str:
+    """An installed Debian tool (on PATH or at `path`); the test FAILS, never skips, naming
+    the install command (.ci/run installs it)."""
+    found = shutil.which(name) or (path if Path(path).exists() else None)
+    if found is None:
+        install = f"apt-get install --no-install-recommends {package}"
+        pytest.fail(f"Debian's {package} package is missing: {install} (.ci/run does this)")
+    return found

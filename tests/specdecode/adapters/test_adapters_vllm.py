@@ -16,33 +16,19 @@ from specmon.specdecode.adapters.vllm import VLLMSpecDecodeAdapter as V
 # Summary example: H [39,1,0,3] -> {0:39, 1:1, 3:3}; s = 39+1+0+3 = 43;
 # a = 0*39 + 1*1 + 2*0 + 3*3 = 10; d = 129 (given); completion_tokens 50 from usage.
 SUMMARY = dict(
-    engine="vllm",
-    acceptance_histogram={0: 39, 1: 1, 3: 3},
-    num_spec_steps=43,
-    num_accepted_draft_tokens=10,
-    num_draft_tokens=129,
-    num_spec_tokens=3,
-    mean_acceptance_length=1.2325581395348837,
-    draft_acceptance_rate=0.07751937984496124,
-    completion_tokens=50,
-    per_step_accepted=None,
-    per_step_drafted=None,
-)
+    engine="vllm", acceptance_histogram={0: 39, 1: 1, 3: 3}, num_spec_steps=43,
+    num_accepted_draft_tokens=10, num_draft_tokens=129, num_spec_tokens=3,
+    mean_acceptance_length=1.2325581395348837, draft_acceptance_rate=0.07751937984496124,
+    completion_tokens=50, per_step_accepted=None, per_step_drafted=None,
+)  # fmt: skip
 # Detailed example: H [2,1,0,1] -> {0:2, 1:1, 3:1}; s = 4; a = 1 + 3 = 4; d = 4*3 = 12;
 # per-step accepted [0,1,3,0] sums to 4, drafted [3,3,3,3] sums to 12; usage 9 tokens.
 DETAILED = dict(
-    engine="vllm",
-    acceptance_histogram={0: 2, 1: 1, 3: 1},
-    num_spec_steps=4,
-    num_accepted_draft_tokens=4,
-    num_draft_tokens=12,
-    num_spec_tokens=3,
-    mean_acceptance_length=2.0,
-    draft_acceptance_rate=0.3333333333333333,
-    completion_tokens=9,
-    per_step_accepted=[0, 1, 3, 0],
-    per_step_drafted=[3, 3, 3, 3],
-)
+    engine="vllm", acceptance_histogram={0: 2, 1: 1, 3: 1}, num_spec_steps=4,
+    num_accepted_draft_tokens=4, num_draft_tokens=12, num_spec_tokens=3,
+    mean_acceptance_length=2.0, draft_acceptance_rate=0.3333333333333333,
+    completion_tokens=9, per_step_accepted=[0, 1, 3, 0], per_step_drafted=[3, 3, 3, 3],
+)  # fmt: skip
 
 
 def fields(record):
