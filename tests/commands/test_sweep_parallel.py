@@ -276,6 +276,26 @@ def test_ray_arms_overlap_on_disjoint_gpus_and_decide_as_the_sequential_sweep(
 
 @pytest.mark.acceptance
 @pytest.mark.e2e
+def test_ray_local_cluster_started_by_the_sweep(tmp_path: Path) -> None:
+    """--ray-num-gpus: the sweep starts its own local cluster (on a side thread, while it
+    sets up) and it lives as long as the sweep: every arm ran as a Ray task on its GPU."""
+    pytest.importorskip("ray", reason="the ray extra: pip install 'specmon[ray]'")
+    marker = new_marker()
+    args = ["--executor", "ray", "--ray-num-gpus", "2", "--gpus-per-server", "1"]
+    proc = subprocess.run(
+        sweep_argv(grid_args(marker, tmp_path, *args), prelude=NO_FIDELITY_GATE + "pass"),
+        capture_output=True, text=True, timeout=WAIT_S, env=child_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    runs = read_doc(tmp_path)["arm_runs"]
+    assert sorted(r["row"] for r in runs) == [0, 1, 3]
+    assert all(r["executor"] == "ray" and r["gpus"] in (["0"], ["1"]) for r in runs)
+    assert "GCS" not in proc.stderr  # the cluster was not lost mid-sweep
+    assert processes_with(f"--seed {marker}") == []
+
+
+@pytest.mark.acceptance
+@pytest.mark.e2e
 def test_ray_sigterm_mid_sweep_leaves_no_server(tmp_path: Path, ray_cluster: str) -> None:
     marker = new_marker()
     args = grid_args(marker, tmp_path, "--executor", "ray", "--ray-address", ray_cluster)
