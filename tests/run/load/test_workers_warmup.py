@@ -33,9 +33,13 @@ def served(sim: ServerProcess) -> list[dict]:
     return [e for e in read_jsonl(sim.log_path) if e.get("status") == 200]
 
 
-def pool_for(sim: ServerProcess, tmp_path: Path, **settings: int) -> WorkerPool:
-    """A worker pool on its own session (`pool.session`), for a run of `settings`."""
-    config = RunConfig(url=[sim.url], artifact_dir=str(tmp_path / "run"), **settings)
+def pool_for(sim: ServerProcess, tmp_path: Path, workers: int, **settings: int) -> WorkerPool:
+    """A pool of `workers` worker processes, one request in flight each (concurrency =
+    workers), 8 output tokens a request, on its own session (`pool.session`)."""
+    config = RunConfig(
+        url=[sim.url], artifact_dir=str(tmp_path / "run"), workers=workers,
+        concurrency=workers, output_tokens_mean=8, **settings,
+    )  # fmt: skip
     pool = WorkerPool(config, make_session(config))
     return pool
 
@@ -99,10 +103,7 @@ def test_headless_workers_with_warmup_reconcile_exactly(tmp_path, sim):
 @pytest.mark.sim("--num-spec-tokens", "3", "--seed", "4", "--step-ms", "1", log=True)
 def test_hook_runs_once_between_warmup_and_profiling(tmp_path, sim):
     # warmup 3 over 3 workers -> shares 1 + 1 + 1; 12 requests -> 4 + 4 + 4
-    pool = pool_for(
-        sim, tmp_path, concurrency=3, workers=3, warmup_request_count=3, request_count=12,
-        output_tokens_mean=8, random_seed=1,
-    )  # fmt: skip
+    pool = pool_for(sim, tmp_path, 3, warmup_request_count=3, request_count=12, random_seed=1)
     session = pool.session
     calls: list[tuple[int, int, int]] = []
 
@@ -124,10 +125,7 @@ def test_hook_runs_once_between_warmup_and_profiling(tmp_path, sim):
 @pytest.mark.sim("--num-spec-tokens", "2", "--seed", "6", "--step-ms", "1", log=True)
 def test_a_worker_without_warmup_share_waits_too(tmp_path, sim):
     # warmup 1 over 2 workers -> shares 1 + 0: worker-1 has no warmup of its own
-    pool = pool_for(
-        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=1, request_count=8,
-        output_tokens_mean=8, random_seed=2,
-    )  # fmt: skip
+    pool = pool_for(sim, tmp_path, 2, warmup_request_count=1, request_count=8, random_seed=2)
     acc = pool.session.accumulator
     calls: list[tuple[int, int]] = []
     run_pool(pool, lambda: calls.append((acc.warmup_count, len(acc.results))))
@@ -164,10 +162,7 @@ def test_constant_rate_workers_still_interleave_after_warmup(tmp_path, sim):
 
 @pytest.mark.sim("--num-spec-tokens", "2", "--seed", "9", "--step-ms", "1", log=True)
 def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path, sim):
-    pool = pool_for(
-        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=2, request_count=20,
-        output_tokens_mean=8, random_seed=3,
-    )  # fmt: skip
+    pool = pool_for(sim, tmp_path, 2, warmup_request_count=2, request_count=20, random_seed=3)
     acc = pool.session.accumulator
     calls: list[int] = []
 
@@ -190,10 +185,7 @@ def test_stop_while_workers_wait_for_go_sends_no_profiling_request(tmp_path, sim
 # enough to kill worker-1 before it reports "warm"
 @pytest.mark.sim("--num-spec-tokens", "2", "--seed", "7", "--step-ms", "100")
 def test_a_worker_killed_in_warmup_does_not_hold_the_others(tmp_path, sim):
-    pool = pool_for(
-        sim, tmp_path, concurrency=2, workers=2, warmup_request_count=2, request_count=4,
-        output_tokens_mean=8, random_seed=4,
-    )  # fmt: skip
+    pool = pool_for(sim, tmp_path, 2, warmup_request_count=2, request_count=4, random_seed=4)
     session = pool.session
     calls: list[int] = []
     # the share of worker-1 (1 warmup + 2 requests) is never sent: it is killed at once
