@@ -198,11 +198,13 @@ def _sample(run: HeadlessRun | TuiRun, lines: LineCounter, args: argparse.Namesp
     print(f"{'requests':>10} {'RSS MB':>8} {'bytes/request since first':>26} {'req/s':>8}")
     first: tuple[int, float] | None = None
     next_at, t0, asked = args.every, time.monotonic(), False
+    samples: list[tuple[int, float]] = []
     while run.poll() is None:
         n = lines.poll()
         if n >= next_at:
             rss = rss_mb(run.pid)
             if rss is not None:
+                samples.append((n, rss))
                 first = first or (n, rss)
                 growth = (rss - first[1]) * 1024 * 1024 / (n - first[0]) if n > first[0] else 0.0
                 rate = n / (time.monotonic() - t0)
@@ -216,7 +218,23 @@ def _sample(run: HeadlessRun | TuiRun, lines: LineCounter, args: argparse.Namesp
         print(f"specmon run exited {run.poll()}: {run.errors().strip()[-800:]}", file=sys.stderr)
         return 1
     print(f"finished: {lines.poll():,} requests in {time.monotonic() - t0:.0f} s")
+    print(second_half(samples))
     return 0
+
+
+def second_half(samples: list[tuple[int, float]]) -> str:
+    """Growth over the second half of the run alone (the sample nearest the middle to the
+    last one): what a long session adds once every bounded window is full, without the
+    start-up and the filling of the windows (issue 35 item 6)."""
+    if len(samples) < 3:
+        return "second half: too few samples (lower --every)"
+    last = samples[-1]
+    mid = min(samples[:-1], key=lambda s: abs(s[0] - last[0] / 2))
+    growth = (last[1] - mid[1]) * 1024 * 1024 / (last[0] - mid[0])
+    return (
+        f"second half: {mid[0]:,} -> {last[0]:,} requests, RSS {mid[1]:.1f} -> {last[1]:.1f} "
+        f"MB, {growth:.0f} bytes/request"
+    )
 
 
 def _check_summary(out: Path) -> int:
