@@ -19,7 +19,7 @@ from typing import Any, cast, overload
 
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
-from specmon.results_window import RESULTS_WINDOW, ResultWindow
+from specmon.results_window import RESULTS_WINDOW, ResultWindow, Tally
 from specmon.specdecode.fidelity import COUNTS, weakest
 from specmon.specdecode.record import SpecDecodeAcceptanceRecord
 from specmon.stats import (
@@ -316,6 +316,21 @@ class RunSnapshot:
     std_rows: dict[str, MetricRow] = field(default_factory=dict)
 
 
+# the snapshot's fields that are the accumulator's attribute of the same name, as it is
+# (counts and names: immutable, so no copy is taken)
+SNAPSHOT_COPIES = (
+    "request_count",
+    "error_count",
+    "cancelled_count",
+    "retried_count",
+    "warmup_count",
+    "zero_step_requests",
+    "engine",
+    "num_spec_tokens",
+    "total_steps",
+    "total_accepted",
+    "total_drafted",
+)
 ERROR_EXAMPLES = 3  # distinct messages kept per error group (type, status code)
 
 # Only record metrics get a column: a column is kept for its statistics (docs/metrics.md).
@@ -448,6 +463,10 @@ class RunAccumulator:
         return self._version
 
     @property
+    def tally(self) -> Tally:
+        return self.results.tally
+
+    @property
     def cancelled_count(self) -> int:
         """Requests in flight when the user stopped the run: rows, not server errors."""
         return self.results.tally.cancelled
@@ -576,22 +595,12 @@ class RunAccumulator:
                 frozen, derived = self._frozen_columns(), self.derived_values()
                 snap = RunSnapshot(
                     elapsed_s=self.elapsed_s(),
-                    request_count=self.request_count,
-                    error_count=self.error_count,
-                    cancelled_count=self.cancelled_count,
-                    retried_count=self.retried_count,
-                    warmup_count=self.warmup_count,
                     error_summary=dict(self.error_summary),
                     pooled_histogram=dict(sorted(self.pooled_histogram.items())),
-                    zero_step_requests=self.zero_step_requests,
                     spec_reasons=dict(self.spec_reasons),
-                    engine=self.engine,
-                    num_spec_tokens=self.num_spec_tokens,
                     version=self._version,
-                    total_steps=self.total_steps,
-                    total_accepted=self.total_accepted,
-                    total_drafted=self.total_drafted,
                     fidelity=weakest(self.fidelity_counts),
+                    **{name: getattr(self, name) for name in SNAPSHOT_COPIES},
                 )
             # Running std here (O(1)); summary() computes it exactly in two passes.
             for tag, row in self._rows(frozen, derived, exact=False).items():

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from specmon.accumulator import RunSnapshot
     from specmon.config import RunConfig
     from specmon.pipeline import RequestResult
+    from specmon.results_window import Tally
     from specmon.server.scrape import ServerCounterView
     from specmon.specdecode.method import SpecMethod
 
@@ -123,6 +124,12 @@ class ResultsView(Protocol):
 
     @property
     def results(self) -> Sequence[RequestResult]: ...
+
+    @property
+    def tally(self) -> Tally:
+        """The rows of `results` so far, and the retried and cancelled among them (counted
+        as they were appended: a reader that starts late reads no evicted row back)."""
+        ...
 
     @property
     def warmup_count(self) -> int: ...

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -122,7 +123,7 @@ class SpecmonApp(App[int]):
         self.runner = runner
         self.mode = mode_of(source)
         self.main = MainScreen(runner, session, config, self.mode, self.PANEL_SPECS)
-        self.main.ui.freeze_elapsed = freeze_elapsed
+        self.main.choices = replace(self.main.choices, freeze_elapsed=freeze_elapsed)
         self.artifact_dir = Path(
             artifact_dir or (config and config.artifact_dir) or session.artifact_dir or "."
         )

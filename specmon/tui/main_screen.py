@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -17,30 +18,34 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input
 
-from specmon.analysis.categories import CategoryTable
-from specmon.analysis.contexts import ContextTable
 from specmon.interfaces import (
     MonitorConfig,
     MonitoredRun,
     ResultsView,
-    SeriesSource,
     SessionView,
     knobs_of,
 )
-from specmon.pipeline import RequestResult
-from specmon.session import RunSession
 from specmon.tui.layout import Fitter
-from specmon.tui.model import Figures, Plot, ScreenModel, Tuning, UiState, build_model
-from specmon.tui.model.series import WINDOWS, SeriesBins
+from specmon.tui.model import (
+    Choices,
+    Figures,
+    ModelCache,
+    RequestRows,
+    ScreenInputs,
+    ScreenModel,
+    Tuning,
+    build_model,
+)
+from specmon.tui.model.series import WINDOWS
 from specmon.tui.modes import Mode
 from specmon.tui.panels import PanelSpec, build_layout, by_id
-from specmon.tui.requests import alarm_notes, log_title
+from specmon.tui.requests import log_title
 from specmon.tui.screens.detail import RequestDetail
 from specmon.tui.tuning_view import next_setting
 from specmon.tui.widgets.categories import CategoriesView
 from specmon.tui.widgets.contexts import ContextView
 from specmon.tui.widgets.header import RunHeader
-from specmon.tui.widgets.headline import RECENT_S, HeadlineView, Recent
+from specmon.tui.widgets.headline import HeadlineView, Recent
 from specmon.tui.widgets.health import HealthView
 from specmon.tui.widgets.histogram import HistogramView, PositionsView
 from specmon.tui.widgets.histogram_chart import HistogramChart
@@ -50,8 +55,6 @@ from specmon.tui.widgets.series_chart import SeriesPanel
 from specmon.tui.widgets.server_latency import ServerLatencyView
 from specmon.tui.widgets.stats_table import StatsTable
 from specmon.tui.widgets.tuning import CountersView, SegmentsView, ServersView, WhatIfView
-
-PLOT_EVERY_S = 1.0  # the series fold every bin of the window: 1 Hz is plenty
 
 
 class MainScreen(Screen[None]):
@@ -67,32 +70,28 @@ class MainScreen(Screen[None]):
     ) -> None:
         super().__init__()
         self.run, self.config, self.mode, self.panels = run, config, mode, panels
-        self.ui = UiState.of(run, session, config)
+        self.inputs = ScreenInputs.of(run, run, session, config, mode)
+        self.choices = Choices.of(config)  # replaced, never changed, by the keys
+        self.cache = ModelCache()  # the model builder's memory
+        self.model: ScreenModel | None = None  # the last one built
         self.fitter = Fitter(self)
-        self.plot = PlotPainter(self)
         self._painted: Figures | None = None  # the figures the panels show now
         self._alarms_told: set[str] = set()  # alarm names already told in a notification
         self._log_suffix = ""  # what the log's title says after its name now
 
     @property
+    def multi(self) -> bool:
+        return self.inputs.multi
+
+    @property
+    def session(self) -> SessionView:
+        """The shown server's session."""
+        return self.inputs.session(self.choices)
+
+    @property
     def accumulator(self) -> ResultsView:
         """The shown server's results."""
-        return self.ui.session.accumulator
-
-    def _category_source(self) -> CategoryTable | Sequence[RequestResult]:
-        """The shown server's per-category table: a RunSession's own, fed as results land
-        (no second copy of its statistics); else its results, for the panel to tabulate."""
-        session = self.ui.session
-        if isinstance(session, RunSession):
-            return session.categories.table
-        return self.accumulator.results
-
-    def _context_source(self) -> ContextTable | Sequence[RequestResult]:
-        """The shown server's per-context-length table, as _category_source."""
-        session = self.ui.session
-        if isinstance(session, RunSession):
-            return session.contexts.table
-        return self.accumulator.results
+        return self.session.accumulator
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -100,9 +99,8 @@ class MainScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.set_class(self.ui.multi, "multi")
-        self.query_one(RequestLog).set_source(self.accumulator.results)
-        self.fitter.resize(self.app.size.width, self.app.size.height, self.ui.multi)
+        self.set_class(self.multi, "multi")
+        self.fitter.resize(self.app.size.width, self.app.size.height, self.multi)
         if self.mode.no_requests:  # the per-request panels say why they stay empty
             for table in self.query(StatsTable):
                 table.set_empty(self.mode.no_requests)
@@ -111,9 +109,9 @@ class MainScreen(Screen[None]):
         self.query_one(RequestLog).focus()
 
     def on_resize(self, event: Resize) -> None:
-        self.fitter.resize(event.size.width, event.size.height, self.ui.multi)
+        self.fitter.resize(event.size.width, event.size.height, self.multi)
         self.query_one(HeadlineView).forget_shown()  # one line below 80x24, three above
-        self.ui.tune_at = 0.0  # the servers view switches between columns and a strip
+        self.cache.tune_at = 0.0  # the servers view switches between columns and a strip
         # size-dependent views (the servers' columns) repaint once the new layout is done,
         # not at the next timer tick (a snapshot taken before it would be of the old size)
         self.call_after_refresh(self.refresh_data)
@@ -123,18 +121,17 @@ class MainScreen(Screen[None]):
 
     def repaint_all(self) -> None:
         """Every panel again (a new theme's colours), not only those whose data moved."""
-        self.ui.last = self._painted = None
+        self.model = self._painted = None
         self.refresh_data()
 
     # -- the refresh tick -------------------------------------------------------------
     def refresh_data(self) -> None:
         """One model of the run; each widget repaints only when its slice changed."""
         try:
-            self.fitter.fit(self.ui.multi)
-            model = build_model(
-                self.run, self.run, self.config, self.mode, self.ui, time.monotonic()
-            )
-            self.paint(model)
+            self.fitter.fit(self.multi)
+            now = time.monotonic()
+            self.model = build_model(self.inputs, self.choices, self.cache, now, self.model)
+            self.paint(self.model)
         except NoMatches:  # the app is closing: widgets go before the timer stops
             pass
 
@@ -148,24 +145,24 @@ class MainScreen(Screen[None]):
         if model.tuning is not None:
             self._paint_tuning(model.tuning)
         if model.server_latency is not None:
-            self.query_one(ServerLatencyView).show(model.server_latency, self.ui.selected)
+            self.query_one(ServerLatencyView).show(model.server_latency, self.choices.selected)
+        if model.series is not None:
+            self.query_one(SeriesPanel).show(model.series)
+            self.query_one(HeadlineView).show_recent(Recent(model.recent_tok_s))
         if model.figures is self._painted:
-            self.plot.paint(model.figures.plot, stale_only=True)
-            self._paint_log()  # a source set after the last paint (mount) still gets its notes
+            self._paint_log(model.log)
             return
         with self.app.batch_update():
             self._paint_figures(model.figures)
             for panel_id, suffix in model.title_suffixes().items():
                 self._title(panel_id, suffix)
-            self._paint_log()
+            self._paint_log(model.log)
         self._painted = model.figures  # only once every slice is painted
 
-    def _paint_log(self) -> None:
+    def _paint_log(self, rows: RequestRows) -> None:
         """New rows, new alarm lines, and the counts in the title with the rows just taken
         in (not a message later). Cheap when nothing moved: a length, a few alarms."""
-        log = self.query_one(RequestLog)
-        log.sync()
-        log.set_notes(alarm_notes(self.ui.session))
+        self.query_one(RequestLog).show(rows)
         self._show_log_counts()
 
     def _paint_figures(self, f: Figures) -> None:
@@ -178,7 +175,6 @@ class MainScreen(Screen[None]):
         self.query_one(HeadlineView).show(f.headline)
         self.query_one("#panel-whatif").border_subtitle = f.whatif_subtitle
         self.query_one("#latency-table", StatsTable).show(f.std_rows)
-        self.plot.paint(f.plot)
 
     def _paint_tuning(self, t: Tuning) -> None:
         if t.health is not None:
@@ -188,17 +184,17 @@ class MainScreen(Screen[None]):
         self.query_one(CountersView).show(list(t.counter_lines))
         if t.segments is not None:
             self.query_one(SegmentsView).show(list(t.segments.cells), t.segments.hint)
-        if self.ui.multi:
+        if self.multi:
             # maximized, the servers get their columns even in the compact layout
             compact = self.has_class("compact") and self.maximized is None
-            self.query_one(ServersView).show(t.cards, self.ui.selected, compact)
+            self.query_one(ServersView).show(t.cards, self.choices.selected, compact)
         categories = self.query_one(CategoriesView)
-        categories.sync(self._category_source())
+        categories.show(t.categories)
         # its own place in large layouts for a --dataset run (categories are what it asks);
         # otherwise (the built-in prompts' categories) key 9 shows it maximized
         shown = categories.has_rows and self.config is not None and bool(self.config.dataset)
         self.query_one("#slot-categories", Slot).set_class(shown, "-filled")
-        self.query_one(ContextView).sync(self._context_source())  # under it, in panel 9
+        self.query_one(ContextView).show(t.contexts)  # under it, in panel 9
 
     # -- log messages -----------------------------------------------------------------
     @on(RequestLog.PendingChanged)
@@ -228,13 +224,17 @@ class MainScreen(Screen[None]):
         self._close_filter()
 
     # -- keys (the app's bindings name them "screen.<action>") -------------------------
-    def action_pause(self) -> None:
-        ui = self.ui
-        ui.paused_at = None if ui.paused_at is not None else len(self.accumulator.results)
-        if ui.paused_at is None:
-            ui.last = None  # every panel catches up at once
-        self.set_class(ui.paused_at is not None, "paused")
+    def choose(self, choices: Choices) -> None:
+        """A key's new choices; the model follows at once."""
+        self.choices = choices
         self.refresh_data()
+
+    def action_pause(self) -> None:
+        paused = self.choices.paused_at is None
+        # unpaused, the choices differ from the figures' key: every panel catches up at once
+        self.set_class(paused, "paused")
+        at = len(self.accumulator.results) if paused else None
+        self.choose(replace(self.choices, paused_at=at))
 
     def action_filter(self) -> None:
         box = self.query_one("#log-filter", Input)
@@ -247,18 +247,18 @@ class MainScreen(Screen[None]):
         self.query_one(RequestLog).focus()
 
     def action_cycle_window(self) -> None:
-        self.ui.window_index = (self.ui.window_index + 1) % len(WINDOWS)
-        self.refresh_data()
+        index = (self.choices.window_index + 1) % len(WINDOWS)
+        self.choose(replace(self.choices, window_index=index))
 
     def action_draft_cost(self, direction: int) -> None:
-        before = self.ui.draft_cost.value
-        self.ui.draft_cost = self.ui.draft_cost.step(direction)
-        value = self.ui.draft_cost.value
-        if value == before:  # at a bound: say so rather than nothing
+        before = self.choices.draft_cost
+        cost = before.step(direction)
+        value = cost.value
+        if value == before.value:  # at a bound: say so rather than nothing
             self.notify(f"draft cost c is already {value:.2f} (its range is 0-2)", timeout=3)
             return
-        self.ui.tune_now()
-        self.refresh_data()
+        self.cache.tune_now()
+        self.choose(replace(self.choices, draft_cost=cost))
         # with several servers the what-if panel may be off screen: say what moved
         self.notify(
             f"draft cost c={value:.2f}: what-if (6), server cards (8) and segments (7) re-advised",
@@ -266,34 +266,33 @@ class MainScreen(Screen[None]):
         )
 
     def action_sort_categories(self, reverse: bool) -> None:
-        column = self.query_one(CategoriesView).cycle_sort(self._category_source(), reverse)
+        column = self.query_one(CategoriesView).cycle_sort(reverse)
         self.notify(f"categories sorted by {column.replace('_', ' ')}", timeout=2)
 
     def action_sort_contexts(self, reverse: bool) -> None:
-        column = self.query_one(ContextView).cycle_sort(self._context_source(), reverse)
+        column = self.query_one(ContextView).cycle_sort(reverse)
         self.notify(f"context lengths sorted by {column.replace('_', ' ')}", timeout=2)
 
     def action_next_server(self, step: int) -> None:
-        if not self.ui.multi:
+        if not self.multi:
             self.notify("one server: nothing to switch to", timeout=2)
             return
-        self.select_server((self.ui.selected + step) % len(self.ui.servers))
+        self.select_server((self.choices.selected + step) % len(self.inputs.servers))
 
     def select_server(self, index: int) -> None:
         """Point the detailed panels (1-7) and the request log at another server."""
-        self.ui.select(index)
-        self.plot = PlotPainter(self)
-        self.query_one(RequestLog).set_source(self.accumulator.results)
+        self.choices = replace(self.choices, selected=index)
+        self.model = None  # the last model is another server's
         self.refresh_data()
-        self.notify(f"showing server {self.ui.label}", timeout=2)
+        self.notify(f"showing server {self.inputs.label(self.choices)}", timeout=2)
 
     def action_load_knob(self, name: str, direction: int) -> None:
         """Raise or lower a load setting; the runner starts a new segment."""
-        run, settings = knobs_of(self.run), self.ui.load_settings
+        run, settings = knobs_of(self.run), self.choices.load
         if run is None:
             self.notify("load keys work in live runs only", timeout=3)
             return
-        if name == "request_rate" and not settings.get("request_rate"):
+        if name == "request_rate" and not settings.request_rate:
             self.notify(
                 "this run is concurrency-driven: r/R change the rate of a --request-rate "
                 "run; use < and >",
@@ -301,25 +300,25 @@ class MainScreen(Screen[None]):
             )
             return
         value = next_setting(settings.get(name), direction, integer=name != "request_rate")
-        settings[name] = value
         if name == "concurrency":
             run.set_concurrency(int(value))
         elif name == "request_rate":
             run.set_request_rate(value)
         else:
             run.set_output_tokens(int(value))
-        self.ui.tune_now()
+        self.cache.tune_now()
         self.notify(f"{name.replace('_', ' ')} -> {value:g}: new segment", timeout=3)
-        self.refresh_data()  # the header says the new value at once, not at the next tick
+        # the header says the new value at once, not at the next tick
+        self.choose(replace(self.choices, load=settings.with_value(name, value)))
 
     def action_maximize_panel(self, panel_id: str) -> None:
         spec = by_id(self.panels, panel_id)
-        if len(self.ui.servers) < spec.min_servers:
+        if len(self.inputs.servers) < spec.min_servers:
             self.notify(spec.why_not, timeout=4)
             return
         self.minimize()
         self.maximize(self.query_one(f"#{panel_id}", Widget), container=False)
-        self.ui.tune_at = 0.0  # the servers view picks columns or a strip by the room it has
+        self.cache.tune_at = 0.0  # the servers view picks columns or a strip by the room it has
         self.refresh_data()
 
     def action_restore(self) -> None:
@@ -329,43 +328,5 @@ class MainScreen(Screen[None]):
         elif self.maximized is not None:
             self.minimize()
             self.query_one(RequestLog).focus()
-            self.ui.tune_at = 0.0
+            self.cache.tune_at = 0.0
             self.refresh_data()
-
-
-class PlotPainter:
-    """Panel 3 at most once a second (PLOT_EVERY_S) unless its window changed: the run's
-    results folded into SeriesBins, or the run's own series (a watch's, per scrape)."""
-
-    def __init__(self, screen: MainScreen) -> None:
-        self.screen = screen
-        self.bins = SeriesBins()
-        self._window: float | None = None
-        self._at = -PLOT_EVERY_S  # the first paint is due at once
-        self._stale = False
-
-    def paint(self, plot: Plot, stale_only: bool = False) -> None:
-        if stale_only and not self._stale:
-            return
-        now = time.monotonic()
-        if self._window == plot.window_s and now - self._at < PLOT_EVERY_S:
-            self._stale = True
-            return
-        self._window, self._at, self._stale = plot.window_s, now, False
-        screen, window = self.screen, plot.window_s
-        series = screen.query_one(SeriesPanel)
-        run = screen.run
-        if plot.server_wide and isinstance(run, SeriesSource):
-            label = screen.ui.label
-            # a watch's columns are never shorter than its scrape interval
-            series.show(lambda columns, _min_s: run.series(label, window, columns))
-            return
-        self.bins.add(screen.accumulator.results)
-        model = screen.ui.last
-        elapsed = model.header.elapsed_s if model is not None else 0.0
-        end = max(self.bins.last_s(), elapsed)
-        bins = self.bins
-        # columns long enough to hold several request ends: a blank one is then a stall
-        steady = bins.steady_column_s()
-        series.show(lambda columns, min_s: bins.series(window, end, columns, max(min_s, steady)))
-        screen.query_one(HeadlineView).show_recent(Recent(bins.recent_tok_s(end, RECENT_S)))

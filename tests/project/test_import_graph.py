@@ -2,8 +2,9 @@
 
 The graph is built with ast from every `import` in specmon/: at module level, inside
 functions (lazy imports) and under `if TYPE_CHECKING:` alike, since each one is a module
-knowing another. The checks: no import cycle among the imports that run (an import under
-`if TYPE_CHECKING:` never runs, so it cannot close one), the named forbidden edges absent,
+knowing another. The checks: no import cycle, type-only ones included (a cycle closed under
+`if TYPE_CHECKING:` does not fail at run time, but it is still two modules that cannot be
+understood one without the other), the named forbidden edges absent,
 and no import (type-only ones included) from a lower layer up to a higher one except the
 allow-list (at most 3 entries, each one present in the code and named in
 docs/architecture.md).
@@ -67,6 +68,15 @@ FORBIDDEN = [
     ("specmon.config", "specmon.sources"),
     ("specmon.config", "specmon.analysis"),
     ("specmon.run", "specmon.tui"),  # the screen is handed to the run, never imported
+    # the screen model is plain data under the widgets: it names none of them
+    ("specmon.tui.model", "specmon.tui.widgets"),
+    ("specmon.tui.model", "specmon.tui.screens"),
+    ("specmon.tui.model", "specmon.tui.main_screen"),
+    ("specmon.tui.model", "specmon.tui.app"),
+    # the main screen and its widgets paint the model's slices: no session, no runner
+    ("specmon.tui.main_screen", "specmon.session"),
+    ("specmon.tui.widgets", "specmon.session"),
+    ("specmon.tui.main_screen", "specmon.analysis"),
 ]
 
 # (importer, imported): the upward imports allowed, each justified in docs/architecture.md
@@ -217,9 +227,21 @@ def test_every_module_has_a_layer(graph):
         layer_of(module)  # max() of nothing raises: a new top-level name needs a layer
 
 
-def test_no_import_cycle():
-    runtime = build_graph(runtime_only=True)
-    assert find_cycle(runtime) is None, " -> ".join(find_cycle(runtime) or [])
+def test_no_import_cycle(graph):
+    """Type-only imports included (issue 32: tui.model header -> state -> screen was one)."""
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_a_type_only_import_closes_a_cycle(tmp_path):
+    pkg = tmp_path / "specmon"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from specmon import b\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from specmon.a import A\n"
+    )
+    assert find_cycle(build_graph(pkg, runtime_only=True)) is None  # at run time: none
+    assert find_cycle(build_graph(pkg)) == ["specmon.a", "specmon.b", "specmon.a"]
 
 
 def test_the_forbidden_edges_are_absent(graph):
@@ -267,3 +289,27 @@ def test_sources_hold_producers_and_no_runner_class():
     assert found == []
     assert RUNNER_NAME.search("SweepRunner") and RUNNER_NAME.search("MultiRun")
     assert not RUNNER_NAME.search("LoadGenerator")
+
+
+# the run's concrete classes: the screen model reads them through interfaces.py and hands
+# each panel its slice (issue 32: RunSession in main_screen, ResultWindow in the log)
+CONCRETE = {
+    "RunSession",
+    "ResultWindow",
+    "RunAccumulator",
+    "CategoryTable",
+    "ContextTable",
+    "GroupedTable",
+    "SeriesBins",
+}
+
+
+def test_the_main_screen_and_the_widgets_name_no_concrete_run_class():
+    found = []
+    paths = [PACKAGE / "tui" / "main_screen.py", *(PACKAGE / "tui" / "widgets").glob("*.py")]
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        found += [f"{path.relative_to(ROOT)}:{name}" for name in sorted(names & CONCRETE)]
+    assert found == []

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from specmon.errors import ServerUnreachable
 from specmon.formatting import saturation_text
-from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, knobs_of
+from specmon.interfaces import MonitorConfig, RunLifecycle, SessionView, knobs_of
 from specmon.sinks.alarms import active_alarms
 from specmon.stats import MetricRow
 from specmon.tui.model.figures import shown_k
-from specmon.tui.model.state import Settings, UiState
+from specmon.tui.model.state import Choices, LoadSettings, ModelCache, ScreenInputs
 from specmon.tui.modes import LIVE, Mode
 
 if TYPE_CHECKING:
@@ -54,20 +54,19 @@ class HeaderInfo:
 
 def header_of(
     snap: RunSnapshot,
-    run: RunView | None,
-    control: RunLifecycle | None,
-    config: MonitorConfig | None,
-    mode: Mode,
-    ui: UiState,
+    inputs: ScreenInputs,
+    choices: Choices,
+    cache: ModelCache,
     paused_arrivals: int | None,
 ) -> HeaderInfo:
+    config, control, mode = inputs.config, inputs.control, inputs.mode
     info = HeaderInfo(
         target=", ".join(config.targets) or "-" if config is not None else "-",
         model=str((config and config.model) or "-"),
         engine=str(snap.engine or "-"),
-        k=k_text(snap, ui),
-        load=load_text(config, ui.load_settings),
-        elapsed_s=elapsed(snap, ui),
+        k=k_text(snap, inputs, choices, cache),
+        load=load_text(config, choices.load),
+        elapsed_s=elapsed(snap, choices, cache),
         completed=int(snap.request_count),
         errors=int(snap.error_count),
         retries=int(snap.retried_count),
@@ -79,9 +78,9 @@ def header_of(
         paused_arrivals=paused_arrivals,
         finished=control.finished if control is not None else not mode.drives_load,
         mode=mode,
-        alarms=active_alarms(ui.session),
-        method=method_label(ui),
-        **runner_progress(shown_runner(run, control, ui)),
+        alarms=active_alarms(inputs.session(choices)),
+        method=method_label(inputs.session(choices)),
+        **runner_progress(shown_runner(inputs, choices)),
     )
     if info.request_count is None:  # a replay knows its record count: no "(until q)"
         done, total = known_total(control)
@@ -89,10 +88,10 @@ def header_of(
     return info
 
 
-def method_label(ui: UiState) -> str | None:
+def method_label(session: SessionView) -> str | None:
     """The shown server's speculative method as the header names it (specdecode/method.py:
     the server's word, --spec-method, or a sweep's --serve line); None where unknown."""
-    method = ui.session.spec_method
+    method = session.spec_method
     return method.label if method is not None else None
 
 
@@ -100,28 +99,31 @@ def _avg(row: MetricRow | None) -> float | None:
     return None if row is None or row.avg is None else float(row.avg)
 
 
-def elapsed(snap: RunSnapshot, ui: UiState) -> float:
+def elapsed(snap: RunSnapshot, choices: Choices, cache: ModelCache) -> float:
     """The header's clock: it stops when the run ends (the screen stays up until q)."""
-    if ui.freeze_elapsed is not None:
-        return ui.freeze_elapsed
-    return ui.ended_at_s if ui.ended_at_s is not None else float(snap.elapsed_s or 0.0)
+    if choices.freeze_elapsed is not None:
+        return choices.freeze_elapsed
+    return cache.ended_at_s if cache.ended_at_s is not None else float(snap.elapsed_s or 0.0)
 
 
-def k_text(snap: RunSnapshot, ui: UiState) -> int | str | None:
+def k_text(
+    snap: RunSnapshot, inputs: ScreenInputs, choices: Choices, cache: ModelCache
+) -> int | str | None:
     """k of the run; several servers at different k (demo --num-spec-tokens 2,4) show all."""
-    if ui.multi:
-        ks = [_server_k(s.accumulator, ui.counters.get(label)) for label, s in ui.servers]
+    label = inputs.label(choices)
+    if inputs.multi:
+        ks = [_server_k(s.accumulator, cache.counters.get(name)) for name, s in inputs.servers]
         shown = ",".join("?" if k is None else str(k) for k in ks)
-        return f"{shown} · showing {ui.label} ([ ] switch)"
-    results = ui.session.accumulator.results
-    for result in results[ui.k_seen :] if ui.k_seen < len(results) else ():
+        return f"{shown} · showing {label} ([ ] switch)"
+    results = inputs.session(choices).accumulator.results
+    for result in results[cache.k_seen :] if cache.k_seen < len(results) else ():
         k = result.spec.num_spec_tokens if result.spec is not None else None
         if k is not None:
-            ui.ks.add(k)
-    ui.k_seen = len(results)
-    if len(ui.ks) > 1:
-        return ",".join(str(k) for k in sorted(ui.ks))
-    return shown_k(snap, ui.counters.get(ui.label))
+            cache.ks.add(k)
+    cache.k_seen = len(results)
+    if len(cache.ks) > 1:
+        return ",".join(str(k) for k in sorted(cache.ks))
+    return shown_k(snap, cache.counters.get(label))
 
 
 def _server_k(acc: Any, counters: CounterStatus | None) -> int | None:
@@ -133,16 +135,14 @@ def _server_k(acc: Any, counters: CounterStatus | None) -> int | None:
     return k
 
 
-def shown_runner(
-    run: RunView | None, control: RunLifecycle | None, ui: UiState
-) -> RunLifecycle | None:
+def shown_runner(inputs: ScreenInputs, choices: Choices) -> RunLifecycle | None:
     """The runner of the server the panels show: the header's counts are that server's,
     so its in-flight count and phase must be too (not the sum over every server)."""
-    if run is not None and ui.multi:
-        own = run.servers[ui.label][0]
+    if inputs.run is not None and inputs.multi:
+        own = inputs.run.servers[inputs.label(choices)][0]
         if own is not None:
             return own
-    return control
+    return inputs.control
 
 
 def failure(runner: RunLifecycle | None) -> str | None:
@@ -184,14 +184,14 @@ def known_total(runner: RunLifecycle | None) -> tuple[int | None, int | None]:
     return (p.completed, p.total) if p.total else (None, None)
 
 
-def load_text(config: MonitorConfig | None, settings: Settings) -> str:
+def load_text(config: MonitorConfig | None, settings: LoadSettings) -> str:
     """The load as it is now: the knobs' current values (`>` shows at once), not the start."""
     if config is None:
         return "replay"
     if config.load_label:
         return config.load_label
-    rate = settings.get("request_rate", config.request_rate)
-    conc = settings.get("concurrency") or config.concurrency
+    rate = settings.request_rate
+    conc = settings.concurrency or config.concurrency
     parts = []
     if rate:
         parts.append(f"rate {rate:g}/s {config.request_rate_mode or ''}".rstrip())

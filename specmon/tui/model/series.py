@@ -39,6 +39,8 @@ ENDS_PER_COLUMN = 5
 # least min_column_s long (a source whose columns are never shorter may ignore it)
 Fetch = Callable[[int, float], dict[str, list[float | None]]]
 TIME = SERIES_TIME  # data[TIME]: each column's middle, seconds from the start
+PLOT_EVERY_S = 1.0  # the series fold every bin of the window: 1 Hz is plenty
+RECENT_S = 10.0  # the headline's "last window" beside the run's output tok/s
 # panel 3's windows (`w` cycles them): 10 s, 60 s, the whole run
 WINDOWS: tuple[tuple[str, float | None], ...] = (("10 s", 10.0), ("60 s", 60.0), ("run", None))
 

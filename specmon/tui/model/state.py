@@ -1,37 +1,121 @@
-"""What the screen model remembers between refresh ticks: the user's choices on the screen
-(server, window, pause, draft cost, load knobs) and the 1 Hz views' last answers.
+"""What `build_model` reads besides the run's data, split by who changes it:
 
-Plain data, no Textual: `build_model` reads and updates it; the screen's key bindings change
-the choices (specmon/tui/main_screen.py).
+* `ScreenInputs`: fixed when the screen opens (the run, the control that drives it, the
+  settings shown, the mode, the servers in display order).
+* `Choices`: the user's choices on the screen (server, window, pause, draft cost, load
+  knobs), frozen: a key makes a new one (`dataclasses.replace`), so a model is a function
+  of the choices it was given.
+* `ModelCache`: the builder's memory between ticks (when the 1 Hz views are next due and
+  their last answers, the k values seen, the series bins). Only the builder writes it, to
+  skip work or fold results incrementally; the last model is handed back in by the
+  screen, which keeps it.
+
+Plain data, no Textual: the screen's key bindings replace the choices
+(specmon/tui/main_screen.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from specmon.interfaces import MonitorConfig, RunView, SessionView
+from specmon.analysis.groups import GroupedTable
+from specmon.interfaces import MonitorConfig, RunLifecycle, RunView, SessionView
 from specmon.stats import MetricRow
+from specmon.tui.model.series import Fetch, SeriesBins
+from specmon.tui.modes import Mode
 from specmon.tui.tuning_view import CounterStatus, DraftCost, initial_draft_cost
 
-if TYPE_CHECKING:
-    from specmon.tui.model.screen import ScreenModel
 
-Settings = dict[str, Any]  # knob name -> its current value (None: not set)
+@dataclass(frozen=True)
+class LoadSettings:
+    """The load as the knobs set it now (totals over every server; None: not set)."""
+
+    concurrency: int | None = None
+    request_rate: float | None = None
+    output_tokens: int | None = None
+
+    def get(self, name: str) -> float | int | None:
+        """A knob's value (`name` one of the three fields)."""
+        if name == "request_rate":
+            return self.request_rate
+        return self.concurrency if name == "concurrency" else self.output_tokens
+
+    def with_value(self, name: str, value: float | int) -> LoadSettings:
+        """A knob's new value (`name` one of the three fields)."""
+        if name == "request_rate":
+            return replace(self, request_rate=float(value))
+        if name == "concurrency":
+            return replace(self, concurrency=int(value))
+        return replace(self, output_tokens=int(value))
+
+    @classmethod
+    def of(cls, config: MonitorConfig | None) -> LoadSettings:
+        """The run's settings as the knobs start from (a replay has none)."""
+        if config is None:
+            return cls()
+        concurrency = config.effective_concurrency or config.concurrency
+        return cls(concurrency, config.request_rate, config.output_tokens_mean)
 
 
-@dataclass
-class UiState:
-    """The screen's choices and the model's memory; `servers` is (label, session) in
-    display order, one entry for a one-server run."""
+@dataclass(frozen=True)
+class Choices:
+    """The user's choices; `selected` indexes ScreenInputs.servers."""
 
-    servers: list[tuple[str, SessionView]]
     draft_cost: DraftCost
-    load_settings: Settings
+    load: LoadSettings = LoadSettings()
     selected: int = 0
     window_index: int = 0
     paused_at: int | None = None  # len(results) when paused
     freeze_elapsed: float | None = None  # snapshot tests: a fixed clock
+
+    @classmethod
+    def of(cls, config: MonitorConfig | None) -> Choices:
+        return cls(
+            draft_cost=initial_draft_cost(config.draft_cost if config else None),
+            load=LoadSettings.of(config),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ScreenInputs:
+    """What the screen shows, fixed when it opens; `servers` is (label, session) in display
+    order, one entry for a one-server run."""
+
+    run: RunView | None
+    control: RunLifecycle | None
+    config: MonitorConfig | None
+    mode: Mode
+    servers: tuple[tuple[str, SessionView], ...]
+
+    @classmethod
+    def of(
+        cls,
+        run: RunView | None,
+        control: RunLifecycle | None,
+        session: SessionView,
+        config: MonitorConfig | None,
+        mode: Mode,
+    ) -> ScreenInputs:
+        return cls(run, control, config, mode, server_list(run, session))
+
+    @property
+    def multi(self) -> bool:
+        return len(self.servers) > 1
+
+    def label(self, choices: Choices) -> str:
+        return self.servers[choices.selected][0]
+
+    def session(self, choices: Choices) -> SessionView:
+        return self.servers[choices.selected][1]
+
+
+@dataclass
+class ModelCache:
+    """The builder's memory between ticks; `shown` is the server it remembers for (another
+    choice of server starts its per-server memory afresh)."""
+
+    shown: int = 0
     ended_at_s: float | None = None  # the run's elapsed time when its end was first seen
     # the 1 Hz views (servers, segments, /metrics): when they are next due (monotonic s)
     tune_at: float = 0.0
@@ -42,55 +126,35 @@ class UiState:
     server_std: list[dict[str, MetricRow]] = field(default_factory=list)
     ks: set[int] = field(default_factory=set)  # every k the results have named
     k_seen: int = 0  # results folded into `ks`
-    last: ScreenModel | None = None
-
-    @classmethod
-    def of(cls, run: RunView | None, session: SessionView, config: MonitorConfig | None) -> UiState:
-        return cls(
-            servers=server_list(run, session),
-            draft_cost=initial_draft_cost(config.draft_cost if config else None),
-            load_settings=initial_settings(config),
-        )
-
-    @property
-    def label(self) -> str:
-        return self.servers[self.selected][0]
-
-    @property
-    def session(self) -> SessionView:
-        return self.servers[self.selected][1]
-
-    @property
-    def multi(self) -> bool:
-        return len(self.servers) > 1
+    bins: SeriesBins = field(default_factory=SeriesBins)  # panel 3, the shown server's
+    series_at: float = float("-inf")  # when panel 3's series were last handed out
+    series_window: float | None = None
+    series_of: object = None  # the figures' key they were handed out with
+    recent_tok_s: float | None = None  # output tok/s of the last RECENT_S at that time
+    # (table kind, id of the results list): the per-category and per-context-length tables
+    # of a session that keeps none of its own
+    group_tables: dict[tuple[str, int], GroupedTable] = field(default_factory=dict)
 
     def tune_now(self) -> None:
         """The 1 Hz views at the next tick (a key changed what they show)."""
         self.tune_at = self.segments_at = 0.0
 
-    def select(self, index: int) -> None:
-        """Point the detailed panels at another server: its k and figures start afresh."""
-        self.selected = index
-        self.last = None
-        self.tune_at = 0.0
+    def follow(self, selected: int) -> None:
+        """Another server is shown: its k, figures and series start afresh."""
+        if selected == self.shown:
+            return
+        self.shown, self.tune_at = selected, 0.0
         self.ks, self.k_seen = set(), 0
+        self.bins, self.series_at, self.series_of = SeriesBins(), float("-inf"), None
 
 
-def server_list(run: RunView | None, session: SessionView) -> list[tuple[str, SessionView]]:
+def server_list(run: RunView | None, session: SessionView) -> tuple[tuple[str, SessionView], ...]:
     """(label, session) per server when the run has several; else one entry."""
     servers = run.servers if run is not None else {}
     if len(servers) > 1:
-        return [(label, pair[1]) for label, pair in servers.items()]
+        return tuple((label, pair[1]) for label, pair in servers.items())
     label = next(iter(servers)) if servers else "run"
-    return [(label, session)]
+    return ((label, session),)
 
 
-def initial_settings(config: MonitorConfig | None) -> Settings:
-    """The run's load settings as the knobs start from (totals over every server)."""
-    if config is None:
-        return {"concurrency": None, "request_rate": None, "output_tokens": None}
-    return {
-        "concurrency": config.effective_concurrency or config.concurrency,
-        "request_rate": config.request_rate,
-        "output_tokens": config.output_tokens_mean,
-    }
+__all__ = ["Choices", "Fetch", "LoadSettings", "ModelCache", "ScreenInputs", "server_list"]

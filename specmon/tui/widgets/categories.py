@@ -2,12 +2,9 @@
 acceptance rate, output tokens/s and TTFT p50 per prompt category (docs/metrics.md
 §12), sortable by any column (`c` next column, `C` reverses).
 
-A live run's session keeps a `CategoryTable` fed as results land (sinks/categories.py):
-the widget reads that one, so the monitor holds no second copy of every category's
-statistics (one cost about 100 bytes per request, issue 19 item 6). Given a results list
-instead (a session without one), it keeps its own table and reads only the results that
-arrived since the last refresh (`CategoryTable.catch_up`). Either way a refresh is
-O(new results) plus one snapshot per category.
+The rows are the screen model's (tui/model/tuning.py, at 1 Hz: a live session's own table,
+fed as results land, so the monitor holds no second copy of every group's statistics; or one
+the model catches up with a results list); the widget sorts and draws them.
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 
-from specmon.analysis.categories import ROW_FIELDS, CategoryTable, sort_rows
-from specmon.analysis.groups import GroupedTable
+from specmon.analysis.categories import ROW_FIELDS, sort_rows
 from specmon.tui.widgets.shaped import ShapedStatic
 
 HEADERS = {
@@ -167,25 +163,20 @@ class GroupView(ShapedStatic):
     shown by `spec`)."""
 
     spec: Columns = CATEGORY_COLUMNS
-    table_type: Callable[[], GroupedTable] = CategoryTable
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._tables: dict[int, GroupedTable] = {}  # id(results list) -> its table
         self.sort_column = self.spec.name
         self.descending = False
         self._shown: tuple | None = None
+        self._given: Sequence[Any] = ()  # the model's rows, first-seen order
         self.rows: list[Any] = []  # as shown, sorted
 
-    def sync(self, source: GroupedTable | Sequence[Any]) -> None:
-        """Read the table (or the results that arrived since the last call) and repaint if
-        anything moved."""
-        if isinstance(source, GroupedTable):
-            table = source
-        else:
-            table = self._tables.setdefault(id(source), self.table_type())
-            table.catch_up(source)
-        self.rows = sort_rows(list(table.rows()), self.sort_column, self.descending)
+    def show(self, rows: Sequence[Any]) -> None:
+        """The model's rows (tui/model/tuning.py), sorted by the chosen column; repainted
+        if anything moved."""
+        self._given = rows
+        self.rows = sort_rows(list(rows), self.sort_column, self.descending)
         self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -208,7 +199,7 @@ class GroupView(ShapedStatic):
         """Whether any request so far had a group (the panel has something to say)."""
         return bool(self.rows)
 
-    def cycle_sort(self, source: GroupedTable | Sequence[Any], reverse: bool = False) -> str:
+    def cycle_sort(self, reverse: bool = False) -> str:
         """`reverse`: flip the order of the current column; else sort by the next column
         (figures biggest first). Returns the column now sorted by."""
         fields = self.spec.fields
@@ -218,7 +209,7 @@ class GroupView(ShapedStatic):
             i = fields.index(self.sort_column)
             self.sort_column = fields[(i + 1) % len(fields)]
             self.descending = self.sort_column != self.spec.name
-        self.sync(source)
+        self.show(self._given)
         return self.sort_column
 
 

@@ -2,13 +2,13 @@
 draft acceptance with their 95 % intervals, conditional acceptance per position, TPOT
 (mean, with its interval) and output tokens/s per context bucket (<1k, 1-4k, 4-16k,
 16-64k, >64k), shortest first; `x` sorts by the next column, `X` reverses. The same widget
-as the per-category table (widgets/categories.py GroupView), on a ContextTable."""
+as the per-category table (widgets/categories.py GroupView), on the model's context rows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from specmon.analysis.contexts import ROW_FIELDS, ContextTable
+from specmon.analysis.contexts import ROW_FIELDS
 from specmon.tui.widgets.categories import Columns, GroupView, band_text
 
 HEADERS = {
@@ -58,4 +58,3 @@ class ContextView(GroupView):
     """Live per-context-length figures of the selected server's results."""
 
     spec = CONTEXT_COLUMNS
-    table_type = ContextTable

@@ -20,6 +20,7 @@ from textual.widgets import Static
 from specmon.specdecode.fidelity import SHORT
 from specmon.tui.layout import SMALL_BELOW  # under it, the headline is one line
 from specmon.tui.model.figures import Headline, headline_of
+from specmon.tui.model.series import RECENT_S
 from specmon.tui.view import NA
 from specmon.tui.widgets.shaped import ShowsChanges
 
@@ -33,9 +34,6 @@ def _n(value: float | None, fmt: str = ",.2f") -> str:
 def _pct(value: float | None) -> str:
     """ "55.04%", or the bare NA: never "N/A%" (the watch headline had no per-request rate)."""
     return NA if value is None else _n(value) + "%"
-
-
-RECENT_S = 10.0  # the "last window" beside the run's output tok/s
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ row of the request it started with; they are not requests and not counted as row
 are few, so they are kept apart (`_marks`) and the rows stay a range (or, filtered, an
 array). Its `counts` say how many rows are retried attempts or requests cut by a stop (the
 source's `Tally`, results_window.py), so the title counts requests as the header does
-(tui/requests.py LogCounts).
+(tui/requests.py LogCounts). What it shows is the screen model's `RequestRows`
+(tui/model/screen.py): the results, their tally and the notes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from specmon.results_window import ResultWindow, Tally
+from specmon.results_window import Tally
+from specmon.tui.model.screen import RequestRows
 from specmon.tui.requests import LOG_HEADER, LogCounts, Note, log_row
 
 
@@ -94,6 +96,14 @@ class RequestLog(ScrollView, can_focus=True):
         self._following = True  # at the end when last scrolled (kept across resizes)
 
     # -- data -------------------------------------------------------------------------
+    def show(self, rows: RequestRows) -> None:
+        """The model's slice: another server's results start the log afresh; then the rows
+        that arrived and the new notes."""
+        if rows.results is not self._source:
+            self.set_source(rows.results)
+        self.sync(rows.tally)
+        self.set_notes(rows.notes)
+
     def set_source(self, source: Sequence[Any]) -> None:
         self._source = source
         self._rows, self._seen = (array("q") if self._filter else range(0)), 0
@@ -119,10 +129,10 @@ class RequestLog(ScrollView, can_focus=True):
             self._text_cache[index] = cached
         return cached
 
-    def sync(self) -> int:
-        """Take in results that arrived since the last call; returns how many passed the filter."""
-        # a ResultWindow keeps its own counts (rows, retried, cancelled at once)
-        tally = self._source.tally if isinstance(self._source, ResultWindow) else None
+    def sync(self, tally: Tally | None = None) -> int:
+        """Take in results that arrived since the last call; returns how many passed the
+        filter. `tally`: the source's own counts (rows, retried, cancelled at once); None,
+        a plain list, counted here."""
         total = len(self._source) if tally is None else tally.rows
         if total == self._seen:
             return 0

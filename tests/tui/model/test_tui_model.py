@@ -4,6 +4,7 @@ checked against those sums, not against the code's output."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -22,8 +23,8 @@ from support.tui_tuning_fixtures import (
 
 from specmon.capture import RawCapture
 from specmon.pipeline import process_capture
-from specmon.tui.model import UiState, acceptance_of, build_model
-from specmon.tui.modes import LIVE, REPLAY, WATCH, mode_of
+from specmon.tui.model import Choices, ModelCache, ScreenInputs, acceptance_of, build_model
+from specmon.tui.modes import LIVE, REPLAY, WATCH, Mode, mode_of
 from specmon.tui.tuning_view import counter_status
 
 # H4 = [2, 2, 4, 6, 2] at k = 4: 16 verify steps, 0*2 + 1*2 + 2*4 + 3*6 + 4*2 = 36 accepted
@@ -31,16 +32,32 @@ from specmon.tui.tuning_view import counter_status
 H4_PAIRS = ((0, 2), (1, 2), (2, 4), (3, 6), (4, 2))
 
 
+class Screen:
+    """What MainScreen keeps between ticks: the inputs, the user's choices (replaced by a
+    key, never changed), the builder's cache and the last model."""
+
+    def __init__(self, run, session, config, mode: Mode = LIVE) -> None:
+        self.inputs = ScreenInputs.of(run, run, session, config, mode)
+        self.choices = Choices.of(config)
+        self.cache = ModelCache()
+        self.last = None
+
+    def build(self, now: float, mode: Mode | None = None):
+        if mode is not None:
+            self.inputs = replace(self.inputs, mode=mode)
+        self.last = build_model(self.inputs, self.choices, self.cache, now, self.last)
+        return self.last
+
+
 def one_server(hist: list[int] | None = H4, pollers: dict | None = None):
     session = session_of([capture_k(1, hist, 4)])
     run = StubMulti({"run": session}, pollers)
-    config = run_config()
-    return run, config, UiState.of(run, session, config)
+    return run, Screen(run, session, run_config())
 
 
 def test_one_server_figures_follow_the_histogram():
-    run, config, ui = one_server()
-    model = build_model(run, run, config, LIVE, ui, now=100.0)
+    _, screen = one_server()
+    model = screen.build(now=100.0)
     f = model.figures
     assert f.acceptance.histogram == H4_PAIRS and f.acceptance.k == 4
     assert not f.acceptance.server_wide and f.acceptance.steps == 16
@@ -55,32 +72,60 @@ def test_one_server_figures_follow_the_histogram():
 
 
 def test_the_1hz_views_come_once_a_second():
-    run, config, ui = one_server()
-    first = build_model(run, run, config, LIVE, ui, now=100.0)
+    _, screen = one_server()
+    first = screen.build(now=100.0)
     assert first.tuning is not None
     assert first.tuning.counter_lines == (
         "server /metrics: not polled (no counters or polling off)",
     )
     assert first.tuning.segments is not None and len(first.tuning.segments.cells) == 1
-    assert build_model(run, run, config, LIVE, ui, now=100.5).tuning is None
-    assert build_model(run, run, config, LIVE, ui, now=101.0).tuning is not None
+    assert screen.build(now=100.5).tuning is None
+    assert screen.build(now=101.0).tuning is not None
 
 
 def test_figures_are_kept_until_something_they_show_moves():
-    run, config, ui = one_server()
-    first = build_model(run, run, config, LIVE, ui, now=100.0)
-    again = build_model(run, run, config, LIVE, ui, now=100.2)
+    _, screen = one_server()
+    first = screen.build(now=100.0)
+    again = screen.build(now=100.2)
     assert again.figures is first.figures and not again.changed
-    ui.draft_cost = ui.draft_cost.step(1)  # + : the user's cost, 0.10 -> 0.11
-    moved = build_model(run, run, config, LIVE, ui, now=100.4)
+    given = screen.choices
+    # + : the user's cost, 0.10 -> 0.11; a new Choices, the old one as it was
+    screen.choices = replace(given, draft_cost=given.draft_cost.step(1))
+    moved = screen.build(now=100.4)
     assert moved.changed and moved.figures.whatif_subtitle == "c=0.11 (given; +/- 0.01)"
-    ui.window_index = 1
-    assert build_model(run, run, config, LIVE, ui, now=100.6).figures.plot.window_s == 60.0
+    assert given.draft_cost.value == 0.10 and first.figures.whatif_subtitle.startswith("c=0.10")
+    screen.choices = replace(screen.choices, window_index=1)
+    assert screen.build(now=100.6).figures.plot.window_s == 60.0
+
+
+def test_the_same_inputs_and_choices_give_the_same_figures_from_a_fresh_cache():
+    """build_model is a function of the run and the choices: a second builder with its own
+    cache computes equal figures (the cache only skips work)."""
+    run, screen = one_server()
+    screen.choices = replace(screen.choices, window_index=2)
+    kept = screen.build(now=100.0)
+    fresh = build_model(screen.inputs, screen.choices, ModelCache(), now=100.0)
+    assert fresh.figures == kept.figures and fresh.header == kept.header
+
+
+def test_the_series_come_at_most_once_a_second_unless_the_window_moves():
+    run, screen = one_server()
+    first = screen.build(now=100.0)
+    assert first.series is not None  # the first tick draws panel 3
+    # 10 s window, whole 0.25 s bins: one request, so one column holds its AL 1 + 36/16
+    assert [v for v in first.series(40, 0.0)["al"] if v is not None] == pytest.approx([3.25])
+    session = screen.inputs.servers[0][1]
+    session.accumulator.add(process_capture(RawCapture.from_dict(capture_k(2, H4, 4))))
+    assert screen.build(now=100.5).series is None  # a new result, under a second since
+    assert screen.build(now=101.0).series is not None  # a second on: due
+    assert screen.build(now=101.1).series is None  # nothing moved since
+    screen.choices = replace(screen.choices, window_index=1)
+    assert screen.build(now=101.2).series is not None  # w: at once
 
 
 def test_no_per_request_records_fall_back_to_the_server_counters():
-    run, config, ui = one_server(None, {"run": StubPoller(delta_of(H4))})
-    model = build_model(run, run, config, LIVE, ui, now=100.0)
+    _, screen = one_server(None, {"run": StubPoller(delta_of(H4))})
+    model = screen.build(now=100.0)
     f = model.figures
     assert f.acceptance.server_wide and f.acceptance.histogram == H4_PAIRS
     assert f.acceptance.k == 4 and f.acceptance.acceptance_length == pytest.approx(3.25)
@@ -93,24 +138,27 @@ def test_no_per_request_records_fall_back_to_the_server_counters():
 
 def test_only_a_mode_that_sends_requests_reconciles_with_the_counters():
     for mode, reconciles in ((LIVE, True), (WATCH, False)):
-        run, config, ui = one_server(None, {"run": StubPoller(delta_of(H4))})
-        tuning = build_model(run, run, config, mode, ui, now=100.0).tuning
+        _, screen = one_server(None, {"run": StubPoller(delta_of(H4))})
+        tuning = screen.build(now=100.0, mode=mode).tuning
         assert tuning is not None
         said = any(line.startswith("reconciliation") for line in tuning.counter_lines)
         assert said is reconciles, (mode.name, tuning.counter_lines)
-    header = build_model(run, run, config, WATCH, ui, now=200.0).header
+    header = screen.build(now=200.0, mode=WATCH).header
     assert header.mode.badge == "watch"
 
 
 def test_paused_only_the_header_counts_arrivals():
-    run, config, ui = one_server()
-    before = build_model(run, run, config, LIVE, ui, now=100.0)
-    ui.paused_at = len(ui.session.accumulator.results)
-    ui.session.accumulator.add(process_capture(RawCapture.from_dict(capture_k(2, H4, 4))))
-    paused = build_model(run, run, config, LIVE, ui, now=102.0)
+    _, screen = one_server()
+    before = screen.build(now=100.0)
+    accumulator = screen.inputs.servers[0][1].accumulator
+    screen.choices = replace(screen.choices, paused_at=len(accumulator.results))
+    accumulator.add(process_capture(RawCapture.from_dict(capture_k(2, H4, 4))))
+    paused = screen.build(now=102.0)
     assert paused.paused and paused.header.paused_arrivals == 1
     assert paused.header.completed == 1  # the snapshot from before the pause
-    assert paused.figures is before.figures and paused.tuning is None
+    assert paused.figures is before.figures and paused.tuning is None and paused.series is None
+    screen.choices = replace(screen.choices, paused_at=None)
+    assert screen.build(now=102.1).header.completed == 2  # unpaused: caught up at once
 
 
 def test_three_servers_cards_and_header():
@@ -122,8 +170,8 @@ def test_three_servers_cards_and_header():
         "k6": session_of([capture_k(1, H6, 6)]),
     }
     run = StubMulti(sessions)
-    ui = UiState.of(run, sessions["k2"], run_config())
-    model = build_model(run, run, run_config(), LIVE, ui, now=100.0)
+    screen = Screen(run, sessions["k2"], run_config())
+    model = screen.build(now=100.0)
     assert model.header.k == "2,4,6 · showing k2 ([ ] switch)"
     assert model.tuning is not None
     cards = model.tuning.cards
@@ -131,8 +179,8 @@ def test_three_servers_cards_and_header():
     assert [c.acceptance_length for c in cards] == pytest.approx([2.25, 3.25, 5.5])
     assert model.server_latency is not None
     assert [label for label, _ in model.server_latency] == ["k2", "k4", "k6"]
-    ui.select(2)
-    shown = build_model(run, run, run_config(), LIVE, ui, now=100.1).figures
+    screen.choices = replace(screen.choices, selected=2)
+    shown = screen.build(now=100.1).figures
     assert shown.acceptance.k == 6 and shown.acceptance.steps == 4
 
 
@@ -174,11 +222,11 @@ def test_the_header_clock_stops_when_the_run_ends():
     # a live accumulator: its clock is the time since it was created
     session = SimpleNamespace(accumulator=accumulate([capture_k(1, H4, 4)], live=True))
     session.artifact_dir = session.spec_method = None
-    run, config = StubMulti({"run": session}), run_config()
-    ui = UiState.of(run, session, config)
-    first = build_model(run, run, config, LIVE, ui, now=100.0).header.elapsed_s
+    run = StubMulti({"run": session})
+    screen = Screen(run, session, run_config())
+    first = screen.build(now=100.0).header.elapsed_s
     run.finished = True
-    ended = build_model(run, run, config, LIVE, ui, now=100.1).header.elapsed_s
-    assert ended >= first and ui.ended_at_s == ended
-    later = build_model(run, run, config, LIVE, ui, now=105.0).header
+    ended = screen.build(now=100.1).header.elapsed_s
+    assert ended >= first and screen.cache.ended_at_s == ended
+    later = screen.build(now=105.0).header
     assert later.elapsed_s == ended and later.finished  # stopped, and the header says done

@@ -235,7 +235,7 @@ async def test_rendered_line_settling_then_differs():
         await pilot.pause()
         settling = counters_text(app)
         poller.view = probed_view(ahead, RUN_H4, 0, taken_s=time.monotonic())
-        app.main.ui.tune_at = 0.0  # the 1 Hz tuning tick, now
+        app.main.cache.tune_at = 0.0  # the 1 Hz tuning tick, now
         app.refresh_data()
         await pilot.pause()
         differs = counters_text(app)

@@ -27,6 +27,7 @@ from specmon.capture import RawCapture
 from specmon.commands.replay import build
 from specmon.interfaces import LoadProgress
 from specmon.pipeline import process_capture
+from specmon.results_window import Tally
 from specmon.session import RunSession
 from specmon.sources.replay import ReplayFeeder, load_source
 from specmon.tui.app import SpecmonApp
@@ -323,6 +324,7 @@ async def test_log_renders_only_visible_rows_for_50k_requests():
     session = argparse.Namespace(
         accumulator=argparse.Namespace(
             results=rows,
+            tally=Tally(rows=len(rows)),  # what a ResultWindow counts as it appends
             snapshot=accumulate(small_captures()).snapshot,
         ),
         artifact_dir=None,

@@ -345,8 +345,8 @@ async def test_one_req_s_per_server_even_between_the_1hz_ticks():
     app, runner = three_server_app()
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        k2 = app.main.ui.servers[0][1].accumulator
-        app.main.ui.tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
+        k2 = app.main.inputs.servers[0][1].accumulator
+        app.main.cache.tune_at = time.monotonic() + 3600  # the next 1 Hz tick has not come yet
         k2.add(process_capture(RawCapture.from_dict(capture_k(2, H2, 2, start_ms=700.0))))
         app.refresh_data()
         await pilot.pause()

@@ -105,7 +105,7 @@ async def test_draft_cost_keys_move_the_recommendation():
         assert segment_best_k(app) == "3"
         await pilot.press(*["minus"] * 8)
         await pilot.pause()
-        assert app.main.ui.draft_cost == DraftCost(0.02, False)
+        assert app.main.choices.draft_cost == DraftCost(0.02, False)
         text = screen_text(app)
         assert "c=0.02 (given; +/- 0.01)" in text and "best k=4 (3.01x)" in text
         assert "histogram only, draft cost given 0.02" in text
@@ -164,14 +164,15 @@ async def test_side_by_side_three_servers_and_switching():
         await pilot.press("right_square_bracket")
         await pilot.pause()
         assert (
-            app.main.ui.selected == 1 and app.main.accumulator is runner.sessions["k4"].accumulator
+            app.main.choices.selected == 1
+            and app.main.accumulator is runner.sessions["k4"].accumulator
         )
         text = screen_text(app)
         assert "▶ k4 · k=4" in text and "showing k4" in text
         assert "k=4 measured over 16 steps" in whatif_text(app)
         await pilot.press("left_square_bracket", "left_square_bracket")  # wraps to the last
         await pilot.pause()
-        assert app.main.ui.selected == 2 and "k=6 measured over 4 steps" in whatif_text(app)
+        assert app.main.choices.selected == 2 and "k=6 measured over 4 steps" in whatif_text(app)
 
 
 async def test_side_by_side_is_a_strip_on_a_small_terminal():
@@ -205,7 +206,7 @@ async def test_segment_keys_call_the_runner_and_the_table_grows():
         # a request of the new segment lands: the table shows segment 1 with its settings;
         # AL = 1 + 36/16 = 3.25
         session.accumulator.add(_result(capture_k(2, H4, 4, segment=1)))
-        app.main.ui.tune_now()  # the next tick, without waiting a second
+        app.main.cache.tune_now()  # the next tick, without waiting a second
         app.refresh_data()
         await pilot.pause()
         seg1 = next(l for l in screen_text(app).splitlines() if "conc=8" in l)

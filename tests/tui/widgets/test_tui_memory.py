@@ -44,7 +44,8 @@ def test_the_categories_panel_shows_the_sessions_table_and_keeps_none_of_its_own
             assert rows["a"].requests == 2 and rows["b"].requests == 1
             assert rows["a"].acceptance_length == 1 + 8 / 5
             assert rows["b"].acceptance_length == 3.0
-            assert view._tables == {}  # no second CategoryTable built from the results
+            # the model read the session's own table: no second one built from the results
+            assert app.main.cache.group_tables == {}
 
     asyncio.run(check())
 

@@ -26,7 +26,7 @@ def test_watch_screen_shows_server_figures_and_says_why_panels_are_empty(tmp_pat
         app = watch_app(tmp_path)
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
-            app.main.ui.tune_at = 0.0  # the 1 Hz views now, not after a second
+            app.main.cache.tune_at = 0.0  # the 1 Hz views now, not after a second
             app.refresh_data()
             await pilot.pause()
             head = app.main.query_one(HeadlineView)._shown  # the Headline it painted
