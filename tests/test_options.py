@@ -22,6 +22,7 @@ from specmon.commands import demo as demo_command
 from specmon.commands import sim as sim_command
 from specmon.config import RUN_OPTIONS, OptionSet, OptionSpec, add_run_arguments
 from specmon.errors import UserError
+from specmon.run.sweep.options import SWEEP_OPTIONS
 from specmon.sim.config import SIM_OPTIONS
 
 # Values whose type alone does not give a valid, non-default sample (formats, dependencies).
@@ -43,9 +44,16 @@ SIM_SAMPLES: dict[str, str] = {
     "preset": "h200-70b-draft",
     "shape": "trtllm",  # one of the engine registry's simulator shapes
 }
+SWEEP_SAMPLES: dict[str, str] = {
+    "num_spec_tokens": "1,3",  # lists of whole numbers, written as on the command line
+    "concurrency": "2,8",
+    "input_tokens": "512,4096",
+    "gpus": "0,1",
+}
 SETS = [
     pytest.param(RUN_OPTIONS, RUN_SAMPLES, id="run"),
     pytest.param(SIM_OPTIONS, SIM_SAMPLES, id="sim"),
+    pytest.param(SWEEP_OPTIONS, SWEEP_SAMPLES, id="sweep"),
 ]
 
 
