@@ -45,11 +45,12 @@ __all__ = [
 ]
 
 
-def capture_sink(session: Any) -> Callable[[dict[str, Any]], None]:
-    """Capture dict -> RawCapture -> session.add (keys match RawCapture's fields)."""
+def capture_sink(session: Any) -> Callable[[RawCapture], None]:
+    """Each capture as the client filled it, into the session (no copy, no conversion);
+    the session is read when a capture lands (a runner may be made before it has one)."""
 
-    def sink(capture: dict[str, Any]) -> None:
-        session.add(RawCapture(**capture))
+    def sink(capture: RawCapture) -> None:
+        session.add(capture)
 
     return sink
 

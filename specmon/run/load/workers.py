@@ -1,6 +1,6 @@
 """--workers N: the load spread over N processes, one event loop each, merged into one run.
 
-Each child runs a LoadRunner whose sink sends capture dicts (orjson bytes) back over one
+Each child runs a LoadRunner whose sink sends raw captures (orjson bytes) back over one
 multiprocessing queue; a reader thread in the parent feeds them to the single RunSession.
 Timestamps stay comparable: perf_counter_ns is CLOCK_MONOTONIC, shared by all processes.
 The shares: concurrency, rate, request and warmup counts are split as evenly as integers
@@ -148,8 +148,9 @@ def _worker_main(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
     worker_id = f"worker-{index}"
 
-    def sink(capture: dict[str, Any]) -> None:
-        results.put(("cap", index, dumps_safe(capture)))
+    def sink(capture: RawCapture) -> None:
+        # the raw-capture object (hostile values made safe), rebuilt field by field there
+        results.put(("cap", index, dumps_safe(capture.to_dict())))
 
     runner = LoadRunner(
         RunConfig(**share), None, sink=sink, worker_id=worker_id, arrival_offset_s=offset

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any
 
+from specmon.capture import RawCapture
 from specmon.sources.datasets.formats import DatasetRow
 from specmon.sources.load.datasets import Prompt
 
@@ -98,12 +98,12 @@ def _start_history(row: DatasetRow) -> tuple[tuple[str, str], ...]:
     return (("system", row.system),) if row.system else ()
 
 
-def answer_text(capture: dict[str, Any]) -> str | None:
+def answer_text(capture: RawCapture) -> str | None:
     """The assistant text of a finished request (streamed deltas joined); None on error."""
-    if capture.get("error") is not None:
+    if capture.error is not None:
         return None
     parts: list[str] = []
-    for response in capture.get("responses") or ():
+    for response in capture.responses or ():
         choices = response.get("choices") if isinstance(response, dict) else None
         if not choices or not isinstance(choices[0], dict):
             continue  # e.g. the usage-only chunk

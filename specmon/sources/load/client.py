@@ -4,7 +4,8 @@ Chosen by `benchmarks/bench_load.py --clients` (docs/performance.md): on this ma
 aiohttp + uvloop + orjson client reached 4,300 req/s at concurrency 64 where httpx managed
 240 (its pool scans every connection per request). One TCPConnector sized to the concurrency keeps connections alive.
 
-Every request yields a capture dict in the raw-capture format (docs/architecture.md). Errors
+Every request fills one `RawCapture` (specmon/capture.py, the raw-capture format of
+docs/architecture.md), the typed record that travels to the pipeline. Errors
 are classified, never raised (one the wire does not name is `client_error`): the run goes on. Only the parsed JSON objects are kept, not the
 bytes they came from.
 """
@@ -14,32 +15,40 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
 import orjson
+
+from specmon.capture import RawCapture
 
 ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _ERROR_BODY_LIMIT = 2048  # bytes of an error body worth keeping for its message
 MAX_RESPONSE_BYTES = 64 * 2**20  # --max-response-bytes' default: a body past it is an error
 
 
-def new_capture(
-    endpoint: str, streaming: bool, body: dict[str, Any], **extras: Any
-) -> dict[str, Any]:
-    capture: dict[str, Any] = {
-        "endpoint": endpoint,
-        "streaming": streaming,
-        "request": body,
-        "status": 0,
-        "responses": [],
-        "start_ns": 0,
-        "response_ns": [],
-        "end_ns": 0,
-        "error": None,
-    }
-    capture.update({k: v for k, v in extras.items() if v is not None})
-    return capture
+def new_capture(endpoint: str, streaming: bool, body: dict[str, Any], **tags: Any) -> RawCapture:
+    """A request about to be sent: its body and tags (RawCapture's fields: category, dataset
+    row, phase, server, worker, segment), no answer yet."""
+    return RawCapture(
+        endpoint, streaming, body, status=0, start_ns=0, response_ns=[], end_ns=0, **tags
+    )
+
+
+def again(capture: RawCapture) -> RawCapture:
+    """A new attempt of the same request: same body and tags; new id, stamps and answer."""
+    return replace(
+        capture,
+        status=0,
+        responses=[],
+        start_ns=0,
+        response_ns=[],
+        end_ns=0,
+        error=None,
+        x_request_id=None,
+        wall_start_ns=None,
+    )
 
 
 def error_message(status: int, raw: bytes) -> str:
@@ -184,65 +193,67 @@ class LoadClient:
             await self._session.close()
             self._session = None
 
-    async def send(self, capture: dict[str, Any], category: str | None = None) -> dict[str, Any]:
-        """Send capture["request"] and record what came back into `capture`.
+    async def send(self, capture: RawCapture, category: str | None = None) -> RawCapture:
+        """Send capture.request and record what came back into `capture`.
 
         Whatever the request raises is an error of a named kind on the capture, with its own
         start and end stamps (never a success with invented times). On task cancellation the
         capture is marked `cancelled` and CancelledError propagates, so the caller can still
         record it.
         """
-        capture["wall_start_ns"] = time.time_ns()
-        capture["start_ns"] = time.perf_counter_ns()
+        capture.wall_start_ns = time.time_ns()
+        capture.start_ns = time.perf_counter_ns()
         try:
             await self._exchange(capture, category)
         except asyncio.CancelledError:
-            capture["error"] = {"type": "cancelled", "message": "request cancelled (run stopped)"}
-            capture["end_ns"] = time.perf_counter_ns()
+            capture.error = {"type": "cancelled", "message": "request cancelled (run stopped)"}
+            capture.end_ns = time.perf_counter_ns()
             raise
         except (TimeoutError, aiohttp.ServerTimeoutError):
-            capture["error"] = {
+            capture.error = {
                 "type": "timeout",
                 "message": f"no complete response within {self.request_timeout:g} s",
             }
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
-            kind = "broken_stream" if capture["status"] else "connection_error"
-            capture["error"] = {"type": kind, "message": describe_exception(exc)}
+            kind = "broken_stream" if capture.status else "connection_error"
+            capture.error = {"type": kind, "message": describe_exception(exc)}
         except (aiohttp.ClientError, OSError) as exc:
-            kind = (
-                "broken_stream"
-                if capture["status"] and capture["responses"]
-                else "connection_error"
-            )
-            capture["error"] = {"type": kind, "message": describe_exception(exc)}
+            kind = "broken_stream" if capture.status and capture.responses else "connection_error"
+            capture.error = {"type": kind, "message": describe_exception(exc)}
         except Exception as exc:  # anything else (a header aiohttp refuses, a bug): counted
-            capture["error"] = {"type": "client_error", "message": describe_exception(exc)}
-        capture["end_ns"] = time.perf_counter_ns()
+            capture.error = {"type": "client_error", "message": describe_exception(exc)}
+        capture.end_ns = time.perf_counter_ns()
         return capture
 
-    async def _exchange(self, capture: dict[str, Any], category: str | None) -> None:
+    async def _exchange(self, capture: RawCapture, category: str | None) -> None:
         """The request and its answer, read into `capture` (raises what the wire raises)."""
         assert self._session is not None
-        extra = {"X-Request-Id": capture.setdefault("x_request_id", uuid.uuid4().hex)}
+        if capture.x_request_id is None:
+            capture.x_request_id = uuid.uuid4().hex
+        extra = {"X-Request-Id": capture.x_request_id}
         if category:
             extra["X-Specmon-Category"] = category
         headers = {**self.headers, **extra}
-        url = self.base_url + ENDPOINT_PATHS[capture["endpoint"]]
-        data = orjson.dumps(capture["request"])
+        url = self.base_url + ENDPOINT_PATHS[capture.endpoint]
+        data = orjson.dumps(capture.request)
+        if capture.response_ns is None:
+            capture.response_ns = []
         async with self._session.post(url, data=data, headers=headers) as resp:
-            capture["status"] = resp.status
+            capture.status = resp.status
             if resp.status >= 400:
                 raw = await resp.content.read(_ERROR_BODY_LIMIT)
-                capture["error"] = http_error(resp.status, raw, resp.headers)
+                capture.error = http_error(resp.status, raw, resp.headers)
             elif (resp.content_length or 0) > self.max_response_bytes:
                 _too_large(capture, self.max_response_bytes)
-            elif capture["streaming"]:
-                await self._read_stream(resp, capture, self.max_response_bytes)
+            elif capture.streaming:
+                await self._read_stream(resp, capture, capture.response_ns, self.max_response_bytes)
             else:
-                await self._read_body(resp, capture, self.max_response_bytes)
+                await self._read_body(resp, capture, capture.response_ns, self.max_response_bytes)
 
     @staticmethod
-    async def _read_body(resp: aiohttp.ClientResponse, capture: dict[str, Any], limit: int) -> None:
+    async def _read_body(
+        resp: aiohttp.ClientResponse, capture: RawCapture, stamps: list[int], limit: int
+    ) -> None:
         chunks: list[bytes] = []
         size = 0
         async for chunk in resp.content.iter_any():
@@ -252,22 +263,22 @@ class LoadClient:
                 return
             chunks.append(chunk)
         raw = b"".join(chunks)
-        capture["response_ns"].append(time.perf_counter_ns())
+        stamps.append(time.perf_counter_ns())
         try:
-            capture["responses"].append(orjson.loads(raw))
+            capture.responses.append(orjson.loads(raw))
         except orjson.JSONDecodeError as exc:
-            capture["response_ns"].pop()
-            capture["error"] = {
+            stamps.pop()
+            capture.error = {
                 "type": "invalid_json",
                 "message": f"response body is not JSON ({exc})",
             }
 
     @staticmethod
     async def _read_stream(
-        resp: aiohttp.ClientResponse, capture: dict[str, Any], limit: int
+        resp: aiohttp.ClientResponse, capture: RawCapture, stamps: list[int], limit: int
     ) -> None:
         parser = SSEParser()
-        responses, stamps = capture["responses"], capture["response_ns"]
+        responses = capture.responses
         loads, clock = orjson.loads, time.perf_counter_ns
         size = 0
         async for chunk in resp.content.iter_any():
@@ -289,10 +300,12 @@ class LoadClient:
             if not _append_json(payload, time.perf_counter_ns(), responses, stamps, capture):
                 return
         if not parser.done:
-            capture["error"] = {"type": "broken_stream", "message": "stream ended before [DONE]"}
+            capture.error = {"type": "broken_stream", "message": "stream ended before [DONE]"}
 
 
-def _append_json(payload: bytes, now: int, responses: list, stamps: list, capture: dict) -> bool:
+def _append_json(
+    payload: bytes, now: int, responses: list, stamps: list, capture: RawCapture
+) -> bool:
     try:
         responses.append(orjson.loads(payload))
     except orjson.JSONDecodeError:
@@ -302,17 +315,17 @@ def _append_json(payload: bytes, now: int, responses: list, stamps: list, captur
     return True
 
 
-def _too_large(capture: dict, limit: int) -> None:
-    capture["error"] = {
+def _too_large(capture: RawCapture, limit: int) -> None:
+    capture.error = {
         "type": "response_too_large",
         "message": f"response body over {limit} bytes (--max-response-bytes)",
     }
 
 
-def _invalid_event(payload: bytes, capture: dict) -> None:
-    capture["error"] = {
+def _invalid_event(payload: bytes, capture: RawCapture) -> None:
+    capture.error = {
         "type": "invalid_json",
-        "message": f"SSE event {len(capture['responses']) + 1} is not JSON: {payload[:80]!r}",
+        "message": f"SSE event {len(capture.responses) + 1} is not JSON: {payload[:80]!r}",
     }
 
 

@@ -17,17 +17,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.errors import ServerUnreachable, UserError
 from specmon.interfaces import LoadProgress
 from specmon.segment_plan import SegmentLog, parse_segments
 from specmon.sources.datasets import ConversationSource, answer_text, dataset_source
-from specmon.sources.load.client import LoadClient, describe_exception, new_capture
+from specmon.sources.load.client import LoadClient, again, describe_exception, new_capture
 from specmon.sources.load.datasets import Prompt, PromptSource, sample_length
 from specmon.sources.load.loop_health import LoopHealthMonitor
 from specmon.specdecode.engines import request_options
 
-Sink = Callable[[dict[str, Any]], None]
+Sink = Callable[[RawCapture], None]  # each request, sent or given up, as the typed record
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_CAP_S = 30.0  # the most a 429's Retry-After holds a slot back
@@ -45,10 +46,10 @@ def backoff_delay(attempt: int, rng: random.Random) -> float:
     return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0 ** min(attempt, 30)) * rng.uniform(0.5, 1.0)
 
 
-def unreachable(capture: dict[str, Any]) -> bool:
+def unreachable(capture: RawCapture) -> bool:
     """Nothing reached a server: no status line came back (refused, reset, DNS, ...)."""
-    error = capture["error"]
-    return error is not None and error.get("type") == "connection_error" and not capture["status"]
+    error = capture.error
+    return error is not None and error.get("type") == "connection_error" and not capture.status
 
 
 class Outages:
@@ -110,10 +111,10 @@ def describe_outages(spells: list[tuple[float, float | None]]) -> str | None:
     return "server unreachable " + ", ".join(parts)
 
 
-def retry_after_s(capture: dict[str, Any]) -> float | None:
+def retry_after_s(capture: RawCapture) -> float | None:
     """The Retry-After a 429 asked for, capped (None: not a 429, or retried enough)."""
-    error = capture["error"]
-    if capture["status"] != 429 or error is None:
+    error = capture.error
+    if capture.status != 429 or error is None:
         return None
     asked = error.get("retry_after_s")
     return min(RETRY_AFTER_CAP_S, asked if isinstance(asked, float) else 1.0)
@@ -128,13 +129,13 @@ class FirstStatusCheck:
         self.n = n
         self.seen: list[tuple[int, str]] = []  # (status, message); status 0 for a success
 
-    def note(self, capture: dict[str, Any]) -> UserError | None:
+    def note(self, capture: RawCapture) -> UserError | None:
         """Record one decided request; the error once the window is full and uniform."""
         if len(self.seen) >= self.n:
             return None
-        error = capture["error"]
+        error = capture.error
         if error is not None and error.get("type") == "http_error":
-            self.seen.append((int(capture["status"]), str(error.get("message", ""))))
+            self.seen.append((int(capture.status), str(error.get("message", ""))))
         else:
             self.seen.append((0, ""))
         return self.verdict() if len(self.seen) == self.n else None
@@ -210,7 +211,7 @@ class RequestFactory:
         """None while a dataset's next turns wait for their answers."""
         return (self.warmup_prompts if phase == "warmup" else self.prompts).next()
 
-    def answered(self, prompt: Prompt, capture: dict[str, Any]) -> None:
+    def answered(self, prompt: Prompt, capture: RawCapture) -> None:
         """A request finished: a multi-turn source needs its answer for the next turn."""
         if prompt.conversation is not None and isinstance(self.prompts, ConversationSource):
             self.prompts.answered(prompt, answer_text(capture))
@@ -506,19 +507,10 @@ class LoadGenerator:
             await asyncio.wait(set(self._tasks), timeout=grace)
 
     def _launch(self, phase: str, prompt: Prompt, decided_s: float) -> None:
-        body, category = self.factory.body(prompt), prompt.category
+        body = self.factory.body(prompt)
         streaming = body.get("stream") is True  # --extra-inputs may have turned it on or off
         capture = new_capture(
-            self.factory.endpoint,
-            streaming,
-            body,
-            category=category,
-            question_id=prompt.question_id,
-            turn=prompt.turn,
-            benchmark_phase=phase,
-            server=self.server_label,
-            worker_id=self.worker_id,
-            segment=self.segment,
+            self.factory.endpoint, streaming, body, benchmark_phase=phase, **self._tags(prompt)
         )
         if phase == "profiling":
             self.sent += 1
@@ -529,13 +521,24 @@ class LoadGenerator:
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
+    def _tags(self, prompt: Prompt) -> dict[str, Any]:
+        """What a capture carries besides the exchange: its prompt's category and dataset
+        row, and where this generator sends from (server, worker, load segment)."""
+        row = {"category": prompt.category, "question_id": prompt.question_id, "turn": prompt.turn}
+        return {
+            **row,
+            "server": self.server_label,
+            "worker_id": self.worker_id,
+            "segment": self.segment,
+        }
+
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:  # retrieved: no stray trace
             log.error("recording a request failed: %s", describe_exception(task.exception()))
         self._poke()
 
-    async def _one(self, capture: dict[str, Any], prompt: Prompt) -> None:
+    async def _one(self, capture: RawCapture, prompt: Prompt) -> None:
         """Send one request; while nothing reaches the server, record the failed attempt and
         retry it after a backoff, so an outage neither spins nor uses up --request-count."""
         attempt, answered = 0, False
@@ -545,10 +548,13 @@ class LoadGenerator:
                 delay = self._retry_delay(capture, attempt)
                 if delay is None:
                     break
+                # the next attempt is made before this one is recorded: the sinks release
+                # a recorded capture's prompt and bodies (sinks/memory.py)
+                retry = again(capture)
                 self._record_retry(capture)
                 await asyncio.sleep(delay)
                 attempt += 1
-                capture = _fresh(capture)
+                capture = retry
             answered = True
             # Recording (process_capture and every sink) holds the loop for a while: let the
             # other streams whose chunks arrived with this one's end stamp them first, or the
@@ -556,12 +562,12 @@ class LoadGenerator:
             # another, and their ITL reads high (+1.5-3% at 16-64 streams of 4 ms steps).
             await asyncio.sleep(0)
         except asyncio.CancelledError:
-            if not capture["error"] and not answered:  # cancelled in a backoff: never finished
-                capture["error"] = {
+            if not capture.error and not answered:  # cancelled in a backoff: never finished
+                capture.error = {
                     "type": "cancelled",
                     "message": "request cancelled (run stopped)",
                 }
-                capture["start_ns"] = capture["end_ns"] = time.perf_counter_ns()
+                capture.start_ns = capture.end_ns = time.perf_counter_ns()
             raise
         except Exception as exc:  # never a success with invented times: a counted error
             _client_error(capture, exc)
@@ -569,7 +575,7 @@ class LoadGenerator:
             self.factory.answered(prompt, capture)  # before the completion pokes the loop
             self._record(capture)
 
-    def _retry_delay(self, capture: dict[str, Any], attempt: int) -> float | None:
+    def _retry_delay(self, capture: RawCapture, attempt: int) -> float | None:
         """Seconds before the same request is sent again, or None when it is final: nothing
         reached the server (backoff), or a 429 (its Retry-After, capped, a few times)."""
         if self._stop_requested or not self._sending:
@@ -578,7 +584,7 @@ class LoadGenerator:
             return backoff_delay(attempt, self._backoff_rng)
         return retry_after_s(capture) if attempt < RATE_LIMIT_RETRIES else None
 
-    def _record_retry(self, capture: dict[str, Any]) -> None:
+    def _record_retry(self, capture: RawCapture) -> None:
         """A failure that will be retried: an error in the exports, not a finished request
         (counted before the sink, so `sent` never trails what landed). An outage past
         --max-outage stops the run."""
@@ -588,18 +594,19 @@ class LoadGenerator:
         self.retries += 1
         self.errors += 1
         # the log shows it as a retried attempt, not a request (issue 20 item 5)
-        capture["error"]["retried"] = True
+        assert capture.error is not None  # a retry follows a failure
+        capture.error["retried"] = True
         self.sink(capture)
         overdue = self.outages.overdue(now)
         if overdue is not None and self.fatal is None:
             self.fatal = overdue
             self.request_stop()
 
-    def _record(self, capture: dict[str, Any]) -> None:
-        error = capture["error"]
-        if capture["status"]:
+    def _record(self, capture: RawCapture) -> None:
+        error = capture.error
+        if capture.status:
             self.outages.up(time.time())  # a server answered: the outage (if any) is over
-        if capture.get("benchmark_phase") == "warmup":
+        if capture.benchmark_phase == "warmup":
             self.warmup_completed += 1
         else:
             self.completed += 1
@@ -616,20 +623,11 @@ class LoadGenerator:
             self._wake.set()
 
 
-def _fresh(capture: dict[str, Any]) -> dict[str, Any]:
-    """A new attempt of the same request: same body and tags, new id, timestamps and result."""
-    keep = {k: capture[k] for k in _TAGS if k in capture}
-    return new_capture(capture["endpoint"], capture["streaming"], capture["request"], **keep)
-
-
-_TAGS = ("category", "question_id", "turn", "benchmark_phase", "server", "worker_id", "segment")
-
-
-def _client_error(capture: dict[str, Any], exc: Exception) -> None:
+def _client_error(capture: RawCapture, exc: Exception) -> None:
     """What a request task raised outside the client, as the capture's error (`client_error`);
     a capture never sent gets its stamps now, so it carries no latency but a real time."""
-    if capture["error"] is None:
-        capture["error"] = {"type": "client_error", "message": describe_exception(exc)}
+    if capture.error is None:
+        capture.error = {"type": "client_error", "message": describe_exception(exc)}
     now = time.perf_counter_ns()
-    capture["start_ns"] = capture["start_ns"] or now
-    capture["end_ns"] = capture["end_ns"] or now
+    capture.start_ns = capture.start_ns or now
+    capture.end_ns = capture.end_ns or now

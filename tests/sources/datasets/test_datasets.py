@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from specmon.bounded_read import read_bounded
+from specmon.capture import RawCapture
 from specmon.config import RunConfig, build_config
 from specmon.errors import UserError
 from specmon.sim.config import parse_category_acceptance
@@ -345,19 +346,16 @@ def test_answer_text_streaming_non_streaming_and_errors():
         {"choices": [{"delta": {"content": " beta"}}]},
         {"choices": [], "usage": {"completion_tokens": 2}},
     ]
-    assert answer_text({"error": None, "responses": chunks}) == " alpha beta"
+
+    def answered(responses: list, error: dict | None = None) -> RawCapture:
+        return RawCapture("chat", True, {}, 200, responses=responses, error=error)
+
+    assert answer_text(answered(chunks)) == " alpha beta"
     body = {"choices": [{"message": {"role": "assistant", "content": "whole"}}]}
-    assert answer_text({"error": None, "responses": [body]}) == "whole"
-    assert (
-        answer_text(
-            {
-                "error": None,
-                "responses": [{"choices": [{"text": "c1"}]}, {"choices": [{"text": "c2"}]}],
-            }
-        )
-        == "c1c2"
-    )
-    assert answer_text({"error": {"type": "timeout"}, "responses": chunks}) is None
+    assert answer_text(answered([body])) == "whole"
+    completions = [{"choices": [{"text": "c1"}]}, {"choices": [{"text": "c2"}]}]
+    assert answer_text(answered(completions)) == "c1c2"
+    assert answer_text(answered(chunks, {"type": "timeout"})) is None
 
 
 def test_request_bodies_carry_the_history_and_the_dataset_length():

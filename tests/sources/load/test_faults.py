@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import pytest
 from support.cli import start_specmon
 
+from specmon.capture import RawCapture
 from specmon.interfaces import LoadProgress
 from specmon.run.headless import format_progress
 from specmon.run.load.control import merge_progress
@@ -34,9 +35,9 @@ from specmon.sources.load.generator import (
 SIM_ARGS = ["--seed", "5", "--ttft-ms", "20", "--step-ms", "2"]
 
 
-def _capture(status: int, kind: str | None, message: str = "") -> dict:
+def _capture(status: int, kind: str | None, message: str = "") -> RawCapture:
     error = None if kind is None else {"type": kind, "message": message}
-    return {"status": status, "error": error}
+    return RawCapture("chat", True, {}, status, error=error)
 
 
 def test_backoff_doubles_from_base_and_is_capped_with_jitter():

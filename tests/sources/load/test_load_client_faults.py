@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import asdict
 
 import pytest
 
@@ -77,8 +78,9 @@ def fault_server(tmp_path_factory):
 
 
 async def send(url: str, kind: str, streaming: bool) -> dict:
+    """The capture the client filled, as its fields (a RawCapture)."""
     async with LoadClient(url, max_connections=2, request_timeout=10) as client:
-        return await client.send(new_capture("chat", streaming, {"model": kind}))
+        return asdict(await client.send(new_capture("chat", streaming, {"model": kind})))
 
 
 @pytest.mark.e2e

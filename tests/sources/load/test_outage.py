@@ -17,6 +17,7 @@ import pytest
 from support.cli import start_specmon
 from support.hostile_server import GOOD, RATE_LIMITED, RESET, HostileServer
 
+from specmon.capture import RawCapture
 from specmon.run.sweep.servers import free_port
 from specmon.sim.process import start_sim
 from specmon.sources.load.generator import (
@@ -60,14 +61,14 @@ def test_outages_are_named_with_their_times_and_overdue_after_max():
 
 
 def test_a_429_is_retried_after_its_capped_retry_after_and_is_no_user_error():
-    def rate_limited(after: float | None) -> dict:
+    def rate_limited(after: float | None) -> RawCapture:
         error = {"type": "http_error", "message": "x", "retry_after_s": after}
-        return {"status": 429, "error": error}
+        return RawCapture("chat", True, {}, 429, error=error)
 
     assert retry_after_s(rate_limited(2.5)) == 2.5
     assert retry_after_s(rate_limited(3600.0)) == RETRY_AFTER_CAP_S
     assert retry_after_s(rate_limited(None)) == 1.0
-    assert retry_after_s({"status": 500, "error": {"type": "http_error"}}) is None
+    assert retry_after_s(RawCapture("chat", True, {}, 500, error={"type": "http_error"})) is None
     check = FirstStatusCheck(n=3)
     for _ in range(3):
         verdict = check.note(rate_limited(1.0))

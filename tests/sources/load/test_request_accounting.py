@@ -19,7 +19,7 @@ from specmon.errors import UserError
 from specmon.pipeline import process_capture
 from specmon.session import RunSession
 from specmon.sources.datasets import load_dataset
-from specmon.sources.load.client import LoadClient
+from specmon.sources.load.client import LoadClient, new_capture
 from specmon.sources.load.datasets import load_jsonl_prompts
 from specmon.sources.load.generator import LoadGenerator
 
@@ -82,22 +82,19 @@ def test_dataset_category_with_any_control_character_is_refused_naming_the_row(t
 
 
 def test_a_header_aiohttp_refuses_is_a_client_error_with_real_stamps():
-    async def send() -> dict:
+    async def send() -> RawCapture:
         async with LoadClient(server.url, max_connections=1, request_timeout=10) as client:
-            capture = {
-                "endpoint": "chat", "streaming": False, "status": 0, "responses": [],
-                "response_ns": [], "request": {"model": MODEL}, "error": None,
-                "start_ns": 0, "end_ns": 0,
-            }  # fmt: skip
+            capture = new_capture("chat", False, {"model": MODEL})
             return await client.send(capture, category="wri\r\nting")
 
     with HostileServer({"good": GOOD}) as server:
         capture = asyncio.run(send())
-    assert capture["error"]["type"] == "client_error"
-    assert "ValueError" in capture["error"]["message"]
-    assert 0 < capture["start_ns"] <= capture["end_ns"]
+    assert capture.error is not None and capture.error["type"] == "client_error"
+    assert "ValueError" in capture.error["message"]
+    assert capture.start_ns is not None and capture.end_ns is not None
+    assert 0 < capture.start_ns <= capture.end_ns
     assert server.sent == []  # nothing reached the server
-    result = process_capture(RawCapture(**capture))
+    result = process_capture(capture)
     assert result.error_kind == "client_error" and result.values == {}
 
 
@@ -124,7 +121,7 @@ def test_every_exception_inside_a_request_task_is_a_counted_error(tmp_path, monk
     with HostileServer({"good": GOOD}) as server:
         config = RunConfig(url=[server.url], model=MODEL, request_count=6, concurrency=1)
         session = RunSession(tmp_path, "records", {})
-        generator = LoadGenerator(config, MODEL, server.url, lambda c: session.add(RawCapture(**c)))
+        generator = LoadGenerator(config, MODEL, server.url, session.add)
         asyncio.run(generator.run())
         session.finish()
     assert (generator.completed, generator.errors) == (6, 3)

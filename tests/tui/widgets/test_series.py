@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.run.load.runner import LoadRunner
 from specmon.session import RunSession
@@ -85,7 +84,7 @@ def _steady_run(url: str, artifact_dir) -> tuple[RunSession, LoadRunner]:
         random_seed=3,
     )
     session = RunSession(artifact_dir, "records", config.model_dump())
-    runner = LoadRunner(config, session, sink=lambda c: session.add(RawCapture(**c)))
+    runner = LoadRunner(config, session, sink=session.add)
     return session, runner
 
 
