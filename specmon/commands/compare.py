@@ -23,17 +23,16 @@ from specmon.analysis.compare import (
 )
 from specmon.analysis.gate import gate, parse_fail_on
 from specmon.analysis.tune import advice, combined_lines, is_sweep_dir, render_sweeps
-from specmon.commands import add_slo_argument
+from specmon.commands import add_runs_argument, add_slo_argument
 from specmon.decision.slo import slo_option
 from specmon.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_runs_argument(
+        parser,
         "dirs",
-        nargs="+",
-        metavar="DIR",
-        help="artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
+        "artifact dirs (specmon or AIPerf); a dir of per-server subfolders expands to them",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

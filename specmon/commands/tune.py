@@ -30,7 +30,7 @@ from specmon.analysis.tune import (
     render_sweeps,
     split_by_category,
 )
-from specmon.commands import add_slo_argument
+from specmon.commands import add_runs_argument, add_slo_argument
 from specmon.config import non_negative
 from specmon.constants import DEFAULT_DRAFT_COST
 from specmon.decision import acceptance as tuning
@@ -39,13 +39,11 @@ from specmon.errors import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    add_runs_argument(
+        parser,
         "paths",
-        nargs="+",
-        metavar="PATH",
-        help="artifact dir, profile_export.jsonl, profile_export_aiperf.json "
-        "or a server URL (reads /metrics); several runs at different k "
-        "also give the draft cost",
+        "artifact dir, profile_export.jsonl, profile_export_aiperf.json or a server URL "
+        "(reads /metrics); several runs at different k also give the draft cost",
     )
     parser.add_argument(
         "--draft-cost",

@@ -206,23 +206,25 @@ def split_labels(sample: CounterSample) -> dict[tuple[tuple[str, str], ...], Cou
     }
 
 
+@dataclass
 class ServerTrack:
     """One server's running state: the previous good sample and the totals since the start."""
 
-    def __init__(self, label: str, url: str, started_s: float) -> None:
-        self.label = label
-        self.url = url
-        self.started_s = started_s
-        self.scrapes = 0
-        self.resets = 0
-        self.errors = 0
-        self.last_error: str | None = None
-        self.previous: CounterSample | None = None
-        self.totals: dict[str, Any] = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos": []}
-        # what the totals miss at their start (the first interval's): counters are
-        # cumulative, so a series rejected in between loses nothing once it is back
-        self.missing_start: dict[str, str] | None = None
-        self.rows: deque[WatchRow] = deque(maxlen=KEEP_ROWS)
+    label: str
+    url: str
+    started_s: float
+    scrapes: int = 0
+    resets: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    previous: CounterSample | None = None
+    totals: dict[str, Any] = field(
+        default_factory=lambda: {"drafts": 0, "draft_tokens": 0, "accepted": 0, "pos": []}
+    )
+    # what the totals miss at their start (the first interval's): counters are
+    # cumulative, so a series rejected in between loses nothing once it is back
+    missing_start: dict[str, str] | None = None
+    rows: deque[WatchRow] = field(default_factory=lambda: deque(maxlen=KEEP_ROWS))
 
     def add(self, view: ServerCounterView) -> WatchRow:
         self.scrapes += 1
