@@ -119,10 +119,7 @@ class SimConfig(BaseModel):
     )
     default_max_tokens: int = option(64, "max_tokens when a request gives none", ge=1)
     startup_delay: float = option(
-        0.0,
-        "seconds before the port opens, as a server loading its model (a sweep's start-up)",
-        ge=0,
-        metavar="S",
+        0.0, "seconds before the port opens (a server loading its model)", ge=0, metavar="S"
     )
     # As vLLM: max_tokens above it, or a prompt longer than it, is a 400; otherwise the
     # output is capped at max_model_len - prompt tokens.

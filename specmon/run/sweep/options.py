@@ -22,6 +22,13 @@ SCHEDULE_SERVE_HELP = (
     "the schedule arm's own command (default: --serve); {schedule} is the path of the "
     "fragment's JSON file"
 )
+INPUT_TOKENS_HELP = (
+    "sweep once per prompt length (synthetic prompts of L tokens, in DIR/ctxL/) and decide k "
+    "per (concurrency, length); headless"
+)
+CONTEXT_HELP = (
+    "with --input-tokens: the length whose schedule is written (default: the median of the lengths)"
+)
 RESUME_HELP = "continue the sweep in DIR, skipping cells measured with the same settings"
 # the run options a sweep declares itself: a list of concurrencies, not one, and the
 # length of every repeat, not of a scripted segment
@@ -62,18 +69,8 @@ class SweepOptions(BaseModel):
     )
     repeats: int = option(3, "runs per cell")
     # the context axis (run/sweep/context.py): the sweep once per prompt length
-    input_tokens: list[int] | None = option(
-        None,
-        "sweep once per prompt length (synthetic prompts of L tokens, in DIR/ctxL/) and "
-        "decide k per (concurrency, length); headless",
-        metavar="L,L,...",
-    )
-    context: int | None = option(
-        None,
-        "with --input-tokens: the length whose schedule is written (default: the median of "
-        "the lengths)",
-        metavar="L",
-    )
+    input_tokens: list[int] | None = option(None, INPUT_TOKENS_HELP, metavar="L,L,...")
+    context: int | None = option(None, CONTEXT_HELP, metavar="L")
     segment_requests: int | None = option(
         None, f"profiling requests per repeat (default {DEFAULT_SEGMENT_REQUESTS})", ge=1
     )
