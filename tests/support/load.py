@@ -3,6 +3,8 @@ every capture the client produced beside what the session made of it."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from specmon.capture import RawCapture
 from specmon.config import RunConfig
 from specmon.run.load.runner import LoadRunner
@@ -10,13 +12,13 @@ from specmon.session import RunSession
 
 
 def drive(config: RunConfig, session: RunSession) -> tuple[list[dict], LoadRunner]:
-    """Run a LoadRunner to its end, each capture fed to `session` and kept as its dict; the
+    """Run a LoadRunner to its end, each capture fed to `session` and kept as its fields; the
     session is finished (its exports written) before this returns."""
     captures: list[dict] = []
 
-    def sink(capture: dict) -> None:
-        captures.append(capture)
-        session.add(RawCapture(**capture))
+    def sink(capture: RawCapture) -> None:
+        captures.append(asdict(capture))  # as sent and received: the session releases bodies
+        session.add(capture)
 
     runner = LoadRunner(config, session, sink=sink)
     runner.start()

@@ -10,6 +10,7 @@ import json
 import socket
 import statistics
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,7 @@ def test_request_rate_capped_by_concurrency(tmp_path, sim):
 def test_closed_loop_keeps_concurrency_in_flight_and_set_concurrency_changes_it(tmp_path, sim):
     config = RunConfig(url=[sim.url], model="specmon-sim", concurrency=1, output_tokens_mean=2)
     captures: list[dict] = []
-    runner = LoadRunner(config, None, sink=captures.append)
+    runner = LoadRunner(config, None, sink=lambda c: captures.append(asdict(c)))
     runner.start()
     while len(captures) < 4:
         runner.join(0.02)
@@ -225,8 +226,8 @@ async def test_connection_refused_is_connection_error():
         f"http://127.0.0.1:{port}", max_connections=1, request_timeout=5
     ) as client:
         capture = await client.send(new_capture("chat", False, {"model": "m"}))
-    assert capture["error"]["type"] == "connection_error"
-    assert capture["status"] == 0 and capture["responses"] == []
+    assert capture.error is not None and capture.error["type"] == "connection_error"
+    assert capture.status == 0 and capture.responses == []
 
 
 @pytest.mark.sim("--seed", "1")
