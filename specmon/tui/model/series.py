@@ -66,11 +66,11 @@ SERIES: tuple[SeriesSpec, ...] = (
 class _Cell:
     """What the requests that ended in one time bin add up to."""
 
+    ttfts: list[float] = field(default_factory=list)
     requests: int = 0
     errors: int = 0
     steps: int = 0
     accepted: int = 0
-    ttfts: list[float] = field(default_factory=list)
     tokens: int = 0  # output tokens of the requests that ended here
 
     def merge(self, other: _Cell) -> None:
