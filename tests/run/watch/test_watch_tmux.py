@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from support.tmux_pane import Pane
+from support.waiting import poll
 
-from run.watch.test_watch import SIM_ARGS, _load, _poll
+from run.watch.test_watch import SIM_ARGS, TIMEOUT_S, _load
 from specmon.run.watch.runner import CSV_NAME
 from specmon.server.scrape import fetch_counters
 
@@ -52,7 +53,7 @@ def test_watch_tui_shows_the_counter_deltas_and_quits_with_q(tmp_path: Path, sim
         pane.keys("q")
         done = pane.wait_for(lambda t: "WATCH-EXIT" in t, "the watch to exit", timeout=30)
         assert "WATCH-EXIT 0" in done and "written to" in done
-        rows = _poll(lambda: _csv_rows(out / CSV_NAME), timeout=5)
+        rows = poll(lambda: _csv_rows(out / CSV_NAME), timeout=5)
     finally:
         pane.close()
     assert float(rows[-1]["total_acceptance_length"]) == pytest.approx(expected, abs=1e-6)
@@ -79,7 +80,7 @@ def test_sigterm_ends_the_watch_tui_with_its_files(tmp_path: Path, sims):
     pane = Pane(f"sh -c {inner}; echo WATCH-EXIT $?; sleep 60", 120, 36)
     try:
         pane.wait_for(lambda t: "watch mode: no requests of its own" in t, "the watch TUI")
-        _poll(lambda: _data_rows(out / CSV_NAME) >= 2)
+        poll(lambda: _data_rows(out / CSV_NAME) >= 2, TIMEOUT_S)
         os.kill(int(pidfile.read_text()), signal.SIGTERM)
         done = pane.wait_for(lambda t: "WATCH-EXIT" in t, "the watch to exit", timeout=30)
     finally:
