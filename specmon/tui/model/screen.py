@@ -139,7 +139,7 @@ def build_model(
         server_latency=_server_latency(inputs, choices, cache, snap),
         snapshot=snap,
         log=RequestRows(accumulator.results, accumulator.tally, tuple(alarm_notes(session))),
-        series=(series := _series(inputs, choices, cache, figures, header.elapsed_s, now)),
+        series=(series := _series(inputs, choices, cache, figures, header.finished, now)),
         recent_tok_s=cache.recent_tok_s if series is not None else None,
         changed=last is None or figures is not last.figures,
     )
@@ -180,7 +180,7 @@ def _series(
     choices: Choices,
     cache: ModelCache,
     figures: Figures,
-    elapsed_s: float,
+    finished: bool,
     now: float,
 ) -> Fetch | None:
     """Panel 3's data at most every PLOT_EVERY_S (the series fold every bin of the window),
@@ -197,11 +197,17 @@ def _series(
         # a watch's columns are never shorter than its scrape interval
         return lambda columns, _min_s: run.series(label, window, columns)
     bins = cache.bins
+    seen = bins.seen
     bins.add(inputs.session(choices).accumulator.results)
-    end = max(bins.last_s(), elapsed_s)
+    if bins.seen != seen or cache.series_grew_at is None:
+        cache.series_grew_at = now
+    # the bins' own clock: the newest end, plus the time since a result last landed while
+    # the run goes on (the run clock starts before the warm-up and runs ahead of it: its
+    # newest columns were blank and, once the run had ended, read as a stall)
+    end = bins.last_s() + (0.0 if finished else now - cache.series_grew_at)
     # columns long enough to hold several request ends: a blank one is then a stall
     steady = bins.steady_column_s()
-    cache.recent_tok_s = bins.recent_tok_s(end, RECENT_S)
+    cache.recent_tok_s = None if finished else bins.recent_tok_s(end, RECENT_S)
     return lambda columns, min_s: bins.series(window, end, columns, max(min_s, steady))
 
 

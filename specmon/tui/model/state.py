@@ -131,6 +131,7 @@ class ModelCache:
     series_window: float | None = None
     series_of: object = None  # the figures' key they were handed out with
     recent_tok_s: float | None = None  # output tok/s of the last RECENT_S at that time
+    series_grew_at: float | None = None  # when a result last landed in the bins
     # (table kind, id of the results list): the per-category and per-context-length tables
     # of a session that keeps none of its own
     group_tables: dict[tuple[str, int], GroupedTable] = field(default_factory=dict)
