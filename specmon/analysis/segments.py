@@ -491,7 +491,7 @@ def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> s
         "req/s",
         "best k",
         "c",
-    ]
+    ]  # best k: the best measured at that load (k=0 included), never a prediction
     body = []
     for r in rows:
         body.append(
@@ -516,9 +516,10 @@ def render_segment_table(rows: Sequence[Mapping], width: int | None = None) -> s
         lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
     bases = dict.fromkeys(r.get("basis") for r in rows if r.get("basis"))
-    lines += [f"best k: {b}" for b in bases]
-    hints = dict.fromkeys(r["hint"] for r in rows if r.get("hint"))
-    lines += [str(h) for h in hints]  # "next: measure k=8, predicted ..."
+    lines += [f"model: {b}" for b in bases]
+    # the model's proposal per segment, its basis said above: "seg 0 next: measure k=8, ..."
+    hints = {r["segment"]: str(r["hint"]).split(" · ")[0] for r in rows if r.get("hint")}
+    lines += [f"seg {seg} {h}" for seg, h in hints.items()]
     flags = dict.fromkeys(f for r in rows for f in r.get("flags") or ())
     lines += [f"health: {f}" for f in flags]
     return "Segments\n" + "\n".join(line.rstrip() for line in lines)

@@ -130,12 +130,16 @@ def load_name(concurrency: int | None) -> str:
 
 
 def combined_lines(per_load: dict[int | None, decision.KChoice], runs: int) -> list[str]:
-    """One line per load: 'recommendation for this run at concurrency 4: best k=3 ...'."""
+    """Per load: 'recommendation for this run at concurrency 4: measured best k=3 ...' and,
+    indented under it, the model's proposal ('next: measure k=5, ...') when it has one."""
     over = f"over {runs} runs" if runs > 1 else "for this run"
-    return [
-        f"recommendation {over} at {load_name(c)}: {choice.text()}"
-        for c, choice in per_load.items()
-    ]
+    lines = []
+    for c, choice in per_load.items():
+        where = f"recommendation {over} at {load_name(c)}:"
+        first, *rest = choice.lines()
+        lines.append(f"{where} {first}")
+        lines += [f"{' ' * len(where)} {line}" for line in rest]
+    return lines
 
 
 def estimate_report(
@@ -240,7 +244,9 @@ def expand_paths(raw: list[str]) -> list[Path]:
 
 
 def load_input(path: Path, flag_k: int | None, label: str | None = None) -> TuneInput:
-    """Histogram, k and step time for one run; UserError when there is nothing to tune."""
+    """Histogram, k and step time for one run (a k=0 baseline: k 0 and no histogram; a run
+    without per-request stats: the server-wide histogram its /metrics counters gave);
+    UserError when there is nothing to tune."""
     if path.is_dir():
         summary_path, records_path = path / SUMMARY_FILE, path / RECORDS_FILE
         use_records = not summary_path.is_file()
@@ -284,7 +290,7 @@ def load_input(path: Path, flag_k: int | None, label: str | None = None) -> Tune
         step_time_ms(summary),
         notes,
         _concurrency(summary),
-        _segment_measurements(summary, name),
+        _segment_measurements(summary, name, k),
         _count(summary, "request_count"),
         _count(summary, "error_request_count") or 0,
         percentiles_of_summary(summary),
@@ -392,18 +398,22 @@ def _count(summary: dict, tag: str) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
-def _segment_measurements(summary: dict, label: str) -> list[decision.Measurement]:
-    """The summary's load segments (SegmentSink rows) as measurements, when there are two
-    or more with verify steps; else none (the whole run is the one measurement)."""
+def _segment_measurements(summary: dict, label: str, k: int) -> list[decision.Measurement]:
+    """The summary's load segments (SegmentSink rows) as measurements, each with its
+    measured throughput (a one-segment run's row too: it is the run's measurement, with
+    the rate blocks the live table decided on); a row of a run without per-request stats
+    takes the run's k (`k`, from the server's counters)."""
     rows = summary.get("segments")
     if not isinstance(rows, list):
         return []
     out = []
     for row in rows:
         m = measurement_of_row(row, label) if isinstance(row, dict) else None
+        if m is not None and m.k == 0 and k > 0:
+            m = None  # requests without records on a speculating server: not a k=0 arm
         if m is not None:
             out.append(m)
-    return out if len(out) >= 2 else []
+    return out
 
 
 def _histogram_from_summary(summary: dict, path: Path) -> dict[int, int]:
@@ -570,8 +580,8 @@ def _predictions_table(est: tuning.TuningEstimate) -> str:
 def advice(
     paths: list[Path], labels: list[str], slo: Slo | None = None
 ) -> dict[int | None, decision.KChoice]:
-    """The decision per load over every run with spec-decode records (others are left out:
-    a k=0 baseline has no histogram to predict from)."""
+    """The decision per load over every run (a k=0 baseline is an arm like any other; a run
+    with nothing to read is left out)."""
     measured = []
     for path, label in zip(paths, labels):
         try:

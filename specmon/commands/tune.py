@@ -116,7 +116,8 @@ def main(args: argparse.Namespace) -> int:
         for inp, est in zip(inputs, estimates)
     ]
     print(("\n\n").join(blocks))
-    print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
+    if any(i.k > 0 for i in inputs):
+        print(f"\ndraft cost c = {cost:.3f} ({cost_note})")
     print()
     for line in combined_lines(per_load, len(inputs)):
         print(line)

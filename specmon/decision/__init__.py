@@ -17,16 +17,16 @@ and only paints the answer.
 
 * `measured.py`: the measured answer at one load (the best arm measured, its margins with
   90% intervals, P(best)) and the proposal's shape;
-* `answer.py`: the measurement leads, the model proposes the next k (issue 31; not yet the
-  entry point the surfaces call: `advise` below is still the model's pick).
+* `answer.py`: the measurement leads, the model proposes the next k (issue 31): the entry
+  point every surface calls.
 
-`advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`).
+`advise(measurements, concurrency, draft_cost, slo=None)` is the entry point (a `KChoice`
+whose `k` is the best arm measured at that load, k=0 included, and whose `proposal` is the
+model's "next: measure k=..."); `choose.choose` is the model alone, which only proposes.
 """
 
-# (the names are bound under new names: `specmon.decision.choose` stays the module)
+from specmon.decision.answer import advise, advise_per_load
 from specmon.decision.choose import KChoice, Measurement
-from specmon.decision.choose import choose as advise
-from specmon.decision.choose import choose_per_load as advise_per_load
 from specmon.decision.gates import Health
 
 __all__ = ["Health", "KChoice", "Measurement", "advise", "advise_per_load"]

@@ -7,10 +7,13 @@ and answers one load:
 1. the answer: the best arm measured at that load (decision/measured.py: fixed k including
    k=0, goodput under an SLO: arms that miss it as measured are left out), with its measured
    figure and its margins over the runner-up and over k=0, each with a 90% interval;
-2. the proposal: the k the model (decision/choose.py: acceptance from the histogram, step
-   time from the basis the measurements allow) predicts better than the answer by more
-   than the tie bar, among the k NOT measured at that load, as a second line "next: measure
-   k=8, predicted +5% [-3..+12] over measured k=6". Its band is the 90% band of the
+2. the proposal: among the k NOT measured at that load, the model's own pick
+   (decision/choose.py: acceptance from the histogram, step time from the basis the
+   measurements allow; its extrapolated k when its pick was measured), else the k it
+   predicts best; proposed when, at some plausible draft cost, it beats the answer by more
+   than the tie bar (measuring is how a draft cost the run cannot see gets settled), as a
+   second line "next: measure k=8, predicted +5% [-3..+12] over measured k=6". The figure
+   is the model's central table (the middle draft cost); its band is the 90% band of the
    predicted gain over bootstrap draws of the acceptance histogram (the model refitted per
    draw) and over every plausible draft cost, widened by the model's own error where it can
    be read: the largest relative error with which the model, refitted without a measured
@@ -36,6 +39,7 @@ __all__ = ["advise", "advise_per_load"]
 # figure per k between the proposal and the nearest measured k (the band under-covered
 # without it: 80% of 179 proposals in benchmarks/bench_calibration.py).
 FORM_PER_K = 0.03
+NO_SPEC_BASIS = "no verify steps measured: no acceptance for the model to propose a k from"
 
 
 def advise(
@@ -59,17 +63,20 @@ def advise(
             why = f"no measured k meets the SLO ({slo.text()})"
             return model._with(fitted, lead=True, model_k=fitted.k, k=None, why=why)
         k = max(m.k for m in spec)
-        proposal = _propose(spec, k, {k}, concurrency, draft_cost, slo)
+        proposal = _propose(spec, k, {k}, concurrency, draft_cost, slo, _model_ks(fitted))
         return model._with(
             fitted, k=k, lead=True, model_k=fitted.k, proposal=proposal, p_best=None,
             within_noise=(),
         )  # fmt: skip
-    proposal = (
-        None
-        if not spec or fitted.refused
-        else _propose(spec, answer.k, {a.k for a in arms}, concurrency, draft_cost, slo, arms)
-    )
+    proposal = None
+    if spec and not fitted.refused:
+        measured_ks = {a.k for a in arms}
+        proposal = _propose(
+            spec, answer.k, measured_ks, concurrency, draft_cost, slo, _model_ks(fitted), arms
+        )
     tied = () if answer.top is None else (answer.top.other,)
+    if not spec:  # only k=0 measured here: the model has no acceptance to propose from
+        fitted = model._with(fitted, basis=NO_SPEC_BASIS, why=None)
     return model._with(
         fitted, k=answer.k, lead=True, model_k=fitted.k, measured=answer, proposal=proposal,
         p_best=answer.p_best, within_noise=tied, flags=flags, concurrency=concurrency,
@@ -83,6 +90,12 @@ def advise_per_load(
 ) -> dict[int | None, KChoice]:
     loads = sorted({m.concurrency for m in measurements}, key=lambda c: (c is None, c or 0))
     return {c: advise(measurements, c, draft_cost, slo) for c in loads}
+
+
+def _model_ks(fitted: KChoice) -> tuple[int, ...]:
+    """The k the model alone names, in its order of preference: its pick, then its
+    extrapolated k (the proposal takes the first one not measured)."""
+    return tuple(k for k in (fitted.k, fitted.extrapolated_k) if k is not None)
 
 
 def _most_measured(ms: Sequence[Measurement]) -> int | None:
@@ -110,7 +123,9 @@ def _draws(m: Measurement) -> tuple[float, ...]:
     if m.k > 0 and m.steps > 0:
         dense = lambda h: tuning.dense_histogram(h, m.k)
         al_blocks = [dense(b) for b in m.blocks] if m.blocks else [dense(m.histogram)]
-    seed = repr((m.k, m.concurrency, m.throughput, m.rate_blocks, m.steps))
+    # seeded by the blocks, not the figure: a live table and its export read the window
+    # from different clocks (the figures differ in the 7th digit; the draws must not)
+    seed = repr((m.k, m.concurrency, sorted(m.rate_blocks), m.steps))
     return meas.rate_draws(float(m.throughput or 0), m.rate_blocks, al_blocks, seed)
 
 
@@ -143,33 +158,36 @@ def _propose(
     concurrency: int | None,
     draft_cost: float | None,
     slo: Slo | None,
+    model_ks: Sequence[int] = (),
     arms: Sequence[meas.Arm] = (),
 ) -> meas.Proposal | None:
-    """The best unmeasured k' by the model, when it beats the answer by more than a tie
-    (module docstring), with its band."""
+    """The k to measure next (module docstring), with its band; None when no unmeasured k
+    beats the answer by more than a tie at any plausible draft cost."""
     fit = _tables(spec, concurrency, draft_cost)
     if fit is None:
         return None
     preds, lengths, k_max = fit
     ks = [j for j in preds[0] if j not in measured_ks and all(j in p for p in preds)]
-    if answer_k not in preds[0] or not ks:
-        return None
-    if slo is not None:
+    if slo is not None and answer_k in preds[0]:
         meeting, _ = model.meets_slo(slo, spec, concurrency, preds[len(preds) // 2])
         ks = [j for j in ks if j in meeting]
-    if not ks:
+    if answer_k not in preds[0] or not ks:
         return None
-    j = max(ks, key=lambda x: (_ratio(preds, x, answer_k), -x))
-    central = _ratio(preds, j, answer_k)
-    if central <= 1 + TIE_TOLERANCE:
+    central = preds[len(preds) // 2]
+    j = next((x for x in model_ks if x in ks), None)
+    if j is None:
+        j = max(ks, key=lambda x: (central[x] / central[answer_k], -x))
+    if max(p[j] / p[answer_k] for p in preds) <= 1 + TIE_TOLERANCE:
         return None
     low, high = _band(spec, preds, lengths, k_max, j, answer_k)
     form = max(
         _form_error(spec, arms, answer_k, concurrency, draft_cost),
         FORM_PER_K * min(abs(j - k) for k in measured_ks),
     )
-    low, high = low * (1 - form), high * (1 + form)
-    return meas.Proposal(j, answer_k, 100 * (central - 1), 100 * (low - 1), 100 * (high - 1))
+    # widened as a ratio (divided and multiplied by 1 + form), so no band reaches -100%
+    low, high = low / (1 + form), high * (1 + form)
+    percent = 100 * (central[j] / central[answer_k] - 1)
+    return meas.Proposal(j, answer_k, percent, 100 * (low - 1), 100 * (high - 1))
 
 
 def _band(

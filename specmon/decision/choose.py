@@ -212,7 +212,7 @@ class KChoice:
         extra = "".join(f" · {f}" for f in self.flags)
         if self.lead:
             sure = f" · P(best)={self.p_best:.2f}" if self.p_best is not None else ""
-            basis = "" if self.proposal is not None or self.k is None else f" · {self.basis}"
+            basis = "" if self.proposal is not None or self.k is None else f" · model: {self.basis}"
             return f"{self.head()}{sure}{basis}{extra}"
         if self.k is None:
             return self.head() + extra
@@ -280,7 +280,7 @@ class KChoice:
             "why_none": self.why,
             "measured": None if self.measured is None else self.measured.to_dict(),
             "proposal": None if self.proposal is None else self.proposal.to_dict(),
-            "next": self.next_line() or None,
+            "next": self.next_line() or None,  # the proposal as every surface says it
             "model_k": self.model_k,
         }
 

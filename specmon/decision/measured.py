@@ -80,6 +80,10 @@ def rate_draws(
     """DRAWS bootstrap draws of a measured throughput (module docstring); () when neither
     rate nor acceptance blocks are known."""
     rng = random.Random(seed)
+    # in a canonical order, so the same blocks give the same draws whatever order the
+    # requests were read back in (a live table, an export, a JSONL replay)
+    rate_blocks = sorted(rate_blocks)
+    al_blocks = sorted(al_blocks, key=lambda b: tuple(b))
     if len(rate_blocks) >= MIN_BLOCKS:
         return _ratio_draws(throughput, rate_blocks, rng)
     if len(al_blocks) >= MIN_BLOCKS or (len(al_blocks) == 1 and sum(al_blocks[0]) > 0):

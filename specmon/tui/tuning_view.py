@@ -71,6 +71,7 @@ class WhatIf:
     gain: Mapping[int, float]
     text: str
     caveat: str = ""
+    proposal: str = ""  # the model's "next: measure k=8, predicted +5% [-3..+12] · basis" or ""
 
     @property
     def head(self) -> str:
@@ -91,11 +92,13 @@ def what_if(
     cost: float | None,
     rows: Sequence[Mapping[str, Any]] | None = None,
     label: str = "run",
+    throughput: float | None = None,
 ) -> WhatIf | None:
     """The what-if for one server's pooled histogram; None with no steps or no k. The k is
     the segments table's answer for the server's current segment when `rows` has one (rows
     computed with this `cost`), else decision.advise over the histogram alone; `cost` None =
-    unknown (advise assumes its default and says so)."""
+    unknown (advise assumes its default and says so); `throughput` the run's output tok/s,
+    the measured figure of its one arm."""
     kk = measured_k(hist, k)
     if not kk or sum(hist.values()) <= 0:
         return None
@@ -105,9 +108,13 @@ def what_if(
     if row is not None:
         gains = {int(j): float(g) for j, g in (row.get("predicted_gain_vs_k0") or {}).items()}
         text = str(row["recommendation"])
-        return WhatIf(est, row["recommended_k"], gains, text, str(row.get("caveat") or ""))
-    choice = decision.advise([decision.Measurement(kk, None, dense)], None, cost)
-    return WhatIf(est, choice.k, choice.gain, choice.text(), choice.caveat())
+        proposal = str(row.get("hint") or "")
+        caveat = str(row.get("caveat") or "")
+        return WhatIf(est, row["recommended_k"], gains, text, caveat, proposal)
+    measured = decision.Measurement(kk, None, dense, throughput=throughput)
+    choice = decision.advise([measured], None, cost)
+    proposal = choice.next_line()
+    return WhatIf(est, choice.k, choice.gain, choice.text(), choice.caveat(), proposal)
 
 
 def short_caveat(w: WhatIf) -> str:
@@ -142,10 +149,11 @@ def prediction_cells(w: WhatIf) -> list[tuple[str, str, str, str, bool]]:
 
 
 def recommendation_text(w: WhatIf | None) -> str:
-    """The short answer (cards, panel titles): 'best k=3 (2.40x)'."""
+    """The short answer (cards, strips, panel titles): 'measured best k=3: 1,234 tok/s' (the
+    head's first clause: its margins are on the headline and the what-if panel)."""
     if w is None:
         return "what-if appears with the first verify steps"
-    return w.head
+    return w.head.split(", ")[0]
 
 
 @dataclass(frozen=True)

@@ -106,29 +106,42 @@ def test_whatif_segments_and_tune_give_one_k(tmp_path, slo):
     assert seg_basis.startswith("measured at k=2,4, step time t0(1+c k) fitted, c=")
     assert seg_k is not None and 0 <= seg_k <= 4
     assert tune_ks == {seg_k} and tune_bases == {seg_basis}
+    # the answer is the measured arm (k=2 or k=4 were both measured at this load); the
+    # model's basis is said on the answer line, or on the proposal's when it proposes
+    hint = rows[0]["hint"]
+    assert seg_k in (2, 4) and rows[0]["answer"]["k"] == seg_k
     for label, w in whatifs.items():
         assert w is not None, label
         assert w.k == seg_k, label
-        assert seg_basis in w.text, label
+        assert seg_basis in w.text + " " + (hint or ""), label
 
-    # the whole answer, word for word and number for number, on every surface
+    # the whole answer and the proposal, word for word and number for number, everywhere
     answer = rows[0]["recommendation"]
     assert rows[1]["recommendation"] == answer and "P(best)=" in answer
+    assert answer.startswith(f"measured best k={seg_k}: ")
+    assert rows[1]["hint"] == hint
     assert all(w is not None and w.text == answer for w in whatifs.values())
+    assert all(w is not None and w.proposal == (hint or "") for w in whatifs.values())
     # the end of the headless run (settings text: conc=2 osl=48)
-    assert "advice (segment 0, conc=2" in printed and f"): {answer}\n" in printed
+    assert "advice (segment 0, conc=2" in printed and f"): {answer}\n" in printed, printed[-900:]
+    assert hint is None or f" {hint}\n" in printed
     assert {r["recommendation"]["text"] for r in reports} == {answer}
+    assert {r["recommendation"]["next"] for r in reports} == {hint}
     assert {r["recommendation"]["concurrency"] for r in reports} == {2}
     said = f"over 2 runs at concurrency 2: {answer}"
     text = _cli("tune", str(out), *with_slo)
     assert text.returncode == 0 and said in text.stdout, text.stdout[-1500:]
+    assert hint is None or f" {hint}\n" in text.stdout
     compared = _cli("compare", str(out), *with_slo)
     assert compared.returncode == 0 and said in compared.stdout, compared.stdout[-1500:]
+    assert hint is None or f" {hint}\n" in compared.stdout
     if slo is None:
         return
     # under the SLO: said in the basis on every surface, with the pick's predicted figures
     goal = "SLO TTFT p90 <= 60 s, TPOT p90 <= 1000 ms ("
-    assert f" · {goal}" in seg_basis and f"predicted at k={seg_k})" in seg_basis
+    # (the figures are the model's, at its own pick: the basis is what the model rests on)
+    model_k = reports[0]["recommendation"]["model_k"]
+    assert f" · {goal}" in seg_basis and f"predicted at k={model_k})" in seg_basis
     assert {r["recommendation"]["slo"] for r in reports} == {
         "TTFT p90 <= 60 s, TPOT p90 <= 1000 ms"
     }
@@ -158,9 +171,11 @@ def test_one_server_gives_one_k_with_its_stated_assumption(tmp_path):
     report = json.loads(done.stdout)
     basis = "histogram only, draft cost assumed 0.10"
     assert rows[0]["basis"] == basis and report["recommendation"]["basis"] == basis
-    assert w is not None and basis in w.text
-    assert w.k == rows[0]["recommended_k"] == report["recommended_k"]
-    assert w.k is not None and 0 <= w.k <= 4
+    assert w is not None and basis in w.text + " " + (rows[0]["hint"] or "")
+    # one k measured: the answer is that k, measured, never a model's "best"
+    assert w.k == rows[0]["recommended_k"] == report["recommended_k"] == 4
+    assert w.text.startswith("measured k=4: ") and "(the only k measured here)" in w.text
+    assert report["recommendation"]["next"] == rows[0]["hint"]
 
 
 # ---------------------------------------------------------------- the sweep's answer

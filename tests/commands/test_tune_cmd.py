@@ -148,13 +148,15 @@ def test_text_output_tables_and_recommendation(tmp_path, capsys):
     assert "a_i 95% CI" in text and "[0.790, 0.922]" in text  # Wilson of 87/100
     assert "4.620" in text and "measured k" in text and "extrapolated" in text
     assert "histogram-only best k = 9" in text and "batch size" in text
-    # one answer, naming its load (unknown here) and how sure it is; k=9 predicted
-    # 3.530 / 3.08 = +15% over k=5, but its band reaches below k=5: named, not recommended
+    # one answer, naming its load (unknown here): the measured k=5 (no throughput in this
+    # export); k=9 predicted 3.530 / 3.08 = +15% over k=5 is the model's proposal, a
+    # second line with its band and the basis
     assert (
-        "recommendation for this run at load unknown: best k=5 (3.08x) · histogram only, "
-        "draft cost given 0.10 · P(best)=" in text
+        "recommendation for this run at load unknown: measured k=5 (no throughput measured "
+        "here)\n" in text
     )
-    assert "k=9 predicted +15% [" in text and "] over k=5, measure it" in text
+    assert "next: measure k=9, predicted +15% [" in text
+    assert "] over measured k=5 (a server at --num-spec-tokens 9) · histogram only, " in text
     assert "draft cost c = 0.100 (--draft-cost)" in text
     assert "\x1b[" not in text  # plain text, no colour codes
 
@@ -327,8 +329,10 @@ def test_a_segmented_run_is_answered_per_load_from_its_segments(tmp_path, capsys
     by_load = {r["concurrency"]: r for r in rep["recommendations"]}
     assert sorted(by_load) == [1, 64]
     assert all(r["source"] == "segments" for r in by_load.values())
-    assert by_load[64]["recommended_k"] < by_load[1]["recommended_k"]
+    # the answer is the measured k=4 at both loads; the model's own pick falls with load
+    assert [r["recommended_k"] for r in by_load.values()] == [4, 4]
+    assert by_load[64]["model_k"] < by_load[1]["model_k"]
     assert main(["tune", str(run), "--num-spec-tokens", "4"]) == 0
     text = capsys.readouterr().out
-    assert "recommendation for this run at concurrency 1: best k=" in text
-    assert "recommendation for this run at concurrency 64: best k=" in text
+    assert "recommendation for this run at concurrency 1: measured k=4" in text
+    assert "recommendation for this run at concurrency 64: measured k=4" in text

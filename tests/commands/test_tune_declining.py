@@ -1,6 +1,9 @@
-"""One segmented run at k=4 on a declining-acceptance simulator answers every load within
-5% of the simulator's own best k (issue 17 Done-when), and where a larger k than the
-measured one is better it names it, with a band.
+"""One segmented run at k=4 on a declining-acceptance simulator: the answer is what was
+measured (k=4 at every load: the only k measured, issue 31), and the model's proposal, when
+followed, reaches within 5% of the simulator's own best k at every load (issue 31 Done-when:
+the held-out one-run case reaches >= 95% of the best k's throughput with the proposal);
+where a larger k than the measured one is better the proposal names it, with a band that
+contains the true gain.
 
 The configuration is the sweep-accuracy one (tests/commands/test_sweep_accuracy.py):
 a_1..a_6 = 0.85, 0.80, ..., 0.60, falling with position (the simulator at k=4 takes the
@@ -71,15 +74,19 @@ def test_one_segmented_run_at_k4_loses_at_most_5_percent_per_load(tmp_path: Path
     assert sorted(answers) == list(LOADS)
     losses = {}
     for b, answer in answers.items():
-        k = answer["recommended_k"]
-        assert answer["source"] == "segments" and k is not None, answer["text"]
+        # the answer is the measurement: k=4, the only k this run measured
+        assert answer["recommended_k"] == 4 and answer["text"].startswith("measured k=4"), answer
+        proposal = answer["proposal"]
+        k = 4 if proposal is None else proposal["k"]  # what a user following the advice runs
         losses[b] = 1 - truth(k, b) / max(truth(j, b) for j in range(7))
-    print("loss per load (margin to the 5% bar):",
+    print("loss per load following the proposal (margin to the 5% bar):",
           {b: f"{100 * v:.1f}% ({100 * (BAR - v):.1f})" for b, v in losses.items()})  # fmt: skip
     assert all(v <= BAR for v in losses.values()), losses
-    # at concurrency 1 a larger k than the measured 4 is better: the answer names one, with
-    # its band (as the recommendation itself, extrapolated, or as the hint beside k=4)
-    one = answers[1]
-    assert one["extrapolated_k"] is not None and one["extrapolated_k"] > 4, one["text"]
-    assert one["extrapolated_band_percent"] is not None
-    assert f"k={one['extrapolated_k']} predicted " in one["text"] and "measure it" in one["text"]
+    # at concurrency 1 a larger k than the measured 4 is better: the proposal names one, and
+    # its 90% band holds the formula's gain of that k over k=4
+    one = answers[1]["proposal"]
+    assert one is not None and one["k"] > 4, answers[1]["text"]
+    true_gain = 100 * (truth(one["k"], 1) / truth(4, 1) - 1)
+    low, high = one["band90_percent"]
+    assert low <= true_gain <= high, (one, true_gain)
+    assert one["measure_with"] == f"--num-spec-tokens {one['k']}"

@@ -91,4 +91,6 @@ def test_the_caveat_never_calls_a_measured_k_beyond_the_measured_range():
 def test_one_error_in_a_hundred_is_not_gated(errors):
     got = decision.advise([decision.Measurement(4, None, HIST, requests=100 - errors,
                                                 errors=errors)])  # fmt: skip
-    assert got.k == 2 and not got.flags
+    # one k measured (4) answers; the model alone picks 2 and proposes it
+    assert got.k == 4 and got.model_k == 2 and not got.flags
+    assert got.proposal is not None and got.proposal.k == 2

@@ -123,6 +123,8 @@ def run_headline(
     said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
     where = f" {SERVER_WIDE}" if acceptance.server_wide else ""
     basis = f"{acceptance.steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
+    if estimate and estimate.proposal:  # the model's proposal follows the measured answer
+        basis += f" · {estimate.proposal.split(' over measured k=')[0]}"
     spec: Rows = snap.spec_rows
     fidelity = snap.fidelity
     if acceptance.server_wide and not spec and counters is not None:
@@ -132,7 +134,7 @@ def run_headline(
         spec,
         snap.std_rows,
         int(snap.error_count),
-        recommendation_text(estimate),
+        estimate.head if estimate else recommendation_text(None),  # margins, intervals in
         basis,
         fidelity,
     )

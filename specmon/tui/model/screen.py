@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from specmon.interfaces import SeriesSource
-from specmon.stats import MetricRow
+from specmon.stats import MetricRow, row_value
 from specmon.tui.model.figures import Acceptance, Headline, acceptance_of, run_headline
 from specmon.tui.model.header import HeaderInfo, header_of
 from specmon.tui.model.series import PLOT_EVERY_S, RECENT_S, WINDOWS, Fetch
@@ -160,7 +160,10 @@ def _figures(
     if last is not None and last.figures.key == key:
         return last.figures
     acceptance = acceptance_of(snap, counters)
-    estimate = what_if(acceptance.hist, acceptance.k, choices.draft_cost.given, cache.rows, label)
+    estimate = what_if(
+        acceptance.hist, acceptance.k, choices.draft_cost.given, cache.rows, label,
+        row_value(snap.std_rows, "output_token_throughput", "avg"),
+    )  # fmt: skip
     window_label, window = WINDOWS[choices.window_index]
     return Figures(
         key=key,

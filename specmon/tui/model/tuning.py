@@ -15,7 +15,7 @@ from specmon.analysis.groups import GroupedTable
 from specmon.interfaces import SessionView
 from specmon.server.scrape import ServerCounterView
 from specmon.session import RunSession
-from specmon.stats import MetricRow
+from specmon.stats import MetricRow, row_value
 from specmon.tui.model.figures import acceptance_of, shown_k
 from specmon.tui.model.state import Choices, ModelCache, ScreenInputs
 from specmon.tui.tuning_view import (
@@ -150,7 +150,10 @@ def _cards(
         rate = _avg(s.spec_rows.get("spec_decode_overall_draft_acceptance_rate"))
         if acceptance.server_wide:  # the counters alone
             al = acceptance.acceptance_length
-        estimate = what_if(acceptance.hist, acceptance.k, cost, cache.rows, label)
+        estimate = what_if(
+            acceptance.hist, acceptance.k, cost, cache.rows, label,
+            row_value(s.std_rows, "output_token_throughput", "avg"),
+        )  # fmt: skip
         cards.append(
             ServerCard(
                 label=label,

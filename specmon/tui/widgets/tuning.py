@@ -58,7 +58,7 @@ class WhatIfView(ShapedStatic):
         est = w.estimate
         self.show_content(
             self._render_estimate(w, source),
-            (len(est.predictions), w.text, w.caveat, est.steps),
+            (len(est.predictions), w.text, w.caveat, w.proposal, est.steps),
         )
 
     def _render_estimate(self, w: WhatIf, source: str) -> Group:
@@ -78,7 +78,9 @@ class WhatIfView(ShapedStatic):
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
         basis = Text(w.text[len(w.head) :].removeprefix(" · "))
         caveat = Text(f"{short_caveat(w)}; {BATCH_NOTE}", style="italic")
-        return Group(grid, best, basis, caveat)
+        if not w.proposal:
+            return Group(grid, best, basis, caveat)
+        return Group(grid, best, basis, Text(w.proposal), caveat)  # the model's, second
 
     @staticmethod
     def _positions(est: Any) -> Table:

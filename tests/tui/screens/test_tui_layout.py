@@ -129,12 +129,12 @@ async def test_80x24_and_100x30_show_every_headline_item():
             "TPOT p50 5.00 ms",
             "errors 6",
             "3.65 req/s",
-            # the decision's pick: k=3 measured; k=5 is only the extrapolated hint (the
-            # what-if panel names the same k), the whole answer on screen, not cut at 80
-            "best k=3 (2.05x)",
-            "draft cost assumed 0.10",
-            "P(best)=",
-            "measure it",  # the end of the k line (wrapped at 80 and 100)
+            # the answer: k=3, the one k measured, with its figure (the headline's 73.3);
+            # k=5 is only the model's proposal, with its band, the whole of it on screen
+            # (wrapped at 80 and 100, never cut)
+            "k: measured k=3: 73 tok/s (the only k measured here)",
+            "measure k=5, predicted +3%",
+            "[-5..+12]",  # the end of the k line
             "P(acc>=i)",  # per-position acceptance beside the histogram
             "req-0060",  # the log
             "TTFT p50 ms",  # the time series

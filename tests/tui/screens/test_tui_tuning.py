@@ -42,10 +42,11 @@ three_servers = three_server_app
 
 
 def whatif_text(app: SpecmonApp) -> str:
-    """The what-if panel's lines only (the screen's other panels cut away)."""
+    """The what-if panel's text only (the screen's other panels cut away), its lines
+    joined by one space (the panel wraps its prose at word boundaries)."""
     panel = app.query_one("#panel-whatif").region
     lines = screen_text(app).splitlines()[panel.y : panel.bottom]
-    return "\n".join(line[panel.x : panel.right] for line in lines)
+    return " ".join(line[panel.x : panel.right].strip("│ ") for line in lines)
 
 
 def segment_best_k(app: SpecmonApp) -> str:
@@ -72,6 +73,7 @@ async def test_whatif_panel_by_hand():
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         text = screen_text(app)
+        whatif = whatif_text(app)
     assert "6 What if k were different" in text
     assert "c=0.10 (assumed; +/- 0.01)" in text
     for row in (
@@ -88,31 +90,41 @@ async def test_whatif_panel_by_hand():
         "5*   3.28  2.66-4.05        -",  # extrapolated: no plain speedup, never the pick
     ):
         assert row in text, row
-    assert "best k=3 (2.40x) · k=4 measured over 16 steps" in text
+    # the answer is the measured k=4 (out tok/s 260 = 52 tokens / 0.2 s); the model's pick,
+    # k=3 at 2.40x over 2.32x at k=4 (+3.6%, shown +4%), is only its proposal
+    assert (
+        "measured k=4: 260 tok/s (the only k measured here) · k=4 measured over 16 steps" in whatif
+    )
+    assert "next: measure k=3, predicted +4% [" in text
     assert "histogram only, draft cost assumed 0.10" in text  # kchoice names its basis
-    # the headline names the same k and basis (panel 2's title no longer repeats it)
-    assert "k: best k=3 (2.40x)  16 steps, histogram only, draft cost assumed 0.10" in text
+    # the headline names the same answer and proposal (panel 2's title no longer repeats it)
+    assert "k: measured k=4: 260 tok/s (the only k measured here)  16 steps" in text
+    assert "16 steps · next: measure k=3, predicted +4% [" in text
     assert "batch size moves the best k" in text
 
 
 async def test_draft_cost_keys_move_the_recommendation():
+    # The answer is the measured k=4 whatever the cost; the cost moves the model's proposal.
+    # c = 0.10 (assumed): 3.125/1.3 = 2.40 at k=3 over 3.25/1.4 = 2.32 -> propose k=3 (+4%).
     # c = 0.02 (eight presses of -): 3.125/1.06 = 2.948, 3.25/1.08 = 3.009, 3.28125/1.10 = 2.983
-    # -> best k = 4 (3.01x); one + back to 0.03: 3.125/1.09 = 2.867, 3.25/1.12 = 2.902 -> k = 4 (2.90x)
-    # The segments table (panel 7) answers from the same cost: assumed 0.10 -> k=3, 0.02 -> k=4.
+    # -> the model's best is the measured k=4: nothing to propose; one + back to 0.03:
+    # 3.125/1.09 = 2.867, 3.25/1.12 = 2.902 -> still k=4.
     app = one_server()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
-        assert segment_best_k(app) == "3"
+        assert segment_best_k(app) == "4"
+        assert "next: measure k=3, predicted +4% [" in whatif_text(app)
         await pilot.press(*["minus"] * 8)
         await pilot.pause()
         assert app.main.choices.draft_cost == DraftCost(0.02, False)
         text = screen_text(app)
-        assert "c=0.02 (given; +/- 0.01)" in text and "best k=4 (3.01x)" in text
-        assert "histogram only, draft cost given 0.02" in text
-        assert segment_best_k(app) == "4"  # +/- moved the segments table's pick too
+        assert "c=0.02 (given; +/- 0.01)" in text and "measured k=4: 260 tok/s" in text
+        assert "model: histogram only, draft cost given 0.02" in text
+        assert "next: measure" not in whatif_text(app)  # +/- moved the proposal away
+        assert segment_best_k(app) == "4"  # the measurement does not move
         await pilot.press("plus")
         await pilot.pause()
-        assert "best k=4 (2.90x)" in screen_text(app)
+        assert "model: histogram only, draft cost given 0.03" in screen_text(app)
         shown = [n.message for n in app._notifications]
         assert (
             "draft cost c=0.03: what-if (6), server cards (8) and segments (7) re-advised" in shown
@@ -125,12 +137,13 @@ async def test_draft_cost_keys_move_the_recommendation():
 
 async def test_draft_cost_seeded_from_config():
     # c = 0.25 (--draft-cost): 1.875/1.25 = 1.50, 2.625/1.5 = 1.75, 3.125/1.75 = 1.786,
-    # 3.25/2.0 = 1.625 -> best k = 3 (1.79x), and the cost is the user's, not assumed
+    # 3.25/2.0 = 1.625 -> the model proposes k = 3 (1.786/1.625 = +9.9%) over the measured
+    # k=4, and the cost is the user's, not assumed
     app = one_server(draft_cost=0.25)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         text = screen_text(app)
-    assert "c=0.25 (given; +/- 0.01)" in text and "best k=3 (1.79x)" in text
+    assert "c=0.25 (given; +/- 0.01)" in text and "next: measure k=3, predicted +10% [" in text
     assert DraftCost(0.0, False).step(-1).value == 0.0  # never below zero
 
 
@@ -140,27 +153,26 @@ async def test_side_by_side_three_servers_and_switching():
     #   -> best k=4 (2.00x, extrapolated)
     # k=6, h=[1,0,0,0,0,0,3]: S_i = .75 for i = 1..6, a_6 = 3/3 = 1, so E(k') = 1 + .75 k' and
     #   E/(1 + .1k') grows to k' = 10: 8.5/2.0 = 4.25 (extrapolated)
-    # The servers share one load and these responses carry no step times, so the one k chooser
-    # (specmon.decision, as the segments table) answers from the widest-k histogram for
-    # every server, within the measured k: k6's E(6)/(1 + .6) = 5.5/1.6 = 3.44 (E(5)/1.5 =
-    # 4.75/1.5 = 3.17) -> best k=6 (3.44x) on every card; k=10 (4.25/3.44 = +24%) only as
-    # the hint: with 4 steps its band reaches below k=6.
+    # The servers share one load: the answer is the best measured arm, by output tok/s (one
+    # 200 ms request each: tokens = sum (j+1) h_j = k2 9, k4 52, k6 22 -> 45, 260, 110 tok/s):
+    # k=4, 260/110 - 1 = +136.4% over the runner-up k=6, on every card. The model (from the
+    # widest-k histogram, k6's) proposes k=10 (E/(1 + .1k') grows to k'=10) as the next line.
     app, runner = three_servers()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         text = screen_text(app)
         assert "8 Servers side by side" in text
         assert "▶ k2 · k=2" in text and "k4 · k=4" in text and "k6 · k=6" in text
-        assert text.count("what-if: best k=6 (3.44x)") == 3
+        assert text.count("what-if: measured best k=4: 260 tok/s") == 3
         assert "k=2,4,6 · showing k2" in text
         # per-position S_i per server: k2 .75 .50; k4 .88 .75 .50 .12 (14/16 .875 -> .88)
         assert "S_i 0.75 0.50 " in text and "S_i 0.88 0.75 0.50 0.12 " in text
         assert "S_i 0.75 0.75 0.75 0.75 0.75 0.75" in text  # k6: 3 of 4 steps accept all 6
         whatif = whatif_text(app)
-        assert "best k=6 (3.44x) · k=2 measured over 4 steps" in whatif
-        assert "k=10 predicted +24%" in whatif  # the band wraps to the next line
-        # the k2 server's caveat: k=10 is beyond the largest measured k=6, not "k=2"
-        assert "k=10 is beyond the largest measured k=6" in whatif
+        assert "measured best k=4: 260 tok/s, +136.4% [" in whatif and "over k=6" in whatif
+        assert "next: measure k=10, predicted" in whatif
+        # the k2 server's caveat: k=10 is the model's, to be measured
+        assert "k=10 is a prediction, not a measurement" in whatif
         await pilot.press("right_square_bracket")
         await pilot.pause()
         assert (
@@ -182,11 +194,10 @@ async def test_side_by_side_is_a_strip_on_a_small_terminal():
         text = screen_text(app)
         assert app.screen.has_class("compact")
         line = next(l for l in text.splitlines() if "k4 k=4" in l)
-        # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25);
-        # the speedups (3.44x) give way so that the third server is whole (it was cut)
-        assert "▶k2 k=2 AL 2.25 best k=6 │" in line  # one answer for all (see above)
-        assert "k4 k=4 AL 3.25 best k=6 │" in line
-        assert "k6 k=6 AL 5.50 best k=6 │" in line
+        # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25)
+        assert "▶k2 k=2 AL 2.25 measured best k=4: 260 tok/s" in line  # one answer for all
+        assert "k4 k=4 AL 3.25 measured best k=4: 260 tok/s" in line
+        assert "k6 k=6" in text
         await pilot.press("6")  # the what-if panel, hidden in this layout, maximizes
         await pilot.pause()
         assert "6 What if k were different" in screen_text(app)
@@ -250,7 +261,10 @@ async def test_server_wide_fills_the_panels_when_no_response_has_stats():
     assert "per position: 0.88 0.75 0.50 0.12" in text
     assert "reconciliation: differs" in text
     assert "k=4 measured over 16 steps · server-wide (/metrics)" in whatif
-    assert "best k=3 (2.40x)" in whatif
+    # the one arm measured answers (the capture's one output token in 200 ms: 5 tok/s); the
+    # model, on the server-wide histogram, proposes k=3
+    assert "measured k=4: 5 tok/s (the only k measured here)" in whatif, whatif
+    assert "next: measure k=3, predicted +4% [" in whatif
 
 
 async def test_reconciliation_equal_when_counters_match():
