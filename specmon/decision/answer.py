@@ -30,7 +30,7 @@ from specmon.decision import acceptance as tuning
 from specmon.decision import choose as model
 from specmon.decision import measured as meas
 from specmon.decision.cells import TIE_TOLERANCE
-from specmon.decision.choose import KChoice, Measurement
+from specmon.decision.choose import NO_SPECULATION, KChoice, Measurement
 from specmon.decision.slo import Slo
 
 __all__ = ["advise", "advise_per_load"]
@@ -39,7 +39,6 @@ __all__ = ["advise", "advise_per_load"]
 # figure per k between the proposal and the nearest measured k (the band under-covered
 # without it: 80% of 179 proposals in benchmarks/bench_calibration.py).
 FORM_PER_K = 0.03
-NO_SPEC_BASIS = "no verify steps measured: no acceptance for the model to propose a k from"
 
 
 def advise(
@@ -76,7 +75,7 @@ def advise(
         )
     tied = () if answer.top is None else (answer.top.other,)
     if not spec:  # only k=0 measured here: the model has no acceptance to propose from
-        fitted = model._with(fitted, basis=NO_SPEC_BASIS, why=None)
+        fitted = model._with(fitted, basis=NO_SPECULATION, why=None)
     return model._with(
         fitted, k=answer.k, lead=True, model_k=fitted.k, measured=answer, proposal=proposal,
         p_best=answer.p_best, within_noise=tied, flags=flags, concurrency=concurrency,
