@@ -187,7 +187,7 @@ class CounterStatus:
 def _no_steps_text(snapshot: Any) -> str:
     """Counters that counted no verify step: none yet, or, with requests answered, none
     ever (a server at k=0: waiting brings none)."""
-    if getattr(snapshot, "request_count", 0):
+    if snapshot is not None and snapshot.request_count:
         return "no verify steps: no speculation on this server"
     return "no verify steps yet"
 

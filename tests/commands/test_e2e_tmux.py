@@ -175,7 +175,9 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
     # under a busy core)
     pane = Pane(cmd, width=160, height=48)
     try:
-        columns = pane.wait_for(lambda t: t.count("what-if: best k=") == 3, "three what-if answers")
+        columns = pane.wait_for(
+            lambda t: t.count("what-if: measured best k=") == 3, "three what-if answers"
+        )
         for header in ("▶ k2 · k=2", "k4 · k=4", "k6 · k=6"):
             assert header in columns
         assert "6 What if k were different" in columns and "k=2 measured over" in columns
@@ -232,7 +234,7 @@ def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: 
     pane = Pane(cmd, 80, 24)
     try:
         first = pane.wait_for(lambda t: "concurrency 4" in t and HEADLINE.search(t), "headline")
-        assert "request id" in first and "best k=" in first and "Time series" in first
+        assert "request id" in first and "measured" in first and "Time series" in first
         assert sum(bucket_counts(first).values()) > 0  # the histogram with per-position rows
         assert "P(acc>=i)" in first
         pane.keys(">")

@@ -51,12 +51,14 @@ class Recent:
 
 def headline_line(h: Headline, recent: Recent | None, width: int) -> str:
     """The headline in one line for a small terminal (40x12 up to 80x24): AL, out tok/s
-    (the last window's beside it, room allowing) and the recommended k as the model words
-    it, its parenthesis dropped first when the line is too long."""
+    (the last window's beside it, room allowing) and the measured answer, its margins, then
+    its figure dropped first when the line is too long."""
     k = h.recommendation
     tok = _n(h.output_tok_s, ",.1f")
     now = f" ({recent.text})" if recent is not None and recent.tok_s is not None else ""
-    for k_text, now_text in ((k, now), (k.split(" (")[0], now), (k.split(" (")[0], "")):
+    mid = k.split(", ")[0].split(" (")[0]  # "measured best k=4: 1,234 tok/s"
+    short = mid.split(":")[0]  # "measured best k=4"
+    for k_text, now_text in ((k, now), (mid, now), (short, now), (short, "")):
         line = f"AL {_n(h.al)} · {tok} tok/s{now_text} · {k_text}"
         if len(line) <= width:
             return line

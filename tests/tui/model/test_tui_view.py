@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from support.tui_fixtures import accumulate, make_capture, small_captures, write_jsonl
 
+from specmon.decision.acceptance import per_position
 from specmon.errors import UserError
 from specmon.formatting import fmt_number, run_progress
 from specmon.sources.replay import RAW, RECORDS, load_source
@@ -21,7 +22,6 @@ from specmon.tui.view import (
     SPEC_COLUMNS,
     SPEC_ROWS,
     fold_histogram,
-    per_position,
     stat_rows,
 )
 
