@@ -12,6 +12,7 @@ file in one variant (a traceback would show there)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -79,6 +80,7 @@ def test_kill_session_during_the_start_writes_the_exports_and_exits_129(
         )
         script = f"trap : HUP; {run}; echo $? > {shlex.quote(str(status))}"
         pane = Pane(f"bash -c {shlex.quote(script)}")
+        pid = None
         try:
             deadline = time.monotonic() + TIMEOUT_S
             shell = pane._tmux("display-message", "-p", "-t", "e2e", "#{pane_pid}").strip()
@@ -92,6 +94,8 @@ def test_kill_session_during_the_start_writes_the_exports_and_exits_129(
             poll(status.is_file, "the exit status written", deadline)
         finally:
             pane.close()
+            if pid is not None and not gone(pid):  # never leave a run behind a failed check
+                os.kill(pid, signal.SIGKILL)
     assert status.read_text().split() == [str(128 + signal.SIGHUP)]
     if stderr_to_file:
         assert "Traceback" not in err.read_text(), err.read_text()
