@@ -175,9 +175,7 @@ def test_demo_three_servers_side_by_side(tmp_path: Path):
     # under a busy core)
     pane = Pane(cmd, width=160, height=48)
     try:
-        columns = pane.wait_for(
-            lambda t: t.count("what-if: measured best k=") == 3, "three what-if answers"
-        )
+        columns = pane.wait_for(lambda t: t.count("answer: best k=") == 3, "three what-if answers")
         for header in ("▶ k2 · k=2", "k4 · k=4", "k6 · k=6"):
             assert header in columns
         assert "6 What if k were different" in columns and "k=2 measured over" in columns

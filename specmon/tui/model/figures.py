@@ -121,10 +121,14 @@ def run_headline(
     """The headline of one server: its figures, and the recommended k with the basis
     decision.advise names (docs/tuning.md) after the measured steps it rests on."""
     said = estimate.text.split(" · ", 1)[1] if estimate and " · " in estimate.text else ""
+    # the model's basis stays in the what-if panel (6): the headline keeps to one line
+    said = " · ".join(p for p in said.split(" · ") if not p.startswith("model: "))
     where = f" {SERVER_WIDE}" if acceptance.server_wide else ""
     basis = f"{acceptance.steps:,} steps{where}" + (f", {said}" if said else "") if estimate else ""
     if estimate and estimate.proposal:  # the model's proposal follows the measured answer
-        basis += f" · {estimate.proposal.split(' over measured k=')[0]}"
+        # short: "next: k=10 +49% [-68..+547]" (the what-if panel has the whole line)
+        said = estimate.proposal.split(" over measured k=")[0]
+        basis += " · " + said.replace("measure ", "", 1).replace(", predicted", "", 1)
     spec: Rows = snap.spec_rows
     fidelity = snap.fidelity
     if acceptance.server_wide and not spec and counters is not None:

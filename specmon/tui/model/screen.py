@@ -186,13 +186,14 @@ def _series(
     finished: bool,
     now: float,
 ) -> Fetch | None:
-    """Panel 3's data at most every PLOT_EVERY_S (the series fold every bin of the window),
-    and only once the figures moved since, unless the window changed: the shown server's
-    results folded into the cache's bins, or the run's own series (a watch's, per scrape)."""
+    """Panel 3's data at most every PLOT_EVERY_S (the series fold every bin of the window);
+    once the run is over only when the figures moved or the window changed, while it runs
+    every PLOT_EVERY_S even when nothing landed (a stall must show as it happens: its
+    columns marked, the last window's tok/s falling): the shown server's results folded
+    into the cache's bins, or the run's own series (a watch's, per scrape)."""
     window = figures.plot.window_s
-    if window == cache.series_window and (
-        figures.key == cache.series_of or now - cache.series_at < PLOT_EVERY_S
-    ):
+    idle = finished and figures.key == cache.series_of
+    if window == cache.series_window and (idle or now - cache.series_at < PLOT_EVERY_S):
         return None
     cache.series_window, cache.series_of, cache.series_at = window, figures.key, now
     run, label = inputs.run, inputs.label(choices)

@@ -160,8 +160,8 @@ class ServersView(ShapedStatic):
             al = "-" if c.acceptance_length is None else f"{c.acceptance_length:.2f}"
             marker = "▶" if i == selected else " "
             best = c.recommendation.replace(", extrapolated", "*")  # room for every server
-            if level >= 2:  # the speedup in its parenthesis: 6 opens the what-if
-                best = best.split(" (")[0]
+            if level >= 2:  # the figure after the k, and any parenthesis: 6 opens the what-if
+                best = best.split(" (")[0].split(":")[0].removeprefix("measured ")
             out.append(
                 f"{marker}{c.label} {k_label(c.k, short=True)} AL {al} {best} ",
                 style=sel if i == selected else "",
@@ -212,7 +212,8 @@ class ServersView(ShapedStatic):
             line.append(bar(b.pct / peak, bar_w), style=style)
             line.append(f" {b.pct:5.1f}%")
             lines.append(line)
-        lines.append(Text(f"what-if: {c.recommendation}"))
+        # the measured answer, short enough for a card's width ("answer: best k=4: 260 tok/s")
+        lines.append(Text(f"answer: {c.recommendation.removeprefix('measured ')}"))
         return lines
 
 

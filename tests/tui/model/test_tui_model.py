@@ -119,8 +119,12 @@ def test_the_series_come_at_most_once_a_second_unless_the_window_moves():
     assert screen.build(now=100.5).series is None  # a new result, under a second since
     assert screen.build(now=101.0).series is not None  # a second on: due
     assert screen.build(now=101.1).series is None  # nothing moved since
+    # nothing lands, but the run goes on: a second on the series come again, so a stall
+    # shows as it happens (its columns marked, the last window's tok/s falling)
+    stalled = screen.build(now=102.2)
+    assert stalled.series is not None and not stalled.changed
     screen.choices = replace(screen.choices, window_index=1)
-    assert screen.build(now=101.2).series is not None  # w: at once
+    assert screen.build(now=102.3).series is not None  # w: at once
 
 
 def test_no_per_request_records_fall_back_to_the_server_counters():

@@ -133,8 +133,8 @@ async def test_80x24_and_100x30_show_every_headline_item():
             # k=5 is only the model's proposal, with its band, the whole of it on screen
             # (wrapped at 80 and 100, never cut)
             "k: measured k=3: 73 tok/s (the only k measured here)",
-            "measure k=5, predicted +3%",
-            "[-5..+12]",  # the end of the k line
+            "next: k=5",
+            "+3% [-5..+12]",  # the end of the k line: the model's proposal
             "P(acc>=i)",  # per-position acceptance beside the histogram
             "req-0060",  # the log
             "TTFT p50 ms",  # the time series

@@ -99,7 +99,7 @@ async def test_whatif_panel_by_hand():
     assert "histogram only, draft cost assumed 0.10" in text  # kchoice names its basis
     # the headline names the same answer and proposal (panel 2's title no longer repeats it)
     assert "k: measured k=4: 260 tok/s (the only k measured here)  16 steps" in text
-    assert "16 steps · next: measure k=3, predicted +4% [" in text
+    assert "16 steps · next: k=3 +4% [" in text  # short; the what-if has the whole line
     assert "batch size moves the best k" in text
 
 
@@ -163,7 +163,7 @@ async def test_side_by_side_three_servers_and_switching():
         text = screen_text(app)
         assert "8 Servers side by side" in text
         assert "▶ k2 · k=2" in text and "k4 · k=4" in text and "k6 · k=6" in text
-        assert text.count("what-if: measured best k=4: 260 tok/s") == 3
+        assert text.count("answer: best k=4: 260 tok/s") == 3
         assert "k=2,4,6 · showing k2" in text
         # per-position S_i per server: k2 .75 .50; k4 .88 .75 .50 .12 (14/16 .875 -> .88)
         assert "S_i 0.75 0.50 " in text and "S_i 0.88 0.75 0.50 0.12 " in text
@@ -194,10 +194,11 @@ async def test_side_by_side_is_a_strip_on_a_small_terminal():
         text = screen_text(app)
         assert app.screen.has_class("compact")
         line = next(l for l in text.splitlines() if "k4 k=4" in l)
-        # every server on one line, each with its AL and what-if answer (1 + 36/16 = 3.25)
-        assert "▶k2 k=2 AL 2.25 measured best k=4: 260 tok/s" in line  # one answer for all
-        assert "k4 k=4 AL 3.25 measured best k=4: 260 tok/s" in line
-        assert "k6 k=6" in text
+        # every server on one line, each with its AL and the measured answer (1 + 36/16 =
+        # 3.25); the answer's figure gives way so that the third server is whole
+        assert "▶k2 k=2 AL 2.25 best k=4 │" in line  # one answer for all
+        assert "k4 k=4 AL 3.25 best k=4 │" in line
+        assert "k6 k=6 AL 5.50 best k=4 │" in line
         await pilot.press("6")  # the what-if panel, hidden in this layout, maximizes
         await pilot.pause()
         assert "6 What if k were different" in screen_text(app)
