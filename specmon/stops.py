@@ -201,6 +201,11 @@ def _block_at_exit() -> None:
     pending = [s for s in blocked if s in signal.sigpending()]
     if pending:
         exit_now(128 + (_state.first or pending[0]))
+    # The mask is the main thread's only: a daemon thread (the scrape loop, a pipe copier)
+    # would take the signal with the default action the teardown puts back (-N). SIG_IGN
+    # is process-wide and the teardown leaves it in place: the run's own status stands.
+    for signum in blocked:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def hangup() -> None:

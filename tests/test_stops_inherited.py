@@ -15,6 +15,7 @@ shared simulator; every wait polls for a condition."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -89,7 +90,9 @@ def exec_time(pid: int, script: str) -> float:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             cmdline = []
-        if script.encode() in cmdline:
+        # nohup's own command line names the script too: only the exec'd python counts
+        # (a SIGHUP before nohup ignores it kills nohup: -1, not what is tested here)
+        if script.encode() in cmdline and not cmdline[0].endswith(b"nohup"):
             return time.monotonic()
         assert time.monotonic() < deadline, "specmon never started"
         time.sleep(0.0005)
@@ -141,17 +144,23 @@ def test_sigterm_stops_the_run_at_every_instant_under_both(
     assert doc.get("request_count", {}).get("avg", 0) < 5000  # stopped, not run to the end
 
 
+@pytest.mark.parametrize("delay_s", [0.0, 0.005, 0.02, 0.05], ids=lambda d: f"{d * 1000:g}ms")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
-def test_a_signal_after_the_exports_still_exits_128_plus_n(
-    tmp_path, console_script, shared_sim, signum
+def test_a_signal_after_the_exports_is_never_minus_n(
+    tmp_path, console_script, shared_sim, signum, delay_s
 ):
+    """After "exports written to" the process is returning, then tearing down: a signal there
+    exits 128 + N, or (in the interpreter's last teardown) leaves the run's own status 0;
+    never the default action (-N: seen when a daemon thread took the signal)."""
     out = tmp_path / "run"
     argv = run_argv(console_script, shared_sim.url, out, 4)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:
         if line.startswith("exports written to"):
             break
-    os.kill(proc.pid, signum)
+    time.sleep(delay_s)
+    with contextlib.suppress(ProcessLookupError):  # it may have ended already: status 0
+        os.kill(proc.pid, signum)
     proc.stdout.read()
-    assert proc.wait(TIMEOUT_S) == 128 + signum, proc.stderr.read()
+    assert proc.wait(TIMEOUT_S) in (128 + signum, 0), proc.stderr.read()
     assert (out / "profile_export_aiperf.json").is_file()

@@ -238,10 +238,8 @@ class KChoice:
         if self.k is None:
             return str(self.why)
         if self.lead and self.proposal is not None:
-            return (
-                f"k={self.proposal.k} is a prediction, not a measurement: restart the "
-                f"server at k={self.proposal.k} to measure it"
-            )
+            # the proposal line beside it says how to measure it (the server's flag)
+            return f"k={self.proposal.k} is a prediction, not a measurement"
         if self.lead:
             return "the answer is what was measured; the model proposes no other k"
         if self.extrapolated_k is not None:

@@ -111,6 +111,7 @@ class MainScreen(Screen[None]):
     def on_resize(self, event: Resize) -> None:
         self.fitter.resize(event.size.width, event.size.height, self.multi)
         self.query_one(HeadlineView).forget_shown()  # one line below 80x24, three above
+        self._painted = None  # so the next paint repaints the figures (the headline among them)
         self.cache.tune_at = 0.0  # the servers view switches between columns and a strip
         # size-dependent views (the servers' columns) repaint once the new layout is done,
         # not at the next timer tick (a snapshot taken before it would be of the old size)

@@ -210,6 +210,11 @@ HEADLINE = re.compile(
 )
 
 
+def conc_re(n: int) -> re.Pattern[str]:
+    """The header's concurrency, at any width."""
+    return re.compile(rf"\b(concurrency |c=){n}\b")
+
+
 def headline_figures(text: str) -> tuple | None:
     """What the 80x24 test compares with the exports: the headline, req/s and errors."""
     m, rate, errors = (
@@ -231,12 +236,13 @@ def test_headline_at_80x24_equals_the_exports_and_header_follows_load(tmp_path: 
     )
     pane = Pane(cmd, 80, 24)
     try:
-        first = pane.wait_for(lambda t: "concurrency 4" in t and HEADLINE.search(t), "headline")
+        # at 80 columns the header says "c=4" (wider: "concurrency 4")
+        first = pane.wait_for(lambda t: conc_re(4).search(t) and HEADLINE.search(t), "headline")
         assert "request id" in first and "measured" in first and "Time series" in first
         assert sum(bucket_counts(first).values()) > 0  # the histogram with per-position rows
         assert "P(acc>=i)" in first
         pane.keys(">")
-        pane.wait_for(lambda t: "concurrency 8" in t, "the header following >", 10)
+        pane.wait_for(lambda t: conc_re(8).search(t), "the header following >", 10)
         done = f"{REQUESTS}/{REQUESTS} done"
         pane.wait_for(lambda t: done in t, "the finished run", 180)
         last = pane.settled(headline_figures, "the final headline")

@@ -28,6 +28,7 @@ from specmon.tui.view import bar, fold_histogram
 from specmon.tui.widgets.shaped import ShapedStatic
 
 BATCH_NOTE = "batch size moves the best k: compare TPOT per segment (7)"
+SHORT_BATCH_NOTE = "batch size moves the best k (see 7)"
 
 
 class WhatIfView(ShapedStatic):
@@ -76,11 +77,14 @@ class WhatIfView(ShapedStatic):
         )
         best.append(w.head, style=style)
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
-        basis = Text(w.text[len(w.head) :].removeprefix(" · "))
-        caveat = Text(f"{short_caveat(w)}; {BATCH_NOTE}", style="italic")
-        if not w.proposal:
-            return Group(grid, best, basis, caveat)
-        return Group(grid, best, basis, Text(w.proposal), caveat)  # the model's, second
+        basis = w.text[len(w.head) :].removeprefix(" · ")
+        lines = [grid, best] + ([Text(basis)] if basis else [])
+        # with a proposal the batch clause is short, so a 160x48 screen keeps panel 4 whole
+        note = SHORT_BATCH_NOTE if w.proposal else BATCH_NOTE
+        caveat = Text(f"{short_caveat(w)}; {note}", style="italic")
+        if w.proposal:
+            lines.append(Text(w.proposal))  # the model's, after the measured answer
+        return Group(*lines, caveat)
 
     @staticmethod
     def _positions(est: Any) -> Table:
