@@ -78,7 +78,9 @@ class WhatIfView(ShapedStatic):
         best.append(w.head, style=style)
         best.append(f" · k={est.num_spec_tokens} measured over {est.steps:,} steps{source}")
         basis = w.text[len(w.head) :].removeprefix(" · ")
-        lines: list[RenderableType] = [grid, best] + ([Text(basis)] if basis else [])
+        lines: list[RenderableType] = [grid, best]
+        if basis:
+            lines.append(Text(basis))
         # with a proposal the batch clause is short, so a 160x48 screen keeps panel 4 whole
         note = SHORT_BATCH_NOTE if w.proposal else BATCH_NOTE
         caveat = Text(f"{short_caveat(w)}; {note}", style="italic")
