@@ -31,6 +31,7 @@ from specmon.decision import choose as model
 from specmon.decision import measured as meas
 from specmon.decision.cells import TIE_TOLERANCE
 from specmon.decision.choose import NO_SPECULATION, KChoice, Measurement
+from specmon.decision.margin import LEVEL, quantile
 from specmon.decision.slo import Slo
 
 __all__ = ["advise", "advise_per_load"]
@@ -206,8 +207,8 @@ def _band(
         r = [e[j] * w[j] / (e[a] * w[a]) for w in weights]
         lows.append(min(r))
         highs.append(max(r))
-    tail = (1 - meas.LEVEL) / 2
-    return meas._quantile(lows, tail), meas._quantile(highs, 1 - tail)
+    tail = (1 - LEVEL) / 2
+    return quantile(lows, tail), quantile(highs, 1 - tail)
 
 
 def _form_error(

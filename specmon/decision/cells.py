@@ -38,16 +38,18 @@ missing and the decision is taken among the rest.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
 import statistics
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specmon.decision.gates import Health, machine_wide
+from specmon.decision.margin import Margin, interval
 from specmon.decision.slo import Slo
 from specmon.decision.sweep_types import Cell, RepeatMeasurement
 from specmon.records import json_record, stored_as
@@ -59,6 +61,9 @@ SEPARATION = 3.0  # standard errors between two medians for an unstable cell to 
 TIE_TOLERANCE = 0.01
 MIN_REPEATS = 3
 DRAWS = 200  # bootstrap draws for P(selected)
+# draws for a margin's interval: a 5% quantile of 200 draws moves by a whole step of a
+# 3-repeat median's distribution from one seed to the next; 1000 hold it (cached, cheap)
+MARGIN_DRAWS = 1000
 
 # figures summarised by their median next to the objective (RepeatMeasurement fields)
 OTHER_FIGURES = (
@@ -180,6 +185,10 @@ class Decision:
     slo: str | None = None  # the objective decided under (Slo.text()), None without one
     # why the pick may be the slower arm: a cell the gates doubt measured above it (None: not)
     uncertain: str | None = None
+    # the pick's medians over the best other selectable cell's, and its score over k=0's (the
+    # figure selected_vs_k0_percent states), each with its 90% interval (`margin_over`)
+    over_runner_up: Margin | None = None
+    over_k0: Margin | None = None
 
     def basis(self) -> str:
         """What the decision rests on, in words (the same on every surface)."""
@@ -198,7 +207,13 @@ class Decision:
         if self.selected_k is None or self.selected_median is None:
             return f"no k selected: {self.reason}"
         figures = [f"{self.selected_median:.1f} tok/s"]
-        if self.selected_vs_k0_percent is not None and self.selected_k > 0:
+        runner = self.over_runner_up
+        if runner is not None and not (runner.other == 0 and self.over_k0 is not None):
+            # (when k=0 is the runner-up, "vs k=0" below states it, as vLLM's figure)
+            figures.append(f"{runner.percent()} over k={runner.other}")
+        if self.over_k0 is not None and self.selected_k > 0:
+            figures.append(f"{self.over_k0.percent()} vs k=0")
+        elif self.selected_vs_k0_percent is not None and self.selected_k > 0:
             figures.append(f"{self.selected_vs_k0_percent:+.1f}% vs k=0")
         if self.p_selected is not None:
             figures.append(f"P(sel.)={self.p_selected:.2f}")
@@ -513,18 +528,80 @@ def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True
     out = []
     for c in sorted(by_conc):
         d = replace(_decide_one(c, by_conc[c], all_ks), slo=None if slo is None else slo.text())
+        here = [cell for cell in measured if cell.concurrency == c]
+        if d.selected_k is not None:
+            d = _with_margins(d, here)
         if bootstrap and d.selected_k is not None:
-            here = [cell for cell in measured if cell.concurrency == c]
             d = replace(d, p_selected=p_selected(here, d.selected_k, slo))
         out.append(d)
     return out
+
+
+def _with_margins(d: Decision, cells: Sequence[Cell]) -> Decision:
+    """The decision with its margins: over the best other selectable cell (by median, the
+    measured figure) and over k=0 (by score, as selected_vs_k0_percent)."""
+    by_k = {cell.k: cell for cell in cells}
+    sel = by_k[d.selected_k] if d.selected_k is not None else None
+    healthy = selectable(d.candidates)
+    others = [s for s in healthy if s.k != d.selected_k]
+    if sel is None:
+        return d
+    runner = max(others, key=lambda s: (s.median, -s.k)) if others else None
+    k0 = _baseline(healthy)
+    return replace(
+        d,
+        over_runner_up=None if runner is None else margin_over(sel, by_k[runner.k], _median),
+        over_k0=None if k0 is None or sel.k == 0 else margin_over(sel, by_k[0], _score),
+    )
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def _score(values: Sequence[float]) -> float:
+    med, mad, _ = median_and_mad(values)
+    return max(med - MAD_TO_SIGMA * mad, 0.0)
+
+
+def margin_over(a: Cell, b: Cell, stat: Callable[[Sequence[float]], float]) -> Margin | None:
+    """stat(a's repeats) / stat(b's repeats) - 1 with its 90% interval over MARGIN_DRAWS
+    bootstrap draws (each cell's repeats resampled with replacement, independently:
+    different servers; seeded by the figures). No interval below MIN_REPEATS repeats on
+    either side (a bootstrap of two values says nothing); None when b's figure is 0."""
+    xs = tuple(r.output_token_throughput for r in a.repeats)
+    ys = tuple(r.output_token_throughput for r in b.repeats)
+    if stat(ys) <= 0:
+        return None
+    value = stat(xs) / stat(ys) - 1
+    if min(len(xs), len(ys)) < MIN_REPEATS:
+        return Margin(b.k, value, None, None)
+    band = _ratio_interval(xs, ys, stat)
+    return Margin(b.k, value, *band) if band else Margin(b.k, value, None, None)
+
+
+@functools.lru_cache(maxsize=256)  # the live grid decides again on every redraw
+def _ratio_interval(
+    xs: tuple[float, ...], ys: tuple[float, ...], stat: Callable[[Sequence[float]], float]
+) -> tuple[float, float] | None:
+    rng = random.Random(repr((xs, ys)))
+    ratios = []
+    for _ in range(MARGIN_DRAWS):
+        den = stat([rng.choice(ys) for _ in ys])
+        num = stat([rng.choice(xs) for _ in xs])
+        if den > 0:
+            ratios.append(num / den - 1)
+    return interval(ratios) if ratios else None
 
 
 def decision_lines(decisions: Sequence[Decision], width: int = 98) -> list[str]:
     """The sweep's answer per load, as its table, `specmon tune` and `compare` print it:
     'decision at concurrency 4: selected k=2 (...)' per load, then the basis (once when
     every load shares it), wrapped to `width`."""
-    lines = [f"decision at concurrency {d.concurrency}: {d.head()}" for d in decisions]
+    lines = []
+    for d in decisions:
+        line = f"decision at concurrency {d.concurrency}: {d.head()}"
+        lines += textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)
     bases = {d.basis() for d in decisions}
     said = (
         [("basis", decisions[0].basis())]

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from specmon.decision import acceptance as tuning
 from specmon.decision.cells import TIE_TOLERANCE
+from specmon.decision.margin import Margin, interval
 
 DRAWS = 200
-LEVEL = 0.90  # the stated intervals are 90%
 MIN_BLOCKS = 10  # fewer blocks than this and a request bootstrap has next to no spread
 # A bootstrap over n blocks is too narrow by about sqrt((n - 1) / n) (the plug-in variance);
 # the draws' spread around the measured figure is widened by the inverse, which matters for
@@ -61,14 +61,6 @@ class Arm:
 
 def name(k: int) -> str:
     return "k=0 (no speculation)" if k == 0 else f"k={k}"
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def rate_draws(
@@ -137,24 +129,6 @@ def _al_draws(
     return _widen(out, throughput, len(dense)) if len(dense) > 1 else tuple(out)
 
 
-@dataclass(frozen=True)
-class Margin:
-    """answer / other - 1 (a ratio when `times`), measured, with its 90% interval."""
-
-    other: int
-    value: float
-    low: float | None
-    high: float | None
-
-    def percent(self) -> str:
-        band = "" if self.low is None else f" [{100 * self.low:+.1f}..{100 * self.high:+.1f}]"  # type: ignore[operator]
-        return f"{100 * self.value:+.1f}%{band}"
-
-    def times(self) -> str:
-        band = "" if self.low is None else f" [{1 + self.low:.2f}..{1 + self.high:.2f}]"  # type: ignore[operator]
-        return f"{1 + self.value:.2f}x{band}"
-
-
 def margin(a: Arm, b: Arm) -> Margin:
     """a over b: a / b - 1 with the 90% interval of the ratio of their independent draws."""
     value = a.throughput / b.throughput - 1
@@ -163,8 +137,7 @@ def margin(a: Arm, b: Arm) -> Margin:
     da = a.draws or (a.throughput,) * DRAWS
     db = b.draws or (b.throughput,) * DRAWS
     ratios = [x / y - 1 for x, y in zip(da, db) if y > 0]
-    tail = (1 - LEVEL) / 2
-    return Margin(b.k, value, _quantile(ratios, tail), _quantile(ratios, 1 - tail))
+    return Margin(b.k, value, *interval(ratios))
 
 
 @dataclass(frozen=True)
@@ -199,10 +172,7 @@ class MeasuredAnswer:
 
     def to_dict(self) -> dict:
         def m(x: Margin | None) -> dict | None:
-            if x is None:
-                return None
-            band = None if x.low is None else [x.low, x.high]
-            return {"k": x.other, "ratio_minus_1": x.value, "interval90": band}
+            return None if x is None else x.to_dict()
 
         return {
             "k": self.k,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from specmon.analysis.arms import arm_reports
 from specmon.decision.cells import decide, summarize
+from specmon.decision.margin import Margin
 from specmon.decision.slo import Slo
 from specmon.decision.sweep_types import Cell
 from specmon.run.sweep.measure import SweepNow
@@ -33,7 +34,8 @@ class GridView:
     current: tuple[int, int] | None  # (row, column) of the cell being measured
     selected: tuple[int, ...]  # per concurrency: the row index of the selected k (-1: none)
     decision: tuple[str, ...]  # "selected k", then per concurrency
-    speedup: tuple[str, ...]  # "vs k=0", then per concurrency
+    speedup: tuple[str, ...]  # "vs k=0", then per concurrency (with its 90% interval)
+    margin: tuple[str, ...] = ()  # "over runner-up", then per concurrency (the same)
     # per arm two rows: ("arm NAME", median ± MAD per concurrency) and ("  vs best k",
     # "+1.2% (k=3)" per concurrency); empty for a sweep without arms
     arm_rows: tuple[tuple[str, ...], ...] = ()
@@ -50,6 +52,13 @@ def cell_text(cell: Cell, compact: bool = False) -> str:
         return PENDING
     mark = " !" if stats.unstable else ""
     return f"{_fig(stats.median, compact)} ± {_fig(stats.mad, compact)}{mark}"
+
+
+def _margin_text(m: Margin) -> str:
+    """'+6.3% [+2..+10]': the point to a tenth, its 90% interval to whole percent (a
+    column's width)."""
+    band = "" if m.low is None or m.high is None else f" [{100 * m.low:+.0f}..{100 * m.high:+.0f}]"
+    return f"{100 * m.value:+.1f}%{band}"
 
 
 def _fig(value: float, compact: bool) -> str:
@@ -84,14 +93,17 @@ def grid_view(
         rows.append((f"k={k}", *texts))
     measured = [c for c in cells if c.measured]
     made = {d.concurrency: d for d in decide(measured, slo, bootstrap=False)}
-    picks, selected, speed = [], [], []
+    picks, selected, speed, margin = [], [], [], []
     for c in concurrencies:
         d = made.get(c)
         k_sel = None if d is None else d.selected_k
         picks.append(PENDING if d is None else ("-" if k_sel is None else f"k={k_sel}"))
         selected.append(list(ks).index(k_sel) if k_sel is not None and k_sel in ks else -1)
         pct = None if d is None else d.selected_vs_k0_percent
-        speed.append("-" if pct is None else f"{pct:+.1f}%")
+        over_k0 = None if d is None or not k_sel else d.over_k0
+        speed.append(_margin_text(over_k0) if over_k0 else "-" if pct is None else f"{pct:+.1f}%")
+        over = None if d is None else d.over_runner_up
+        margin.append("-" if over is None else _margin_text(over))
     current = None
     at_k, at_c = now.k, now.concurrency
     if now.phase == "measuring" and now.arm is None and at_k in ks and at_c in concurrencies:
@@ -105,6 +117,7 @@ def grid_view(
         selected=tuple(selected),
         decision=("selected k", *picks),
         speedup=("vs k=0", *speed),
+        margin=("over runner-up", *margin),
         arm_rows=arm_rows,
         current_arm=current_arm,
     )

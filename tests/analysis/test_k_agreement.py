@@ -14,13 +14,16 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import orjson
 import pytest
 from support.cli import specmon
+from support.exact_bootstrap import median, ratio_ranges, score, within
 
 from specmon.analysis.segments import SegmentTable
 from specmon.decision.slo import parse_slo
@@ -244,22 +247,37 @@ def test_the_sweep_gives_one_answer_on_every_surface(tmp_path):
     # k2 150 - 1.4826 = 148.5174, k4 160 - 2 x 1.4826 = 157.0348 -> k=4, vs k=0
     # 157.0348 / 98.5174 - 1 = +59.4%; every bootstrap draw of k=4 scores >= 157 > 1.01 x
     # the best k=2 draw (151): P(sel.) = 1.00
-    one = "selected k=4 (160.0 tok/s, +59.4% vs k=0, P(sel.)=1.00) · " + SWEEP_BASIS
+    # the margins, with their 90% intervals (checked against the exact bootstrap below):
+    # over the runner-up k=2 by medians 160 / 150 - 1 = +6.7%, over k=0 by scores +59.4%
+    one = re.compile(
+        r"selected k=4 \(160\.0 tok/s, \+6\.7% \[.*?\] over k=2, \+59\.4% \[.*?\] vs k=0, "
+        r"P\(sel\.\)=1\.00\) · " + re.escape(SWEEP_BASIS)
+    )
     # concurrency 4: k2 400 - 4 x 1.4826 = 394.0696, k4 400 - 2 x 1.4826 = 397.0348; k2 is
-    # within 1% of the top (>= 393.0645): the smaller k, k=2, +31.4% over k=0's 300
+    # within 1% of the top (>= 393.0645): the smaller k, k=2, +31.4% over k=0's 300; the
+    # top k=4 measured above it by medians: 400 / 400 - 1 = +0.0% over k=4
     texts = [d["text"] for d in doc["decisions"]]
-    assert texts[0] == one
-    assert texts[1].startswith("selected k=2 (400.0 tok/s, +31.4% vs k=0, P(sel.)=")
-    assert texts[1].endswith(SWEEP_BASIS)
+    assert one.fullmatch(texts[0]), texts[0]
+    assert texts[1].startswith("selected k=2 (400.0 tok/s, +0.0% [")
+    assert "] over k=4, +31.4% [" in texts[1] and texts[1].endswith(SWEEP_BASIS)
+    first = doc["decisions"][0]
+    runner = (SWEEP_REPEATS[(4, 1)], SWEEP_REPEATS[(2, 1)])
+    assert within(first["over_runner_up"]["interval90"], ratio_ranges(*runner, median))
+    vs_k0 = (SWEEP_REPEATS[(4, 1)], SWEEP_REPEATS[(0, 1)])
+    assert within(first["over_k0"]["interval90"], ratio_ranges(*vs_k0, score))
     # the table: one line per load (the text less its basis), then the basis they share
-    lines = [f"decision at concurrency {c}: {t.split(' · ')[0]}" for c, t in zip((1, 4), texts)]
+    # (each wrapped at 98 columns, the rest indented by two)
+    lines = []
+    for c, t in zip((1, 4), texts):
+        said = f"decision at concurrency {c}: {t.split(' · ')[0]}"
+        lines += textwrap.wrap(said, 98, subsequent_indent="  ", break_on_hyphens=False)
     lines.append(f"basis: {SWEEP_BASIS}")
     at = table.splitlines().index(lines[0])
-    assert table.splitlines()[at : at + 3] == lines, table
+    assert table.splitlines()[at : at + len(lines)] == lines, table
     # the live view: the same picks (its grid redraws without the bootstrap)
     view = grid_view([0, 2, 4], [1, 4], cells, SweepNow("done"))
     assert view.decision == ("selected k", "k=4", "k=2")
-    assert view.speedup == ("vs k=0", "+59.4%", "+31.4%")
+    assert [t.split(" [")[0] for t in view.speedup] == ["vs k=0", "+59.4%", "+31.4%"]
     # `specmon tune` over the sweep's directory: the same lines, the same JSON texts
     sweep_dir = str(tmp_path / "sweep")
     said = specmon("tune", sweep_dir, timeout=120)  # fmt: skip
@@ -294,7 +312,9 @@ def test_the_sweep_slo_is_read_back_by_tune(tmp_path):
     assert one["selected_k"] == 2 and one["excluded"]["4"] == [
         "misses the SLO: TPOT p90 45.0 ms > 30 ms"
     ]
-    assert one["text"].startswith("selected k=2 (150.0 tok/s, +50.8% vs k=0, ")
+    # (k=0 is then the runner-up too: "vs k=0" alone states the margin, with its interval)
+    assert one["text"].startswith("selected k=2 (150.0 tok/s, +50.8% [")
+    assert "] vs k=0, P(sel.)=" in one["text"] and " over k=" not in one["text"]
     assert one["text"].endswith(SWEEP_BASIS + " · SLO TPOT p90 <= 30 ms")
     # the live view decides under the sweep's SLO too
     view = grid_view([0, 2, 4], [1, 4], cells, SweepNow("done"), parse_slo("tpot=30"))

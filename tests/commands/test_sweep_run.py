@@ -433,6 +433,7 @@ def test_a_third_signal_abandons_the_sweep_and_leaves_no_server_behind(
 SECRETS = ("sk-SECRET-one", "sk-SECRET-two", "hf_SECRET_three")
 
 
+@pytest.mark.e2e
 def test_keys_in_the_serve_template_are_masked_in_every_artifact(tmp_path: Path) -> None:
     # the server prints what it got (as vLLM prints its arguments), then fails to start
     template = (

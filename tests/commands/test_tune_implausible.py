@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from specmon.cli import main
 
 RUN_RECORDS = 500
@@ -53,6 +55,7 @@ def test_tune_leaves_out_a_record_claiming_k_2_63_minus_1_and_says_so(tmp_path, 
     assert "exceeds the maximum" in out.err
 
 
+@pytest.mark.e2e
 def test_tune_on_a_100000_deep_line_is_one_line(tmp_path):
     deep = tmp_path / "deep.jsonl"
     deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")

@@ -208,7 +208,9 @@ def _series(
     # the bins' own clock: the newest end, plus the time since a result last landed while
     # the run goes on (the run clock starts before the warm-up and runs ahead of it: its
     # newest columns were blank and, once the run had ended, read as a stall)
-    end = bins.last_s() + (0.0 if finished else now - cache.series_grew_at)
+    # (a frozen clock, the snapshot tests', lets no time pass: the picture is the data's)
+    still = finished or choices.freeze_elapsed is not None
+    end = bins.last_s() + (0.0 if still else now - cache.series_grew_at)
     # columns long enough to hold several request ends: a blank one is then a stall
     steady = bins.steady_column_s()
     cache.recent_tok_s = None if finished else bins.recent_tok_s(end, RECENT_S)

@@ -20,9 +20,9 @@ class SweepGrid(ShowsChanges[GridView], ShapedStatic):
     """
 
     def paint(self, view: GridView) -> None:
-        # header, one line per k, the decision and speedup rows, the arm rows
+        # header, one line per k, the decision, speedup and margin rows, the arm rows
         shape = (len(view.rows), len(view.arm_rows))
-        self.show_content(self._table(view), shape, len(view.rows) + 3 + len(view.arm_rows))
+        self.show_content(self._table(view), shape, len(view.rows) + 4 + len(view.arm_rows))
 
     def _table(self, view: GridView) -> Table:
         current = self.get_component_rich_style("sweep--current", partial=True)
@@ -41,7 +41,8 @@ class SweepGrid(ShowsChanges[GridView], ShapedStatic):
                 cells.append(Text(text + (" *" if view.selected[c] == r else ""), style=style))
             table.add_row(*cells, end_section=r == len(view.rows) - 1)
         table.add_row(*(Text(t, style="bold") for t in view.decision))
-        table.add_row(*(Text(t) for t in view.speedup), end_section=bool(view.arm_rows))
+        table.add_row(*(Text(t) for t in view.speedup))
+        table.add_row(*(Text(t) for t in view.margin), end_section=bool(view.arm_rows))
         for r, row in enumerate(view.arm_rows):
             arm = [Text(row[0], style="bold" if r % 2 == 0 else "")]
             for c, text in enumerate(row[1:]):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import signal
 
+from support.exact_bootstrap import ratio_ranges, score
 from support.tui_screen import screen_text
 from support.tui_tuning_fixtures import H2, capture_k, session_of
 
@@ -67,7 +68,17 @@ def test_grid_view_by_hand(tmp_path):
     # scores: k0 c1 100 - 1.4826*10 = 85.174; k2 c1 150 - 2.9652 = 147.0348 -> k=2,
     # vs k=0 147.0348/85.174 = 1.72628 -> +72.6%; c4 has only k=0 so far: k=0, +0.0%
     assert view.decision == ("selected k", "k=2", "k=0")
-    assert view.speedup == ("vs k=0", "+72.6%", "+0.0%")
+    # with its 90% interval over bootstrap draws of the repeats (c=4: k=0 alone, no margin)
+    label, c1, c4 = view.speedup
+    assert (label, c4) == ("vs k=0", "+0.0%") and c1.startswith("+72.6% [")
+    low, high = (float(x) for x in c1.split("[")[1].rstrip("]").split(".."))
+    (lo_a, lo_b), (hi_a, hi_b) = ratio_ranges((148, 150, 152), (90, 100, 110), score)
+    # the column prints whole percents
+    assert round(100 * lo_a) <= low <= round(100 * lo_b)
+    assert round(100 * hi_a) <= high <= round(100 * hi_b)
+    # over the runner-up (k=0, by medians): 150 / 100 - 1 = +50.0%
+    assert view.margin[0] == "over runner-up" and view.margin[1].startswith("+50.0% [")
+    assert view.margin[2] == "-"
     assert view.current == (1, 1) and view.selected == (1, 0)
     assert status_line(runner.now, 3, 4) == "measuring k=2 concurrency=4 repeat 2/3 · 3/4 cells"
 
