@@ -3,8 +3,8 @@ load, the best arm among those measured there (fixed k including k=0), with its 
 output tok/s and its margin over the runner-up and over k=0, each with a 90% interval.
 
 The intervals come from a Bayesian bootstrap over each arm's requests: a measurement
-carries its requests folded into at most 40 blocks of whole requests (`rate_blocks`,
-output tokens and request seconds per block; acceptance.add_request's i mod 40 rule), and a
+carries its requests folded into at most 80 blocks of consecutive whole requests
+(`rate_blocks`, output tokens and request seconds per block; acceptance.block_slot), and a
 draw weights every block by Gamma(1) and reads the throughput as the measured figure times
 the draw's tokens per request-second over the measurement's own (a ratio estimator: in a
 closed loop, throughput = concurrency x tokens / request time). Without rate blocks the
@@ -41,8 +41,14 @@ RateBlock = tuple[float, float]  # (output tokens, request seconds) of whole req
 
 
 def add_rate(blocks: list[list[float]], index: int, tokens: float, seconds: float) -> None:
-    """Fold request number `index` (0-based, arrival order) into its rate block."""
-    slot = index % tuning.REQUEST_BLOCKS
+    """Fold request number `index` (0-based, arrival order) into its rate block (blocks of
+    consecutive requests, acceptance.block_slot)."""
+    slot, merge = tuning.block_slot(len(blocks), index)
+    if merge:
+        blocks[:] = [
+            [sum(b[0] for b in blocks[i : i + 2]), sum(b[1] for b in blocks[i : i + 2])]
+            for i in range(0, len(blocks), 2)
+        ]
     while len(blocks) <= slot:
         blocks.append([0.0, 0.0])
     blocks[slot][0] += tokens

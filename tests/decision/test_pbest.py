@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from specmon.decision.acceptance import REQUEST_BLOCKS, add_request
 from specmon.decision.choose import MIN_REQUEST_BLOCKS, KChoice, Measurement, choose
+from specmon.decision.measured import add_rate
 
 # 40 requests of 50 steps at k=4, pooled {0: 800, 1: 600, 2: 400, 3: 200}: S = .6, .3, .1, 0
 POOLED = {0: 800, 1: 600, 2: 400, 3: 200}
@@ -38,14 +39,34 @@ def test_varying_requests_give_a_lower_p_best_than_steady_ones():
     assert at((HIGH, LOW) * 20).p_best == varying.p_best
 
 
-def test_requests_fold_into_at_most_the_block_count_by_arrival():
+def test_requests_fold_into_blocks_of_consecutive_requests():
     blocks: list[dict[int, int]] = []
-    for i in range(REQUEST_BLOCKS + 2):
+    cap = 2 * REQUEST_BLOCKS
+    for i in range(cap):  # one request a block up to the cap
         add_request(blocks, i, {0: 1, 2: i})
-    assert len(blocks) == REQUEST_BLOCKS
-    # request 40 joins request 0's block, 41 request 1's
-    assert blocks[0] == {0: 2, 2: 0 + 40} and blocks[1] == {0: 2, 2: 1 + 41}
-    assert blocks[2] == {0: 1, 2: 2}
+    assert len(blocks) == cap and blocks[5] == {0: 1, 2: 5}
+    # request 80 doubles the block size: neighbours merge pairwise (0+1, 2+3, ...), and it
+    # opens block 40 (requests 80 and 81)
+    add_request(blocks, cap, {0: 1, 2: cap})
+    assert len(blocks) == REQUEST_BLOCKS + 1
+    assert blocks[0] == {0: 2, 2: 0 + 1} and blocks[1] == {0: 2, 2: 2 + 3}
+    assert blocks[REQUEST_BLOCKS] == {0: 1, 2: cap}
+    add_request(blocks, cap + 1, {0: 1, 2: cap + 1})
+    assert len(blocks) == REQUEST_BLOCKS + 1 and blocks[-1] == {0: 2, 2: 2 * cap + 1}
+    # at any length the count stays within the cap and every request is counted once
+    for i in range(cap + 2, 1000):
+        add_request(blocks, i, {0: 1, 2: i})
+    assert len(blocks) <= cap and sum(b[0] for b in blocks) == 1000
+    assert sum(b[2] for b in blocks) == sum(range(1000))
+
+
+def test_rate_blocks_fold_the_same_way():
+    blocks: list[list[float]] = []
+    for i in range(1000):
+        add_rate(blocks, i, 10.0, 0.5)
+    # 1000 requests: per = 16 (1000 < 2 x 40 x 16 = 1280), 63 blocks (62 full + 1000 - 992)
+    assert len(blocks) == 63 and blocks[0] == [160.0, 8.0] and blocks[-1] == [80.0, 4.0]
+    assert sum(b[0] for b in blocks) == 10_000.0
 
 
 def test_too_few_requests_resample_the_verify_steps():

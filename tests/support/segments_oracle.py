@@ -47,19 +47,33 @@ def segment_table(
     return rows
 
 
+def _per(last_index: int) -> int:
+    """Requests per block once request `last_index` is in: at most 80 blocks (2 x 40)."""
+    per = 1
+    while last_index >= 80 * per:
+        per *= 2
+    return per
+
+
+def _timed(r: Any) -> bool:
+    return r.start_ns is not None and r.end_ns is not None and r.end_ns > r.start_ns
+
+
 def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = None) -> dict:
     valid = [r for r in results if r.error is None]
     steps = accepted = drafted = 0
     histogram: dict[int, int] = {}
     ks: set[int] = set()
-    # P(best)'s request blocks: the i-th request with verify steps goes into block i mod 40
+    # P(best)'s request blocks: the i-th request with verify steps goes into block i // per
+    # (consecutive requests; per: the smallest power of two keeping the last index under 80)
     blocks: dict[int, dict[int, int]] = {}
     with_steps = 0
+    last_spec = sum(r.spec is not None for r in valid) - 1
     for r in valid:
         rec = r.spec
         if rec is None:
             continue
-        block = blocks.setdefault(with_steps % 40, {})
+        block = blocks.setdefault(with_steps // _per(last_spec), {})
         with_steps += 1
         for j, n in rec.acceptance_histogram.items():
             block[int(j)] = block.get(int(j), 0) + int(n)
@@ -70,11 +84,13 @@ def segment_row(results: Sequence[Any], index: int, settings: Mapping | None = N
             histogram[int(j)] = histogram.get(int(j), 0) + int(n)
         if rec.num_spec_tokens is not None:
             ks.add(int(rec.num_spec_tokens))
-    # the measured answer's rate blocks: the i-th valid request into block i mod 40
+    # the measured answer's rate blocks: the i-th valid request into block i // per, per
+    # from the last valid request that has its times
     rate: dict[int, list[float]] = {}
+    timed = [i for i, r in enumerate(valid) if _timed(r)]
     for i, r in enumerate(valid):
-        if r.start_ns is not None and r.end_ns is not None and r.end_ns > r.start_ns:
-            cell = rate.setdefault(i % 40, [0.0, 0.0])
+        if _timed(r):
+            cell = rate.setdefault(i // _per(timed[-1]), [0.0, 0.0])
             cell[0] += r.metrics.get("output_sequence_length", 0)
             cell[1] += (r.end_ns - r.start_ns) / 1e9
     itl = [r.metrics["inter_token_latency"] for r in valid if "inter_token_latency" in r.metrics]
