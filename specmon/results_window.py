@@ -32,6 +32,12 @@ from specmon.export.jsonl_export import result_from_record
 from specmon.pipeline import RequestResult, SpecOutcome
 
 RESULTS_WINDOW = 10_000  # newest results kept in memory for the log and the drill-down
+# A full window is compacted once it holds window / SLACK_DIVISOR more results: the oldest
+# ones past the window are dropped in one slice (one copy of `window` references each
+# window / 8 appends, amortised O(1)), so it never holds more than 1.125 x window. (It
+# dropped the oldest half at 2 x window before: a run held 10,000 to 20,000 results, ~2.7 kB
+# each, and its memory grew 27 MB between 10,000 and 20,000 requests: issue 35 item 6.)
+SLACK_DIVISOR = 8
 NOT_KEPT = "not_kept"  # outcome reason of an evicted result nobody can read back
 
 
@@ -61,6 +67,8 @@ class ResultWindow(Sequence[RequestResult]):
 
     def __init__(self, window: int | None = RESULTS_WINDOW) -> None:
         self.window = window
+        # held results never reach this: the window and its slack (None: no bound)
+        self._limit = None if window is None else window + max(window // SLACK_DIVISOR, 1)
         self.reader: ResultReader | None = None
         self._state: tuple[int, list[RequestResult]] = (0, [])  # (index of items[0], items)
         self.tally = Tally()
@@ -69,10 +77,9 @@ class ResultWindow(Sequence[RequestResult]):
         base, items = self._state
         items.append(result)
         self.tally = self.tally.add(result)  # after the append: its rows are all readable
-        window = self.window
-        if window is not None and len(items) >= max(2 * window, 1):  # amortised O(1)
-            keep = len(items) - window  # drop the oldest half (window 0: keep none)
-            self._state = (base + keep, items[keep:])
+        if self._limit is not None and len(items) >= self._limit:
+            drop = len(items) - (self.window or 0)  # the oldest past the window (0: all)
+            self._state = (base + drop, items[drop:])
 
     def __len__(self) -> int:
         base, items = self._state
