@@ -7,6 +7,8 @@ distribution, total and the pooled histogram (docs/metrics.md §7).
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
 from array import array
@@ -15,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, cast, overload
+from typing import IO, Any, cast, overload
 
 from specmon.constants import NS_PER_S, S_PER_NS
 from specmon.pipeline import BASE_SCALE, RequestResult
@@ -26,6 +28,7 @@ from specmon.stats import (
     DERIVED,
     JSON_STAT_KEYS,
     METRICS,
+    PCT_KEYS,
     RECORD,
     MetricRow,
     compute_stats,
@@ -166,6 +169,52 @@ class CountedValues(Sequence[float]):
         return out
 
 
+class SpillFile:
+    """Columns' values written out in chunks to one anonymous temporary file (unlinked at
+    once: the system frees it when the process ends), and read back for exact statistics.
+
+    A group's columns (a category's, a context bucket's: analysis/groups.py) are read live
+    only for running figures, so they keep their values here, not in memory: three copies
+    of every streamed request's seven time metrics (the run's and two groups') cost 168
+    bytes a request, the run's alone 56 (issue 35 item 6). One file per table keeps the
+    open files to two, whatever the number of groups. A failed write (a full disk) turns
+    spilling off for good: the columns then keep their values in memory, as the run's do.
+    """
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] | None = None
+        self._end = 0  # bytes written
+        self.failed = False
+        self._lock = threading.Lock()
+
+    def write(self, values: array[float]) -> int | None:
+        """Append `values`; their byte offset, or None when spilling failed (now or before)."""
+        data = values.tobytes()
+        with self._lock:
+            if self.failed:
+                return None
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(prefix="specmon-spill-")
+                offset, done = self._end, 0
+                while done < len(data):  # a regular file takes all at once, unless full
+                    done += os.pwrite(self._file.fileno(), data[done:], offset + done)
+            except OSError:
+                self.failed = True
+                return None
+            self._end = offset + len(data)
+            return offset
+
+    def read(self, offset: int, count: int) -> array[float]:
+        """`count` values written at `offset`."""
+        out = array("d")
+        assert self._file is not None  # only offsets write() returned are read
+        out.frombytes(os.pread(self._file.fileno(), count * out.itemsize, offset))
+        if len(out) != count:
+            raise OSError(f"spill file cut short at {offset}: {len(out)} of {count} values")
+        return out
+
+
 class MetricColumn:
     """Values of one record metric.
 
@@ -182,29 +231,42 @@ class MetricColumn:
     ({value: count}, updated as they are added; freeze() hands a copy to the reader), so a
     million requests of a few token counts cost no per-request memory; past that it moves
     every value to the sorted copy for good. The statistics are the same either way.
+
+    A column given a SpillFile (a group's) writes its values there in chunks of SPILL_CHUNK
+    instead of sorting them: its live statistics are the running ones (count, avg, std;
+    percentiles, min and max None), its exact ones read every value back (the summary's).
     """
 
     DISTINCT_MAX = 1024
+    SPILL_CHUNK = 4096  # values a spilled column holds before writing them out (32 kB)
 
     __slots__ = (
         "_cache",
         "_cache_key",
+        "_chunks",
         "_count",
         "_counts",
         "_frozen_counts",
         "_frozen_n",
+        "_frozen_tail",
         "_pending",
         "_s1",
         "_s2",
         "_shift",
         "_sorted",
+        "_spill",
         "_staged",
         "scale",
         "total",
     )
 
-    def __init__(self, scale: float = 1.0) -> None:
+    def __init__(self, scale: float = 1.0, spill: SpillFile | None = None) -> None:
         self.scale = scale  # stored unit -> display unit
+        self._spill = spill
+        # spilled: (byte offset, count) of each chunk written, in arrival order; the values
+        # are these chunks then _pending. None: the column sorts its values in memory.
+        self._chunks: list[tuple[int, int]] | None = None if spill is None else []
+        self._frozen_tail: tuple[int, array[float], int] = (0, array("d"), 0)
         self.total = 0.0  # running sum in arrival order: avg = total / n, as AIPerf
         self._count = 0
         # Typed too: a headless run may never ask for statistics until it finishes.
@@ -230,6 +292,8 @@ class MetricColumn:
             if len(counts) > self.DISTINCT_MAX:  # not a few values: sorted from now on
                 self._pending.extend(CountedValues(counts).to_array())
                 self._counts = None
+        if self._chunks is not None and len(self._pending) >= self.SPILL_CHUNK:
+            self._write_out()
         self._count += 1
         self.total += value
         if self._shift is None:
@@ -238,6 +302,16 @@ class MetricColumn:
         self._s1 += d
         self._s2 += d * d
 
+    def _write_out(self) -> None:
+        """_pending to the spill file as one more chunk (kept when spilling failed)."""
+        assert self._spill is not None and self._chunks is not None
+        if self._spill.failed:
+            return  # a full disk: the values stay in memory from now on
+        offset = self._spill.write(self._pending)
+        if offset is not None:
+            self._chunks.append((offset, len(self._pending)))
+            self._pending = array("d")
+
     def __len__(self) -> int:
         return self._count
 
@@ -245,7 +319,9 @@ class MetricColumn:
         """(n, running total, running std) of the current prefix. Call under the
         accumulator's lock, with its stats lock held (one reader at a time)."""
         n = self._count
-        if self._pending:
+        if self._chunks is not None:  # spilled: where the values end now (no copy)
+            self._frozen_tail = (len(self._chunks), self._pending, len(self._pending))
+        elif self._pending:
             self._staged.extend(self._pending)
             self._pending = array("d")
         counts = self._counts
@@ -265,11 +341,17 @@ class MetricColumn:
         key = (n, exact)
         if self._cache is not None and self._cache_key == key:
             return self._cache
-        xs = self._ordered(exact)
-        stats = compute_stats(xs, total=total, presorted=True, std=None if exact else running_std)
+        stats: Block
+        if self._chunks is not None and self._frozen_counts is None and not exact:
+            stats = _running_stats(n, total, running_std)  # spilled: nothing sorted live
+        else:
+            xs = self._ordered(exact)
+            std = None if exact else running_std
+            stats = compute_stats(xs, total=total, presorted=True, std=std)
         if self.scale != 1.0:
             for k in _SCALED_KEYS:
-                stats[k] = stats[k] * self.scale
+                if stats[k] is not None:
+                    stats[k] = stats[k] * self.scale
         self._cache, self._cache_key = stats, key
         return stats
 
@@ -280,10 +362,31 @@ class MetricColumn:
         if self._frozen_counts is not None:
             counted = CountedValues(self._frozen_counts)
             return counted.to_array() if exact else counted
+        if self._chunks is not None:
+            return self._read_back()
         if self._staged:
             self._sorted.update(self._staged)
             self._staged = array("d")
         return self._sorted.to_array() if exact else cast(Sequence[float], self._sorted)
+
+    def _read_back(self) -> array[float]:
+        """A spilled column's frozen values, ascending: its chunks read back, then the tail
+        it held in memory at the freeze."""
+        assert self._spill is not None and self._chunks is not None
+        chunks, tail, held = self._frozen_tail
+        values = array("d")
+        for offset, count in self._chunks[:chunks]:
+            values.extend(self._spill.read(offset, count))
+        values.extend(tail[:held])
+        return array("d", sorted(values))
+
+
+def _running_stats(n: int, total: float, std: float) -> Block:
+    """A spilled column's live statistics: what running sums give (no order statistics)."""
+    out: Block = {"avg": total / n}
+    out.update(dict.fromkeys(PCT_KEYS))
+    out.update({"min": None, "max": None, "std": std, "count": n, "sum": total})
+    return out
 
 
 @dataclass
@@ -338,11 +441,20 @@ _RECORD_TAGS = frozenset(tag for tag, mdef in METRICS.items() if mdef.kind == RE
 
 
 class RunAccumulator:
-    def __init__(self, live: bool = True, window: int | None = RESULTS_WINDOW) -> None:
+    def __init__(
+        self,
+        live: bool = True,
+        window: int | None = RESULTS_WINDOW,
+        spill: SpillFile | None = None,
+        keep: frozenset[str] = frozenset(),
+    ) -> None:
         # Profiling requests (ok + error), append-only in meaning: the newest `window` are
         # held, older ones are read back from the JSONL when a reader is attached
         # (specmon/results_window.py); window=None holds all.
         self.results = ResultWindow(window)
+        # A group's accumulator writes its columns' values to `spill` (all but the tags in
+        # `keep`, whose live percentiles a table shows): see SpillFile.
+        self._spill, self._keep = spill, keep
         self.request_count = 0
         self.error_count = 0
         self.warmup_count = 0
@@ -418,7 +530,8 @@ class RunAccumulator:
                 continue
             column = columns.get(tag)
             if column is None:
-                column = columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0))
+                spill = None if tag in self._keep else self._spill
+                column = columns[tag] = MetricColumn(BASE_SCALE.get(tag, 1.0), spill)
             column.add(value)
         outcome = result.outcome
         if outcome.reason:

@@ -56,7 +56,10 @@ class CategoryTable(GroupedTable):
     """One accumulator per category (analysis/groups.py GroupedTable)."""
 
     def __init__(self) -> None:
-        super().__init__(lambda result: result.category, UNCATEGORIZED)
+        # TTFT stays in memory: the live row shows its p50 (the others are running figures)
+        super().__init__(
+            lambda result: result.category, UNCATEGORIZED, frozenset({"time_to_first_token"})
+        )
 
     def categories(self) -> list[str]:
         """Category names in first-seen order; [] when no request had a category."""
