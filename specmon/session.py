@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specmon import stops
-from specmon.accumulator import RunAccumulator
+from specmon.accumulator import RunAccumulator, SpillFile
 from specmon.capture import RawCapture
 from specmon.errors import UserError
 from specmon.export.common import CSV_NAME, JSON_NAME, JSONL_NAME, RAW_NAME
@@ -40,6 +40,7 @@ from specmon.sinks.files import JsonlSink, RawCaptureSink
 from specmon.sinks.memory import PAYLOAD_WINDOW, ReleaseBodies
 from specmon.specdecode.fidelity import FIDELITY_KEY
 from specmon.specdecode.method import SpecMethod
+from specmon.stats import METRICS, is_spec_tag
 
 EXPORT_LEVELS = ("summary", "records", "raw")
 # Test-only hook: seconds finish() waits between the stream files and the summaries, so a
@@ -73,6 +74,9 @@ def _run_files(directory: Path) -> list[Path]:
 __all__ = ["EXPORT_LEVELS", "PAYLOAD_WINDOW", "RunSession", "holds_run", "remove_run"]
 
 
+SPEC_TAGS = frozenset(tag for tag in METRICS if is_spec_tag(tag))
+
+
 class RunSession:
     def __init__(
         self,
@@ -84,6 +88,7 @@ class RunSession:
         keep_responses: bool = False,
         window: int | None = RESULTS_WINDOW,
         engine: str | None = None,
+        spill: bool = False,
     ) -> None:
         if export_level not in EXPORT_LEVELS:
             raise UserError(
@@ -101,7 +106,13 @@ class RunSession:
         self.spec_method: SpecMethod | None = None
         # The request log keeps `window` results in memory and reads older ones back from
         # the JSONL (specmon/results_window.py); window=None keeps every result.
-        self.accumulator = RunAccumulator(live=live, window=window)
+        # spill: no screen reads the run's live latency percentiles (a headless run, a
+        # sweep's repeat), so those columns keep their values in a temporary file, read
+        # back for the exact summary (accumulator.py SpillFile; issue 35 item 6); the
+        # spec-decode ones stay (a sweep's live view shows them; mostly counted anyway)
+        self.accumulator = RunAccumulator(
+            live=live, window=window, spill=SpillFile() if spill else None, keep=SPEC_TAGS
+        )
         # Responses (and their receive times) are dropped from kept results once written:
         # 100k streamed requests would otherwise hold every SSE chunk in memory.
         self.keep_responses = keep_responses

@@ -120,3 +120,32 @@ def test_a_category_keeps_under_one_chunk_per_column_after_many_requests(monkeyp
     assert block["count"] == n and block["min"] == 10.0 and block["max"] == 1_509.0
     assert block["avg"] == pytest.approx(10 + (n - 1) / 2)  # 759.5 ms
     assert block["p50"] == pytest.approx(759.5)  # rank 749.5: between 759 and 760 ms
+
+
+def test_a_headless_session_spills_its_latency_columns_but_keeps_spec_decode_ones(
+    tmp_path, monkeypatch
+):
+    """make_session(headless) -> RunSession(spill=True): the run's time columns hold under a
+    chunk in memory, the spec-decode ones stay (a sweep's live view shows them), and the
+    exported summary is exact."""
+    from specmon.config import RunConfig
+    from specmon.run.assemble import make_session
+
+    monkeypatch.setattr(MetricColumn, "SPILL_CHUNK", 64)
+    config = RunConfig(
+        url=["http://127.0.0.1:9"], artifact_dir=str(tmp_path / "run"), headless=True
+    )
+    session = make_session(config)
+    n = 1_200  # distinct latencies 10 .. 1209 ms
+    for i in range(n):
+        session.add(
+            nonstream_capture(vllm_payload([1, 2], 3), start_ns=i * 2_000 * MS, latency_ms=10 + i)
+        )
+    columns = session.accumulator.columns
+    assert columns["request_latency"]._chunks is not None
+    assert len(columns["request_latency"]._pending) < 64
+    assert columns["spec_decode_acceptance_length"]._chunks is None  # in memory
+    block = session.accumulator.summary()["request_latency"]
+    assert block["count"] == n and block["min"] == 10.0 and block["max"] == 1_209.0
+    assert block["p50"] == pytest.approx(609.5)  # rank 599.5: between 609 and 610 ms
+    session.finish()

@@ -109,7 +109,14 @@ def make_session(config: RunConfig) -> RunSession:
 
     input_config = config.model_dump(exclude={"api_key"})
     engine = None if config.engine == "auto" else config.engine  # --engine restricts detection
-    session = RunSession(config.artifact_dir, config.export_level, input_config, engine=engine)
+    # headless: no screen reads the run's live percentiles, so its columns spill to disk
+    session = RunSession(
+        config.artifact_dir,
+        config.export_level,
+        input_config,
+        engine=engine,
+        spill=config.headless,
+    )
     session.set_spec_method(parse_method(config.spec_method))  # a server's word replaces it
     exporter = prometheus.attach(session, config.prometheus_port, config.prometheus_host)
     out = sys.stderr if config.headless else None  # the TUI shows them in its log
