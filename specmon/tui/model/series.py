@@ -41,6 +41,15 @@ Fetch = Callable[[int, float], dict[str, list[float | None]]]
 TIME = SERIES_TIME  # data[TIME]: each column's middle, seconds from the start
 PLOT_EVERY_S = 1.0  # the series fold every bin of the window: 1 Hz is plenty
 RECENT_S = 10.0  # the headline's "last window" beside the run's output tok/s
+# Bins older than FINE_KEEP_S behind the newest end (past every window but the run's) are
+# folded into at most FOLDED_MAX wider bins (a power of two fine bins each, doubling as the
+# run grows), each keeping at most 2 x TTFT_KEEP weighted TTFT values: the series' memory
+# is bounded whatever the run's length (issue 35 item 6: 0.25 s bins and every TTFT over
+# the whole run, ~120 MB a day).
+FINE_KEEP_S = 120.0
+FOLD_EVERY_S = 10.0  # fine bins are folded this many seconds' worth at a time
+FOLDED_MAX = 1024
+TTFT_KEEP = 16
 # panel 3's windows (`w` cycles them): 10 s, 60 s, the whole run
 WINDOWS: tuple[tuple[str, float | None], ...] = (("10 s", 10.0), ("60 s", 60.0), ("run", None))
 
@@ -72,14 +81,31 @@ class _Cell:
     steps: int = 0
     accepted: int = 0
     tokens: int = 0  # output tokens of the requests that ended here
+    # each TTFT's weight once folded (a quantile summary: _summarise); None: each one 1
+    weights: list[float] | None = None
 
     def merge(self, other: _Cell) -> None:
         self.requests += other.requests
         self.errors += other.errors
         self.steps += other.steps
         self.accepted += other.accepted
-        self.ttfts.extend(other.ttfts)
         self.tokens += other.tokens
+        if self.weights is None and other.weights is None:
+            self.ttfts.extend(other.ttfts)
+            return
+        self.weights = _weights_of(self) + _weights_of(other)
+        self.ttfts.extend(other.ttfts)
+
+    def ttft_median(self) -> float | None:
+        if self.weights is None:
+            return _median(self.ttfts)
+        return _weighted_median(self.ttfts, self.weights)
+
+    def summarise(self) -> None:
+        """Keep TTFT_KEEP evenly spaced quantiles of the TTFTs once over twice that many
+        (a folded bin's median is then within 1/TTFT_KEEP of a rank of the exact one)."""
+        if len(self.ttfts) > 2 * TTFT_KEEP:
+            self.ttfts, self.weights = _summarise(self.ttfts, _weights_of(self), TTFT_KEEP)
 
 
 @dataclass(frozen=True)
@@ -122,6 +148,11 @@ class SeriesBins:
         self._longest_s = 0.0  # the longest generation (first token to end) seen
         self._first_end_s: float | None = None  # the oldest end seen
         self._ends = 0  # requests seen
+        # fine bins below _fine_start are folded: _folded[b // _fold] (and its tokens)
+        self._fine_start = 0
+        self._fold = 1  # fine bins per folded bin, a power of two
+        self._folded: dict[int, _Cell] = {}
+        self._folded_tokens: dict[int, float] = {}
 
     def add(self, results: Sequence[RequestResult]) -> None:
         for i in range(self.seen, len(results)):
@@ -139,7 +170,11 @@ class SeriesBins:
         self.seen = len(results)
 
     def add_point(self, p: Point) -> None:
-        cell = self._bins.setdefault(int(p.end_s / self.width_s), _Cell())
+        b = int(p.end_s / self.width_s)
+        if b < self._fine_start:  # ended long before the newest: straight into its fold
+            cell = self._folded.setdefault(b // self._fold, _Cell(weights=[]))
+        else:
+            cell = self._bins.setdefault(b, _Cell())
         cell.requests += 1
         cell.errors += 0 if p.ok else 1
         cell.steps += p.steps
@@ -150,10 +185,55 @@ class SeriesBins:
             self._first_end_s = p.end_s
         if p.ttft_ms is not None:
             cell.ttfts.append(p.ttft_ms)
+            if cell.weights is not None:
+                cell.weights.append(1.0)
+                cell.summarise()
         first = p.end_s if p.first_token_s is None else p.first_token_s
         self._spread(first, p.end_s, p.tokens)
         self._latest_s = max(self._latest_s, p.end_s)
         self._longest_s = max(self._longest_s, p.end_s - first)
+        self._age()
+
+    def _age(self) -> None:
+        """Fold the fine bins more than FINE_KEEP_S behind the newest end, FOLD_EVERY_S at a
+        time; widen the folded bins while there are over FOLDED_MAX of them."""
+        w = self.width_s
+        keep_from = int((self._latest_s - FINE_KEEP_S) / w)
+        if keep_from - self._fine_start < FOLD_EVERY_S / w:
+            return
+        for b in range(self._fine_start, keep_from):
+            cell = self._bins.pop(b, None)
+            if cell is not None:
+                self._fold_into(b // self._fold, cell)
+            tokens = self._tokens.pop(b, None)
+            if tokens is not None:
+                key = b // self._fold
+                self._folded_tokens[key] = self._folded_tokens.get(key, 0.0) + tokens
+        self._fine_start = keep_from
+        while keep_from / self._fold > FOLDED_MAX:
+            self._widen()
+
+    def _fold_into(self, key: int, cell: _Cell) -> None:
+        folded = self._folded.setdefault(key, _Cell(weights=[]))
+        folded.merge(cell)
+        folded.summarise()
+
+    def _widen(self) -> None:
+        """Twice as wide folded bins: each pair merged."""
+        self._fold *= 2
+        cells, tokens = self._folded, self._folded_tokens
+        self._folded, self._folded_tokens = {}, {}
+        for key, cell in sorted(cells.items()):
+            self._fold_into(key // 2, cell)
+        for key, value in tokens.items():
+            self._folded_tokens[key // 2] = self._folded_tokens.get(key // 2, 0.0) + value
+
+    def _add_tokens(self, b: int, tokens: float) -> None:
+        if b < self._fine_start:
+            key = b // self._fold
+            self._folded_tokens[key] = self._folded_tokens.get(key, 0.0) + tokens
+        else:
+            self._tokens[b] = self._tokens.get(b, 0.0) + tokens
 
     def _spread(self, t0: float, t1: float, tokens: int) -> None:
         """`tokens` evenly over [t0, t1] (all in t1's bin when the span is empty)."""
@@ -161,14 +241,12 @@ class SeriesBins:
         if tokens <= 0:
             return
         if t1 <= t0:
-            b = int(t1 / w)
-            self._tokens[b] = self._tokens.get(b, 0.0) + tokens
+            self._add_tokens(int(t1 / w), tokens)
             return
         rate = tokens / (t1 - t0)
         b = int(t0 / w)
         while b * w < t1:
-            share = rate * (min(t1, (b + 1) * w) - max(t0, b * w))
-            self._tokens[b] = self._tokens.get(b, 0.0) + share
+            self._add_tokens(b, rate * (min(t1, (b + 1) * w) - max(t0, b * w)))
             b += 1
 
     def last_s(self) -> float:
@@ -225,18 +303,19 @@ class SeriesBins:
         first_end_b = math.inf if self._first_end_s is None else self._first_end_s / w
         steady = self.steady_column_s()
         now_b = now_s / w + 1e-9
+        folded = self._folded_columns(first_b, per, columns)
         for c in range(columns):
             lo = first_b + c * per
-            cell = _Cell()
-            for b in range(lo, lo + per):
+            cell, old_tokens = folded.get(c) or (_Cell(), 0.0)
+            for b in range(max(lo, self._fine_start), lo + per):
                 if b in self._bins:
                     cell.merge(self._bins[b])
             # a stall: a whole column after the first end, none ended in it, at a known rate
             stalled = steady > 0 and not cell.requests and lo >= first_end_b and lo + per <= now_b
             out[STALL].append(1.0 if stalled else None)
             out["al"].append(1 + cell.accepted / cell.steps if cell.steps else None)
-            out["tok_s"].append(self._rate(lo, lo + per, complete_b))
-            out["ttft_p50"].append(_median(cell.ttfts))
+            out["tok_s"].append(self._rate(lo, lo + per, complete_b, old_tokens))
+            out["ttft_p50"].append(cell.ttft_median())
             out["err_pct"].append(100.0 * cell.errors / cell.requests if cell.requests else None)
         out.update({key + NOW: [value] for key, value in self.current(now_s).items()})
         return out
@@ -264,14 +343,43 @@ class SeriesBins:
             "err_pct": 100.0 * cell.errors / cell.requests if cell.requests else None,
         }
 
-    def _rate(self, lo: int, hi: int, complete_b: int) -> float | None:
-        """Tokens/s of fine bins lo..hi-1 over their complete part; None under half complete
+    def _folded_columns(
+        self, first_b: int, per: int, columns: int
+    ) -> dict[int, tuple[_Cell, float]]:
+        """{column: (its folded bins merged, their tokens)}: a folded bin goes to the column
+        that holds its first fine bin."""
+        out: dict[int, tuple[_Cell, float]] = {}
+        fold = self._fold
+        for key in self._folded.keys() | self._folded_tokens.keys():
+            c = (key * fold - first_b) // per
+            if 0 <= c < columns:
+                cell, tokens = out.get(c) or (_Cell(), 0.0)
+                if key in self._folded:
+                    cell.merge(self._folded[key])
+                out[c] = (cell, tokens + self._folded_tokens.get(key, 0.0))
+        return out
+
+    def _rate(self, lo: int, hi: int, complete_b: int, folded_tokens: float = 0.0) -> float | None:
+        """Tokens/s of fine bins lo..hi-1 over their complete part (the folded bins that
+        start in it, with `folded_tokens`, count as complete); None under half complete
         (or before the first request)."""
-        covered = min(hi, complete_b) - max(lo, 0)
+        start = max(lo, 0, self._fine_start)
+        covered = max(0, min(hi, complete_b) - start) + self._folded_span(lo, hi)
         if covered * 2 < hi - lo or covered <= 0:
             return None
-        tokens = sum(self._tokens.get(b, 0.0) for b in range(max(lo, 0), min(hi, complete_b)))
+        tokens = folded_tokens + sum(
+            self._tokens.get(b, 0.0) for b in range(start, min(hi, complete_b))
+        )
         return tokens / (covered * self.width_s)
+
+    def _folded_span(self, lo: int, hi: int) -> int:
+        """Fine bins folded into the folded bins that start in lo..hi-1 (the newest one
+        may be cut by _fine_start)."""
+        fold, fine_start = self._fold, self._fine_start
+        first, end = -(-max(lo, 0) // fold), -(-min(hi, fine_start) // fold)  # ceil
+        if end <= first:
+            return 0
+        return (end - first) * fold - max(0, end * fold - fine_start)
 
 
 def result_point(
@@ -296,6 +404,43 @@ def result_point(
         accepted,
         float(ttft) if ttft is not None and r.ok else None,
     )
+
+
+def _weights_of(cell: _Cell) -> list[float]:
+    return cell.weights if cell.weights is not None else [1.0] * len(cell.ttfts)
+
+
+def _weighted_median(xs: list[float], weights: list[float]) -> float | None:
+    """The value where the cumulative weight reaches half (the mean of two values when it
+    lands exactly between them): _median's answer when every weight is 1."""
+    if not xs:
+        return None
+    pairs = sorted(zip(xs, weights))
+    half, seen = sum(weights) / 2, 0.0
+    for i, (x, weight) in enumerate(pairs):
+        seen += weight
+        if math.isclose(seen, half) and i + 1 < len(pairs):
+            return (x + pairs[i + 1][0]) / 2
+        if seen > half:
+            return x
+    return pairs[-1][0]
+
+
+def _summarise(xs: list[float], weights: list[float], keep: int) -> tuple[list[float], list[float]]:
+    """`keep` values at evenly spaced ranks of the weighted values, each weighing 1/keep of
+    the total."""
+    pairs = sorted(zip(xs, weights))
+    total = sum(weights)
+    step = total / keep
+    out: list[float] = []
+    seen, i = 0.0, 0
+    for j in range(keep):
+        target = (j + 0.5) * step
+        while i < len(pairs) - 1 and seen + pairs[i][1] < target:
+            seen += pairs[i][1]
+            i += 1
+        out.append(pairs[i][0])
+    return out, [step] * keep
 
 
 def _median(xs: list[float]) -> float | None:
