@@ -63,22 +63,27 @@ class ServerProcess:
         if parent_pipe_env is not None:
             read_fd, self._parent_fd = os.pipe()
             env[parent_pipe_env] = str(read_fd)
+        # the watchdog first, the server then joins its group: a parent killed between the
+        # two spawns leaves no server without a watchdog (seen: a Ray worker SIGKILLed right
+        # after the server started, before its watchdog did; the server lived on)
+        self._group: int | None = None  # the process group; None: the server's own
         try:
+            if watchdog_s is not None:
+                self._start_watchdog(watchdog_s)
             self.proc: subprocess.Popen[str] = self._spawn(argv, env, read_fd)
         except BaseException:
-            self._close_parent_fd()
+            self._close_parent_fd()  # the watchdog sees EOF and ends its (empty) group
             raise
         finally:
             if read_fd is not None:
                 os.close(read_fd)
-        if watchdog_s is not None:
-            self._start_watchdog(watchdog_s)
 
     def _spawn(self, argv: list[str], env: dict[str, str], fd: int | None) -> subprocess.Popen[str]:
         fds = () if fd is None else (fd,)
+        group = self._group or 0  # the watchdog's group, else a new one led by the server
         if self.log_path is None:
             return subprocess.Popen(
-                argv, stdout=subprocess.PIPE, text=True, env=env, process_group=0, pass_fds=fds
+                argv, stdout=subprocess.PIPE, text=True, env=env, process_group=group, pass_fds=fds
             )
         command = shell_command(argv)
         secrets = secret_values(command)
@@ -91,7 +96,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                process_group=0,
+                process_group=group,
                 pass_fds=fds,
                 text=True,  # no pipe to read: the same type as the piped one
             )
@@ -104,23 +109,27 @@ class ServerProcess:
         return proc
 
     def _start_watchdog(self, grace_s: float) -> None:
-        """server/watchdog.py in the child's group: the group dies with this process."""
+        """server/watchdog.py leading a new group, which the server then joins: the group
+        dies with this process."""
         read_fd, self._watchdog_fd = os.pipe()
-        argv = [sys.executable, "-I", "-S", str(WATCHDOG), str(read_fd), str(self.proc.pid)]
+        argv = [sys.executable, "-I", "-S", str(WATCHDOG), str(read_fd), "0", str(grace_s)]
         try:
             self._watchdog = subprocess.Popen(
-                [*argv, str(grace_s)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                process_group=self.proc.pid,
+                process_group=0,
                 pass_fds=(read_fd,),
             )
-        except OSError:  # the group is already gone (the command exited at once)
-            os.close(self._watchdog_fd)
-            self._watchdog_fd = None
         finally:
             os.close(read_fd)
+        self._group = self._watchdog.pid
+
+    @property
+    def group(self) -> int:
+        """The process group the server runs in (its own, or its watchdog's)."""
+        return self._group if self._group is not None else self.proc.pid
 
     def _close_parent_fd(self) -> None:
         for name in ("_parent_fd", "_watchdog_fd"):
@@ -190,13 +199,13 @@ class ServerProcess:
         returns the leader's exit status."""
         if not self._stopped:  # also when the leader has exited: its children may not have
             self._stopped = True
-            _signal_group(self.proc.pid, signal.SIGTERM)
+            _signal_group(self.group, signal.SIGTERM)
             try:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
                 pass
             # children may outlive the leader: the group gets SIGKILL either way
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            _signal_group(self.group, signal.SIGKILL)
             self.proc.wait(grace_s)
             if self._watchdog is not None:  # killed with the group: reap it
                 self._watchdog.wait(grace_s)
@@ -207,7 +216,7 @@ class ServerProcess:
 
     def kill_now(self) -> None:
         """SIGKILL to the group, nothing else: safe in a signal handler (one syscall)."""
-        _signal_group(self.proc.pid, signal.SIGKILL)
+        _signal_group(self.group, signal.SIGKILL)
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -1,5 +1,6 @@
 """A server group's watchdog, run as a script (`python -I -S watchdog.py FD PGID GRACE_S`,
-no specmon import, so it starts in milliseconds) inside the server's own process group.
+no specmon import, so it starts in milliseconds). It leads the group the server then joins
+(PGID 0: its own group), so no server runs without it.
 
 It blocks on the read end FD of a pipe whose write end only the process that started the
 server holds. EOF there means that process is gone however it ended (a Ray worker
@@ -35,6 +36,7 @@ def _member(pid: int, pgid: int) -> bool:
 
 
 def main(fd: int, pgid: int, grace_s: float) -> None:
+    pgid = pgid or os.getpgrp()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -98,7 +98,7 @@ def test_a_server_whose_starter_is_killed_dies_with_it(tmp_path: Path):
         "import sys, time; from specmon.server.process import ServerProcess, shell;"
         "s = ServerProcess(shell(\"trap '' TERM; sleep 300 & sleep 300; wait\"),"
         f" log_path=__import__('pathlib').Path({str(tmp_path / 'log')!r}), watchdog_s=1.0);"
-        f"open({str(pid_file)!r}, 'w').write(str(s.pid)); time.sleep(300)"
+        f"open({str(pid_file)!r}, 'w').write(str(s.group)); time.sleep(300)"
     )
     starter = ServerProcess([sys.executable, "-c", code])  # its own group, as a Ray worker
     assert wait_for(lambda: pid_file.exists() and pid_file.read_text().isdigit())
@@ -114,7 +114,7 @@ def test_a_normal_stop_ends_the_watchdog_too(tmp_path: Path):
     server = ServerProcess(shell("sleep 300"), log_path=tmp_path / "log", watchdog_s=5.0)
     assert wait_for(lambda: server._watchdog is not None and server._watchdog.poll() is None)
     members = lambda: [
-        p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == server.pid
+        p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == server.group
     ]
     assert len(members()) >= 2  # the shell's sleep and the watchdog
     server.stop(grace_s=5)
@@ -122,7 +122,28 @@ def test_a_normal_stop_ends_the_watchdog_too(tmp_path: Path):
     # set itself to ignore it, else the group's SIGKILL)
     assert server._watchdog is not None
     assert server._watchdog.returncode in (-signal.SIGTERM, -signal.SIGKILL)
-    assert wait_for(lambda: not group_alive(server.pid))
+    assert wait_for(lambda: not group_alive(server.group))
+
+
+def test_the_watchdog_is_in_place_before_the_server_starts(tmp_path: Path):
+    """A starter killed between the two spawns must not leave a server without a watchdog:
+    the watchdog leads the group and starts first; the server joins its group."""
+    server = ServerProcess(shell("sleep 300"), log_path=tmp_path / "log", watchdog_s=5.0)
+    try:
+        assert server._watchdog is not None
+        assert server.group == server._watchdog.pid == _pgid(server._watchdog.pid)
+        assert _pgid(server.pid) == server.group != server.pid
+        # joining a group needs it to exist: the watchdog was there first (and its start
+        # time, /proc/PID/stat field 22 in clock ticks, is no later)
+        assert _started(server._watchdog.pid) <= _started(server.pid)
+    finally:
+        server.stop(grace_s=5)
+    assert wait_for(lambda: not group_alive(server.group))
+
+
+def _started(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 def _pgid(pid: int) -> int | None:
