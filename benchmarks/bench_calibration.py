@@ -42,8 +42,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specmon.decision import answer as answer_mod
+from specmon.decision.acceptance import add_request
 from specmon.decision.answer import advise
 from specmon.decision.choose import Measurement
+from specmon.decision.measured import add_rate
 
 K_RANGE = 10
 JITTER = 0.10
@@ -112,14 +114,10 @@ def measure(cfg: Config, k: int, rng: random.Random) -> Measurement:
             if k > 0:
                 h[j] = h.get(j, 0) + 1
             steps_all += 1
-        slot = i % 40
-        while len(rate) <= slot:
-            rate.append([0.0, 0.0])
-            blocks.append({})
-        rate[slot][0] += tokens
-        rate[slot][1] += seconds
+        # folded as a run folds its requests (blocks of consecutive requests)
+        add_rate(rate, i, tokens, seconds)
+        add_request(blocks, i, h)
         for j, n in h.items():
-            blocks[slot][j] = blocks[slot].get(j, 0) + n
             hist[j] = hist.get(j, 0) + n
         tok_all += tokens
         sec_all += seconds
