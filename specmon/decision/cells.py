@@ -141,7 +141,7 @@ def summarize(cell: Cell, slo: Slo | None = None) -> CellStats | None:
         median=med,
         mad=mad,
         relative_mad=rel,
-        score=max(med - MAD_TO_SIGMA * mad, 0.0),
+        score=_score_of(med, mad),
         unstable=rel > MAX_RELATIVE_MAD,
         few_repeats=len(cell.repeats) < MIN_REPEATS,
         medians={name: _figure_median(cell.repeats, name) for name in OTHER_FIGURES},
@@ -538,14 +538,13 @@ def decide(cells: Sequence[Cell], slo: Slo | None = None, bootstrap: bool = True
 
 
 def _with_margins(d: Decision, cells: Sequence[Cell]) -> Decision:
-    """The decision with its margins: over the best other selectable cell (by median, the
-    measured figure) and over k=0 (by score, as selected_vs_k0_percent)."""
+    """The decision (one that selected a k) with its margins: over the best other
+    selectable cell (by median, the measured figure) and over k=0 (by score, as
+    selected_vs_k0_percent)."""
     by_k = {cell.k: cell for cell in cells}
-    sel = by_k[d.selected_k] if d.selected_k is not None else None
+    sel = by_k[d.selected_k]  # type: ignore[index]
     healthy = selectable(d.candidates)
-    others = [s for s in healthy if s.k != d.selected_k]
-    if sel is None:
-        return d
+    others = [s for s in healthy if s.k != sel.k]
     runner = max(others, key=lambda s: (s.median, -s.k)) if others else None
     k0 = _baseline(healthy)
     return replace(
@@ -561,7 +560,12 @@ def _median(values: Sequence[float]) -> float:
 
 def _score(values: Sequence[float]) -> float:
     med, mad, _ = median_and_mad(values)
-    return max(med - MAD_TO_SIGMA * mad, 0.0)
+    return _score_of(med, mad)
+
+
+def _score_of(median: float, mad: float) -> float:
+    """The sweep's score: median - 1.4826 MAD (a normal sigma), at least 0."""
+    return max(median - MAD_TO_SIGMA * mad, 0.0)
 
 
 def margin_over(a: Cell, b: Cell, stat: Callable[[Sequence[float]], float]) -> Margin | None:
