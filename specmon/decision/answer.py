@@ -25,6 +25,7 @@ The model never names the answer: with one k measured the answer is "measured k=
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from specmon.decision import acceptance as tuning
 from specmon.decision import choose as model
@@ -64,6 +65,7 @@ def advise(
             return model._with(fitted, lead=True, model_k=fitted.k, k=None, why=why)
         k = max(m.k for m in spec)
         proposal = _propose(spec, k, {k}, concurrency, draft_cost, slo, _model_ks(fitted))
+        proposal = _name_excluded(proposal, measurements, healthy, concurrency)
         return model._with(
             fitted, k=k, lead=True, model_k=fitted.k, proposal=proposal, p_best=None,
             within_noise=(),
@@ -74,6 +76,7 @@ def advise(
         proposal = _propose(
             spec, answer.k, measured_ks, concurrency, draft_cost, slo, _model_ks(fitted), arms
         )
+        proposal = _name_excluded(proposal, measurements, healthy, concurrency)
     tied = () if answer.top is None else (answer.top.other,)
     if not spec:  # only k=0 measured here: the model has no acceptance to propose from
         fitted = model._with(fitted, basis=NO_SPECULATION, why=None)
@@ -96,6 +99,22 @@ def _model_ks(fitted: KChoice) -> tuple[int, ...]:
     """The k the model alone names, in its order of preference: its pick, then its
     extrapolated k (the proposal takes the first one not measured)."""
     return tuple(k for k in (fitted.k, fitted.extrapolated_k) if k is not None)
+
+
+def _name_excluded(
+    proposal: meas.Proposal | None,
+    measurements: Sequence[Measurement],
+    healthy: Sequence[Measurement],
+    concurrency: int | None,
+) -> meas.Proposal | None:
+    """Marks a proposal whose k was measured at this load but every run of it excluded by
+    a gate, so the line says "re-measure" (the user did run it; the run did not count)."""
+    if proposal is None:
+        return None
+    at_load = lambda ms: any(m.k == proposal.k and m.concurrency == concurrency for m in ms)
+    if at_load(measurements) and not at_load(healthy):
+        return replace(proposal, excluded=True)
+    return proposal
 
 
 def _most_measured(ms: Sequence[Measurement]) -> int | None:

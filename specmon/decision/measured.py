@@ -250,10 +250,14 @@ class Proposal:
     percent: float
     low: float
     high: float
+    # measured at this load, but the run was excluded (a gate: errors, saturation, lag):
+    # the next step is to measure it again, not for the first time
+    excluded: bool = False
 
     def text(self) -> str:
+        verb = "re-measure" if self.excluded else "measure"
         return (
-            f"next: measure k={self.k}, predicted {self.percent:+.0f}% "
+            f"next: {verb} k={self.k}, predicted {self.percent:+.0f}% "
             f"[{self.low:+.0f}..{self.high:+.0f}] over measured k={self.over} "
             f"(a server at --num-spec-tokens {self.k})"
         )
@@ -265,4 +269,5 @@ class Proposal:
             "predicted_percent": self.percent,
             "band90_percent": [self.low, self.high],
             "measure_with": f"--num-spec-tokens {self.k}",
+            "measured_but_excluded": self.excluded,
         }

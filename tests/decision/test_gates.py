@@ -94,3 +94,25 @@ def test_one_error_in_a_hundred_is_not_gated(errors):
     # one k measured (4) answers; the model alone picks 2 and proposes it
     assert got.k == 4 and got.model_k == 2 and not got.flags
     assert got.proposal is not None and got.proposal.k == 2
+
+
+def test_a_proposed_k_whose_run_was_excluded_is_re_measure_not_measure():
+    # k=2 measured and healthy, accepting nearly every draft: the model proposes a larger k.
+    # A run at that k which failed half its requests was measured but does not count: the
+    # line must say "re-measure k=J" (the user did run it), never "measure" as if new
+    hist = {0: 5, 1: 10, 2: 85}
+    ok = decision.Measurement(2, 8, hist, 14.0, label="k2", requests=40, throughput=2000.0)
+    alone = decision.advise([ok], 8)
+    assert alone.proposal is not None and not alone.proposal.excluded
+    j = alone.proposal.k
+    assert j != 2 and f"next: measure k={j}," in alone.proposal.text()
+    bad = decision.Measurement(j, 8, hist, 15.0, label=f"k{j}", requests=20, errors=20,
+                               throughput=2500.0)  # fmt: skip
+    got = decision.advise([ok, bad], 8)
+    assert got.measured_k == 2 and got.proposal is not None
+    assert got.proposal.k == j and got.proposal.excluded
+    assert f"next: re-measure k={j}," in got.proposal.text()
+    assert got.proposal.to_dict()["measured_but_excluded"] is True
+    # the same k measured at another load leaves this load's proposal a first measurement
+    elsewhere = decision.Measurement(j, 16, hist, 15.0, requests=20, errors=20, throughput=1.0)
+    assert not decision.advise([ok, elsewhere], 8).proposal.excluded
