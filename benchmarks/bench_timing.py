@@ -72,7 +72,8 @@ def run_specmon(url: str, out: Path, concurrency: int, args: argparse.Namespace)
     command = [
         sys.executable, "-m", "specmon", "run", "--url", url, "--headless", "--streaming",
         "--request-count", str(args.requests), "--concurrency", str(concurrency),
-        "--output-tokens-mean", str(args.osl), "--synthetic-input-tokens-mean", "64",
+        "--output-tokens-mean", str(args.osl), "--prompt-source", "synthetic",
+        "--synthetic-input-tokens-mean", "64",
         "--export-level", "raw", "--artifact-dir", str(out), "--no-server-metrics",
         "--random-seed", "1",
     ]  # fmt: skip

@@ -660,6 +660,7 @@ class RunConfig(BaseModel):
             raise ValueError("--dataset sets the prompts: drop --prompt-source")
         if self.dataset_category and self.dataset is None:
             raise ValueError("--dataset-category needs --dataset")
+        self._check_synthetic_lengths()
         if self.split and self.mirror:
             raise ValueError("--split and --mirror exclude each other: pick one")
         if self.segments is not None:
@@ -667,6 +668,21 @@ class RunConfig(BaseModel):
         elif self.segment_duration is not None or self.segment_requests is not None:
             raise ValueError("--segment-duration / --segment-requests need --segments")
         return self
+
+    def _check_synthetic_lengths(self) -> None:
+        """A synthetic length given for prompts that are not synthetic would be ignored
+        without a word (the builtin prompts are 10-50 tokens whatever the flag says)."""
+        source = self.effective_prompt_source
+        if source == "synthetic":
+            return
+        for name in ("synthetic_input_tokens_mean", "synthetic_input_tokens_stddev"):
+            given = name in self.model_fields_set
+            if given and getattr(self, name) != type(self).model_fields[name].default:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(
+                    f"{flag} sets synthetic prompts' length; these prompts ({source}) keep "
+                    f"their own: drop {flag}, or give --prompt-source synthetic"
+                )
 
     def _check_segments(self) -> None:
         parse_segments(self.segments or "")

@@ -30,3 +30,34 @@ def test_a_sampled_length_stays_within_1_and_the_maximum():
     rng = random.Random(1)
     draws = [sample_length(rng, 1000, 1e9) for _ in range(200)]
     assert max(draws) == MAX_TOKENS and min(draws) == 1  # a 1e9 stddev hits both bounds
+
+
+@pytest.mark.parametrize(
+    ("prompts", "source"),
+    [([], "builtin"), (["--prompt-source", "builtin"], "builtin"),
+     (["--input-file", "p.jsonl"], "file")],
+)  # fmt: skip
+def test_a_synthetic_length_for_prompts_that_are_not_synthetic_is_refused(prompts, source):
+    # the builtin prompts are 10-50 tokens: a 4,000-token mean given beside them was
+    # ignored without a word (a run "at 4,000 tokens" measured 20-token prompts)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specmon", "run", "--headless", "--url", "http://127.0.0.1:9",
+         "--synthetic-input-tokens-mean", "4000", *prompts],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"these prompts ({source}) keep their own" in proc.stderr
+    assert "drop --synthetic-input-tokens-mean" in proc.stderr
+
+
+def test_a_synthetic_length_with_synthetic_prompts_or_at_its_default_is_accepted():
+    from specmon.config import RunConfig
+
+    url = ["http://127.0.0.1:9"]
+    assert RunConfig(url=url, prompt_source="synthetic", synthetic_input_tokens_mean=4000)
+    # a config written back whole (a sweep's repeat, a worker) names every field at its
+    # default: not a length given by the user
+    whole = RunConfig(url=url).model_dump()
+    assert RunConfig(**whole).effective_prompt_source == "builtin"
+    with pytest.raises(ValueError, match="synthetic-input-tokens-stddev"):
+        RunConfig(url=url, synthetic_input_tokens_stddev=5.0)

@@ -96,6 +96,8 @@ def parser_for(options: OptionSet[Any]) -> argparse.ArgumentParser:
 # What a lone sample needs to validate: RunConfig's cross-field rules (docs/architecture.md).
 NEEDS: dict[str, dict[str, Any]] = {
     "prompt_source": {"input_file": "prompts.jsonl"},
+    "synthetic_input_tokens_mean": {"prompt_source": "synthetic"},
+    "synthetic_input_tokens_stddev": {"prompt_source": "synthetic"},
     "dataset": {"input_file": "question.jsonl"},
     "dataset_category": {"dataset": "spec_bench", "input_file": "question.jsonl"},
     "segments": {"segment_duration": 5.0},
