@@ -136,8 +136,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("realvllm"):  # the real-vLLM group is the acceptance tier
             item.add_marker(pytest.mark.acceptance)
+        if not item.get_closest_marker("xdist_group") and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts alike
         items[:] = slowest_files_first(items)
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module- or package-scoped fixture. Such a file stays on one
+    pytest-xdist worker (`--dist loadgroup`): spread over four, each worker would build the
+    fixture again (simulators, Prometheus, whole demo runs), the suite's CPU spent four times."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        defs and defs[-1].scope in ("module", "package") for defs in info.name2fixturedefs.values()
+    )
 
 
 def slowest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:

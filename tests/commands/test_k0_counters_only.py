@@ -25,20 +25,35 @@ def specmon(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def demo_process(*args: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "specmon", "demo", *DEMO, *args]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     """Three demo runs, once for the module: k=0 beside k=2, counters only at k=3, and k=0
-    alone."""
+    alone. They run side by side (each its own simulators on free ports): the tests read
+    what each run measured, not its speed, and one after the other they idled 80 s."""
     root = tmp_path_factory.mktemp("k0")
+    variants = {
+        "k02": ["--num-spec-tokens", "0,2"],
+        "wide": ["--num-spec-tokens", "3", "--shape", "none"],
+        "nospec": ["--num-spec-tokens", "0"],
+    }
+    procs = {name: demo_process(*extra, "--artifact-dir", str(root / name))
+             for name, extra in variants.items()}  # fmt: skip
     out = {}
-    for name, extra in (
-        ("k02", ["--num-spec-tokens", "0,2"]),
-        ("wide", ["--num-spec-tokens", "3", "--shape", "none"]),
-        ("nospec", ["--num-spec-tokens", "0"]),
-    ):
-        proc = specmon("demo", *DEMO, *extra, "--artifact-dir", str(root / name))
-        assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
-        out[name] = (root / name, proc.stdout)
+    try:
+        for name, proc in procs.items():
+            stdout, stderr = proc.communicate(timeout=240)
+            assert proc.returncode == 0, stderr + stdout[-2000:]
+            out[name] = (root / name, stdout)
+    finally:  # a run that failed or hung leaves no process behind
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return out
 
 

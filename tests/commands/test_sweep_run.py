@@ -357,6 +357,7 @@ DEMO_PRELUDE = NO_FIDELITY_GATE + (
 )
 
 
+@pytest.mark.acceptance  # a whole demo sweep: every (k, c) cell of real-time load
 @pytest.mark.e2e
 def test_demo_sweep_measures_the_whole_grid(tmp_path: Path) -> None:
     from specmon.commands.demo import DEMO_CONCURRENCY, DEMO_KS

@@ -52,6 +52,7 @@ def test_the_formula_by_hand():
     assert 1 - truth(2, 16) / truth(3, 16) == pytest.approx(0.002, abs=0.001)
 
 
+@pytest.mark.acceptance  # a segmented run of real-time load at four concurrencies
 def test_one_segmented_run_at_k4_loses_at_most_5_percent_per_load(tmp_path: Path):
     out = tmp_path / "run"
     demo = [

@@ -255,6 +255,7 @@ def _aiperf_or_reason() -> str | None:
     return found if isinstance(found, str) else None
 
 
+@pytest.mark.acceptance  # AIPerf and specmon each drive real load through nginx
 @pytest.mark.e2e
 @needs_nginx
 def test_bench_load_runs_aiperf_beside_specmon():
@@ -270,6 +271,7 @@ def test_bench_load_runs_aiperf_beside_specmon():
     assert "concurrency 2: specmon/AIPerf = " in out
 
 
+@pytest.mark.acceptance  # the headless and TUI benchmarks, each on real load
 @pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed (apt-get install -y tmux)")
 def test_bench_tui_prints_headless_and_tui_rows():
