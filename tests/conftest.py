@@ -48,6 +48,17 @@ pytest_plugins = ["pytester"]  # tests/project/test_suite_rules.py runs an inner
 SIM_PRESET_ENV = "SPECMON_SIM_PRESET"
 os.environ[SIM_PRESET_ENV] = "zero"
 
+# Bytecode in a cache outside the clone, whatever PYTHONDONTWRITEBYTECODE says. Some machines
+# set it (this project's build machines do); then every xdist worker rewrites the asserts of
+# every test module again (6 of its 8 CPU-s of collection) and each of the fast tier's ~700
+# child processes (specmon run, sim, sweep...) compiles specmon from source again (0.1 CPU-s
+# each). Workers and children inherit both from here.
+PYCACHE = Path(os.environ.get("TMPDIR", "/tmp")) / f"specmon-pycache-{os.getuid()}"
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+sys.dont_write_bytecode = False
+sys.pycache_prefix = str(PYCACHE)
+
 # The settings of `shared_sim`: quick answers (a run of a few requests takes well under 1 s).
 SHARED_SIM_ARGS = ["--seed", "1", "--ttft-ms", "20", "--step-ms", "2"]
 PROCESS_FIXTURES = {
