@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from specmon.errors import UserError
+from specmon.server.httpx_lean import httpx
 from specmon.server.scrape import tls_context
 
 QUERY_TIMEOUT_S = 5.0  # one query, connect to last byte

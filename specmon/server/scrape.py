@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specmon.accumulator import RunSnapshot
@@ -44,6 +43,7 @@ from specmon.server.health import (
     HealthSample,
     health_from_families,
 )
+from specmon.server.httpx_lean import httpx
 from specmon.server.replicas import ReplicaTracker, several_replicas_text
 from specmon.specdecode.engines import metrics_counters, metrics_gauges
 from specmon.stats import Rows, row_value, summary_rows
