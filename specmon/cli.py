@@ -20,10 +20,12 @@ if specmon.early_installed:
     stops.install()
 
 import argparse
+import gc
 import importlib
 from typing import NoReturn
 
 from specmon import __version__, terminal
+from specmon.constants import GC_THRESHOLDS
 from specmon.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -92,6 +94,8 @@ def _main(argv: list[str] | None) -> int:
 
 def _run_command(name: str, argv: list[str]) -> int:
     module_name, desc = COMMANDS[name]
+    if specmon.early_installed:  # this process is specmon: its own collector settings
+        gc.set_threshold(*GC_THRESHOLDS)  # before the imports (constants.py: why)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:  # a command not built yet

@@ -22,3 +22,11 @@ PERCENTILES: Final[tuple[int, ...]] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 # runs at several k give one: a typical small-drafter ratio, always labelled "assumed"
 # (docs/tuning.md §5).
 DEFAULT_DRAFT_COST: Final = 0.1
+
+# The garbage collector's thresholds in a specmon process (cli.py, from before the command's
+# imports; run/assemble.py for a run started in-process). Imports and every request allocate
+# many objects that live long or not at all; at the default gen-0 threshold (700) the
+# collector runs thousands of times a second under load. These cut specmon's CPU per request
+# by about 10% (benchmarks/bench_load.py) and the imports of `specmon run` by 30-70 ms of
+# 0.45 s, for a little garbage that lives longer.
+GC_THRESHOLDS = (10_000, 50, 1_000)

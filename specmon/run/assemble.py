@@ -12,6 +12,7 @@ from typing import TextIO
 
 from specmon import stops
 from specmon.config import RunConfig, save_config
+from specmon.constants import GC_THRESHOLDS
 from specmon.interfaces import LoadControl
 from specmon.run.multi import MultiRun
 from specmon.session import RunSession
@@ -31,11 +32,7 @@ def assemble(config: RunConfig, out: TextIO, save_config_path: str | None = None
         config.random_seed = int(time.time_ns() % 2**31)
     if save_config_path:
         save_config(config, save_config_path)
-    # Every request allocates many short-lived objects, and the results it leaves are kept;
-    # at the default gen-0 threshold (700) the collector runs thousands of times a second
-    # under load. Larger thresholds cut specmon's CPU per request by about 10% (measured with
-    # benchmarks/bench_load.py), for a little garbage that lives longer.
-    gc.set_threshold(10_000, 50, 1_000)
+    gc.set_threshold(*GC_THRESHOLDS)  # (constants.py: why)
     return MultiRun(config, make_session, make_runner)
 
 
