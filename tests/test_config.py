@@ -212,6 +212,7 @@ def test_unknown_flag_is_one_line():
     ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["run", "sweep", "demo", "sim", "watch", "compare"])
 def test_every_commands_help_prints(command):
     """argparse formats help with %: a literal one in an option's help ("more than 1% of

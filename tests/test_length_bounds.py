@@ -14,6 +14,7 @@ from specmon.config import MAX_TOKENS
 from specmon.sources.load.datasets import sample_length
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("flag", ["--synthetic-input-tokens-mean", "--output-tokens-mean"])
 def test_a_length_past_the_maximum_is_one_line_and_status_2(flag):
     proc = subprocess.run(
@@ -32,6 +33,7 @@ def test_a_sampled_length_stays_within_1_and_the_maximum():
     assert max(draws) == MAX_TOKENS and min(draws) == 1  # a 1e9 stddev hits both bounds
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("prompts", "source"),
     [([], "builtin"), (["--prompt-source", "builtin"], "builtin"),

@@ -15,8 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.balancer_fixtures import JOB, Balancer, balancer  # noqa: F401 (fixture)
 from support.fleet_fixtures import truth
+
+pytestmark = pytest.mark.e2e  # nginx, Prometheus and simulators
 
 SELECTOR = f'{{job="{JOB}"}}'
 

@@ -14,7 +14,7 @@ from support.fleet_fixtures import Fleet, al_between, fleet, truth  # noqa: F401
 
 # one worker starts the fleet (Prometheus, three replicas and their load) and runs every test
 # here against it: a second fleet on another worker would only burn the CPU the others need
-pytestmark = pytest.mark.xdist_group("fleet")
+pytestmark = [pytest.mark.xdist_group("fleet"), pytest.mark.e2e]
 SELECTOR = '{job="vllm"}'
 
 

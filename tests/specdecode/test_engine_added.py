@@ -51,6 +51,7 @@ def toy_sim():
         sim.stop()
 
 
+@pytest.mark.e2e
 def test_a_toy_engine_is_served_by_the_simulator_and_read_end_to_end(toy_sim, tmp_path):
     models = json.loads(urllib.request.urlopen(toy_sim.url + "/v1/models", timeout=10).read())
     assert models["data"][0]["owned_by"] == "toy-owner"  # the entry's owner, on the card
@@ -79,6 +80,7 @@ def test_a_toy_engine_is_served_by_the_simulator_and_read_end_to_end(toy_sim, tm
     assert summary["acceptance_fidelity"]["level"] == "counts"
 
 
+@pytest.mark.e2e
 def test_held_out_trtllm_payloads_through_report_say_tensorrt_llm(tmp_path):
     files = sorted(FIXTURES.glob("trtllm_*.json"))
     captures = [json.loads(f.read_text()) for f in files]

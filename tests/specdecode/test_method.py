@@ -77,6 +77,7 @@ def test_sim_command_lines_name_their_preset():
     assert method_of_command("vllm serve m") is None
 
 
+@pytest.mark.e2e
 def test_flag_text_and_bad_text():
     assert parse_method("EAGLE3:h/x") == SpecMethod("eagle3", "h/x", "--spec-method")
     assert parse_method("") is None

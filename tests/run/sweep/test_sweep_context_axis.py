@@ -129,6 +129,7 @@ def test_chosen_context():
         chosen_context([512, 8192], 4096)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
