@@ -6,13 +6,15 @@ speculation, concurrency 1 and 4, five repeats per cell; then the schedule arm.
 One sweep, five server starts (k = 0, 1, 2, 3 and the schedule), read by every test here
 (module scope): each test checks one claim against figures computed by hand from the cells.
 - every cell measured; the baseline carries no speculation at all;
-- 9a: at every k and load, every repeat's acceptance length is exactly k + 1 and its pooled
-  histogram sits all at k; `specmon tune` on a repeat reads per-position acceptance 1.0 at
-  every position and names no measured k as beyond the range;
+- 9a: at every k and load, every repeat's pooled histogram sits at k (but for a rare step
+  where the drafter's and the verifier's rounding split a near tie: at most 2% of steps) and
+  its acceptance length is the histogram's, k + 1 when all at k; `specmon tune` on a repeat
+  reads per-position acceptance as the histogram gives it and names no measured k as beyond
+  the range;
 - each load's best and selected k follow from the cell repeats by the tuner's rule;
 - 9c: the schedule passes vLLM's own validator and its anchors are the selected k; vLLM
   restarted with it as `num_speculative_tokens_per_batch_size` serves it (at concurrency 1,
-  batch size 1, the histogram sits all at the schedule's K for batch 1), and the arms table
+  batch size 1, the histogram sits at the schedule's K for batch 1, near ties aside), and the arms table
   reports the arm's median against the best fixed k and k=0 as computed from the repeats.
 """
 
@@ -23,6 +25,7 @@ import math
 import statistics
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,36 +124,40 @@ def healthy_cells(cells: list[dict]) -> list[dict]:
 def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, int | None]:
     """(best_k, selected_k) by hand: best = the highest median; selected = the smallest k
     whose score (median - 1.4826 MAD) is within 1% of the top score among stable cells (an
-    unstable cell stays when its median is more than 3 standard errors above every other
-    cell's, or its slowest repeat beats every other cell's fastest); a k > 0 selected over an
-    unstable k=0 only when its score beats k=0's, else none."""
+    unstable cell stays when it is ahead of every other cell beyond the noise: its median
+    more than 3 standard errors above every other cell's, or its slowest repeat above every
+    other cell's fastest); a k > 0 selected over an unstable k=0 only when it is ahead of
+    k=0 by that same bar, else none."""
     here = healthy_cells([c for c in cells if c["concurrency"] == concurrency])
     if not here:
         return None, None
     medians = {c["k"]: statistics.median(throughputs(c)) for c in here}
     best = max(sorted(medians), key=lambda k: medians[k])
-    scores, k0_score = {}, None
+
+    def se(c: dict) -> float:  # a median's standard error: sqrt(pi/2) sigma / sqrt(n)
+        return math.sqrt(math.pi / 2) * SIGMA * mad(throughputs(c)) / len(throughputs(c)) ** 0.5
+
+    def ahead(cell: dict, others: list[dict]) -> bool:
+        med = medians[cell["k"]]
+        apart = all(med - medians[o["k"]] > 3 * math.hypot(se(cell), se(o)) for o in others)
+        slowest_above = all(min(throughputs(cell)) > max(throughputs(o)) for o in others)
+        return bool(others) and (apart or slowest_above)
+
+    scores, unstable_k0 = {}, None
     for cell in here:
         tput, med = throughputs(cell), medians[cell["k"]]
-        others = [o for o in here if o is not cell]
-
-        def se(c: dict) -> float:  # a median's standard error: sqrt(pi/2) sigma / sqrt(n)
-            return math.sqrt(math.pi / 2) * SIGMA * mad(throughputs(c)) / len(throughputs(c)) ** 0.5
-
-        apart = all(med - medians[o["k"]] > 3 * math.hypot(se(cell), se(o)) for o in others)
-        fastest = [max(throughputs(o)) for o in others]
-        dominates = bool(others) and (apart or all(min(tput) > f for f in fastest))
-        score = max(med - SIGMA * mad(tput), 0.0)
-        if mad(tput) / med <= MAX_REL_MAD or dominates:
-            scores[cell["k"]] = score
+        if mad(tput) / med <= MAX_REL_MAD or ahead(cell, [o for o in here if o is not cell]):
+            scores[cell["k"]] = max(med - SIGMA * mad(tput), 0.0)
         elif cell["k"] == 0:
-            k0_score = score
+            unstable_k0 = cell
     if not scores or max(scores.values()) <= 0:
         return best, None
     top = max(scores.values())
     selected = min(k for k, s in scores.items() if s >= top * (1 - TIE))
-    if k0_score is not None and scores[selected] <= k0_score:
-        return best, None
+    if unstable_k0 is not None:
+        (sel_cell,) = [c for c in here if c["k"] == selected]
+        if not ahead(sel_cell, [unstable_k0]):
+            return best, None
     return best, selected
 
 
@@ -175,17 +182,58 @@ def test_every_cell_is_measured_and_the_baseline_does_not_speculate(sweep):
             assert all(r["acceptance_length"] is None for r in cell["repeats"])
 
 
+# where vLLM's draft forward and its verify forward split a near tie (see the test below)
+MAX_NEAR_TIES = 0.02
+
+
+def near_ties(hist: dict[int, int], k: int, where: str) -> int:
+    """Checks a histogram of verify steps by drafts accepted sits at k, all drafts accepted
+    but for at most MAX_NEAR_TIES of the steps; returns (and reports) the steps below k."""
+    below = sum(n for j, n in hist.items() if j != k)
+    assert set(hist) <= set(range(k + 1)) and hist.get(k, 0) > 0, (where, hist)
+    assert below <= MAX_NEAR_TIES * sum(hist.values()), (where, hist)
+    if below:
+        warnings.warn(f"{where}: {below} near-tie steps {hist}", stacklevel=3)
+    return below
+
+
+def acceptance_length(hist: dict[int, int]) -> float:
+    """1 + accepted drafts per verify step, from a histogram of steps by drafts accepted."""
+    return 1 + sum(j * n for j, n in hist.items()) / sum(hist.values())
+
+
+def positions(hist: dict[int, int], k: int) -> tuple[list[float], list[float]]:
+    """Per-position acceptance by hand: unconditional S_i = (steps accepting >= i) / steps,
+    conditional a_i = (steps accepting >= i) / (steps accepting >= i - 1)."""
+    tail = [sum(n for j, n in hist.items() if j >= i) for i in range(k + 1)]
+    return [tail[i] / tail[0] for i in range(1, k + 1)], [
+        tail[i] / tail[i - 1] for i in range(1, k + 1)
+    ]
+
+
 @pytest.mark.parametrize("k", KS)
 def test_draft_equal_to_target_accepts_every_draft(sweep, k):
-    """9a: AL = k + 1 exactly and the histogram all at k in every repeat at both loads;
-    `specmon tune` on one repeat (concurrency 4: batched) reads every position as 1.0."""
+    """9a: every repeat's histogram sits at k, and its acceptance length is the histogram's
+    (k + 1 where every draft is accepted); `specmon tune` on one repeat (concurrency 4:
+    batched) reads per-position acceptance as the histogram gives it, 1.0 when all at k.
+
+    Not quite every draft: vLLM runs the model in bfloat16 on the CPU, the drafter scores
+    one token per forward and the target k + 1 in one verify, so their sums round
+    differently, and where the tiny random model's top two logits nearly tie, the two
+    argmaxes differ. Seen on an AVX-512 Xeon at k=3, concurrency 1: one step of 145 accepted
+    1 of 3 in every repeat (the same prompt each time), and vLLM's own log agreed
+    ("Per-position acceptance rate: 1.000, 0.996, 0.996"). A counting bug moves every step;
+    a near tie one in a hundred or fewer, so at most MAX_NEAR_TIES of a repeat's steps may sit
+    below k, and each such repeat is reported."""
     cells = [c for c in sweep.doc()["cells"] if c["k"] == k]
     for cell in cells:
-        for repeat in cell["repeats"]:
+        for r, repeat in enumerate(cell["repeats"], start=1):
             hist = {int(j): n for j, n in repeat["histogram"].items()}
-            assert repeat["acceptance_length"] == pytest.approx(k + 1, abs=1e-9), hist
-            assert hist[k] > 0 and all(n == 0 for j, n in hist.items() if j != k), hist
+            near_ties(hist, k, f"k={k} c{cell['concurrency']} r{r}")
+            assert repeat["acceptance_length"] == pytest.approx(acceptance_length(hist), rel=1e-12)
     run_dir = sweep.dir / f"k{k}" / "c4" / "r1"
+    (c4,) = [c for c in cells if c["concurrency"] == 4]
+    r1 = {int(j): n for j, n in c4["repeats"][0]["histogram"].items()}
     tune = subprocess.run(
         [sys.executable, "-m", "specmon", "tune", str(run_dir), "--json"],
         capture_output=True, text=True, timeout=300,
@@ -193,9 +241,10 @@ def test_draft_equal_to_target_accepts_every_draft(sweep, k):
     assert tune.returncode == 0, tune.stderr[-2000:]
     report = json.loads(tune.stdout)
     assert report["num_spec_tokens"] == k
-    assert [p["unconditional"] for p in report["positions"]] == [1.0] * k
-    assert [p["conditional"] for p in report["positions"]] == [1.0] * k
-    # every draft accepted: the decision's caveat names no measured k as beyond the range
+    unconditional, conditional = positions(r1, k)
+    assert [p["unconditional"] for p in report["positions"]] == pytest.approx(unconditional)
+    assert [p["conditional"] for p in report["positions"]] == pytest.approx(conditional)
+    # every position at 0.98 or more: the caveat names no measured k as beyond the range
     rec = report["recommendation"]
     assert rec["measured_k"] == k and rec["flags"] == []
 
@@ -239,11 +288,15 @@ def test_vllm_serves_the_schedule_and_the_arms_table_is_right(sweep):
     arm_cells = {c["concurrency"]: c for c in doc["arm_cells"] if c["arm"] == "schedule"}
     assert sorted(arm_cells) == list(CONCURRENCY)
     assert all(c["error"] is None and len(c["repeats"]) == REPEATS for c in arm_cells.values())
-    # batch size 1: vLLM drafts the schedule's K for batch 1, and accepts all of it
+    # batch size 1: vLLM drafts the schedule's K for batch 1, and accepts all of it (but for
+    # the near ties the fixed-k cells show)
     k1 = k_at(ranges, 1)
-    for repeat in arm_cells[1]["repeats"]:
+    for r, repeat in enumerate(arm_cells[1]["repeats"], start=1):
         hist = {int(j): n for j, n in repeat["histogram"].items() if n}
-        assert set(hist) == ({k1} if k1 else set()), (k1, hist)
+        if k1:
+            near_ties(hist, k1, f"schedule arm (K={k1} at batch 1) c1 r{r}")
+        else:
+            assert hist == {}, hist
     (arm,) = [a for a in doc["arms"] if a["name"] == "schedule"]
     table = sweep.proc.stdout
     for point in arm["points"]:
