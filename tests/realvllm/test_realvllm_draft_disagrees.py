@@ -17,9 +17,7 @@ structure, or a specmon counting bug, not noise). Three server starts: a few min
 from __future__ import annotations
 
 import json
-import math
 import os
-import statistics
 import subprocess
 import warnings
 
@@ -33,6 +31,7 @@ from realvllm.server import (
     sweep_templates,
     vllm_schedule_verdicts,
 )
+from realvllm.tuner_rule import ahead
 
 # a group of its own: it starts its own servers, so it may run beside the other real-vLLM files
 pytestmark = [pytest.mark.realvllm, pytest.mark.xdist_group("realvllm-disagree")]
@@ -58,21 +57,6 @@ def draft_acceptance(cell: dict) -> tuple[int, int]:
     return accepted, cell["k"] * steps
 
 
-def ahead_of_k0(cell: dict, k0: dict) -> bool:
-    """The cell measured faster than k=0 beyond the noise, by hand: its median more than 3
-    standard errors (sqrt(pi/2) 1.4826 MAD / sqrt(n) each) above k=0's, or its slowest
-    repeat above k=0's fastest (docs/sweep.md)."""
-    a, b = (sorted(r["output_token_throughput"] for r in c["repeats"]) for c in (cell, k0))
-
-    def se(values: list[float]) -> float:
-        med = statistics.median(values)
-        mad = statistics.median(abs(v - med) for v in values)
-        return math.sqrt(math.pi / 2) * 1.4826 * mad / math.sqrt(len(values))
-
-    gap = statistics.median(a) - statistics.median(b)
-    return gap > 3 * math.hypot(se(a), se(b)) or a[0] > b[-1]
-
-
 def check_k0_decision(decision: dict, cells: list[dict]) -> None:
     """k=0 selected; or, where k=0's repeats (or every cell's) spread too far for the
     tuner's rule (a machine too busy to measure: the sweep rightly selects nothing), no k
@@ -83,7 +67,7 @@ def check_k0_decision(decision: dict, cells: list[dict]) -> None:
         assert decision["selected_k"] == 0, (decision["reason"], decision["notes"])
         return
     here = {c["k"]: c for c in cells if c["concurrency"] == decision["concurrency"]}
-    assert not [k for k in KS if ahead_of_k0(here[k], here[0])], decision
+    assert not [k for k in KS if ahead(here[k], [here[0]])], decision
     spread = {  # relative MAD by k; None: infinite
         c["k"]: c["relative_mad"] if c["relative_mad"] is None else round(c["relative_mad"], 2)
         for c in decision["candidates"]

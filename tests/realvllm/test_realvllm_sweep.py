@@ -14,14 +14,13 @@ One sweep, five server starts (k = 0, 1, 2, 3 and the schedule), read by every t
 - each load's best and selected k follow from the cell repeats by the tuner's rule;
 - 9c: the schedule passes vLLM's own validator and its anchors are the selected k; vLLM
   restarted with it as `num_speculative_tokens_per_batch_size` serves it (at concurrency 1,
-  batch size 1, the histogram sits at the schedule's K for batch 1, near ties aside), and the arms table
-  reports the arm's median against the best fixed k and k=0 as computed from the repeats.
+  batch size 1, the histogram sits at the schedule's K for batch 1, near ties aside), and
+  the arms table reports the arm's median against the best fixed k and k=0 as computed from the repeats.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from realvllm.server import (
     sweep_templates,
     vllm_schedule_verdicts,
 )
+from realvllm.tuner_rule import SIGMA, ahead, mad, throughputs
 
 # a group of its own: the module's tests share one sweep (module fixture), on one worker,
 # and it starts its own servers, so it may run beside the other real-vLLM files
@@ -53,7 +53,7 @@ REPEATS, REQUESTS, OUTPUT_TOKENS = 5, 12, 48
 # the tuner's rule (docs/tuning.md): relative MAD above 0.10 is unstable, 1.4826 MAD is a
 # normal sigma, scores within 1% tie to the smaller k; a cell with more than 1% failed
 # requests, a saturated client or fewer than 5 requests is excluded (the health gates)
-MAX_REL_MAD, SIGMA, TIE, MAX_ERRORS, MIN_REQUESTS = 0.10, 1.4826, 0.01, 0.01, 5
+MAX_REL_MAD, TIE, MAX_ERRORS, MIN_REQUESTS = 0.10, 0.01, 0.01, 5
 
 
 @dataclass
@@ -91,15 +91,6 @@ def sweep(realvllm_ready: str, tmp_path_factory: pytest.TempPathFactory) -> Swee
     return Sweep(out, proc)
 
 
-def throughputs(cell: dict) -> list[float]:
-    return [r["output_token_throughput"] for r in cell["repeats"]]
-
-
-def mad(values: list[float]) -> float:
-    med = statistics.median(values)
-    return statistics.median(abs(v - med) for v in values)
-
-
 def gate_reasons(cell: dict) -> list[str]:
     """The health gates by hand from the repeats (vLLM publishes no step-lag counters)."""
     requests = sum(r["request_count"] for r in cell["repeats"])
@@ -133,16 +124,6 @@ def expected_decision(cells: list[dict], concurrency: int) -> tuple[int | None, 
         return None, None
     medians = {c["k"]: statistics.median(throughputs(c)) for c in here}
     best = max(sorted(medians), key=lambda k: medians[k])
-
-    def se(c: dict) -> float:  # a median's standard error: sqrt(pi/2) sigma / sqrt(n)
-        return math.sqrt(math.pi / 2) * SIGMA * mad(throughputs(c)) / len(throughputs(c)) ** 0.5
-
-    def ahead(cell: dict, others: list[dict]) -> bool:
-        med = medians[cell["k"]]
-        apart = all(med - medians[o["k"]] > 3 * math.hypot(se(cell), se(o)) for o in others)
-        slowest_above = all(min(throughputs(cell)) > max(throughputs(o)) for o in others)
-        return bool(others) and (apart or slowest_above)
-
     scores, unstable_k0 = {}, None
     for cell in here:
         tput, med = throughputs(cell), medians[cell["k"]]
@@ -186,15 +167,14 @@ def test_every_cell_is_measured_and_the_baseline_does_not_speculate(sweep):
 MAX_NEAR_TIES = 0.02
 
 
-def near_ties(hist: dict[int, int], k: int, where: str) -> int:
+def near_ties(hist: dict[int, int], k: int, where: str) -> None:
     """Checks a histogram of verify steps by drafts accepted sits at k, all drafts accepted
-    but for at most MAX_NEAR_TIES of the steps; returns (and reports) the steps below k."""
+    but for at most MAX_NEAR_TIES of the steps, and reports any step below k."""
     below = sum(n for j, n in hist.items() if j != k)
     assert set(hist) <= set(range(k + 1)) and hist.get(k, 0) > 0, (where, hist)
     assert below <= MAX_NEAR_TIES * sum(hist.values()), (where, hist)
     if below:
         warnings.warn(f"{where}: {below} near-tie steps {hist}", stacklevel=3)
-    return below
 
 
 def acceptance_length(hist: dict[int, int]) -> float:
