@@ -6,21 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.paths import ROOT as ROOT_DIR
+from support.paths import shared_file
 
 from specmon.errors import UserError
 from specmon.server.health import HealthDelta, label_text, parse_health
 
-ROOT = ROOT_DIR
-
 
 def real_page() -> Path:
     """The real vLLM 0.32 /metrics page: test data in the shared folder beside the checkout."""
-    for base in (ROOT, *ROOT.parents):
-        candidate = base.parent / "shared" / "reference" / "vllm032-metrics-full.prom"
-        if candidate.is_file():
-            return candidate
-    raise AssertionError("the real vLLM 0.32 /metrics page (vllm032-metrics-full.prom) is missing")
+    return shared_file(
+        "reference",
+        "vllm032-metrics-full.prom",
+        missing="the real vLLM 0.32 /metrics page (vllm032-metrics-full.prom) is missing",
+    )
 
 
 ENGINE0 = (("engine", "0"), ("model_name", "tiny"))

@@ -11,6 +11,16 @@ FIXTURES = TESTS / "fixtures"
 BENCHMARKS = ROOT / "benchmarks"
 
 
+def shared_file(*parts: str, missing: str) -> Path:
+    """A file of the shared folder beside the checkout (../shared/PARTS), found from the
+    checkout or any folder above it; the test fails with `missing` when there is none."""
+    for base in (ROOT, *ROOT.parents):
+        candidate = base.parent.joinpath("shared", *parts)
+        if candidate.is_file():
+            return candidate
+    raise AssertionError(missing)
+
+
 def debian_binary(name: str, path: str, package: str) -> str:
     """An installed Debian tool (on PATH or at `path`); the test FAILS, never skips, naming
     the install command (.ci/run installs it)."""

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.paths import shared_file
 
 from specmon.bounded_read import read_bounded
 from specmon.capture import RawCapture
@@ -48,11 +49,12 @@ MT_BENCH_CATEGORIES = (
 
 def spec_bench_file() -> Path:
     """../shared/data/spec_bench/question.jsonl from the checkout (or a folder above it)."""
-    for base in (ROOT, *ROOT.parents):
-        candidate = base.parent / "shared" / "data" / "spec_bench" / "question.jsonl"
-        if candidate.is_file():
-            return candidate
-    raise AssertionError("the SpecBench question.jsonl is not in ../shared/data/spec_bench/")
+    return shared_file(
+        "data",
+        "spec_bench",
+        "question.jsonl",
+        missing="the SpecBench question.jsonl is not in ../shared/data/spec_bench/",
+    )
 
 
 def write(tmp_path: Path, text: str, name: str = "data.jsonl") -> str:
