@@ -133,8 +133,10 @@ class MainScreen(Screen[None]):
             now = time.monotonic()
             self.model = build_model(self.inputs, self.choices, self.cache, now, self.model)
             self.paint(self.model)
-        except NoMatches:  # the app is closing: widgets go before the timer stops
-            pass
+        except NoMatches:
+            # the app is closing (widgets go before the timer stops), or under load a tick
+            # came before the panels were mounted: this model was not painted
+            self.cache.series_unshown()
 
     def paint(self, model: ScreenModel) -> None:
         self.query_one(RunHeader).show(model.header)

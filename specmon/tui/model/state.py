@@ -146,7 +146,13 @@ class ModelCache:
             return
         self.shown, self.tune_at = selected, 0.0
         self.ks, self.k_seen = set(), 0
-        self.bins, self.series_at, self.series_of = SeriesBins(), float("-inf"), None
+        self.bins = SeriesBins()
+        self.series_unshown()
+
+    def series_unshown(self) -> None:
+        """Panel 3's series at the next build: the last ones handed out were never shown (a
+        finished run hands them out once, so a lost hand-out left the panel empty)."""
+        self.series_at, self.series_of = float("-inf"), None
 
 
 def server_list(run: RunView | None, session: SessionView) -> tuple[tuple[str, SessionView], ...]:

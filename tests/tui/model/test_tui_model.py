@@ -132,6 +132,20 @@ def test_the_series_come_at_most_once_a_second_unless_the_window_moves(monkeypat
     assert screen.build(now=102.3).series is not None  # w: at once
 
 
+def test_a_finished_runs_series_come_once_and_again_when_not_shown():
+    """A finished run hands panel 3's series out once (nothing can move them); a hand-out
+    the screen could not paint (a tick before its panels were mounted, seen in CI as a
+    snapshot's panel 3 at "no data") is handed out again at the next build."""
+    run, screen = one_server()
+    run.finished = True
+    assert screen.build(now=100.0).series is not None
+    assert screen.build(now=105.0).series is None  # finished, nothing moved: not again
+    screen.cache.series_unshown()  # what MainScreen does when a paint found no widgets
+    again = screen.build(now=105.1).series
+    assert again is not None
+    assert [v for v in again(40, 0.0)["al"] if v is not None] == pytest.approx([3.25])
+
+
 def test_no_per_request_records_fall_back_to_the_server_counters():
     _, screen = one_server(None, {"run": StubPoller(delta_of(H4))})
     model = screen.build(now=100.0)
